@@ -1,0 +1,1 @@
+//! longhaul-engine (skeleton)
