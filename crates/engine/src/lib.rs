@@ -1,1 +1,29 @@
-//! longhaul-engine (skeleton)
+//! longhaul-engine: the I/O shell that runs memory-to-memory tests over real sockets.
+//!
+//! It drives the pure types of `longhaul-proto` (messages, window plan, interval accounting, report)
+//! with blocking sockets, one thread per data stream, and the system calls of `longhaul-sys`
+//! (buffers, congestion control, pacing, TCP_INFO, CPU time):
+//!
+//! - [`server`]: `longhaul server`, many tests at once on one port;
+//! - [`client`]: `longhaul test HOST`;
+//! - `run`, `stream`, `socket`, `control`: one side of a running test, its stream workers, data-socket
+//!   set-up and the framed control connection.
+
+mod control;
+mod error;
+mod random;
+mod run;
+mod socket;
+mod stream;
+
+pub mod client;
+pub mod doctor;
+pub mod server;
+pub mod zerocopy;
+
+pub use client::{run_test, ClientConfig, Family, Observer, Quiet};
+pub use error::EngineError;
+pub use server::{Server, ServerConfig, DEFAULT_PORT};
+
+/// This software's name and version, as peers and reports show it.
+pub const SOFTWARE: &str = concat!("longhaul ", env!("CARGO_PKG_VERSION"));

@@ -1,1 +1,57 @@
-//! longhaul-proto (skeleton)
+//! longhaul-proto: the pure, sans-IO heart of the memory-to-memory test.
+//!
+//! Nothing here touches a socket, a thread or the clock; the engine crate drives these types over real
+//! connections and passes time in. That keeps every rule testable and every parser fuzzable:
+//!
+//! - [`wire`]: the connection preamble and length-prefixed control frames;
+//! - [`msg`]: the control messages, the test parameters and their validation;
+//! - [`window`]: socket-buffer sizing from RTT × rate, and the honest report of what the kernel granted;
+//! - [`pacing`]: a total pacing rate split across streams;
+//! - [`interval`]: per-interval and end-of-test accounting of TCP_INFO samples;
+//! - [`report`]: the iperf3-compatible JSON report.
+//!
+//! Allowed dependencies: `longhaul-units`, serde, thiserror. No tokio, libc, sockets or clock.
+
+pub mod interval;
+pub mod msg;
+pub mod pacing;
+pub mod report;
+pub mod window;
+pub mod wire;
+
+pub use msg::{Direction, EndCondition, Message, TestParams, WindowRequest};
+
+/// Everything that can be wrong with bytes or messages from a peer.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
+pub enum ProtoError {
+    /// The connection did not start with the longhaul magic: not a longhaul client.
+    #[error("not a longhaul connection (bad magic bytes)")]
+    BadMagic,
+    /// Unknown connection kind in the preamble.
+    #[error("unknown connection kind {0} in preamble")]
+    BadKind(u8),
+    /// Reserved flags were set.
+    #[error("reserved preamble flags set ({0:#04x})")]
+    BadFlags(u8),
+    /// A frame announced more bytes than any message may have.
+    #[error("control frame of {0} bytes exceeds the 64 KiB limit")]
+    FrameTooLarge(usize),
+    /// A frame of length zero.
+    #[error("empty control frame")]
+    EmptyFrame,
+    /// The frame was not a valid message.
+    #[error("malformed control message: {0}")]
+    BadMessage(String),
+    /// A well-formed message with an out-of-range field.
+    #[error("invalid control message: {0}")]
+    Invalid(String),
+    /// A message arrived in a phase where it makes no sense.
+    #[error("unexpected {got} message while {phase}")]
+    Unexpected {
+        /// Kind of the message received.
+        got: &'static str,
+        /// What the receiver was waiting for.
+        phase: &'static str,
+    },
+}

@@ -1,1 +1,34 @@
-//! longhaul-sys (skeleton)
+//! Thin, safe wrappers over the Linux calls longhaul needs: socket options,
+//! `TCP_INFO`, zero-copy sending, sysctls, capabilities and CPU accounting.
+//!
+//! This is the only crate with `unsafe` in the workspace; every other crate
+//! denies it. The wrappers hold no policy: each does one call (or a fixed,
+//! documented sequence), takes sockets as [`BorrowedFd`](std::os::fd::BorrowedFd)
+//! (use [`AsFd::as_fd`](std::os::fd::AsFd::as_fd) on a `TcpStream`), and reports
+//! failures as a [`SysError`] that names the call and the object it was
+//! applied to, e.g. `setsockopt(SO_RCVBUF=268435456) on fd 7: Operation not
+//! permitted (os error 1)`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod cpu;
+pub mod error;
+pub mod privilege;
+pub mod sockopt;
+pub mod sysctl;
+pub mod tcp_info;
+pub mod zerocopy;
+
+pub use cpu::{CpuTime, online_cpus, pin_thread_to_cpu, process_cpu_time, thread_cpu_time};
+pub use error::{Result, SysError};
+pub use privilege::{CAP_NET_ADMIN, has_capability, has_net_admin};
+pub use sockopt::{
+    MAX_BUFFER_REQUEST, MAX_CONGESTION_NAME, congestion, max_pacing_rate, mss, notsent_lowat,
+    recv_buffer, send_buffer, set_congestion, set_max_pacing_rate, set_notsent_lowat,
+    set_recv_buffer, set_send_buffer,
+};
+pub use sysctl::{
+    NetLimits, PROC_SYS, read_sysctl, read_sysctl_in, sysctl_path_in, write_sysctl, write_sysctl_in,
+};
+pub use tcp_info::{TcpInfo, tcp_info};
+pub use zerocopy::{SendfileSource, SpliceSource, ZeroCopySender};

@@ -1,0 +1,99 @@
+//! The control connection: framed messages over a blocking TCP socket, with deadlines.
+//!
+//! Reads go through [`longhaul_proto::wire::FrameDecoder`], which never buffers more than one frame, so a
+//! peer that sends garbage, a giant length prefix or half a frame costs the server one bounded buffer and
+//! one clear error, never a hang: every read has a deadline.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use longhaul_proto::wire::{encode_frame, FrameDecoder, Preamble, PREAMBLE_LEN};
+use longhaul_proto::Message;
+
+use crate::EngineError;
+
+/// One side of a control connection.
+pub(crate) struct Control {
+    sock: TcpStream,
+    dec: FrameDecoder,
+    peer: String,
+}
+
+impl Control {
+    pub(crate) fn new(sock: TcpStream) -> Self {
+        let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+        // Control messages are small and latency-sensitive (RTT pings).
+        let _ = sock.set_nodelay(true);
+        Self { sock, dec: FrameDecoder::new(), peer }
+    }
+
+    pub(crate) fn socket(&self) -> &TcpStream {
+        &self.sock
+    }
+
+    pub(crate) fn send(&mut self, msg: &Message) -> Result<(), EngineError> {
+        self.sock
+            .write_all(&encode_frame(msg))
+            .map_err(|e| EngineError::io(format!("send {} to {}", msg.kind(), self.peer), e))
+    }
+
+    /// Waits for the next message until `deadline`; `Ok(None)` when the deadline passes first.
+    pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>, EngineError> {
+        loop {
+            if let Some(m) = self.dec.next_message()? {
+                if let Message::Error { message } = m {
+                    return Err(EngineError::Peer(message));
+                }
+                return Ok(Some(m));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            // A zero timeout means "block forever" to the kernel: keep at least 1 ms.
+            let wait = (deadline - now).max(Duration::from_millis(1));
+            self.sock.set_read_timeout(Some(wait)).ok();
+            let mut buf = [0u8; 4096];
+            let want = self.dec.wanted().min(buf.len());
+            match self.sock.read(&mut buf[..want]) {
+                Ok(0) => {
+                    return Err(if self.dec.has_partial() {
+                        EngineError::Truncated(self.peer.clone())
+                    } else {
+                        EngineError::Closed(self.peer.clone())
+                    });
+                }
+                Ok(n) => self.dec.push(&buf[..n])?,
+                Err(e) if is_timeout(&e) => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(EngineError::io(format!("read control from {}", self.peer), e)),
+            }
+        }
+    }
+
+    /// Waits for the next message for at most `timeout`; a timeout is an error naming `what`.
+    pub(crate) fn recv(&mut self, timeout: Duration, what: &'static str) -> Result<Message, EngineError> {
+        self.recv_until(Instant::now() + timeout)?
+            .ok_or_else(|| EngineError::Timeout(format!("{what} from {}", self.peer)))
+    }
+}
+
+/// Reads the 32-byte preamble with a timeout (a silent peer must not hold a server thread forever).
+pub(crate) fn read_preamble(sock: &mut TcpStream, timeout: Duration) -> Result<Preamble, EngineError> {
+    sock.set_read_timeout(Some(timeout)).ok();
+    let mut b = [0u8; PREAMBLE_LEN];
+    sock.read_exact(&mut b).map_err(|e| {
+        if is_timeout(&e) {
+            EngineError::Timeout("connection preamble".into())
+        } else {
+            EngineError::io("read connection preamble", e)
+        }
+    })?;
+    sock.set_read_timeout(None).ok();
+    Ok(Preamble::decode(&b)?)
+}
+
+pub(crate) fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}

@@ -1,0 +1,1 @@
+//! Host checks for a target path (`longhaul doctor`).

@@ -1,0 +1,89 @@
+//! Engine errors: each names what was being attempted and, where the fix is known, says it.
+
+use std::io;
+
+use longhaul_proto::ProtoError;
+use longhaul_sys::SysError;
+
+/// Why a test or a server operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// No address of the host could be reached.
+    #[error("cannot connect to {target}: {source}{hint}")]
+    Connect {
+        /// Host and port tried.
+        target: String,
+        /// The last connect error.
+        source: io::Error,
+        /// A hint on what to check.
+        hint: &'static str,
+    },
+    /// Name resolution failed or gave no usable address.
+    #[error("cannot resolve {0}")]
+    Resolve(String),
+    /// A socket call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being attempted.
+        what: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A socket option or other system call failed.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// The peer sent bytes that are not a valid longhaul message.
+    #[error("protocol error: {0}")]
+    Protocol(#[from] ProtoError),
+    /// The peer reported an error and ended the test.
+    #[error("peer refused: {0}")]
+    Peer(String),
+    /// The server is at its cap of concurrent tests.
+    #[error("server busy, {running} tests running (cap {cap}); try again later")]
+    Busy {
+        /// Tests running.
+        running: u32,
+        /// The server's cap.
+        cap: u32,
+    },
+    /// The peer speaks another protocol version.
+    #[error("protocol version mismatch: we speak {ours}, the peer speaks {theirs}; run the same longhaul version on both ends")]
+    Version {
+        /// Our version.
+        ours: u16,
+        /// Theirs.
+        theirs: u16,
+    },
+    /// The peer went quiet.
+    #[error("timed out waiting for {0}")]
+    Timeout(String),
+    /// The peer closed the control connection between messages.
+    #[error("peer {0} closed the control connection (did it die?)")]
+    Closed(String),
+    /// The peer closed the control connection in the middle of a message.
+    #[error("peer {0} closed the control connection in the middle of a message")]
+    Truncated(String),
+    /// The congestion control is not available on this kernel.
+    #[error("unknown congestion control {name:?}: this kernel offers {available}")]
+    UnknownCongestion {
+        /// Name asked for.
+        name: String,
+        /// What the kernel offers.
+        available: String,
+    },
+    /// A data stream failed during the test.
+    #[error("stream {stream}: {source}")]
+    Stream {
+        /// Stream index.
+        stream: u32,
+        /// What went wrong.
+        source: io::Error,
+    },
+}
+
+impl EngineError {
+    pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
+        EngineError::Io { what: what.into(), source }
+    }
+}

@@ -1,0 +1,205 @@
+//! One side of a running test: its stream workers, its interval clock and its accounting.
+//!
+//! Client and server both drive a [`Run`] from their control thread: `poll_intervals` at each tick,
+//! `stop_senders` when the test ends, `wait` for the streams to drain, `finish` for the totals. The
+//! arithmetic lives in `longhaul_proto::interval`; this module only gathers the inputs.
+
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use longhaul_proto::interval::{tcp_interval, IntervalClock, StreamInterval, StreamStats, StreamTotals, TcpSample};
+use longhaul_sys::CpuTime;
+
+use crate::socket::tcp_sample;
+use crate::stream::{Clock, Job, SendMethod, StreamState, Worker};
+use crate::EngineError;
+
+/// One data connection handed to a run.
+pub(crate) struct RunStream {
+    pub(crate) index: u32,
+    pub(crate) sender: bool,
+    pub(crate) sock: TcpStream,
+    pub(crate) congestion: String,
+    pub(crate) mss: u32,
+}
+
+/// How the senders of this side behave.
+pub(crate) struct SendConfig {
+    pub(crate) method: SendMethod,
+    pub(crate) write_len: usize,
+    /// Byte budget per sending stream (`-n`), if any.
+    pub(crate) budget_per_stream: Option<u64>,
+}
+
+struct Tracked {
+    worker: Worker,
+    prev: Option<TcpSample>,
+    last_bytes: u64,
+    stats: StreamStats,
+}
+
+/// A running side of a test.
+pub(crate) struct Run {
+    pub(crate) clock: Clock,
+    streams: Vec<Tracked>,
+    ticks: IntervalClock,
+    last_end_ns: u64,
+}
+
+impl Run {
+    /// Starts one worker per stream; the clock starts now.
+    pub(crate) fn start(
+        streams: Vec<RunStream>,
+        send: &SendConfig,
+        read_len: usize,
+        interval_ns: u64,
+    ) -> Result<Self, EngineError> {
+        let clock = Clock::start();
+        let mut tracked = Vec::with_capacity(streams.len());
+        for s in streams {
+            let state = StreamState::new(s.index, s.sender, s.sock);
+            let job = if s.sender {
+                Job::Send {
+                    method: send.method.clone(),
+                    write_len: send.write_len,
+                    budget: send.budget_per_stream,
+                }
+            } else {
+                Job::Recv { read_len }
+            };
+            let worker = Worker::spawn(Arc::clone(&state), clock, job)
+                .map_err(|e| EngineError::io(format!("start stream {} thread", s.index), e))?;
+            tracked.push(Tracked {
+                worker,
+                prev: None,
+                last_bytes: 0,
+                stats: StreamStats::new(s.index, s.sender, s.congestion, s.mss),
+            });
+        }
+        Ok(Self { clock, streams: tracked, ticks: IntervalClock::new(0, interval_ns), last_end_ns: 0 })
+    }
+
+    /// When the next interval tick is due.
+    pub(crate) fn next_tick(&self) -> Option<Instant> {
+        self.ticks.next_deadline().map(|ns| self.clock.origin() + Duration::from_nanos(ns))
+    }
+
+    /// Samples every due tick: the sending streams' bytes and TCP internals per interval.
+    pub(crate) fn poll_intervals(&mut self) -> Vec<(u32, Vec<StreamInterval>)> {
+        let now = self.clock.now_ns();
+        let mut out = Vec::new();
+        while let Some((index, start, end)) = self.ticks.poll(now) {
+            out.push((index, self.sample(start, end)));
+            self.last_end_ns = end;
+        }
+        out
+    }
+
+    /// The last, partial interval (from the last tick to now), if it is at least 1 ms long.
+    pub(crate) fn final_interval(&mut self) -> Option<(u32, Vec<StreamInterval>)> {
+        self.ticks.next_deadline()?;
+        let now = self.clock.now_ns();
+        if now < self.last_end_ns + 1_000_000 {
+            return None;
+        }
+        let index = self.ticks.ticks();
+        let start = self.last_end_ns;
+        self.last_end_ns = now;
+        Some((index, self.sample(start, now)))
+    }
+
+    fn sample(&mut self, start_ns: u64, end_ns: u64) -> Vec<StreamInterval> {
+        let mut out = Vec::new();
+        for t in self.streams.iter_mut().filter(|t| t.worker.state.sender) {
+            let bytes = t.worker.state.bytes();
+            let sample = tcp_sample(t.worker.state.sock.as_fd());
+            let tcp = sample.map(|s| {
+                t.stats.observe(&s);
+                tcp_interval(t.prev.as_ref(), &s)
+            });
+            if sample.is_some() {
+                t.prev = sample;
+            }
+            out.push(StreamInterval {
+                stream: t.worker.state.index,
+                start_ns,
+                end_ns,
+                bytes: bytes - t.last_bytes,
+                sender: true,
+                tcp,
+            });
+            t.last_bytes = bytes;
+        }
+        out
+    }
+
+    /// Whether this side sends on any stream.
+    pub(crate) fn has_senders(&self) -> bool {
+        self.streams.iter().any(|t| t.worker.state.sender)
+    }
+
+    /// Whether every stream in the chosen role (senders if `senders`, else receivers) has ended.
+    pub(crate) fn all_finished(&self, senders: bool) -> bool {
+        self.streams
+            .iter()
+            .filter(|t| t.worker.state.sender == senders)
+            .all(|t| t.worker.state.finished().is_some())
+    }
+
+    /// Asks every sender to stop after its current write.
+    pub(crate) fn stop_senders(&self) {
+        for t in &self.streams {
+            t.worker.state.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Waits until all streams ended or `deadline` passed; returns whether all ended.
+    pub(crate) fn wait_all(&self, deadline: Instant) -> bool {
+        loop {
+            if self.all_finished(true) && self.all_finished(false) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Shuts every socket down, waking any worker stuck in a read or write (the peer died or the path
+    /// stalled). Workers stopped this way do not report errors.
+    pub(crate) fn abort(&self) {
+        for t in &self.streams {
+            t.worker.state.stop.store(true, Ordering::Relaxed);
+            let _ = t.worker.state.sock.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Joins the workers. Returns per-stream totals, the workers' CPU time and the first stream error.
+    pub(crate) fn finish(mut self) -> (Vec<StreamTotals>, CpuTime, Option<EngineError>) {
+        // A last TCP_INFO snapshot of each sender, so totals include the final retransmits.
+        for t in self.streams.iter_mut().filter(|t| t.worker.state.sender) {
+            if let Some(s) = tcp_sample(t.worker.state.sock.as_fd()) {
+                t.stats.observe(&s);
+            }
+        }
+        let end = self.clock.now_ns();
+        let mut totals = Vec::with_capacity(self.streams.len());
+        let mut cpu = CpuTime::default();
+        let mut first_error = None;
+        for t in self.streams {
+            let state = Arc::clone(&t.worker.state);
+            let result = t.worker.join();
+            cpu = cpu + result.cpu;
+            if let (Some(e), None) = (result.error, &first_error) {
+                first_error = Some(EngineError::Stream { stream: state.index, source: e });
+            }
+            let seconds = state.finished().unwrap_or(end) as f64 / 1e9;
+            totals.push(t.stats.finish(state.bytes(), seconds));
+        }
+        (totals, cpu, first_error)
+    }
+}

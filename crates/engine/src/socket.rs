@@ -1,0 +1,118 @@
+//! Data-socket set-up: buffers from the window plan, congestion control, pacing; and reading back what
+//! the kernel actually applied, so reports state facts rather than requests.
+
+use std::net::TcpStream;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use longhaul_proto::interval::TcpSample;
+use longhaul_proto::msg::SocketSetup;
+use longhaul_proto::window::{BufferAction, BufferPlan, KernelLimits, WindowPlan};
+use longhaul_sys as sys;
+
+use crate::EngineError;
+
+/// What to apply to one data socket.
+pub(crate) struct SocketOptions<'a> {
+    pub(crate) plan: &'a WindowPlan,
+    pub(crate) congestion: Option<&'a str>,
+}
+
+/// Applies the buffer that matters for this socket's role (send buffer on a sender, receive buffer on a
+/// receiver) and the congestion control. The client calls this before `connect` so that the window scale
+/// negotiated in the handshake fits the receive buffer.
+pub(crate) fn apply(
+    fd: BorrowedFd<'_>,
+    opts: &SocketOptions<'_>,
+    sender: bool,
+    stream: u32,
+) -> Result<(), EngineError> {
+    let buf = if sender { &opts.plan.send } else { &opts.plan.recv };
+    apply_buffer(fd, buf).map_err(|e| annotate(e, stream))?;
+    if let Some(cc) = opts.congestion {
+        sys::set_congestion(fd, cc).map_err(|e| annotate(e, stream))?;
+    }
+    Ok(())
+}
+
+fn apply_buffer(fd: BorrowedFd<'_>, buf: &BufferPlan) -> Result<(), sys::SysError> {
+    match buf.action {
+        BufferAction::Autotune { .. } => Ok(()),
+        BufferAction::Set { request, force } => match buf.kind {
+            longhaul_proto::window::BufferKind::Send => sys::set_send_buffer(fd, request, force),
+            longhaul_proto::window::BufferKind::Recv => sys::set_recv_buffer(fd, request, force),
+        },
+    }
+}
+
+fn annotate(e: sys::SysError, stream: u32) -> EngineError {
+    EngineError::Io { what: format!("stream {stream}: {e}"), source: e.into_io() }
+}
+
+/// Sets the per-stream pacing cap on a sending socket.
+pub(crate) fn apply_pacing(fd: BorrowedFd<'_>, bytes_per_sec: u64) -> Result<(), EngineError> {
+    Ok(sys::set_max_pacing_rate(fd, bytes_per_sec)?)
+}
+
+/// Reads back how the kernel set up `sock`.
+pub(crate) fn describe(sock: &TcpStream, stream: u32, sender: bool, pacing: Option<u64>) -> SocketSetup {
+    let fd = sock.as_fd();
+    SocketSetup {
+        stream,
+        sender,
+        congestion: sys::congestion(fd).unwrap_or_else(|_| "?".into()),
+        mss: sys::mss(fd).unwrap_or(0),
+        sndbuf: sys::send_buffer(fd).unwrap_or(0),
+        rcvbuf: sys::recv_buffer(fd).unwrap_or(0),
+        pacing,
+        local: sock.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        remote: sock.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
+    }
+}
+
+/// This host's buffer limits and privilege.
+pub(crate) fn kernel_limits() -> KernelLimits {
+    let l = sys::NetLimits::read().ok();
+    KernelLimits {
+        rmem_max: l.as_ref().map_or(212_992, |l| l.rmem_max),
+        wmem_max: l.as_ref().map_or(212_992, |l| l.wmem_max),
+        tcp_rmem_max: l.as_ref().map_or(6 << 20, |l| l.tcp_rmem[2]),
+        tcp_wmem_max: l.as_ref().map_or(4 << 20, |l| l.tcp_wmem[2]),
+        privileged: sys::has_net_admin(),
+    }
+}
+
+/// Checks that this kernel has congestion control `name` (loading it as root if it is a module).
+pub(crate) fn check_congestion(name: &str) -> Result<(), EngineError> {
+    let available = sys::NetLimits::read().map(|l| l.available_cc).unwrap_or_default();
+    if available.iter().any(|a| a == name) {
+        return Ok(());
+    }
+    // Not loaded: as root, TCP_CONGESTION loads the module if one exists. Try on a scratch socket.
+    let probe = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .map_err(|e| EngineError::io("create probe socket", e))?;
+    if sys::set_congestion(probe.as_fd(), name).is_ok() {
+        return Ok(());
+    }
+    Err(EngineError::UnknownCongestion { name: name.to_string(), available: available.join(" ") })
+}
+
+/// A `TCP_INFO` snapshot in the pure crate's terms (`None` if the socket is gone).
+pub(crate) fn tcp_sample(fd: BorrowedFd<'_>) -> Option<TcpSample> {
+    let t = sys::tcp_info(fd).ok()?;
+    Some(TcpSample {
+        total_retrans: t.total_retrans,
+        snd_cwnd: t.snd_cwnd,
+        snd_mss: t.snd_mss,
+        snd_wnd: t.snd_wnd,
+        rtt_us: t.rtt_us,
+        rttvar_us: t.rttvar_us,
+        min_rtt_us: t.min_rtt_us,
+        pmtu: t.pmtu,
+        pacing_rate: t.pacing_rate,
+        delivery_rate: t.delivery_rate,
+        busy_us: t.busy_time_us,
+        rwnd_limited_us: t.rwnd_limited_us,
+        sndbuf_limited_us: t.sndbuf_limited_us,
+        bytes_retrans: t.bytes_retrans,
+    })
+}

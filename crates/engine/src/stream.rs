@@ -1,0 +1,196 @@
+//! Stream workers: one thread per data connection, sending or receiving as fast as the socket allows.
+//!
+//! One thread per stream (not one thread for all, as in iperf3 before 3.16) lets streams use every core
+//! and keeps each loop a plain blocking `write`/`read`. The control thread watches the shared counters and
+//! samples `TCP_INFO` on the same socket; it stops a sender by raising `stop` and, if the sender is stuck
+//! in a write the path will never drain, by shutting the socket down under it.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use longhaul_sys::{self as sys, CpuTime};
+
+/// A monotonic clock with a fixed origin (the test start), in nanoseconds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock(Instant);
+
+impl Clock {
+    pub(crate) fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+
+    pub(crate) fn origin(&self) -> Instant {
+        self.0
+    }
+}
+
+/// State shared between a stream's worker and the control thread.
+#[derive(Debug)]
+pub(crate) struct StreamState {
+    pub(crate) index: u32,
+    pub(crate) sender: bool,
+    pub(crate) sock: TcpStream,
+    /// Bytes written (sender) or read (receiver) so far.
+    pub(crate) bytes: AtomicU64,
+    /// Raised by the control thread to end a sender.
+    pub(crate) stop: AtomicBool,
+    /// Clock time (ns) at which the worker finished; 0 while it runs.
+    pub(crate) finished_ns: AtomicU64,
+}
+
+impl StreamState {
+    pub(crate) fn new(index: u32, sender: bool, sock: TcpStream) -> Arc<Self> {
+        Arc::new(Self {
+            index,
+            sender,
+            sock,
+            bytes: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            finished_ns: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn finished(&self) -> Option<u64> {
+        match self.finished_ns.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+}
+
+/// How a sender puts bytes on the wire.
+#[derive(Clone)]
+pub(crate) enum SendMethod {
+    /// Plain `write` from a user buffer.
+    Copy(Arc<[u8]>),
+    /// `-Z`: the kernel's zero-copy path (see [`crate::zerocopy`]).
+    ZeroCopy(Arc<crate::zerocopy::ZeroCopySource>),
+}
+
+/// What a worker does.
+pub(crate) enum Job {
+    /// Send until stopped or until `budget` bytes are sent.
+    Send {
+        method: SendMethod,
+        write_len: usize,
+        budget: Option<u64>,
+    },
+    /// Receive until end-of-stream.
+    Recv { read_len: usize },
+}
+
+/// What a worker returns.
+pub(crate) struct WorkerResult {
+    pub(crate) cpu: CpuTime,
+    pub(crate) error: Option<io::Error>,
+}
+
+/// A running stream.
+pub(crate) struct Worker {
+    pub(crate) state: Arc<StreamState>,
+    handle: JoinHandle<WorkerResult>,
+}
+
+impl Worker {
+    pub(crate) fn spawn(state: Arc<StreamState>, clock: Clock, job: Job) -> io::Result<Self> {
+        let st = Arc::clone(&state);
+        let handle = std::thread::Builder::new()
+            .name(format!("lh-stream-{}", state.index))
+            .spawn(move || {
+                let error = match job {
+                    Job::Send { method, write_len, budget } => send_loop(&st, &method, write_len, budget),
+                    Job::Recv { read_len } => recv_loop(&st, read_len),
+                }
+                .err();
+                st.finished_ns.store(clock.now_ns().max(1), Ordering::Release);
+                WorkerResult { cpu: sys::thread_cpu_time().unwrap_or_default(), error }
+            })?;
+        Ok(Self { state, handle })
+    }
+
+    pub(crate) fn join(self) -> WorkerResult {
+        self.handle.join().unwrap_or_else(|_| WorkerResult {
+            cpu: CpuTime::default(),
+            error: Some(io::Error::other("stream thread panicked")),
+        })
+    }
+}
+
+fn send_loop(st: &StreamState, method: &SendMethod, write_len: usize, budget: Option<u64>) -> io::Result<()> {
+    let mut sock = &st.sock;
+    let mut sent = 0u64;
+    let mut zc = match method {
+        SendMethod::ZeroCopy(src) => Some(src.sender(st.sock.as_fd())?),
+        SendMethod::Copy(_) => None,
+    };
+    while !st.stop.load(Ordering::Relaxed) {
+        let len = match budget {
+            Some(b) if b <= sent => break,
+            Some(b) => (b - sent).min(write_len as u64) as usize,
+            None => write_len,
+        };
+        let r = match (method, zc.as_mut()) {
+            (SendMethod::Copy(buf), _) => sock.write(&buf[..len]),
+            (SendMethod::ZeroCopy(_), Some(z)) => z.send(st.sock.as_fd(), len),
+            (SendMethod::ZeroCopy(_), None) => unreachable!("zero-copy sender set up above"),
+        };
+        match r {
+            Ok(n) => {
+                sent += n as u64;
+                st.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // A stop that had to shut the socket down under a blocked write is not an error.
+            Err(_) if st.stop.load(Ordering::Relaxed) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    // End-of-stream tells the receiver the exact end; ignore errors on an already-dead socket.
+    let _ = st.sock.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+fn recv_loop(st: &StreamState, read_len: usize) -> io::Result<()> {
+    let mut sock = &st.sock;
+    let mut buf = vec![0u8; read_len];
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                st.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Test payload: pseudo-random bytes, so no compressing or deduplicating element on the path can make a
+/// stream look faster than it is (the LSR rules required every packet to carry different data).
+pub(crate) fn payload(len: usize) -> Arc<[u8]> {
+    let mut seed = crate::random::seed();
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        // xorshift64*: fast and good enough for filler bytes; not for anything secret.
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        out.extend_from_slice(&seed.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out.into()
+}

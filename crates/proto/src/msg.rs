@@ -1,0 +1,435 @@
+//! Control messages and their validation.
+//!
+//! A test runs as this conversation on its control connection (C = client, S = server):
+//!
+//! ```text
+//! C: Hello            S: Welcome{cookie} | Busy{running,cap} | Error
+//! C: Ping ×k          S: Pong ×k           (the client measures the RTT)
+//! C: Params           S: Accepted{plan}  | Error        (the server plans its own buffers)
+//! C opens the data connections, each presenting the cookie and its stream index
+//!                     S: StreamsReady{sockets}
+//! C: Start            (both sides start their streams and interval clocks)
+//!                     S: Interval ×n      (the server's samples of the streams it sends on)
+//! C: Stop             (the client's clock ran out, or its byte budget is spent)
+//!                     S: Results          (after its receivers saw end-of-stream)
+//! C: Results          S: (closes)
+//! ```
+//!
+//! Every message is checked by [`Message::from_json`] and every parameter by [`TestParams::validate`], so
+//! the server can refuse bad input with a one-line reason before it allocates anything for the test.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ProtoError;
+
+/// Most parallel streams one test may ask for. iperf3 caps at 128 as "a sanity check"; long fat pipes at
+/// 100 Gbit/s × 300 ms need more than that to stay under the 1 GiB window of one TCP stream.
+pub const MAX_STREAMS: u32 = 1024;
+/// Longest test: one day, like iperf3.
+pub const MAX_DURATION_NS: u64 = 86_400 * 1_000_000_000;
+/// Largest write (`-l`): 64 MiB.
+pub const MAX_WRITE_LEN: u32 = 64 << 20;
+/// Shortest reporting interval: 10 ms (finer sampling costs more than it tells).
+pub const MIN_INTERVAL_NS: u64 = 10_000_000;
+/// Longest reporting interval: one hour.
+pub const MAX_INTERVAL_NS: u64 = 3_600 * 1_000_000_000;
+/// Longest congestion-control name the kernel accepts (TCP_CA_NAME_MAX − 1).
+pub const MAX_CC_NAME: usize = 15;
+
+/// One control message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// First message of the client.
+    Hello {
+        /// Client software version, e.g. "longhaul 0.1.0".
+        software: String,
+    },
+    /// The server accepts the test and hands out its cookie.
+    Welcome {
+        /// Server software version.
+        software: String,
+        /// Hex-encoded test cookie that data connections present.
+        cookie: String,
+    },
+    /// The server is at its cap of concurrent tests.
+    Busy {
+        /// Tests running now.
+        running: u32,
+        /// The server's cap.
+        cap: u32,
+    },
+    /// RTT probe (client → server).
+    Ping {
+        /// Sequence number echoed in the pong.
+        seq: u32,
+    },
+    /// RTT probe answer.
+    Pong {
+        /// The ping's sequence number.
+        seq: u32,
+    },
+    /// The test the client wants.
+    Params(TestParams),
+    /// The server's plan for its own sockets.
+    Accepted(SidePlan),
+    /// All data connections arrived and were set up; the server's view of each socket.
+    StreamsReady {
+        /// One entry per data connection, in stream order.
+        sockets: Vec<SocketSetup>,
+    },
+    /// Start sending now.
+    Start,
+    /// One interval of the server's streams (sent by the server on the streams it sends on).
+    Interval(IntervalSample),
+    /// The client's clock ran out: stop sending and report.
+    Stop,
+    /// End-of-test totals of one side.
+    Results(SideResults),
+    /// A fatal error; the sender closes the connection after it.
+    Error {
+        /// One-line reason.
+        message: String,
+    },
+}
+
+impl Message {
+    /// Parses and validates one message from JSON bytes.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ProtoError> {
+        let msg: Message =
+            serde_json::from_slice(bytes).map_err(|e| ProtoError::BadMessage(e.to_string()))?;
+        msg.validate()?;
+        Ok(msg)
+    }
+
+    /// Short name of the message kind, for "unexpected X" errors and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "hello",
+            Message::Welcome { .. } => "welcome",
+            Message::Busy { .. } => "busy",
+            Message::Ping { .. } => "ping",
+            Message::Pong { .. } => "pong",
+            Message::Params(_) => "params",
+            Message::Accepted(_) => "accepted",
+            Message::StreamsReady { .. } => "streams_ready",
+            Message::Start => "start",
+            Message::Interval(_) => "interval",
+            Message::Stop => "stop",
+            Message::Results(_) => "results",
+            Message::Error { .. } => "error",
+        }
+    }
+
+    fn validate(&self) -> Result<(), ProtoError> {
+        let too_long = |what: &str, s: &str| {
+            if s.len() > 1024 {
+                Err(ProtoError::Invalid(format!("{what} longer than 1024 bytes")))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            Message::Hello { software } | Message::Welcome { software, .. } => {
+                too_long("software version", software)
+            }
+            Message::Error { message } => too_long("error message", message),
+            Message::Params(p) => p.validate(),
+            Message::StreamsReady { sockets } if sockets.len() > 2 * MAX_STREAMS as usize => {
+                Err(ProtoError::Invalid("too many sockets".into()))
+            }
+            Message::Interval(s) if s.streams.len() > 2 * MAX_STREAMS as usize => {
+                Err(ProtoError::Invalid("too many streams in interval".into()))
+            }
+            Message::Results(r) if r.streams.len() > 2 * MAX_STREAMS as usize => {
+                Err(ProtoError::Invalid("too many streams in results".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Which way the data flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Client sends, server receives (the default, like iperf3).
+    #[default]
+    Forward,
+    /// Server sends, client receives (`-R`).
+    Reverse,
+    /// Both at once, on separate connections (`--bidir`).
+    Bidir,
+}
+
+impl Direction {
+    /// Number of data connections for `streams` streams in this direction.
+    pub fn connections(self, streams: u32) -> u32 {
+        match self {
+            Direction::Bidir => streams * 2,
+            _ => streams,
+        }
+    }
+
+    /// Whether the client sends on data connection `index` (bidir: the first half is client → server).
+    pub fn client_sends(self, index: u32, streams: u32) -> bool {
+        match self {
+            Direction::Forward => true,
+            Direction::Reverse => false,
+            Direction::Bidir => index < streams,
+        }
+    }
+}
+
+/// When the test ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndCondition {
+    /// After this many nanoseconds (`-t`).
+    Time {
+        /// Duration in ns.
+        ns: u64,
+    },
+    /// After this many bytes in total per direction (`-n`), split across the streams.
+    Bytes {
+        /// Bytes to send per direction.
+        bytes: u64,
+    },
+}
+
+/// How socket buffers are sized (`-w`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowRequest {
+    /// Size from the measured RTT and the target rate (the default).
+    Auto,
+    /// The user asked for this window per stream, in bytes.
+    Fixed {
+        /// Requested window in bytes.
+        bytes: u64,
+    },
+}
+
+/// The parameters of one test, sent by the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestParams {
+    /// Parallel streams per direction (`-P`).
+    pub streams: u32,
+    /// When to stop.
+    pub end: EndCondition,
+    /// Reporting interval in ns; 0 turns interval reports off.
+    pub interval_ns: u64,
+    /// Direction of the data.
+    pub direction: Direction,
+    /// Congestion control to apply on both ends (`-C`); `None` keeps each kernel's default.
+    pub congestion: Option<String>,
+    /// Window sizing.
+    pub window: WindowRequest,
+    /// Target rate for window sizing, all streams together, bit/s.
+    pub target_rate_bps: u64,
+    /// Total pacing rate split across the sending streams, bit/s (`--pace`).
+    pub pace_total_bps: Option<u64>,
+    /// Bytes per write call (`-l`).
+    pub write_len: u32,
+    /// Use zero-copy send (`-Z`).
+    pub zerocopy: bool,
+    /// RTT the client measured on the control connection, ns.
+    pub rtt_ns: u64,
+}
+
+impl TestParams {
+    /// Checks every field against the limits above; the error names the field.
+    pub fn validate(&self) -> Result<(), ProtoError> {
+        let bad = |m: String| Err(ProtoError::Invalid(m));
+        if self.streams == 0 || self.streams > MAX_STREAMS {
+            return bad(format!("streams must be 1..={MAX_STREAMS}, got {}", self.streams));
+        }
+        match self.end {
+            EndCondition::Time { ns } if ns == 0 || ns > MAX_DURATION_NS => {
+                return bad(format!("duration must be >0 and at most 86400 s, got {ns} ns"));
+            }
+            EndCondition::Bytes { bytes: 0 } => return bad("byte count must be > 0".into()),
+            _ => {}
+        }
+        if self.interval_ns != 0
+            && !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&self.interval_ns)
+        {
+            return bad(format!(
+                "interval must be 0 (off) or 0.01..=3600 s, got {} ns",
+                self.interval_ns
+            ));
+        }
+        if let Some(cc) = &self.congestion {
+            validate_cc_name(cc)?;
+        }
+        if let WindowRequest::Fixed { bytes } = self.window
+            && (bytes == 0 || bytes > 1 << 31)
+        {
+            return bad(format!("window must be 1 B..=2 GiB, got {bytes}"));
+        }
+        if self.write_len == 0 || self.write_len > MAX_WRITE_LEN {
+            return bad(format!("write length must be 1..=64 MiB, got {}", self.write_len));
+        }
+        if self.target_rate_bps == 0 {
+            return bad("target rate must be > 0".into());
+        }
+        if self.pace_total_bps == Some(0) {
+            return bad("pacing rate must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// Checks a congestion-control name is plausible before it reaches the kernel.
+pub fn validate_cc_name(cc: &str) -> Result<(), ProtoError> {
+    if cc.is_empty()
+        || cc.len() > MAX_CC_NAME
+        || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(ProtoError::Invalid(format!(
+            "congestion control name {cc:?} is not valid (1-{MAX_CC_NAME} of [a-z0-9_-])"
+        )));
+    }
+    Ok(())
+}
+
+/// One side's plan for its socket buffers, as computed by [`crate::window::plan`] and reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SidePlan {
+    /// The window plan and what limits it.
+    pub window: crate::window::WindowPlan,
+    /// Pacing applied per sending stream on this side, bytes/s.
+    pub pacing_per_stream: Vec<u64>,
+    /// Whether this side may exceed the kernel caps (CAP_NET_ADMIN: SO_*BUFFORCE).
+    pub privileged: bool,
+}
+
+/// How one data socket was set up, as the kernel reports it after setup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SocketSetup {
+    /// Stream index.
+    pub stream: u32,
+    /// Whether this side sends on it.
+    pub sender: bool,
+    /// Congestion control the kernel applied (read back, not assumed).
+    pub congestion: String,
+    /// Maximum segment size.
+    pub mss: u32,
+    /// Send buffer as the kernel reports it (SO_SNDBUF, already doubled by Linux).
+    pub sndbuf: u64,
+    /// Receive buffer as the kernel reports it (SO_RCVBUF).
+    pub rcvbuf: u64,
+    /// Pacing cap applied (bytes/s), if any.
+    pub pacing: Option<u64>,
+    /// Local and remote socket addresses.
+    pub local: String,
+    /// Remote address.
+    pub remote: String,
+}
+
+/// One reporting interval of one side's streams.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSample {
+    /// Interval number, from 0.
+    pub index: u32,
+    /// One entry per stream this side sends on.
+    pub streams: Vec<crate::interval::StreamInterval>,
+}
+
+/// CPU used by one side during a test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct CpuUse {
+    /// User time, seconds.
+    pub user_s: f64,
+    /// System time, seconds.
+    pub system_s: f64,
+    /// Wall time the CPU was measured over, seconds.
+    pub wall_s: f64,
+}
+
+impl CpuUse {
+    /// Percent of one core, as iperf3 reports it (may exceed 100 with several threads).
+    pub fn percent(&self) -> (f64, f64, f64) {
+        if self.wall_s <= 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let u = 100.0 * self.user_s / self.wall_s;
+        let s = 100.0 * self.system_s / self.wall_s;
+        (u + s, u, s)
+    }
+}
+
+/// End-of-test totals of one side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideResults {
+    /// CPU this side spent on the test.
+    pub cpu: CpuUse,
+    /// One entry per data connection.
+    pub streams: Vec<crate::interval::StreamTotals>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn params() -> TestParams {
+        TestParams {
+            streams: 4,
+            end: EndCondition::Time { ns: 10_000_000_000 },
+            interval_ns: 1_000_000_000,
+            direction: Direction::Forward,
+            congestion: Some("cubic".into()),
+            window: WindowRequest::Auto,
+            target_rate_bps: 10_000_000_000,
+            pace_total_bps: None,
+            write_len: 128 * 1024,
+            zerocopy: false,
+            rtt_ns: 120_000_000,
+        }
+    }
+
+    #[test]
+    fn params_round_trip_through_json() {
+        let m = Message::Params(params());
+        let json = serde_json::to_vec(&m).unwrap();
+        assert_eq!(Message::from_json(&json).unwrap(), m);
+    }
+
+    #[test]
+    fn invalid_params_name_the_field() {
+        for (mutate, needle) in [
+            (Box::new(|p: &mut TestParams| p.streams = 0) as Box<dyn Fn(&mut TestParams)>, "streams"),
+            (Box::new(|p: &mut TestParams| p.streams = MAX_STREAMS + 1), "streams"),
+            (Box::new(|p: &mut TestParams| p.write_len = 0), "write length"),
+            (Box::new(|p: &mut TestParams| p.interval_ns = 1), "interval"),
+            (Box::new(|p: &mut TestParams| p.end = EndCondition::Time { ns: 0 }), "duration"),
+            (Box::new(|p: &mut TestParams| p.congestion = Some("cubic;rm -rf".into())), "congestion"),
+            (Box::new(|p: &mut TestParams| p.window = WindowRequest::Fixed { bytes: 0 }), "window"),
+        ] {
+            let mut p = params();
+            mutate(&mut p);
+            let err = p.validate().unwrap_err().to_string();
+            assert!(err.contains(needle), "{err:?} should mention {needle}");
+        }
+    }
+
+    #[test]
+    fn bidir_doubles_connections_and_splits_roles() {
+        assert_eq!(Direction::Bidir.connections(3), 6);
+        assert!(Direction::Bidir.client_sends(2, 3));
+        assert!(!Direction::Bidir.client_sends(3, 3));
+        assert!(!Direction::Reverse.client_sends(0, 3));
+    }
+
+    #[test]
+    fn unknown_message_type_is_rejected() {
+        let err = Message::from_json(br#"{"type":"format_disk"}"#).unwrap_err();
+        assert!(matches!(err, ProtoError::BadMessage(_)));
+    }
+
+    #[test]
+    fn cpu_percent_is_relative_to_wall_time() {
+        let c = CpuUse { user_s: 1.0, system_s: 3.0, wall_s: 4.0 };
+        assert_eq!(c.percent(), (100.0, 25.0, 75.0));
+    }
+}

@@ -1,0 +1,656 @@
+//! The test report, shaped like iperf3's `--json` output so that tools reading iperf3 JSON read ours.
+//!
+//! Key names follow iperf3 3.x (`start`, `intervals`, `end`, `streams`, `sum`, `sum_sent`,
+//! `sum_received`, `bits_per_second`, `retransmits`, `snd_cwnd`, `rtt` in µs, `cpu_utilization_percent`,
+//! `sender_tcp_congestion`, ...). Everything longhaul adds is an *extra* key (per-stream `min_rtt`,
+//! `pacing_rate`, `delivery_rate`, `rwnd_limited`, `sndbuf_limited`, `busy_time`, and a `longhaul`
+//! object in `start` and `end`); nothing iperf3 defines is renamed or removed. The JSON is a tested
+//! contract (see the end-to-end tests).
+
+use serde::{Deserialize, Serialize};
+
+use crate::interval::{rate, StreamInterval, StreamTotals};
+use crate::msg::{CpuUse, Direction, SidePlan, SocketSetup};
+use crate::window::BufferOutcome;
+
+/// The whole report: what `--json` prints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// Test set-up.
+    pub start: Start,
+    /// One entry per reporting interval.
+    pub intervals: Vec<IntervalReport>,
+    /// Totals.
+    pub end: End,
+    /// Present when the test failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One data connection, as iperf3 lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Connected {
+    /// Stream id (iperf3 prints the fd; we print the stream index + 1).
+    pub socket: u32,
+    /// Local address.
+    pub local_host: String,
+    /// Local port.
+    pub local_port: u16,
+    /// Remote address.
+    pub remote_host: String,
+    /// Remote port.
+    pub remote_port: u16,
+}
+
+/// iperf3's `start.timestamp`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Timestamp {
+    /// RFC 7231 date, e.g. "Sat, 21 Nov 2026 05:49:17 GMT".
+    pub time: String,
+    /// Seconds since the Unix epoch.
+    pub timesecs: u64,
+}
+
+impl Timestamp {
+    /// The timestamp for `timesecs` seconds since the epoch.
+    pub fn from_unix(timesecs: u64) -> Self {
+        Self { time: http_date(timesecs), timesecs }
+    }
+}
+
+/// iperf3's `start.connecting_to`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnectingTo {
+    /// Host as given.
+    pub host: String,
+    /// Server port.
+    pub port: u16,
+}
+
+/// iperf3's `start.test_start`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestStart {
+    /// Always "TCP".
+    pub protocol: String,
+    /// Streams per direction.
+    pub num_streams: u32,
+    /// Write size.
+    pub blksize: u32,
+    /// Seconds omitted at the start (always 0).
+    pub omit: u32,
+    /// Duration in seconds (0 with `-n`).
+    pub duration: u64,
+    /// Bytes to send (0 with `-t`).
+    pub bytes: u64,
+    /// Blocks to send (always 0).
+    pub blocks: u64,
+    /// 1 with `-R`.
+    pub reverse: u8,
+    /// Type of service (always 0).
+    pub tos: u8,
+    /// Target bitrate (0: unlimited).
+    pub target_bitrate: u64,
+    /// 1 with `--bidir`.
+    pub bidir: u8,
+    /// Per-stream pacing cap in bit/s (iperf3's `--fq-rate`); ours is the total split, see `longhaul`.
+    pub fqrate: u64,
+    /// Interval in seconds.
+    pub interval: f64,
+}
+
+/// longhaul's additions to `start`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StartExtra {
+    /// RTT measured on the control connection before the test, ms.
+    pub rtt_ms: f64,
+    /// Target rate used for window sizing, bit/s.
+    pub target_rate_bps: u64,
+    /// Congestion control requested (`-C`), if any.
+    pub congestion_requested: Option<String>,
+    /// Total pacing rate requested (`--pace`), bit/s.
+    pub pace_total_bps: Option<u64>,
+    /// Zero-copy send method in use, if `-Z`.
+    pub zerocopy: Option<String>,
+    /// This host's window plan.
+    pub local_plan: SidePlan,
+    /// This host's buffers as granted.
+    pub local_buffers: Vec<BufferOutcome>,
+    /// The server's window plan.
+    pub remote_plan: SidePlan,
+    /// The server's buffers as granted.
+    pub remote_buffers: Vec<BufferOutcome>,
+    /// Every socket as the client set it up.
+    pub local_sockets: Vec<SocketSetup>,
+    /// Every socket as the server set it up.
+    pub remote_sockets: Vec<SocketSetup>,
+}
+
+/// iperf3's `start`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Start {
+    /// Data connections.
+    pub connected: Vec<Connected>,
+    /// Software version.
+    pub version: String,
+    /// `uname -a`-style system description.
+    pub system_info: String,
+    /// When the test started.
+    pub timestamp: Timestamp,
+    /// Server host and port.
+    pub connecting_to: ConnectingTo,
+    /// Test cookie.
+    pub cookie: String,
+    /// MSS of the first data connection.
+    pub tcp_mss_default: u32,
+    /// Requested `-w`, 0 for auto.
+    pub sock_bufsize: u64,
+    /// SO_SNDBUF of the first data connection, as the kernel reports it.
+    pub sndbuf_actual: u64,
+    /// SO_RCVBUF of the first data connection.
+    pub rcvbuf_actual: u64,
+    /// Test parameters.
+    pub test_start: TestStart,
+    /// longhaul's additions.
+    pub longhaul: StartExtra,
+}
+
+/// One stream over one interval, iperf3 keys plus ours.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StreamEntry {
+    /// Stream id.
+    pub socket: u32,
+    /// Interval start, s.
+    pub start: f64,
+    /// Interval end, s.
+    pub end: f64,
+    /// Interval length, s.
+    pub seconds: f64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Rate, bit/s.
+    pub bits_per_second: f64,
+    /// Retransmitted segments in the interval.
+    pub retransmits: u64,
+    /// Congestion window, bytes.
+    pub snd_cwnd: u64,
+    /// Peer receive window, bytes.
+    pub snd_wnd: u64,
+    /// Smoothed RTT, µs.
+    pub rtt: u32,
+    /// RTT variance, µs.
+    pub rttvar: u32,
+    /// Path MTU.
+    pub pmtu: u32,
+    /// Always false (no omit period).
+    pub omitted: bool,
+    /// Whether these are the sender's figures.
+    pub sender: bool,
+    /// Minimum RTT, µs (longhaul).
+    pub min_rtt: u32,
+    /// Pacing rate, bit/s (longhaul).
+    pub pacing_rate: u64,
+    /// Delivery rate, bit/s (longhaul).
+    pub delivery_rate: u64,
+    /// µs busy sending in the interval (longhaul).
+    pub busy_time: u64,
+    /// µs limited by the receive window in the interval (longhaul).
+    pub rwnd_limited: u64,
+    /// µs limited by the send buffer in the interval (longhaul).
+    pub sndbuf_limited: u64,
+}
+
+impl StreamEntry {
+    fn from_interval(s: &StreamInterval) -> Self {
+        let t = s.tcp.unwrap_or_default();
+        let start = s.start_ns as f64 / 1e9;
+        let end = s.end_ns as f64 / 1e9;
+        Self {
+            socket: s.stream + 1,
+            start,
+            end,
+            seconds: end - start,
+            bytes: s.bytes,
+            bits_per_second: s.bits_per_second(),
+            retransmits: t.retransmits,
+            snd_cwnd: t.snd_cwnd,
+            snd_wnd: t.snd_wnd,
+            rtt: t.rtt_us,
+            rttvar: t.rttvar_us,
+            pmtu: t.pmtu,
+            omitted: false,
+            sender: s.sender,
+            min_rtt: t.min_rtt_us,
+            pacing_rate: t.pacing_rate_bps,
+            delivery_rate: t.delivery_rate_bps,
+            busy_time: t.busy_us,
+            rwnd_limited: t.rwnd_limited_us,
+            sndbuf_limited: t.sndbuf_limited_us,
+        }
+    }
+}
+
+/// A sum over streams (intervals and end).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct SumEntry {
+    /// Start, s.
+    pub start: f64,
+    /// End, s.
+    pub end: f64,
+    /// Length, s.
+    pub seconds: f64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Rate, bit/s.
+    pub bits_per_second: f64,
+    /// Retransmits (sender sums only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// Always false.
+    pub omitted: bool,
+    /// Whether these are the sender's figures.
+    pub sender: bool,
+}
+
+/// One reporting interval.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntervalReport {
+    /// Per-stream figures.
+    pub streams: Vec<StreamEntry>,
+    /// Sum over the streams of the main direction.
+    pub sum: SumEntry,
+    /// Sum over the reverse streams with `--bidir`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_bidir_reverse: Option<SumEntry>,
+}
+
+/// Builds an interval report from the sender-side samples of every stream. `streams` is the number of
+/// streams per direction; with `--bidir`, indices `0..streams` are client → server.
+pub fn interval_report(
+    samples: &[StreamInterval],
+    direction: Direction,
+    streams: u32,
+) -> IntervalReport {
+    let mut sorted: Vec<&StreamInterval> = samples.iter().collect();
+    sorted.sort_by_key(|s| s.stream);
+    let entries: Vec<StreamEntry> = sorted.iter().map(|s| StreamEntry::from_interval(s)).collect();
+    let sum_of = |pick: &dyn Fn(u32) -> bool| -> Option<SumEntry> {
+        let chosen: Vec<&StreamEntry> =
+            entries.iter().filter(|e| pick(e.socket - 1)).collect();
+        let first = chosen.first()?;
+        let (start, end) = (first.start, chosen.iter().map(|e| e.end).fold(first.end, f64::max));
+        let bytes = chosen.iter().map(|e| e.bytes).sum();
+        let ns = ((end - start) * 1e9).round() as u64;
+        Some(SumEntry {
+            start,
+            end,
+            seconds: end - start,
+            bytes,
+            bits_per_second: rate(bytes, ns),
+            retransmits: Some(chosen.iter().map(|e| e.retransmits).sum()),
+            omitted: false,
+            sender: chosen.iter().all(|e| e.sender),
+        })
+    };
+    let (sum, reverse) = match direction {
+        Direction::Bidir => (sum_of(&|i| i < streams), sum_of(&|i| i >= streams)),
+        _ => (sum_of(&|_| true), None),
+    };
+    IntervalReport { streams: entries, sum: sum.unwrap_or_default(), sum_bidir_reverse: reverse }
+}
+
+/// Sender's end-of-test figures for one stream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndSender {
+    /// Stream id.
+    pub socket: u32,
+    /// Always 0.
+    pub start: f64,
+    /// Seconds sending.
+    pub end: f64,
+    /// Seconds sending.
+    pub seconds: f64,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Rate, bit/s.
+    pub bits_per_second: f64,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Largest cwnd, bytes.
+    pub max_snd_cwnd: u64,
+    /// Largest peer window, bytes.
+    pub max_snd_wnd: u64,
+    /// Largest sampled RTT, µs.
+    pub max_rtt: u32,
+    /// Smallest sampled RTT, µs.
+    pub min_rtt: u32,
+    /// Mean sampled RTT, µs.
+    pub mean_rtt: u32,
+    /// Always true.
+    pub sender: bool,
+    /// Congestion control applied (longhaul).
+    pub congestion: String,
+    /// MSS (longhaul).
+    pub mss: u32,
+    /// Bytes retransmitted (longhaul).
+    pub bytes_retrans: u64,
+    /// µs limited by the receive window (longhaul).
+    pub rwnd_limited: u64,
+    /// µs limited by the send buffer (longhaul).
+    pub sndbuf_limited: u64,
+    /// µs busy (longhaul).
+    pub busy_time: u64,
+}
+
+/// Receiver's end-of-test figures for one stream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndReceiver {
+    /// Stream id.
+    pub socket: u32,
+    /// Always 0.
+    pub start: f64,
+    /// Seconds until the last byte.
+    pub end: f64,
+    /// Seconds until the last byte.
+    pub seconds: f64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Rate, bit/s.
+    pub bits_per_second: f64,
+    /// Always false.
+    pub sender: bool,
+}
+
+/// Both ends of one stream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndStream {
+    /// Sender figures.
+    pub sender: EndSender,
+    /// Receiver figures.
+    pub receiver: EndReceiver,
+}
+
+/// iperf3's `end.cpu_utilization_percent`.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct CpuPercent {
+    /// Client total, % of one core.
+    pub host_total: f64,
+    /// Client user.
+    pub host_user: f64,
+    /// Client system.
+    pub host_system: f64,
+    /// Server total.
+    pub remote_total: f64,
+    /// Server user.
+    pub remote_user: f64,
+    /// Server system.
+    pub remote_system: f64,
+}
+
+/// The Land Speed Record metric of the run (`--distance-km`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LsrEntry {
+    /// Distance the metric uses, km.
+    pub distance_km: f64,
+    /// Received rate, bit/s.
+    pub bits_per_second: f64,
+    /// Rate × distance, bit·m/s.
+    pub bit_meters_per_second: f64,
+    /// Human form, e.g. "46,156 Tbit·m/s".
+    pub display: String,
+}
+
+/// longhaul's additions to `end`.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct EndExtra {
+    /// The Land Speed Record metric, with `--distance-km`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lsr: Option<LsrEntry>,
+    /// Warnings to show after the results (e.g. a binding window cap with its fix).
+    pub warnings: Vec<String>,
+    /// Client-side CPU seconds per gigabit moved.
+    pub cpu_seconds_per_gbit: f64,
+}
+
+/// iperf3's `end`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct End {
+    /// Per-stream totals.
+    pub streams: Vec<EndStream>,
+    /// Sender sum, main direction.
+    pub sum_sent: SumEntry,
+    /// Receiver sum, main direction.
+    pub sum_received: SumEntry,
+    /// Sender sum of the reverse streams with `--bidir`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_sent_bidir_reverse: Option<SumEntry>,
+    /// Receiver sum of the reverse streams with `--bidir`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_received_bidir_reverse: Option<SumEntry>,
+    /// CPU use of both ends.
+    pub cpu_utilization_percent: CpuPercent,
+    /// Congestion control on the sending sockets (main direction), as the kernel applied it.
+    pub sender_tcp_congestion: String,
+    /// Congestion control on the receiving sockets.
+    pub receiver_tcp_congestion: String,
+    /// longhaul's additions.
+    pub longhaul: EndExtra,
+}
+
+/// Builds `end` from both sides' per-stream totals.
+pub fn end_report(
+    totals: &[StreamTotals],
+    direction: Direction,
+    streams: u32,
+    local_cpu: CpuUse,
+    remote_cpu: CpuUse,
+) -> End {
+    let senders: Vec<&StreamTotals> = totals.iter().filter(|t| t.sender).collect();
+    let receivers: Vec<&StreamTotals> = totals.iter().filter(|t| !t.sender).collect();
+    let mut ids: Vec<u32> = totals.iter().map(|t| t.stream).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let entries: Vec<EndStream> = ids
+        .iter()
+        .map(|&id| {
+            let s = senders.iter().find(|t| t.stream == id).copied().cloned().unwrap_or_default();
+            let r = receivers.iter().find(|t| t.stream == id).copied().cloned().unwrap_or_default();
+            EndStream {
+                sender: EndSender {
+                    socket: id + 1,
+                    start: 0.0,
+                    end: s.seconds,
+                    seconds: s.seconds,
+                    bytes: s.bytes,
+                    bits_per_second: rate_s(s.bytes, s.seconds),
+                    retransmits: s.retransmits,
+                    max_snd_cwnd: s.max_snd_cwnd,
+                    max_snd_wnd: s.max_snd_wnd,
+                    max_rtt: s.max_rtt_us,
+                    min_rtt: s.min_rtt_us,
+                    mean_rtt: s.mean_rtt_us,
+                    sender: true,
+                    congestion: s.congestion.clone(),
+                    mss: s.mss,
+                    bytes_retrans: s.bytes_retrans,
+                    rwnd_limited: s.rwnd_limited_us,
+                    sndbuf_limited: s.sndbuf_limited_us,
+                    busy_time: s.busy_us,
+                },
+                receiver: EndReceiver {
+                    socket: id + 1,
+                    start: 0.0,
+                    end: r.seconds,
+                    seconds: r.seconds,
+                    bytes: r.bytes,
+                    bits_per_second: rate_s(r.bytes, r.seconds),
+                    sender: false,
+                },
+            }
+        })
+        .collect();
+    let in_main = |id: u32| direction != Direction::Bidir || id < streams;
+    let sum = |list: &[&StreamTotals], main: bool, sender: bool| -> SumEntry {
+        let chosen: Vec<&&StreamTotals> =
+            list.iter().filter(|t| in_main(t.stream) == main).collect();
+        let bytes = chosen.iter().map(|t| t.bytes).sum();
+        let seconds = chosen.iter().map(|t| t.seconds).fold(0.0, f64::max);
+        SumEntry {
+            start: 0.0,
+            end: seconds,
+            seconds,
+            bytes,
+            bits_per_second: rate_s(bytes, seconds),
+            retransmits: sender.then(|| chosen.iter().map(|t| t.retransmits).sum()),
+            omitted: false,
+            sender,
+        }
+    };
+    let bidir = direction == Direction::Bidir;
+    let cc_of = |list: &[&StreamTotals]| {
+        list.iter().find(|t| in_main(t.stream)).map(|t| t.congestion.clone()).unwrap_or_default()
+    };
+    let (lt, lu, ls) = local_cpu.percent();
+    let (rt, ru, rs) = remote_cpu.percent();
+    let moved_gbit: f64 = senders.iter().map(|t| t.bytes as f64 * 8.0 / 1e9).sum();
+    End {
+        streams: entries,
+        sum_sent: sum(&senders, true, true),
+        sum_received: sum(&receivers, true, false),
+        sum_sent_bidir_reverse: bidir.then(|| sum(&senders, false, true)),
+        sum_received_bidir_reverse: bidir.then(|| sum(&receivers, false, false)),
+        cpu_utilization_percent: CpuPercent {
+            host_total: lt,
+            host_user: lu,
+            host_system: ls,
+            remote_total: rt,
+            remote_user: ru,
+            remote_system: rs,
+        },
+        sender_tcp_congestion: cc_of(&senders),
+        receiver_tcp_congestion: cc_of(&receivers),
+        longhaul: EndExtra {
+            cpu_seconds_per_gbit: if moved_gbit > 0.0 {
+                (local_cpu.user_s + local_cpu.system_s) / moved_gbit
+            } else {
+                0.0
+            },
+            ..Default::default()
+        },
+    }
+}
+
+fn rate_s(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 }
+}
+
+/// Formats seconds since the epoch as an RFC 7231 date ("Sat, 21 Nov 2026 05:49:17 GMT"), as iperf3's
+/// `timestamp.time` does.
+pub fn http_date(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm, public domain description).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        day,
+        MONTHS[(month - 1) as usize],
+        year,
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interval::TcpInterval;
+
+    fn iv(stream: u32, bytes: u64, sender: bool) -> StreamInterval {
+        StreamInterval {
+            stream,
+            start_ns: 0,
+            end_ns: 1_000_000_000,
+            bytes,
+            sender,
+            tcp: Some(TcpInterval { retransmits: 2, snd_cwnd: 1000, rtt_us: 50, ..Default::default() }),
+        }
+    }
+
+    #[test]
+    fn interval_sum_uses_iperf3_keys() {
+        let r = interval_report(&[iv(1, 500, true), iv(0, 500, true)], Direction::Forward, 2);
+        assert_eq!(r.streams[0].socket, 1);
+        assert_eq!(r.sum.bytes, 1000);
+        assert_eq!(r.sum.bits_per_second, 8000.0);
+        assert_eq!(r.sum.retransmits, Some(4));
+        let json = serde_json::to_value(&r).unwrap();
+        for key in ["streams", "sum"] {
+            assert!(json.get(key).is_some(), "missing {key}");
+        }
+        let s = &json["streams"][0];
+        for key in ["socket", "start", "end", "seconds", "bytes", "bits_per_second", "retransmits",
+                    "snd_cwnd", "rtt", "rttvar", "pmtu", "omitted", "sender"] {
+            assert!(s.get(key).is_some(), "stream entry missing {key}");
+        }
+        assert!(json.get("sum_bidir_reverse").is_none());
+    }
+
+    #[test]
+    fn bidir_intervals_split_the_sums() {
+        let r = interval_report(
+            &[iv(0, 100, true), iv(1, 300, true)],
+            Direction::Bidir,
+            1,
+        );
+        assert_eq!(r.sum.bytes, 100);
+        assert_eq!(r.sum_bidir_reverse.unwrap().bytes, 300);
+    }
+
+    #[test]
+    fn end_pairs_sender_and_receiver_of_each_stream() {
+        let t = |stream, sender, bytes| StreamTotals {
+            stream,
+            sender,
+            bytes,
+            seconds: 2.0,
+            retransmits: if sender { 7 } else { 0 },
+            congestion: if sender { "cubic".into() } else { "reno".into() },
+            ..Default::default()
+        };
+        let e = end_report(
+            &[t(0, true, 1000), t(0, false, 900)],
+            Direction::Forward,
+            1,
+            CpuUse { user_s: 1.0, system_s: 1.0, wall_s: 2.0 },
+            CpuUse::default(),
+        );
+        assert_eq!(e.streams[0].sender.bytes, 1000);
+        assert_eq!(e.streams[0].receiver.bytes, 900);
+        assert_eq!(e.sum_sent.retransmits, Some(7));
+        assert_eq!(e.sum_received.retransmits, None);
+        assert_eq!(e.sum_received.bits_per_second, 3600.0);
+        assert_eq!(e.sender_tcp_congestion, "cubic");
+        assert_eq!(e.receiver_tcp_congestion, "reno");
+        assert_eq!(e.cpu_utilization_percent.host_total, 100.0);
+    }
+
+    #[test]
+    fn http_date_matches_known_instants() {
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(1_795_154_957), "Fri, 20 Nov 2026 06:09:17 GMT");
+        assert_eq!(http_date(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
+    }
+}

@@ -1,0 +1,198 @@
+//! CPU accounting: user and system time of the calling thread or the whole
+//! process (`getrusage(2)`), and the number of online CPUs.
+//!
+//! Take a [`CpuTime`] before and after a transfer and subtract them to learn
+//! how much CPU it cost. Note that on loopback much of the receiver's network
+//! processing runs in softirq context on the *sender's* thread and is charged
+//! to it as system time.
+
+use std::mem::{MaybeUninit, size_of};
+use std::ops::{Add, Sub};
+use std::time::Duration;
+
+use crate::error::{Result, SysError};
+
+/// CPU time consumed, split into user and system (kernel) time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CpuTime {
+    /// Time spent executing in user mode.
+    pub user: Duration,
+    /// Time spent executing in the kernel on the caller's behalf.
+    pub system: Duration,
+}
+
+impl CpuTime {
+    /// User plus system time.
+    pub fn total(&self) -> Duration {
+        self.user + self.system
+    }
+}
+
+impl Sub for CpuTime {
+    type Output = CpuTime;
+
+    /// The time consumed between two samples (`later - earlier`); saturates at
+    /// zero instead of panicking if the operands are swapped.
+    fn sub(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+}
+
+impl Add for CpuTime {
+    type Output = CpuTime;
+
+    /// Sums two measurements (for example of several threads).
+    fn add(self, other: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user + other.user,
+            system: self.system + other.system,
+        }
+    }
+}
+
+fn timeval_to_duration(tv: libc::timeval) -> Duration {
+    let secs = u64::try_from(tv.tv_sec).unwrap_or(0);
+    let micros = u32::try_from(tv.tv_usec).unwrap_or(0);
+    Duration::from_secs(secs) + Duration::from_micros(u64::from(micros))
+}
+
+fn rusage(who: libc::c_int, label: &str) -> Result<CpuTime> {
+    let mut ru = MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: `ru` points to writable memory large enough for a `rusage`,
+    // which the kernel fills completely on success.
+    let rc = unsafe { libc::getrusage(who, ru.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(SysError::last_os_error(format!("getrusage({label})")));
+    }
+    // SAFETY: getrusage returned 0, so it initialised the whole struct.
+    let ru = unsafe { ru.assume_init() };
+    Ok(CpuTime {
+        user: timeval_to_duration(ru.ru_utime),
+        system: timeval_to_duration(ru.ru_stime),
+    })
+}
+
+/// CPU time used so far by the calling thread (`RUSAGE_THREAD`).
+pub fn thread_cpu_time() -> Result<CpuTime> {
+    rusage(libc::RUSAGE_THREAD, "RUSAGE_THREAD")
+}
+
+/// CPU time used so far by all threads of the process, including those that
+/// have exited (`RUSAGE_SELF`); excludes child processes.
+pub fn process_cpu_time() -> Result<CpuTime> {
+    rusage(libc::RUSAGE_SELF, "RUSAGE_SELF")
+}
+
+/// Number of CPUs currently online (`sysconf(_SC_NPROCESSORS_ONLN)`), at
+/// least 1.
+///
+/// This counts the machine's CPUs, not the ones this process may run on; for
+/// sizing thread pools prefer [`std::thread::available_parallelism`], which
+/// honours affinity masks and cgroup quotas.
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf only reads system configuration and has no memory-safety
+    // preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
+}
+
+/// Restricts the calling thread to CPU number `cpu`
+/// (`sched_setaffinity(0, {cpu})`), e.g. to keep a benchmark's sender and
+/// receiver on separate cores. Fails with `EINVAL` for CPUs that are offline
+/// or outside the process's cpuset.
+pub fn pin_thread_to_cpu(cpu: usize) -> Result<()> {
+    let describe = || format!("sched_setaffinity(cpu {cpu})");
+    // SAFETY: an all-zero cpu_set_t is the valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { MaybeUninit::zeroed().assume_init() };
+    if cpu >= 8 * size_of::<libc::cpu_set_t>() {
+        return Err(SysError::new(
+            describe(),
+            std::io::Error::from_raw_os_error(libc::EINVAL),
+        ));
+    }
+    // SAFETY: `cpu` was checked to be within the set's capacity above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 means the
+    // calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(SysError::last_os_error(describe()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn spin(d: Duration) -> u64 {
+        let start = Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < d {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        x
+    }
+
+    #[test]
+    fn thread_time_grows_with_work() {
+        let before = thread_cpu_time().unwrap();
+        spin(Duration::from_millis(60));
+        let used = thread_cpu_time().unwrap() - before;
+        assert!(used.total() >= Duration::from_millis(30), "{used:?}");
+        assert!(used.total() < Duration::from_secs(5), "{used:?}");
+    }
+
+    #[test]
+    fn process_time_covers_other_threads() {
+        let before = process_cpu_time().unwrap();
+        let t = std::thread::spawn(|| {
+            let b = thread_cpu_time().unwrap();
+            spin(Duration::from_millis(60));
+            thread_cpu_time().unwrap() - b
+        });
+        let worker = t.join().unwrap();
+        let used = process_cpu_time().unwrap() - before;
+        assert!(worker.total() >= Duration::from_millis(30), "{worker:?}");
+        assert!(used.total() >= worker.total(), "{used:?} < {worker:?}");
+    }
+
+    #[test]
+    fn arithmetic() {
+        let a = CpuTime {
+            user: Duration::from_millis(5),
+            system: Duration::from_millis(3),
+        };
+        let b = CpuTime {
+            user: Duration::from_millis(2),
+            system: Duration::from_millis(1),
+        };
+        assert_eq!((a - b).total(), Duration::from_millis(5));
+        assert_eq!(b - a, CpuTime::default());
+        assert_eq!((a + b).user, Duration::from_millis(7));
+    }
+
+    #[test]
+    fn pinning() {
+        std::thread::spawn(|| {
+            pin_thread_to_cpu(0).unwrap();
+            assert_eq!(std::thread::available_parallelism().unwrap().get(), 1);
+            let e = pin_thread_to_cpu(100_000).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn cpus_online() {
+        let n = online_cpus();
+        assert!(n >= 1);
+        // The CPUs this process may use are a subset of the online ones.
+        assert!(n >= std::thread::available_parallelism().unwrap().get());
+    }
+}
