@@ -1,1 +1,6 @@
+//! End-to-end tests of the `longhaul` binary, linked into one integration binary (as ripgrep does).
+//! Networking uses loopback only.
 
+mod server_faults;
+mod test_cmd;
+mod util;

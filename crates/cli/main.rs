@@ -1,1 +1,67 @@
-fn main() {}
+//! The `longhaul` binary: flags, subcommands and output. Glue only: the work happens in the library
+//! crates (units, proto, sys, engine).
+//!
+//! Exit codes: 0 success; 1 the command failed (a test error, a doctor check that fails); 2 bad usage.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod calc;
+mod doctor;
+mod server;
+mod test;
+
+/// Move bulk data at the full speed of long, fat networks, and prove it.
+#[derive(Parser, Debug)]
+#[command(
+    name = "longhaul",
+    version,
+    about,
+    long_about = "longhaul measures and fills long fat networks (10-100 Gbit/s, 100-500 ms RTT) with no hand \
+tuning: windows sized from the measured RTT, congestion control and pacing per test, TCP internals per \
+interval, iperf3-compatible JSON.",
+    after_help = "Examples:\n  longhaul server                      # serve tests on port 7067 (IPv4 and IPv6)\n  \
+longhaul test 192.0.2.7 -P 4 -t 30    # 4 streams for 30 s\n  longhaul test                         # self-test on loopback\n  \
+longhaul calc bdp --rate 10G --rtt 120ms\n  longhaul doctor --rate 10G --rtt 120ms"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve throughput tests: many clients at once, control and data on one port.
+    Server(server::ServerArgs),
+    /// Run a memory-to-memory throughput test against a longhaul server (iperf3-style flags).
+    Test(Box<test::TestArgs>),
+    /// TCP models for long fat paths: BDP, Mathis, responsiveness, Land Speed Record metric.
+    Calc(calc::CalcArgs),
+    /// Check this host's TCP settings for a target path and print the exact fixes.
+    Doctor(doctor::DoctorArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Server(a) => server::run(a),
+        Command::Test(a) => test::run(a),
+        Command::Calc(a) => calc::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Doctor(a) => doctor::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("longhaul: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Sends logs to stderr at `level` unless `RUST_LOG` says otherwise.
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

@@ -382,7 +382,7 @@ pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError
 
 /// Read size for receivers: at least 128 KiB, so small `-l` writes do not turn into small reads.
 pub(crate) fn read_len(params: &TestParams) -> usize {
-    (params.write_len as usize).max(128 * 1024)
+    (params.write_len as usize).max(1024 * 1024)
 }
 
 fn run_wall(totals: &[longhaul_proto::interval::StreamTotals]) -> f64 {

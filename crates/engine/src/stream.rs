@@ -75,7 +75,7 @@ impl StreamState {
 #[derive(Clone)]
 pub(crate) enum SendMethod {
     /// Plain `write` from a user buffer.
-    Copy(Arc<[u8]>),
+    Copy(Arc<AlignedBuf>),
     /// `-Z`: the kernel's zero-copy path (see [`crate::zerocopy`]).
     ZeroCopy(Arc<crate::zerocopy::ZeroCopySource>),
 }
@@ -143,7 +143,7 @@ fn send_loop(st: &StreamState, method: &SendMethod, write_len: usize, budget: Op
             None => write_len,
         };
         let r = match (method, zc.as_mut()) {
-            (SendMethod::Copy(buf), _) => sock.write(&buf[..len]),
+            (SendMethod::Copy(buf), _) => sock.write(&buf.as_slice()[..len]),
             (SendMethod::ZeroCopy(_), Some(z)) => z.send(st.sock.as_fd(), len),
             (SendMethod::ZeroCopy(_), None) => unreachable!("zero-copy sender set up above"),
         };
@@ -165,9 +165,10 @@ fn send_loop(st: &StreamState, method: &SendMethod, write_len: usize, budget: Op
 
 fn recv_loop(st: &StreamState, read_len: usize) -> io::Result<()> {
     let mut sock = &st.sock;
-    let mut buf = vec![0u8; read_len];
+    let mut buf = AlignedBuf::zeroed(read_len);
+    let buf = buf.as_mut_slice();
     loop {
-        match sock.read(&mut buf) {
+        match sock.read(buf) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 st.bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -179,18 +180,50 @@ fn recv_loop(st: &StreamState, read_len: usize) -> io::Result<()> {
     }
 }
 
+/// A byte buffer whose start is aligned to a page.
+///
+/// Measured on this project's 2-core AMD EPYC VM: sending from a heap buffer that starts 16 bytes past a
+/// page boundary (what `malloc` and `Arc<[u8]>` give) made the kernel's copy from user memory about 3×
+/// slower than from a page-aligned one, halving loopback throughput (`perf`: `_copy_from_iter` 54 % vs
+/// 18 % of the sender's time). iperf3 is fast here because it mmaps its buffer. So both the payload and
+/// the receive buffer are page-aligned.
+pub(crate) struct AlignedBuf {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+/// Alignment of [`AlignedBuf`]: one page.
+const ALIGN: usize = 4096;
+
+impl AlignedBuf {
+    pub(crate) fn zeroed(len: usize) -> Self {
+        let storage = vec![0u8; len + ALIGN];
+        let start = storage.as_ptr().align_offset(ALIGN).min(ALIGN);
+        Self { storage, start, len }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
 /// Test payload: pseudo-random bytes, so no compressing or deduplicating element on the path can make a
 /// stream look faster than it is (the LSR rules required every packet to carry different data).
-pub(crate) fn payload(len: usize) -> Arc<[u8]> {
+pub(crate) fn payload(len: usize) -> Arc<AlignedBuf> {
     let mut seed = crate::random::seed();
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
+    let mut buf = AlignedBuf::zeroed(len);
+    for chunk in buf.as_mut_slice().chunks_mut(8) {
         // xorshift64*: fast and good enough for filler bytes; not for anything secret.
         seed ^= seed >> 12;
         seed ^= seed << 25;
         seed ^= seed >> 27;
-        out.extend_from_slice(&seed.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+        let v = seed.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
     }
-    out.truncate(len);
-    out.into()
+    Arc::new(buf)
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use longhaul_sys::{SendfileSource, ZeroCopySender};
 
-use crate::stream::SendMethod;
+use crate::stream::{AlignedBuf, SendMethod};
 use crate::EngineError;
 
 /// The zero-copy methods implemented.
@@ -34,14 +34,14 @@ pub const METHOD_NAME: &str = match METHOD {
 
 /// The payload, prepared for zero-copy sending, shared by a test's senders.
 pub(crate) struct ZeroCopySource {
-    payload: Arc<[u8]>,
+    payload: Arc<AlignedBuf>,
     file: Option<SendfileSource>,
 }
 
 impl ZeroCopySource {
-    fn new(payload: Arc<[u8]>) -> Result<Self, EngineError> {
+    fn new(payload: Arc<AlignedBuf>) -> Result<Self, EngineError> {
         let file = match METHOD {
-            ZeroCopyMethod::Sendfile => Some(SendfileSource::new(&payload)?),
+            ZeroCopyMethod::Sendfile => Some(SendfileSource::new(payload.as_slice())?),
             ZeroCopyMethod::MsgZerocopy => None,
         };
         Ok(Self { payload, file })
@@ -51,7 +51,7 @@ impl ZeroCopySource {
     pub(crate) fn sender(&self, sock: BorrowedFd<'_>) -> io::Result<StreamSender<'_>> {
         Ok(match &self.file {
             Some(f) => StreamSender::File(f),
-            None => StreamSender::Msg(ZeroCopySender::new(sock)?, &self.payload),
+            None => StreamSender::Msg(ZeroCopySender::new(sock)?, self.payload.as_slice()),
         })
     }
 }

@@ -65,7 +65,7 @@ fn rusage(who: libc::c_int, label: &str) -> Result<CpuTime> {
     // which the kernel fills completely on success.
     let rc = unsafe { libc::getrusage(who, ru.as_mut_ptr()) };
     if rc != 0 {
-        return Err(SysError::last_os_error(format!("getrusage({label})")));
+        return Err(SysError::last_os_error(|| format!("getrusage({label})")));
     }
     // SAFETY: getrusage returned 0, so it initialised the whole struct.
     let ru = unsafe { ru.assume_init() };
@@ -119,7 +119,7 @@ pub fn pin_thread_to_cpu(cpu: usize) -> Result<()> {
     // calling thread.
     let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
     if rc != 0 {
-        return Err(SysError::last_os_error(describe()));
+        return Err(SysError::last_os_error(describe));
     }
     Ok(())
 }

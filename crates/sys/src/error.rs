@@ -36,12 +36,12 @@ impl SysError {
 
     /// Builds the error from `errno` as left by the call that just failed.
     ///
-    /// Must be called immediately after the failing call, before anything else
-    /// can overwrite `errno`.
-    pub fn last_os_error(call: impl Into<String>) -> Self {
-        // Read errno before `call.into()` can allocate.
+    /// `errno` is read first and only then is `describe` called to build the
+    /// description, so formatting (which may allocate) cannot clobber it. Call
+    /// this immediately after the failing call.
+    pub fn last_os_error<S: Into<String>>(describe: impl FnOnce() -> S) -> Self {
         let err = io::Error::last_os_error();
-        Self::new(call, err)
+        Self::new(describe(), err)
     }
 
     /// The description of the failed call (without the OS message).
@@ -72,7 +72,7 @@ impl SysError {
 }
 
 impl From<SysError> for io::Error {
-    /// Keeps the kind (and raw `errno`'s kind) and the full message.
+    /// Keeps the error kind and the full message (the raw `errno` is not kept).
     fn from(e: SysError) -> Self {
         io::Error::new(e.kind(), e.to_string())
     }

@@ -89,7 +89,7 @@ pub(crate) fn set_bytes_raw(
     if rc == 0 {
         Ok(())
     } else {
-        Err(SysError::last_os_error(describe()))
+        Err(SysError::last_os_error(describe))
     }
 }
 
@@ -119,7 +119,7 @@ pub(crate) fn get_raw<T: Pod>(
     if rc == 0 {
         Ok(len as usize)
     } else {
-        Err(SysError::last_os_error(describe()))
+        Err(SysError::last_os_error(describe))
     }
 }
 

@@ -43,13 +43,13 @@ fn invalid_input(call: impl Into<String>, msg: &str) -> SysError {
 
 /// Converts a `ssize_t` result, taking `errno` on failure.
 fn check_len(rc: isize, describe: impl FnOnce() -> String) -> Result<usize> {
-    usize::try_from(rc).map_err(|_| SysError::last_os_error(describe()))
+    usize::try_from(rc).map_err(|_| SysError::last_os_error(describe))
 }
 
 /// Converts an `int` result, taking `errno` on failure.
 fn check_int(rc: c_int, describe: impl FnOnce() -> String) -> Result<c_int> {
     if rc < 0 {
-        Err(SysError::last_os_error(describe()))
+        Err(SysError::last_os_error(describe))
     } else {
         Ok(rc)
     }
@@ -167,7 +167,7 @@ impl SendfileSource {
 /// [`flush`](Self::flush).
 ///
 /// The sender does not own the socket; pass the same socket to every call.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ZeroCopySender {
     sends: u64,
     completions: u64,
@@ -186,7 +186,13 @@ impl ZeroCopySender {
         set_raw(sock, libc::SOL_SOCKET, libc::SO_ZEROCOPY, &one, || {
             format!("setsockopt(SO_ZEROCOPY=1) on fd {}", sock.as_raw_fd())
         })?;
-        Ok(ZeroCopySender::default())
+        Ok(ZeroCopySender {
+            sends: 0,
+            completions: 0,
+            copied: 0,
+            notifications: 0,
+            enobufs: 0,
+        })
     }
 
     /// Sends `buf` with `send(MSG_ZEROCOPY | MSG_NOSIGNAL)`, first reaping any
@@ -228,7 +234,7 @@ impl ZeroCopySender {
                     return Ok(n);
                 }
                 Err(_) => {
-                    let err = SysError::last_os_error(describe());
+                    let err = SysError::last_os_error(describe);
                     if err.raw_os_error() != Some(libc::ENOBUFS) {
                         return Err(err);
                     }

@@ -1,0 +1,440 @@
+//! `longhaul test`: flags (iperf3's where users know them), and the three output forms: human text,
+//! `--json` (one iperf3-compatible document at the end) and `--json-stream` (one event per line, live).
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::process::ExitCode;
+
+
+use longhaul_engine::{run_test, ClientConfig, Family, Observer, Server, ServerConfig, DEFAULT_PORT};
+use longhaul_proto::report::{IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry};
+use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
+use longhaul_units::models::{lsr_capped_km, lsr_metric_from_rate, fmt_lsr, LSR_MAX_KM};
+use longhaul_proto::msg::MAX_WRITE_LEN;
+use longhaul_units::{
+    fmt_rate_iperf, fmt_size_iperf, parse_distance, parse_duration, parse_rate, parse_size, Nanos,
+    ParseError, TimeUnit,
+};
+
+/// Flags of `longhaul test`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Windows are sized automatically (-w auto): the RTT measured on the control \
+connection times the target rate (--rate) gives the bandwidth-delay product, and both ends size their \
+buffers to at least 2 x BDP per stream, using SO_*BUFFORCE as root. The report states requested vs \
+granted vs cap and the rate ceiling that implies, with the sysctl that lifts a binding cap.\n\n\
+Sizes use K/M/G = x1024 (-l 128K, -w 64M, -n 10G); rates use k/m/g = x1000 (--rate 10G, --pace 2.5g).\n\n\
+Examples:\n  longhaul test dtn.example.org -P 4 -t 60\n  longhaul test ::1 -6 -R -C cubic --json\n  \
+longhaul test 10.0.0.2 --pace 9G -P 8 --distance-km 11539")]
+pub(crate) struct TestArgs {
+    /// Server to test against; omit for a self-test against an in-process server on loopback.
+    host: Option<String>,
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Parallel streams (per direction with --bidir).
+    #[arg(short = 'P', long = "parallel", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    streams: u32,
+    /// Test duration: seconds, or with a unit (10, 90s, 1500ms).
+    #[arg(short = 't', long = "time", default_value = "10", value_parser = secs, conflicts_with = "bytes")]
+    time: Nanos,
+    /// Send this many bytes per direction instead of running for a time (e.g. 10G).
+    #[arg(short = 'n', long, value_parser = size)]
+    bytes: Option<u64>,
+    /// Seconds between interval reports; 0 turns them off.
+    #[arg(short, long, default_value = "1", value_parser = secs)]
+    interval: Nanos,
+    /// Reverse: the server sends, the client receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    reverse: bool,
+    /// Both directions at once, on separate connections.
+    #[arg(long)]
+    bidir: bool,
+    /// Use IPv4 only.
+    #[arg(short = '4', long = "version4", conflicts_with = "v6")]
+    v4: bool,
+    /// Use IPv6 only.
+    #[arg(short = '6', long = "version6")]
+    v6: bool,
+    /// Local address to bind.
+    #[arg(short = 'B', long)]
+    bind: Option<IpAddr>,
+    /// Congestion control for both ends (reno, cubic, bbr, ...); verified and reported.
+    #[arg(short = 'C', long = "congestion")]
+    congestion: Option<String>,
+    /// Bytes per write.
+    #[arg(short = 'l', long = "length", default_value = "128K", value_parser = write_len)]
+    length: u32,
+    /// Window per stream: "auto" (from RTT and --rate), or a size to request on both ends (e.g. 64M).
+    #[arg(short = 'w', long, default_value = "auto", value_parser = window)]
+    window: WindowRequest,
+    /// Target rate of all streams together, for -w auto (e.g. 10G, 400M).
+    #[arg(long, default_value = "10G", value_parser = rate)]
+    rate: u64,
+    /// Pace all sending streams together at this total rate, split evenly (SO_MAX_PACING_RATE).
+    #[arg(long, value_parser = rate)]
+    pace: Option<u64>,
+    /// Zero-copy send (sendfile; see docs/test.md for the measurement behind the choice).
+    #[arg(short = 'Z', long)]
+    zerocopy: bool,
+    /// Print one iperf3-compatible JSON document at the end.
+    #[arg(short = 'J', long, conflicts_with = "json_stream")]
+    json: bool,
+    /// Print one JSON event per line as the test runs (start, interval, end, error).
+    #[arg(long)]
+    json_stream: bool,
+    /// Path distance in km: adds the Land Speed Record metric (bit·m/s) to the summary.
+    #[arg(long, value_parser = distance)]
+    distance_km: Option<f64>,
+    /// Seconds to wait for the server at each step of the set-up.
+    #[arg(long, default_value = "10", value_parser = secs)]
+    connect_timeout: Nanos,
+}
+
+fn secs(s: &str) -> Result<Nanos, ParseError> {
+    parse_duration(s, TimeUnit::Secs)
+}
+
+fn size(s: &str) -> Result<u64, ParseError> {
+    parse_size(s)
+}
+
+fn rate(s: &str) -> Result<u64, String> {
+    match parse_rate(s) {
+        Ok(0) => Err("rate must be > 0".into()),
+        Ok(r) => Ok(r),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn write_len(s: &str) -> Result<u32, String> {
+    let n = parse_size(s).map_err(|e| e.to_string())?;
+    match u32::try_from(n) {
+        Ok(n) if (1..=MAX_WRITE_LEN).contains(&n) => Ok(n),
+        _ => Err(format!("write length must be 1 B to 64 MiB, got {n}")),
+    }
+}
+
+fn window(s: &str) -> Result<WindowRequest, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(WindowRequest::Auto);
+    }
+    match parse_size(s) {
+        Ok(bytes) if bytes > 0 && bytes <= 1 << 31 => Ok(WindowRequest::Fixed { bytes }),
+        Ok(bytes) => Err(format!("window must be 1 B to 2 GiB, got {bytes}")),
+        Err(e) => Err(format!("{e}; or \"auto\"")),
+    }
+}
+
+fn distance(s: &str) -> Result<f64, String> {
+    match parse_distance(s) {
+        Ok(km) if km > 0.0 && km.is_finite() => Ok(km),
+        Ok(km) => Err(format!("distance must be a positive number of km, got {km}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
+    let end = match a.bytes {
+        Some(bytes) => EndCondition::Bytes { bytes },
+        None => EndCondition::Time { ns: a.time.0 },
+    };
+    let p = TestParams {
+        streams: a.streams,
+        end,
+        interval_ns: a.interval.0,
+        direction: if a.bidir {
+            Direction::Bidir
+        } else if a.reverse {
+            Direction::Reverse
+        } else {
+            Direction::Forward
+        },
+        congestion: a.congestion.clone(),
+        window: a.window,
+        target_rate_bps: a.rate,
+        pace_total_bps: a.pace,
+        write_len: a.length,
+        zerocopy: a.zerocopy,
+        rtt_ns: 0,
+    };
+    p.validate()?;
+    Ok(p)
+}
+
+pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
+    let params = params(a)?;
+    let mut out = Output::new(a);
+    // Without a host: a self-test against a server in this process, on loopback.
+    let (host, port) = match &a.host {
+        Some(h) => (h.clone(), a.port),
+        None => {
+            let ip: IpAddr = if a.v6 { "::1".parse()? } else { "127.0.0.1".parse()? };
+            let server = Server::bind(ServerConfig { bind: Some(ip), port: 0, ..Default::default() })?;
+            let port = server.local_addr().port();
+            std::thread::spawn(move || server.run());
+            (ip.to_string(), port)
+        }
+    };
+    let cfg = ClientConfig {
+        host,
+        port,
+        family: if a.v4 {
+            Family::V4
+        } else if a.v6 {
+            Family::V6
+        } else {
+            Family::Any
+        },
+        bind: a.bind,
+        params,
+        timeout: a.connect_timeout.to_duration(),
+    };
+    match run_test(&cfg, &mut out) {
+        Ok(mut report) => {
+            if let Some(km) = a.distance_km {
+                report.end.longhaul.lsr = Some(lsr(&report, km));
+            }
+            out.end(&report);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            out.error(&e.to_string());
+            // The human form prints the error in main; JSON forms already carry it.
+            if out.mode == Mode::Human {
+                return Err(e.into());
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn lsr(r: &Report, km: f64) -> LsrEntry {
+    let capped = lsr_capped_km(km);
+    let bps = r.end.sum_received.bits_per_second;
+    let metric = lsr_metric_from_rate(bps, capped);
+    let mut display = fmt_lsr(metric);
+    if km > LSR_MAX_KM {
+        display.push_str(&format!(" (distance capped at {LSR_MAX_KM} km from {km} km)"));
+    }
+    LsrEntry { distance_km: capped, bits_per_second: bps, bit_meters_per_second: metric, display }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Human,
+    Json,
+    JsonStream,
+}
+
+/// Prints the report as the test goes, in the chosen form.
+struct Output {
+    mode: Mode,
+    streams: u32,
+    start: Option<Start>,
+}
+
+impl Output {
+    fn new(a: &TestArgs) -> Self {
+        let mode = if a.json {
+            Mode::Json
+        } else if a.json_stream {
+            Mode::JsonStream
+        } else {
+            Mode::Human
+        };
+        Self { mode, streams: a.streams, start: None }
+    }
+
+    fn event(&self, event: &str, data: &impl serde::Serialize) {
+        let line = serde_json::json!({ "event": event, "data": data });
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+
+    fn end(&mut self, r: &Report) {
+        match self.mode {
+            Mode::Json => println!("{}", serde_json::to_string_pretty(r).expect("report serialises")),
+            Mode::JsonStream => self.event("end", &r.end),
+            Mode::Human => print_end(r),
+        }
+    }
+
+    fn error(&mut self, msg: &str) {
+        match self.mode {
+            Mode::Json => {
+                let mut doc = serde_json::json!({ "start": self.start, "intervals": [], "end": {} });
+                doc["error"] = serde_json::Value::String(msg.to_string());
+                println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+            }
+            Mode::JsonStream => self.event("error", &msg),
+            Mode::Human => {}
+        }
+    }
+}
+
+impl Observer for Output {
+    fn start(&mut self, s: &Start) {
+        match self.mode {
+            Mode::JsonStream => self.event("start", s),
+            Mode::Human => print_start(s),
+            Mode::Json => {}
+        }
+        self.start = Some(s.clone());
+    }
+
+    fn interval(&mut self, r: &IntervalReport) {
+        match self.mode {
+            Mode::JsonStream => self.event("interval", r),
+            Mode::Human => print_interval(r, self.streams),
+            Mode::Json => {}
+        }
+    }
+}
+
+fn print_start(s: &Start) {
+    let x = &s.longhaul;
+    println!("Connecting to host {}, port {}", s.connecting_to.host, s.connecting_to.port);
+    for c in &s.connected {
+        println!(
+            "[{:>3}] local {} port {} connected to {} port {}",
+            c.socket, c.local_host, c.local_port, c.remote_host, c.remote_port
+        );
+    }
+    let cc_local = x.local_sockets.first().map_or("?", |s| s.congestion.as_str());
+    let cc_remote = x.remote_sockets.first().map_or("?", |s| s.congestion.as_str());
+    println!(
+        "RTT {:.3} ms (control connection); target {}; congestion control: client {cc_local}, server {cc_remote}{}",
+        x.rtt_ms,
+        fmt_rate_iperf(x.target_rate_bps),
+        match &x.congestion_requested {
+            Some(c) if c != cc_local || c != cc_remote => format!(" (REQUESTED {c})"),
+            Some(_) => " (as requested)".into(),
+            None => " (kernel default)".into(),
+        }
+    );
+    for (side, list) in [("client", &x.local_buffers), ("server", &x.remote_buffers)] {
+        for b in list {
+            println!("{side} {}", b.summary);
+            if let Some(fix) = &b.fix {
+                println!("    fix: {fix}");
+            }
+        }
+    }
+    for n in &x.local_plan.window.notes {
+        println!("note: {n}");
+    }
+    if let Some(p) = x.pace_total_bps {
+        println!("pacing: {} total, split across the sending streams (SO_MAX_PACING_RATE)", fmt_rate_iperf(p));
+    }
+    println!(
+        "[ ID] Interval           Transfer     Bitrate          Retr   Cwnd         RTT       rwnd-lim sndbuf-lim"
+    );
+}
+
+fn pct(us: u64, seconds: f64) -> String {
+    if seconds <= 0.0 {
+        return "-".into();
+    }
+    format!("{:.0}%", (us as f64 / 1e4 / seconds).min(100.0))
+}
+
+fn stream_line(id: &str, e: &StreamEntry) -> String {
+    format!(
+        "[{id:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}   {:>11}  {:>7}   {:>5}    {:>5}",
+        e.start,
+        e.end,
+        fmt_size_iperf(e.bytes),
+        fmt_rate_iperf(e.bits_per_second as u64),
+        e.retransmits,
+        fmt_size_iperf(e.snd_cwnd),
+        format!("{:.2} ms", f64::from(e.rtt) / 1000.0),
+        pct(e.rwnd_limited, e.seconds),
+        pct(e.sndbuf_limited, e.seconds),
+    )
+}
+
+fn sum_line(id: &str, s: &SumEntry, suffix: &str) -> String {
+    format!(
+        "[{id:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}  {suffix}",
+        s.start,
+        s.end,
+        fmt_size_iperf(s.bytes),
+        fmt_rate_iperf(s.bits_per_second as u64),
+        s.retransmits.map_or(String::new(), |r| r.to_string()),
+    )
+}
+
+fn print_interval(r: &IntervalReport, streams: u32) {
+    for e in &r.streams {
+        println!("{}", stream_line(&e.socket.to_string(), e));
+    }
+    if streams > 1 || r.sum_bidir_reverse.is_some() {
+        println!("{}", sum_line("SUM", &r.sum, ""));
+        if let Some(rev) = &r.sum_bidir_reverse {
+            println!("{}", sum_line("SUM", rev, "(reverse)"));
+        }
+    }
+}
+
+fn print_end(r: &Report) {
+    let e = &r.end;
+    println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
+    println!("[ ID] Interval           Transfer     Bitrate          Retr");
+    for s in &e.streams {
+        let (tx, rx) = (&s.sender, &s.receiver);
+        println!(
+            "[{:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}  sender   ({}, mss {}, min/mean/max RTT {:.2}/{:.2}/{:.2} ms)",
+            tx.socket,
+            0.0,
+            tx.seconds,
+            fmt_size_iperf(tx.bytes),
+            fmt_rate_iperf(tx.bits_per_second as u64),
+            tx.retransmits,
+            tx.congestion,
+            tx.mss,
+            f64::from(tx.min_rtt) / 1e3,
+            f64::from(tx.mean_rtt) / 1e3,
+            f64::from(tx.max_rtt) / 1e3,
+        );
+        println!(
+            "[{:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}        receiver",
+            rx.socket,
+            0.0,
+            rx.seconds,
+            fmt_size_iperf(rx.bytes),
+            fmt_rate_iperf(rx.bits_per_second as u64),
+        );
+    }
+    let sums = [
+        (&e.sum_sent, "sender"),
+        (&e.sum_received, "receiver"),
+    ];
+    for (s, role) in sums {
+        println!("{}", sum_line("SUM", s, role));
+    }
+    if let (Some(s), Some(rv)) = (&e.sum_sent_bidir_reverse, &e.sum_received_bidir_reverse) {
+        println!("{}", sum_line("SUM", s, "sender (reverse)"));
+        println!("{}", sum_line("SUM", rv, "receiver (reverse)"));
+    }
+    let c = &e.cpu_utilization_percent;
+    println!(
+        "CPU Utilization: local/client {:.1}% ({:.1}%u/{:.1}%s), remote/server {:.1}% ({:.1}%u/{:.1}%s)",
+        c.host_total, c.host_user, c.host_system, c.remote_total, c.remote_user, c.remote_system
+    );
+    println!(
+        "congestion control: sender {}, receiver {}",
+        e.sender_tcp_congestion, e.receiver_tcp_congestion
+    );
+    if let Some(l) = &e.longhaul.lsr {
+        println!(
+            "Land Speed Record metric: {} ({} over {} km)",
+            l.display,
+            fmt_rate_iperf(l.bits_per_second as u64),
+            l.distance_km
+        );
+    }
+    for w in &e.longhaul.warnings {
+        println!("warning: {w}");
+    }
+}

@@ -1,0 +1,103 @@
+//! Test helpers: a `longhaul server` child process on an ephemeral loopback port, and runners for the
+//! `longhaul` binary.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Path of the binary under test.
+pub(crate) fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_longhaul")
+}
+
+/// A server child process; killed when dropped.
+pub(crate) struct ServerProc {
+    child: Child,
+    /// The port it listens on.
+    pub(crate) port: u16,
+    log: mpsc::Receiver<String>,
+}
+
+impl ServerProc {
+    /// Starts `longhaul server -p 0` with extra arguments and waits for its listening line.
+    pub(crate) fn start(extra: &[&str]) -> Self {
+        let mut child = Command::new(bin())
+            .args(["server", "-p", "0", "--log", "info"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start longhaul server");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let port = loop {
+            let line = rx.recv_timeout(Duration::from_secs(20)).expect("server prints its address");
+            if let Some(rest) = line.strip_prefix("longhaul server listening on ") {
+                let addr = rest.split_whitespace().next().expect("address");
+                break addr.rsplit(':').next().expect("port").parse().expect("numeric port");
+            }
+        };
+        Self { child, port, log: rx }
+    }
+
+    /// Everything the server logged so far.
+    pub(crate) fn log(&self) -> String {
+        self.log.try_iter().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Whether the process is still running.
+    pub(crate) fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `longhaul test HOST -p PORT ARGS...` to completion.
+pub(crate) fn test_cmd(host: &str, port: u16, args: &[&str]) -> Output {
+    let port = port.to_string();
+    Command::new(bin())
+        .args(["test", host, "-p", &port])
+        .args(args)
+        .output()
+        .expect("run longhaul test")
+}
+
+/// Runs the binary with arbitrary arguments.
+pub(crate) fn longhaul(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run longhaul")
+}
+
+/// Runs a JSON test and parses its output, failing with the stderr if it did not succeed.
+pub(crate) fn json_test(host: &str, port: u16, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = test_cmd(host, port, &all);
+    assert!(
+        out.status.success(),
+        "longhaul test {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("--json prints one JSON document")
+}
+
+/// Reads all of a reader into a string (for child pipes).
+pub(crate) fn read_all(mut r: impl Read) -> String {
+    let mut s = String::new();
+    let _ = r.read_to_string(&mut s);
+    s
+}
