@@ -252,8 +252,8 @@ fn compute(args: &CalcArgs) -> Result<(Report, bool)> {
             )
         }
         Some(CalcCommand::Lsr(a)) => (Report::Lsr(lsr(a)?), a.json),
-        Some(CalcCommand::Path(a)) => (Report::Path(path(a)?), a.json),
-        None => (Report::Path(path(&args.path)?), args.path.json),
+        Some(CalcCommand::Path(a)) => (Report::Path(Box::new(path(a)?)), a.json),
+        None => (Report::Path(Box::new(path(&args.path)?)), args.path.json),
     })
 }
 
@@ -369,7 +369,7 @@ enum Report {
     Mathis(MathisReport),
     Responsiveness(ResponsivenessReport),
     Lsr(LsrReport),
-    Path(PathReport),
+    Path(Box<PathReport>),
 }
 
 impl Report {
@@ -389,7 +389,7 @@ fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -607,8 +607,14 @@ impl BdpReport {
         }
         let _ = writeln!(
             s,
-            "  window per stream  1 × BDP {} fills the path; 2 × BDP {} (what longhaul asks for)",
-            self.window_1x, self.window_2x
+            "  window per stream  1 × BDP {} fills the path; 2 × BDP {} {}",
+            self.window_1x,
+            self.window_2x,
+            if self.window_2x_bytes > MAX_TCP_WINDOW {
+                "is over the 1 GiB window, so longhaul asks for 1 GiB"
+            } else {
+                "(what longhaul asks for)"
+            }
         );
         let _ = writeln!(
             s,
@@ -677,9 +683,11 @@ impl BdpReport {
     }
 }
 
-/// "0.3 %", "42 %", "5,000 %".
+/// "0.04%", "2.8%", "42%", "5,439%".
 fn percent(p: f64) -> String {
-    if p < 10.0 {
+    if p < 1.0 {
+        format!("{p:.2}%")
+    } else if p < 10.0 {
         format!("{p:.1}%")
     } else {
         format!("{}%", count(p))
@@ -1339,6 +1347,7 @@ mod tests {
         let out = text(&["bdp", "--rate", "100G", "--rtt", "300ms"]);
         assert!(out.contains("does NOT fit"), "{out}");
         assert!(out.contains("-P 1 is too few"), "{out}");
+        assert!(out.contains("longhaul asks for 1 GiB"), "{out}");
     }
 
     /// Notes §3.10: 10 Gbit/s, 100 ms, MSS 1460 → p ≈ 2.05e-10.

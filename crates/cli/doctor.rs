@@ -21,7 +21,8 @@ is up (loopback aside) its speed, MTU, root qdisc (tc) and TSO/GSO/GRO (ethtool)
 the commands under \"To fix\" are for you to run as root, and the sysctl.d snippet makes the sysctls \
 permanent.
 
-Exit status: 0 when no check fails (warnings allowed), 1 when at least one check fails, 2 on bad flags.
+Exit status: 0 when no check fails (warnings allowed), 1 when at least one check fails, 2 on bad \
+flags or values.
 
 Examples:
   longhaul doctor                                # 10 Gbit/s over 120 ms, one stream
@@ -58,7 +59,15 @@ struct Output<'a> {
 
 /// Runs `longhaul doctor`: exit status 0 without failures, 1 with any.
 pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode> {
-    let target = target(args)?;
+    // Bad values exit 2 like clap's usage errors, so that 1 always means
+    // "a check failed" to scripts.
+    let target = match target(args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("longhaul: error: {e:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let snap = HostSnapshot::gather();
     let findings = evaluate(&snap, &target);
     if args.json {

@@ -232,13 +232,16 @@ fn drive(
     Ok(results)
 }
 
+/// One interval's samples from this side and from the server, as they arrive.
+type Halves = (Option<Vec<StreamInterval>>, Option<Vec<StreamInterval>>);
+
 /// Pairs local and remote interval samples by index and emits each interval once it is complete.
 struct IntervalMerger {
     direction: Direction,
     streams: u32,
     need_local: bool,
     need_remote: bool,
-    pending: BTreeMap<u32, (Option<Vec<StreamInterval>>, Option<Vec<StreamInterval>>)>,
+    pending: BTreeMap<u32, Halves>,
     done: Vec<IntervalReport>,
 }
 
@@ -455,7 +458,7 @@ fn start_report(
             target_rate_bps: params.target_rate_bps,
             congestion_requested: params.congestion.clone(),
             pace_total_bps: params.pace_total_bps,
-            zerocopy: params.zerocopy.then(|| crate::zerocopy::METHOD_NAME.to_string()),
+            zerocopy: params.zerocopy.then(|| crate::zerocopy::ZeroCopyMethod::selected().name().to_string()),
             local_plan: local_plan.clone(),
             local_buffers,
             remote_plan: remote_plan.clone(),

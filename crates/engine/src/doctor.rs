@@ -461,7 +461,8 @@ pub fn parse_ethtool_features(out: &str) -> Offloads {
 pub struct Target {
     /// Rate of all streams together, bit/s.
     pub rate_bps: u64,
-    /// Round-trip time.
+    /// Round-trip time (serialised as `rtt_ns`).
+    #[serde(rename = "rtt_ns")]
     pub rtt: Nanos,
     /// Parallel streams sharing the rate (at least 1).
     pub streams: u32,
@@ -608,8 +609,8 @@ pub fn evaluate(snap: &HostSnapshot, target: &Target) -> Vec<Finding> {
 /// - Autotuning grows a buffer up to `tcp_rmem[2]`, again about half of it
 ///   window, so `tcp_rmem[2]` ≥ 2 × BDP gives at least one BDP of window.
 ///   Applications that set their buffers (longhaul, iperf -w) are not bound
-///   by it, so a shortfall is a Warn when `rmem_max` covers the window, else
-///   a Fail.
+///   by it, so a shortfall is a Warn when `rmem_max` still lets such a
+///   socket fill the path, else a Fail.
 /// - The fixes round up to a power of two as fasterdata's values are
 ///   (64, 256, 512 MiB; 2 GiB at the int limit).
 fn buffers(snap: &HostSnapshot, t: &Target, out: &mut Vec<Finding>) {
@@ -658,7 +659,8 @@ fn buffers(snap: &HostSnapshot, t: &Target, out: &mut Vec<Finding>) {
         out.push(f);
     }
 
-    let core_covers = |core: Option<u64>| core.is_some_and(|c| c >= want);
+    // Sockets that set their buffer get about `core` of window.
+    let core_covers = |core: Option<u64>| core.is_some_and(|c| t.ceiling(c) >= t.rate_bps);
     for (name, value, core, app_default) in [
         ("net.ipv4.tcp_rmem", snap.tcp_rmem, snap.rmem_max, 131_072),
         ("net.ipv4.tcp_wmem", snap.tcp_wmem, snap.wmem_max, 16_384),

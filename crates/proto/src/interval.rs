@@ -198,8 +198,8 @@ impl StreamStats {
     pub fn finish(mut self, bytes: u64, seconds: f64) -> StreamTotals {
         self.totals.bytes = bytes;
         self.totals.seconds = seconds;
-        if self.rtt_count > 0 {
-            self.totals.mean_rtt_us = (self.rtt_sum / self.rtt_count) as u32;
+        if let Some(mean) = self.rtt_sum.checked_div(self.rtt_count) {
+            self.totals.mean_rtt_us = mean as u32;
         }
         self.totals
     }

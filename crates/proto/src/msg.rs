@@ -369,7 +369,7 @@ pub struct SideResults {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn params() -> TestParams {

@@ -256,12 +256,16 @@ pub fn assess(plan: &WindowPlan, buf: &BufferPlan, granted: u64) -> BufferOutcom
     BufferOutcome { kind: buf.kind, requested, granted, cap: buf.cap, window, ceiling_bps, limited, summary, fix }
 }
 
-/// The sysctl that lets a socket reach a `window`-byte window (buffer = 2 × window).
+/// The sysctl that lets a socket reach a `window`-byte window.
+///
+/// `setsockopt` clamps the request at the core cap *before* doubling it, so the cap must hold the window
+/// itself; autotuning grows the whole buffer (window + overhead) up to `tcp_*mem[2]`, so that ceiling
+/// must hold twice the window. Both round up to a power of two.
 fn fix_command(buf: &BufferPlan, window: u64) -> String {
-    let need = (2 * window).next_power_of_two();
     let (core, tcp) = buf.kind.sysctls();
     match buf.action {
         BufferAction::Autotune { .. } => {
+            let need = (2 * window).next_power_of_two();
             let default = match buf.kind {
                 BufferKind::Send => 16384,
                 BufferKind::Recv => 131072,
@@ -269,6 +273,7 @@ fn fix_command(buf: &BufferPlan, window: u64) -> String {
             format!("sysctl -w {tcp}=\"4096 {default} {need}\" (or run as root to use SO_*BUFFORCE)")
         }
         BufferAction::Set { .. } => {
+            let need = window.next_power_of_two();
             format!("sysctl -w {core}={need} (or run as root to use SO_*BUFFORCE)")
         }
     }
@@ -320,7 +325,7 @@ mod tests {
         assert_eq!(out.ceiling_bps, 279_620_266);
         assert_eq!(
             out.fix.as_deref(),
-            Some("sysctl -w net.core.wmem_max=1073741824 (or run as root to use SO_*BUFFORCE)")
+            Some("sysctl -w net.core.wmem_max=536870912 (or run as root to use SO_*BUFFORCE)")
         );
         assert!(out.summary.contains("LIMITS"));
         // Receive side: autotuning (32 MiB) reaches further than rmem_max (4 MiB), so it stays on.
