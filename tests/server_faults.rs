@@ -5,11 +5,11 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use longhaul_proto::wire::{encode_frame, Preamble};
+use longhaul_proto::wire::{Preamble, encode_frame};
 use longhaul_proto::{Direction, EndCondition, Message, TestParams, WindowRequest};
 use serde_json::Value;
 
-use crate::util::{bin, json_test, read_all, test_cmd, ServerProc};
+use crate::util::{ServerProc, bin, json_test, read_all, test_cmd};
 
 fn connect(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -28,7 +28,10 @@ fn read_message(s: &mut TcpStream) -> Message {
 
 fn hello(s: &mut TcpStream) -> String {
     s.write_all(&Preamble::control().encode()).unwrap();
-    s.write_all(&encode_frame(&Message::Hello { software: "raw test".into() })).unwrap();
+    s.write_all(&encode_frame(&Message::Hello {
+        software: "raw test".into(),
+    }))
+    .unwrap();
     match read_message(s) {
         Message::Welcome { cookie, .. } => cookie,
         m => panic!("expected welcome, got {m:?}"),
@@ -80,7 +83,8 @@ fn garbage_clients_do_not_disturb_a_concurrent_good_test() {
 
     // 1. Random bytes instead of a preamble.
     let mut s = connect(srv.port);
-    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n and some more bytes to fill a preamble").unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n and some more bytes to fill a preamble")
+        .unwrap();
     assert_eq!(read_all(&mut s), "", "garbage gets no answer, just a close");
 
     // 2. A valid control preamble, then a frame claiming 4 GiB.
@@ -95,7 +99,9 @@ fn garbage_clients_do_not_disturb_a_concurrent_good_test() {
     // 3. A truncated frame, then the client vanishes.
     let mut s = connect(srv.port);
     s.write_all(&Preamble::control().encode()).unwrap();
-    let frame = encode_frame(&Message::Hello { software: "x".into() });
+    let frame = encode_frame(&Message::Hello {
+        software: "x".into(),
+    });
     s.write_all(&frame[..frame.len() - 3]).unwrap();
     drop(s);
 
@@ -110,11 +116,16 @@ fn garbage_clients_do_not_disturb_a_concurrent_good_test() {
 
     // 5. A data connection with a cookie nobody issued.
     let mut s = connect(srv.port);
-    s.write_all(&Preamble::data([0xAB; 16], 0).encode()).unwrap();
+    s.write_all(&Preamble::data([0xAB; 16], 0).encode())
+        .unwrap();
     assert_eq!(read_all(&mut s), "");
 
     let out = good.wait_with_output().unwrap();
-    assert!(out.status.success(), "good test failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "good test failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     let s0 = &j["end"]["streams"][0];
     assert!(s0["receiver"]["bytes"].as_u64().unwrap() > 0);
@@ -138,7 +149,9 @@ fn a_peer_of_another_protocol_version_is_told_so() {
     pre[8..10].copy_from_slice(&99u16.to_be_bytes());
     s.write_all(&pre).unwrap();
     match read_message(&mut s) {
-        Message::Error { message } => assert!(message.contains("protocol version mismatch"), "{message}"),
+        Message::Error { message } => {
+            assert!(message.contains("protocol version mismatch"), "{message}")
+        }
         m => panic!("expected an error, got {m:?}"),
     }
 }
@@ -153,7 +166,10 @@ fn server_refuses_unknown_congestion_control_in_params() {
     s.write_all(&encode_frame(&Message::Params(p))).unwrap();
     match read_message(&mut s) {
         Message::Error { message } => {
-            assert!(message.contains("unknown congestion control \"nosuchcc\""), "{message}")
+            assert!(
+                message.contains("unknown congestion control \"nosuchcc\""),
+                "{message}"
+            )
         }
         m => panic!("expected an error, got {m:?}"),
     }
@@ -204,5 +220,8 @@ fn a_server_that_dies_mid_test_is_a_clear_client_error() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("longhaul: error:"), "{err}");
-    assert!(err.contains("closed the control connection") || err.contains("stream"), "{err}");
+    assert!(
+        err.contains("closed the control connection") || err.contains("stream"),
+        "{err}"
+    );
 }

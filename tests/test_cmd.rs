@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::util::{bin, json_test, longhaul, test_cmd, ServerProc};
+use crate::util::{ServerProc, bin, json_test, longhaul, test_cmd};
 
 /// Every stream's receiver got exactly what its sender sent: nothing lost or double-counted.
 fn assert_every_byte_arrived(j: &Value) {
@@ -25,38 +25,118 @@ fn assert_iperf3_keys(j: &Value) {
         assert!(j.get(key).is_some(), "missing top-level {key}");
     }
     let start = &j["start"];
-    for key in ["connected", "version", "system_info", "timestamp", "connecting_to", "cookie",
-                "tcp_mss_default", "sock_bufsize", "sndbuf_actual", "rcvbuf_actual", "test_start"] {
+    for key in [
+        "connected",
+        "version",
+        "system_info",
+        "timestamp",
+        "connecting_to",
+        "cookie",
+        "tcp_mss_default",
+        "sock_bufsize",
+        "sndbuf_actual",
+        "rcvbuf_actual",
+        "test_start",
+    ] {
         assert!(start.get(key).is_some(), "missing start.{key}");
     }
-    for key in ["protocol", "num_streams", "blksize", "omit", "duration", "bytes", "blocks", "reverse"] {
-        assert!(start["test_start"].get(key).is_some(), "missing start.test_start.{key}");
+    for key in [
+        "protocol",
+        "num_streams",
+        "blksize",
+        "omit",
+        "duration",
+        "bytes",
+        "blocks",
+        "reverse",
+    ] {
+        assert!(
+            start["test_start"].get(key).is_some(),
+            "missing start.test_start.{key}"
+        );
     }
     assert!(start["timestamp"]["timesecs"].as_u64().unwrap() > 1_600_000_000);
     let intervals = j["intervals"].as_array().expect("intervals array");
     assert!(!intervals.is_empty(), "no intervals");
     let iv = &intervals[0];
-    for key in ["socket", "start", "end", "seconds", "bytes", "bits_per_second", "retransmits",
-                "snd_cwnd", "rtt", "rttvar", "pmtu", "omitted", "sender"] {
-        assert!(iv["streams"][0].get(key).is_some(), "missing intervals[].streams[].{key}");
+    for key in [
+        "socket",
+        "start",
+        "end",
+        "seconds",
+        "bytes",
+        "bits_per_second",
+        "retransmits",
+        "snd_cwnd",
+        "rtt",
+        "rttvar",
+        "pmtu",
+        "omitted",
+        "sender",
+    ] {
+        assert!(
+            iv["streams"][0].get(key).is_some(),
+            "missing intervals[].streams[].{key}"
+        );
     }
-    for key in ["start", "end", "seconds", "bytes", "bits_per_second", "omitted", "sender"] {
-        assert!(iv["sum"].get(key).is_some(), "missing intervals[].sum.{key}");
+    for key in [
+        "start",
+        "end",
+        "seconds",
+        "bytes",
+        "bits_per_second",
+        "omitted",
+        "sender",
+    ] {
+        assert!(
+            iv["sum"].get(key).is_some(),
+            "missing intervals[].sum.{key}"
+        );
     }
     let end = &j["end"];
-    for key in ["streams", "sum_sent", "sum_received", "cpu_utilization_percent",
-                "sender_tcp_congestion", "receiver_tcp_congestion"] {
+    for key in [
+        "streams",
+        "sum_sent",
+        "sum_received",
+        "cpu_utilization_percent",
+        "sender_tcp_congestion",
+        "receiver_tcp_congestion",
+    ] {
         assert!(end.get(key).is_some(), "missing end.{key}");
     }
     for key in ["bytes", "bits_per_second", "retransmits", "seconds"] {
-        assert!(end["sum_sent"].get(key).is_some(), "missing end.sum_sent.{key}");
+        assert!(
+            end["sum_sent"].get(key).is_some(),
+            "missing end.sum_sent.{key}"
+        );
     }
-    for key in ["socket", "bytes", "bits_per_second", "retransmits", "max_snd_cwnd", "max_rtt",
-                "min_rtt", "mean_rtt"] {
-        assert!(end["streams"][0]["sender"].get(key).is_some(), "missing end.streams[].sender.{key}");
+    for key in [
+        "socket",
+        "bytes",
+        "bits_per_second",
+        "retransmits",
+        "max_snd_cwnd",
+        "max_rtt",
+        "min_rtt",
+        "mean_rtt",
+    ] {
+        assert!(
+            end["streams"][0]["sender"].get(key).is_some(),
+            "missing end.streams[].sender.{key}"
+        );
     }
-    for key in ["host_total", "host_user", "host_system", "remote_total", "remote_user", "remote_system"] {
-        assert!(end["cpu_utilization_percent"].get(key).is_some(), "missing cpu {key}");
+    for key in [
+        "host_total",
+        "host_user",
+        "host_system",
+        "remote_total",
+        "remote_user",
+        "remote_system",
+    ] {
+        assert!(
+            end["cpu_utilization_percent"].get(key).is_some(),
+            "missing cpu {key}"
+        );
     }
     assert!(end["sum_received"]["bits_per_second"].as_f64().unwrap() > 0.0);
 }
@@ -73,8 +153,18 @@ fn one_stream_forward_json_is_iperf3_shaped() {
     assert_eq!(j["intervals"][0]["streams"][0]["sender"], true);
     assert!(j["intervals"][0]["streams"][0]["rtt"].as_u64().unwrap() > 0);
     // Window sizing is reported on both ends.
-    assert!(!j["start"]["longhaul"]["local_buffers"].as_array().unwrap().is_empty());
-    assert!(!j["start"]["longhaul"]["remote_buffers"].as_array().unwrap().is_empty());
+    assert!(
+        !j["start"]["longhaul"]["local_buffers"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !j["start"]["longhaul"]["remote_buffers"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     assert!(j["start"]["longhaul"]["rtt_ms"].as_f64().unwrap() > 0.0);
 }
 
@@ -85,7 +175,10 @@ fn four_streams_sum_to_the_total() {
     assert_every_byte_arrived(&j);
     let streams = j["end"]["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 4);
-    let total: u64 = streams.iter().map(|s| s["receiver"]["bytes"].as_u64().unwrap()).sum();
+    let total: u64 = streams
+        .iter()
+        .map(|s| s["receiver"]["bytes"].as_u64().unwrap())
+        .sum();
     assert_eq!(total, j["end"]["sum_received"]["bytes"].as_u64().unwrap());
     assert_eq!(j["intervals"][0]["streams"].as_array().unwrap().len(), 4);
 }
@@ -134,7 +227,10 @@ fn congestion_control_is_applied_on_both_ends_and_reported() {
         assert_eq!(j["end"]["receiver_tcp_congestion"], cc);
         // Read back from the kernel on each socket, on each side.
         assert_eq!(j["start"]["longhaul"]["local_sockets"][0]["congestion"], cc);
-        assert_eq!(j["start"]["longhaul"]["remote_sockets"][0]["congestion"], cc);
+        assert_eq!(
+            j["start"]["longhaul"]["remote_sockets"][0]["congestion"],
+            cc
+        );
         assert_eq!(j["end"]["streams"][0]["sender"]["congestion"], cc);
     }
 }
@@ -145,8 +241,14 @@ fn unknown_congestion_control_is_a_clear_error() {
     let out = test_cmd("127.0.0.1", srv.port, &["-t", "1", "-C", "nosuchcc"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unknown congestion control \"nosuchcc\""), "{err}");
-    assert!(err.contains("cubic"), "should list what the kernel offers: {err}");
+    assert!(
+        err.contains("unknown congestion control \"nosuchcc\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("cubic"),
+        "should list what the kernel offers: {err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
 }
 
@@ -155,13 +257,20 @@ fn byte_count_mode_sends_exactly_that_much() {
     let srv = ServerProc::start(&[]);
     let j = json_test("127.0.0.1", srv.port, &["-n", "300M", "-P", "3"]);
     assert_every_byte_arrived(&j);
-    assert_eq!(j["end"]["sum_received"]["bytes"].as_u64().unwrap(), 300 << 20);
+    assert_eq!(
+        j["end"]["sum_received"]["bytes"].as_u64().unwrap(),
+        300 << 20
+    );
 }
 
 #[test]
 fn pacing_total_is_split_across_streams() {
     let srv = ServerProc::start(&[]);
-    let j = json_test("127.0.0.1", srv.port, &["-t", "1", "-P", "2", "--pace", "800M"]);
+    let j = json_test(
+        "127.0.0.1",
+        srv.port,
+        &["-t", "1", "-P", "2", "--pace", "800M"],
+    );
     // 800 Mbit/s total = 100 MB/s, 50 MB/s per stream, set as SO_MAX_PACING_RATE on each socket.
     for s in j["start"]["longhaul"]["local_sockets"].as_array().unwrap() {
         assert_eq!(s["pacing"], 50_000_000);
@@ -174,8 +283,16 @@ fn pacing_total_is_split_across_streams() {
 #[test]
 fn json_stream_emits_one_event_per_line() {
     let srv = ServerProc::start(&[]);
-    let out = test_cmd("127.0.0.1", srv.port, &["-t", "1.5", "-i", "0.5", "--json-stream"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = test_cmd(
+        "127.0.0.1",
+        srv.port,
+        &["-t", "1.5", "-i", "0.5", "--json-stream"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
@@ -183,16 +300,30 @@ fn json_stream_emits_one_event_per_line() {
     assert_eq!(events.first().unwrap()["event"], "start");
     assert_eq!(events.last().unwrap()["event"], "end");
     let intervals = events.iter().filter(|e| e["event"] == "interval").count();
-    assert!(intervals >= 3, "expected ≥ 3 intervals of 0.5 s in 1.5 s, got {intervals}");
-    assert!(events.last().unwrap()["data"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
+    assert!(
+        intervals >= 3,
+        "expected ≥ 3 intervals of 0.5 s in 1.5 s, got {intervals}"
+    );
+    assert!(
+        events.last().unwrap()["data"]["sum_received"]["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
 }
 
 #[test]
 fn distance_adds_the_land_speed_record_metric() {
     let srv = ServerProc::start(&[]);
-    let j = json_test("127.0.0.1", srv.port, &["-t", "1", "--distance-km", "11539"]);
+    let j = json_test(
+        "127.0.0.1",
+        srv.port,
+        &["-t", "1", "--distance-km", "11539"],
+    );
     let lsr = &j["end"]["longhaul"]["lsr"];
-    let bps = j["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+    let bps = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
     let metric = lsr["bit_meters_per_second"].as_f64().unwrap();
     assert!((metric - bps * 11_539_000.0).abs() / metric < 1e-9);
     assert!(lsr["display"].as_str().unwrap().contains("Tbit·m/s"));
@@ -213,7 +344,11 @@ fn two_clients_are_served_at_the_same_time() {
     let (a, b) = (spawn(), spawn());
     for child in [a, b] {
         let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let j: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_every_byte_arrived(&j);
     }
@@ -246,7 +381,11 @@ fn a_full_server_says_busy_with_the_count() {
 #[test]
 fn refused_connection_is_a_one_line_error() {
     // A port nobody listens on: bind, note it, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let out = test_cmd("127.0.0.1", port, &["-t", "1"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -273,7 +412,11 @@ fn invalid_flags_exit_2_with_a_reason() {
 #[test]
 fn self_test_without_a_host_runs_on_loopback() {
     let out = longhaul(&["test", "-t", "1", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_every_byte_arrived(&j);
     assert_eq!(j["start"]["connecting_to"]["host"], "127.0.0.1");

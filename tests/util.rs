@@ -39,13 +39,24 @@ impl ServerProc {
             }
         });
         let port = loop {
-            let line = rx.recv_timeout(Duration::from_secs(20)).expect("server prints its address");
+            let line = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("server prints its address");
             if let Some(rest) = line.strip_prefix("longhaul server listening on ") {
                 let addr = rest.split_whitespace().next().expect("address");
-                break addr.rsplit(':').next().expect("port").parse().expect("numeric port");
+                break addr
+                    .rsplit(':')
+                    .next()
+                    .expect("port")
+                    .parse()
+                    .expect("numeric port");
             }
         };
-        Self { child, port, log: rx }
+        Self {
+            child,
+            port,
+            log: rx,
+        }
     }
 
     /// Everything the server logged so far.
@@ -78,7 +89,10 @@ pub(crate) fn test_cmd(host: &str, port: u16, args: &[&str]) -> Output {
 
 /// Runs the binary with arbitrary arguments.
 pub(crate) fn longhaul(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run longhaul")
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run longhaul")
 }
 
 /// Runs a JSON test and parses its output, failing with the stderr if it did not succeed.

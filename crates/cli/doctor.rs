@@ -1,13 +1,15 @@
 //! `longhaul doctor`: checks this host's TCP settings for a target path and
-//! prints the exact commands that fix each shortfall. It only reads; the
-//! checks themselves are `longhaul_engine::doctor`.
+//! prints the exact commands that fix each shortfall. It only reads: the
+//! facts come from `longhaul_engine::doctor::gather`, the checks from
+//! `longhaul_models::tuning`; this module parses the flags and prints.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
-use longhaul_engine::doctor::{
-    Finding, HostSnapshot, Status, Target, any_fail, evaluate, write_sysctl_file,
+use longhaul_engine::doctor::gather;
+use longhaul_models::tuning::{
+    Finding, HostSnapshot, Status, Target, any_fail, count, evaluate, write_sysctl_file,
 };
 use longhaul_units::{Nanos, TimeUnit, fmt_size, fmt_size_si, parse_duration, parse_rate};
 use serde::Serialize;
@@ -68,7 +70,7 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let snap = HostSnapshot::gather();
+    let snap = gather();
     let findings = evaluate(&snap, &target);
     if args.json {
         let out = Output {
@@ -113,10 +115,6 @@ fn target(args: &DoctorArgs) -> Result<Target> {
         rtt,
         streams: args.streams,
     })
-}
-
-fn count(findings: &[Finding], status: Status) -> usize {
-    findings.iter().filter(|f| f.status == status).count()
 }
 
 /// The human report: a table, the fixes with their reasons, the sysctl.d

@@ -59,9 +59,24 @@ fn main() -> ExitCode {
     }
 }
 
+fn log_filter(level: &str) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level))
+}
+
 /// Sends logs to stderr at `level` unless `RUST_LOG` says otherwise.
 fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(log_filter(level))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Appends logs to `file` at `level` unless `RUST_LOG` says otherwise.
+fn init_logging_to(level: &str, file: std::fs::File) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(log_filter(level))
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
 }

@@ -1,17 +1,21 @@
 //! `longhaul server`.
 
+use std::fs::OpenOptions;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use longhaul_engine::{Server, ServerConfig, DEFAULT_PORT};
+use longhaul_engine::{DEFAULT_PORT, Server, ServerConfig};
 
 /// Flags of `longhaul server`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Serves control and data connections on one port (default 7067), IPv6 and IPv4 \
+#[command(
+    after_help = "Serves control and data connections on one port (default 7067), IPv6 and IPv4 \
 (dual-stack) unless -B picks one address. Each test gets its own threads; a bad client is logged and \
 dropped without disturbing the others. Run as root so tests can ask for windows beyond \
-net.core.rmem_max (SO_RCVBUFFORCE).")]
+net.core.rmem_max (SO_RCVBUFFORCE)."
+)]
 pub(crate) struct ServerArgs {
     /// Port for control and data connections.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
@@ -25,14 +29,56 @@ pub(crate) struct ServerArgs {
     /// Log level (error, warn, info, debug); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
+    /// Run in the background, detached from the terminal (logs go to --logfile, or nowhere).
+    #[arg(short = 'D', long)]
+    daemon: bool,
+    /// Append logs to this file instead of standard error.
+    #[arg(long)]
+    logfile: Option<PathBuf>,
+    /// Write the server's process id to this file (with --daemon: the background process).
+    #[arg(short = 'I', long)]
+    pidfile: Option<PathBuf>,
 }
 
 pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging(&a.log);
-    let cfg = ServerConfig { bind: a.bind, port: a.port, max_tests: a.max_tests, ..Default::default() };
+    // Open the log file first: a path we cannot write is an error on the terminal, not in the void.
+    let logfile = a
+        .logfile
+        .as_ref()
+        .map(|p| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("cannot open log file {}", p.display()))
+        })
+        .transpose()?;
+    let cfg = ServerConfig {
+        bind: a.bind,
+        port: a.port,
+        max_tests: a.max_tests,
+        ..Default::default()
+    };
+    // Bind before detaching, so "address in use" reaches the user's terminal.
     let server = Server::bind(cfg).context("cannot start the server")?;
     // Tell scripts where we are (useful with -p 0).
-    eprintln!("longhaul server listening on {} (max {} tests)", server.local_addr(), a.max_tests);
+    eprintln!(
+        "longhaul server listening on {} (max {} tests)",
+        server.local_addr(),
+        a.max_tests
+    );
+    if a.daemon {
+        // No thread has been started yet, as daemonize() requires.
+        longhaul_sys::daemonize().context("cannot run in the background")?;
+    }
+    if let Some(p) = &a.pidfile {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .with_context(|| format!("cannot write pid file {}", p.display()))?;
+    }
+    match logfile {
+        Some(f) => crate::init_logging_to(&a.log, f),
+        None => crate::init_logging(&a.log),
+    }
     server.run()?;
     Ok(ExitCode::SUCCESS)
 }

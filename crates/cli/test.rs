@@ -5,26 +5,29 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::process::ExitCode;
 
-
-use longhaul_engine::{run_test, ClientConfig, Family, Observer, Server, ServerConfig, DEFAULT_PORT};
+use longhaul_engine::{
+    ClientConfig, DEFAULT_PORT, Family, Observer, Server, ServerConfig, run_test,
+};
+use longhaul_proto::msg::MAX_WRITE_LEN;
 use longhaul_proto::report::{IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry};
 use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
-use longhaul_units::models::{lsr_capped_km, lsr_metric_from_rate, fmt_lsr, LSR_MAX_KM};
-use longhaul_proto::msg::MAX_WRITE_LEN;
+use longhaul_units::models::{LSR_MAX_KM, fmt_lsr, lsr_capped_km, lsr_metric_from_rate};
 use longhaul_units::{
-    fmt_rate_iperf, fmt_size_iperf, parse_distance, parse_duration, parse_rate, parse_size, Nanos,
-    ParseError, TimeUnit,
+    Nanos, ParseError, TimeUnit, fmt_rate_iperf, fmt_size_iperf, parse_distance, parse_duration,
+    parse_rate, parse_size,
 };
 
 /// Flags of `longhaul test`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Windows are sized automatically (-w auto): the RTT measured on the control \
+#[command(
+    after_help = "Windows are sized automatically (-w auto): the RTT measured on the control \
 connection times the target rate (--rate) gives the bandwidth-delay product, and both ends size their \
 buffers to at least 2 x BDP per stream, using SO_*BUFFORCE as root. The report states requested vs \
 granted vs cap and the rate ceiling that implies, with the sysctl that lifts a binding cap.\n\n\
 Sizes use K/M/G = x1024 (-l 128K, -w 64M, -n 10G); rates use k/m/g = x1000 (--rate 10G, --pace 2.5g).\n\n\
 Examples:\n  longhaul test dtn.example.org -P 4 -t 60\n  longhaul test ::1 -6 -R -C cubic --json\n  \
-longhaul test 10.0.0.2 --pace 9G -P 8 --distance-km 11539")]
+longhaul test 10.0.0.2 --pace 9G -P 8 --distance-km 11539"
+)]
 pub(crate) struct TestArgs {
     /// Server to test against; omit for a self-test against an in-process server on loopback.
     host: Option<String>,
@@ -128,7 +131,9 @@ fn window(s: &str) -> Result<WindowRequest, String> {
 fn distance(s: &str) -> Result<f64, String> {
     match parse_distance(s) {
         Ok(km) if km > 0.0 && km.is_finite() => Ok(km),
-        Ok(km) => Err(format!("distance must be a positive number of km, got {km}")),
+        Ok(km) => Err(format!(
+            "distance must be a positive number of km, got {km}"
+        )),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -168,8 +173,16 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     let (host, port) = match &a.host {
         Some(h) => (h.clone(), a.port),
         None => {
-            let ip: IpAddr = if a.v6 { "::1".parse()? } else { "127.0.0.1".parse()? };
-            let server = Server::bind(ServerConfig { bind: Some(ip), port: 0, ..Default::default() })?;
+            let ip: IpAddr = if a.v6 {
+                "::1".parse()?
+            } else {
+                "127.0.0.1".parse()?
+            };
+            let server = Server::bind(ServerConfig {
+                bind: Some(ip),
+                port: 0,
+                ..Default::default()
+            })?;
             let port = server.local_addr().port();
             std::thread::spawn(move || server.run());
             (ip.to_string(), port)
@@ -214,9 +227,16 @@ fn lsr(r: &Report, km: f64) -> LsrEntry {
     let metric = lsr_metric_from_rate(bps, capped);
     let mut display = fmt_lsr(metric);
     if km > LSR_MAX_KM {
-        display.push_str(&format!(" (distance capped at {LSR_MAX_KM} km from {km} km)"));
+        display.push_str(&format!(
+            " (distance capped at {LSR_MAX_KM} km from {km} km)"
+        ));
     }
-    LsrEntry { distance_km: capped, bits_per_second: bps, bit_meters_per_second: metric, display }
+    LsrEntry {
+        distance_km: capped,
+        bits_per_second: bps,
+        bit_meters_per_second: metric,
+        display,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +262,11 @@ impl Output {
         } else {
             Mode::Human
         };
-        Self { mode, streams: a.streams, start: None }
+        Self {
+            mode,
+            streams: a.streams,
+            start: None,
+        }
     }
 
     fn event(&self, event: &str, data: &impl serde::Serialize) {
@@ -254,7 +278,10 @@ impl Output {
 
     fn end(&mut self, r: &Report) {
         match self.mode {
-            Mode::Json => println!("{}", serde_json::to_string_pretty(r).expect("report serialises")),
+            Mode::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(r).expect("report serialises")
+            ),
             Mode::JsonStream => self.event("end", &r.end),
             Mode::Human => print_end(r),
         }
@@ -263,7 +290,8 @@ impl Output {
     fn error(&mut self, msg: &str) {
         match self.mode {
             Mode::Json => {
-                let mut doc = serde_json::json!({ "start": self.start, "intervals": [], "end": {} });
+                let mut doc =
+                    serde_json::json!({ "start": self.start, "intervals": [], "end": {} });
                 doc["error"] = serde_json::Value::String(msg.to_string());
                 println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
             }
@@ -294,15 +322,24 @@ impl Observer for Output {
 
 fn print_start(s: &Start) {
     let x = &s.longhaul;
-    println!("Connecting to host {}, port {}", s.connecting_to.host, s.connecting_to.port);
+    println!(
+        "Connecting to host {}, port {}",
+        s.connecting_to.host, s.connecting_to.port
+    );
     for c in &s.connected {
         println!(
             "[{:>3}] local {} port {} connected to {} port {}",
             c.socket, c.local_host, c.local_port, c.remote_host, c.remote_port
         );
     }
-    let cc_local = x.local_sockets.first().map_or("?", |s| s.congestion.as_str());
-    let cc_remote = x.remote_sockets.first().map_or("?", |s| s.congestion.as_str());
+    let cc_local = x
+        .local_sockets
+        .first()
+        .map_or("?", |s| s.congestion.as_str());
+    let cc_remote = x
+        .remote_sockets
+        .first()
+        .map_or("?", |s| s.congestion.as_str());
     println!(
         "RTT {:.3} ms (control connection); target {}; congestion control: client {cc_local}, server {cc_remote}{}",
         x.rtt_ms,
@@ -325,7 +362,10 @@ fn print_start(s: &Start) {
         println!("note: {n}");
     }
     if let Some(p) = x.pace_total_bps {
-        println!("pacing: {} total, split across the sending streams (SO_MAX_PACING_RATE)", fmt_rate_iperf(p));
+        println!(
+            "pacing: {} total, split across the sending streams (SO_MAX_PACING_RATE)",
+            fmt_rate_iperf(p)
+        );
     }
     println!(
         "[ ID] Interval           Transfer     Bitrate          Retr   Cwnd         RTT       rwnd-lim sndbuf-lim"
@@ -406,10 +446,7 @@ fn print_end(r: &Report) {
             fmt_rate_iperf(rx.bits_per_second as u64),
         );
     }
-    let sums = [
-        (&e.sum_sent, "sender"),
-        (&e.sum_received, "receiver"),
-    ];
+    let sums = [(&e.sum_sent, "sender"), (&e.sum_received, "receiver")];
     for (s, role) in sums {
         println!("{}", sum_line("SUM", s, role));
     }

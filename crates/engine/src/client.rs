@@ -12,22 +12,22 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use longhaul_proto::interval::StreamInterval;
-use longhaul_proto::msg::{CpuUse, SideResults, SidePlan, SocketSetup};
+use longhaul_proto::msg::{CpuUse, SidePlan, SideResults, SocketSetup};
 use longhaul_proto::pacing::split_pacing;
 use longhaul_proto::report::{
-    self, ConnectingTo, Connected, IntervalReport, Report, Start, StartExtra, TestStart, Timestamp,
+    self, Connected, ConnectingTo, IntervalReport, Report, Start, StartExtra, TestStart, Timestamp,
 };
-use longhaul_proto::window::{self, assess, BufferAction, BufferOutcome, WindowPlan};
+use longhaul_proto::window::{self, BufferAction, BufferOutcome, WindowPlan, assess};
 use longhaul_proto::wire::Preamble;
 use longhaul_proto::{Direction, EndCondition, Message, ProtoError, TestParams, WindowRequest};
-use longhaul_units::Nanos;
 use longhaul_sys as sys;
+use longhaul_units::Nanos;
 
 use crate::control::Control;
 use crate::run::{Run, RunStream};
 use crate::server::{drain_timeout, read_len, send_config};
 use crate::socket::{self, SocketOptions};
-use crate::{random, EngineError, SOFTWARE};
+use crate::{EngineError, SOFTWARE, random};
 
 /// Which address family to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -79,10 +79,15 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
     }
     let (ctrl_sock, server) = connect_control(cfg)?;
     let mut ctrl = Control::new(ctrl_sock);
-    let wall_start = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let wall_start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     std::io::Write::write_all(&mut ctrl.socket(), &Preamble::control().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
-    ctrl.send(&Message::Hello { software: SOFTWARE.into() })?;
+    ctrl.send(&Message::Hello {
+        software: SOFTWARE.into(),
+    })?;
     let cookie_hex = match ctrl.recv(cfg.timeout, "the server's welcome")? {
         Message::Welcome { cookie, .. } => cookie,
         Message::Busy { running, cap } => return Err(EngineError::Busy { running, cap }),
@@ -103,18 +108,41 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         WindowRequest::Fixed { bytes } => Some(bytes),
         WindowRequest::Auto => None,
     };
-    let plan = window::plan(Nanos(params.rtt_ns), params.target_rate_bps, params.streams, fixed, &limits);
-    let pacing = params.pace_total_bps.map(|t| split_pacing(t, params.streams)).unwrap_or_default();
-    let local_plan = SidePlan { window: plan.clone(), pacing_per_stream: pacing.clone(), privileged: limits.privileged };
+    let plan = window::plan(
+        Nanos(params.rtt_ns),
+        params.target_rate_bps,
+        params.streams,
+        fixed,
+        &limits,
+    );
+    let pacing = params
+        .pace_total_bps
+        .map(|t| split_pacing(t, params.streams))
+        .unwrap_or_default();
+    let local_plan = SidePlan {
+        window: plan.clone(),
+        pacing_per_stream: pacing.clone(),
+        privileged: limits.privileged,
+    };
 
     // Open the data connections, each set up before connect.
     let total = params.direction.connections(params.streams);
-    let opts = SocketOptions { plan: &plan, congestion: params.congestion.as_deref() };
+    let opts = SocketOptions {
+        plan: &plan,
+        congestion: params.congestion.as_deref(),
+    };
     let mut socks = Vec::with_capacity(total as usize);
     let mut local_setups = Vec::with_capacity(total as usize);
     for i in 0..total {
         let sender = params.direction.client_sends(i, params.streams);
-        let s = connect_data(cfg, server, &opts, sender, i, &Preamble::data(cookie, i).encode())?;
+        let s = connect_data(
+            cfg,
+            server,
+            &opts,
+            sender,
+            i,
+            &Preamble::data(cookie, i).encode(),
+        )?;
         let pace = (sender && !pacing.is_empty()).then(|| pacing[(i % params.streams) as usize]);
         if let Some(p) = pace {
             socket::apply_pacing(s.as_fd(), p)?;
@@ -127,14 +155,29 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         m => return Err(unexpected(&m, "waiting for streams")),
     };
 
-    let start = start_report(cfg, &params, wall_start, &cookie_hex, &local_plan, &remote_plan, &local_setups, &remote_setups);
+    let start = start_report(
+        cfg,
+        &params,
+        wall_start,
+        &cookie_hex,
+        &local_plan,
+        &remote_plan,
+        &local_setups,
+        &remote_setups,
+    );
     obs.start(&start);
 
     let cpu_before = sys::process_cpu_time().unwrap_or_default();
     let streams: Vec<RunStream> = socks
         .into_iter()
         .zip(&local_setups)
-        .map(|(sock, s)| RunStream { index: s.stream, sender: s.sender, sock, congestion: s.congestion.clone(), mss: s.mss })
+        .map(|(sock, s)| RunStream {
+            index: s.stream,
+            sender: s.sender,
+            sock,
+            congestion: s.congestion.clone(),
+            mss: s.mss,
+        })
         .collect();
     let send = send_config(&params)?;
     ctrl.send(&Message::Start)?;
@@ -157,15 +200,33 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
     }
     let cpu = sys::process_cpu_time().unwrap_or_default() - cpu_before;
     let wall = totals.iter().map(|t| t.seconds).fold(0.0, f64::max);
-    let local_cpu = CpuUse { user_s: cpu.user.as_secs_f64(), system_s: cpu.system.as_secs_f64(), wall_s: wall };
+    let local_cpu = CpuUse {
+        user_s: cpu.user.as_secs_f64(),
+        system_s: cpu.system.as_secs_f64(),
+        wall_s: wall,
+    };
     // Let the server log our side; it closes after reading this.
-    let _ = ctrl.send(&Message::Results(SideResults { cpu: local_cpu, streams: totals.clone() }));
+    let _ = ctrl.send(&Message::Results(SideResults {
+        cpu: local_cpu,
+        streams: totals.clone(),
+    }));
 
     let intervals = merger.finish(obs);
     totals.extend(remote_results.streams);
-    let mut end = report::end_report(&totals, params.direction, params.streams, local_cpu, remote_results.cpu);
+    let mut end = report::end_report(
+        &totals,
+        params.direction,
+        params.streams,
+        local_cpu,
+        remote_results.cpu,
+    );
     end.longhaul.warnings = window_warnings(&start.longhaul);
-    Ok(Report { start, intervals, end, error: None })
+    Ok(Report {
+        start,
+        intervals,
+        end,
+        error: None,
+    })
 }
 
 /// The running phase: interval reports until the end condition, then stop, drain and collect results.
@@ -294,7 +355,10 @@ impl IntervalMerger {
 }
 
 fn unexpected(m: &Message, phase: &'static str) -> EngineError {
-    EngineError::Protocol(ProtoError::Unexpected { got: m.kind(), phase })
+    EngineError::Protocol(ProtoError::Unexpected {
+        got: m.kind(),
+        phase,
+    })
 }
 
 fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, EngineError> {
@@ -309,17 +373,25 @@ fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, EngineError> {
         .filter(|a| cfg.bind.is_none_or(|b| b.is_ipv4() == a.is_ipv4()))
         .collect();
     if addrs.is_empty() {
-        return Err(EngineError::Resolve(format!("{}: no address of the requested family", cfg.host)));
+        return Err(EngineError::Resolve(format!(
+            "{}: no address of the requested family",
+            cfg.host
+        )));
     }
     Ok(addrs)
 }
 
 fn new_socket(cfg: &ClientConfig, server: SocketAddr) -> Result<socket2::Socket, EngineError> {
-    let s = socket2::Socket::new(socket2::Domain::for_address(server), socket2::Type::STREAM, None)
-        .map_err(|e| EngineError::io("create socket", e))?;
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(server),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(|e| EngineError::io("create socket", e))?;
     if let Some(ip) = cfg.bind {
         let local = SocketAddr::new(ip, 0);
-        s.bind(&local.into()).map_err(|e| EngineError::io(format!("bind {ip}"), e))?;
+        s.bind(&local.into())
+            .map_err(|e| EngineError::io(format!("bind {ip}"), e))?;
     }
     Ok(s)
 }
@@ -354,7 +426,8 @@ fn connect_data(
 ) -> Result<TcpStream, EngineError> {
     let s = new_socket(cfg, server)?;
     socket::apply(s.as_fd(), opts, sender, index)?;
-    s.connect_timeout(&server.into(), cfg.timeout).map_err(|e| connect_err(server, e))?;
+    s.connect_timeout(&server.into(), cfg.timeout)
+        .map_err(|e| connect_err(server, e))?;
     let mut s: TcpStream = s.into();
     std::io::Write::write_all(&mut s, preamble)
         .map_err(|e| EngineError::io(format!("send preamble of stream {index}"), e))?;
@@ -397,7 +470,10 @@ fn outcomes(plan: &WindowPlan, setups: &[SocketSetup]) -> Vec<BufferOutcome> {
     out
 }
 
-#[allow(clippy::too_many_arguments, reason = "assembles the report from every piece of the set-up")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "assembles the report from every piece of the set-up"
+)]
 fn start_report(
     cfg: &ClientConfig,
     params: &TestParams,
@@ -413,7 +489,13 @@ fn start_report(
         .map(|s| {
             let (lh, lp) = split_addr(&s.local);
             let (rh, rp) = split_addr(&s.remote);
-            Connected { socket: s.stream + 1, local_host: lh, local_port: lp, remote_host: rh, remote_port: rp }
+            Connected {
+                socket: s.stream + 1,
+                local_host: lh,
+                local_port: lp,
+                remote_host: rh,
+                remote_port: rp,
+            }
         })
         .collect();
     let first = local.first();
@@ -432,7 +514,10 @@ fn start_report(
         version: SOFTWARE.into(),
         system_info: system_info(),
         timestamp: Timestamp::from_unix(timesecs),
-        connecting_to: ConnectingTo { host: cfg.host.clone(), port: cfg.port },
+        connecting_to: ConnectingTo {
+            host: cfg.host.clone(),
+            port: cfg.port,
+        },
         cookie: cookie.into(),
         tcp_mss_default: first.map_or(0, |s| s.mss),
         sock_bufsize: fixed,
@@ -458,7 +543,11 @@ fn start_report(
             target_rate_bps: params.target_rate_bps,
             congestion_requested: params.congestion.clone(),
             pace_total_bps: params.pace_total_bps,
-            zerocopy: params.zerocopy.then(|| crate::zerocopy::ZeroCopyMethod::selected().name().to_string()),
+            zerocopy: params.zerocopy.then(|| {
+                crate::zerocopy::ZeroCopyMethod::selected()
+                    .name()
+                    .to_string()
+            }),
             local_plan: local_plan.clone(),
             local_buffers,
             remote_plan: remote_plan.clone(),
@@ -474,7 +563,11 @@ fn window_warnings(x: &StartExtra) -> Vec<String> {
     let mut w: Vec<String> = x.local_plan.window.notes.clone();
     for (side, list) in [("client", &x.local_buffers), ("server", &x.remote_buffers)] {
         for b in list.iter().filter(|b| b.limited) {
-            w.push(format!("{side} {}; fix: {}", b.summary, b.fix.clone().unwrap_or_default()));
+            w.push(format!(
+                "{side} {}; fix: {}",
+                b.summary,
+                b.fix.clone().unwrap_or_default()
+            ));
         }
     }
     w
@@ -489,7 +582,11 @@ fn split_addr(s: &str) -> (String, u16) {
 
 /// `uname -srvm`-like description from /proc (no libc needed).
 pub fn system_info() -> String {
-    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
     format!(
         "{} {} {} {}",
         read("/proc/sys/kernel/ostype"),

@@ -8,8 +8,8 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::wire::{encode_frame, FrameDecoder, Preamble, PREAMBLE_LEN};
 use longhaul_proto::Message;
+use longhaul_proto::wire::{FrameDecoder, PREAMBLE_LEN, Preamble, encode_frame};
 
 use crate::EngineError;
 
@@ -22,10 +22,17 @@ pub(crate) struct Control {
 
 impl Control {
     pub(crate) fn new(sock: TcpStream) -> Self {
-        let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+        let peer = sock
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
         // Control messages are small and latency-sensitive (RTT pings).
         let _ = sock.set_nodelay(true);
-        Self { sock, dec: FrameDecoder::new(), peer }
+        Self {
+            sock,
+            dec: FrameDecoder::new(),
+            peer,
+        }
     }
 
     pub(crate) fn socket(&self) -> &TcpStream {
@@ -67,20 +74,32 @@ impl Control {
                 Ok(n) => self.dec.push(&buf[..n])?,
                 Err(e) if is_timeout(&e) => continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(EngineError::io(format!("read control from {}", self.peer), e)),
+                Err(e) => {
+                    return Err(EngineError::io(
+                        format!("read control from {}", self.peer),
+                        e,
+                    ));
+                }
             }
         }
     }
 
     /// Waits for the next message for at most `timeout`; a timeout is an error naming `what`.
-    pub(crate) fn recv(&mut self, timeout: Duration, what: &'static str) -> Result<Message, EngineError> {
+    pub(crate) fn recv(
+        &mut self,
+        timeout: Duration,
+        what: &'static str,
+    ) -> Result<Message, EngineError> {
         self.recv_until(Instant::now() + timeout)?
             .ok_or_else(|| EngineError::Timeout(format!("{what} from {}", self.peer)))
     }
 }
 
 /// Reads the 32-byte preamble with a timeout (a silent peer must not hold a server thread forever).
-pub(crate) fn read_preamble(sock: &mut TcpStream, timeout: Duration) -> Result<Preamble, EngineError> {
+pub(crate) fn read_preamble(
+    sock: &mut TcpStream,
+    timeout: Duration,
+) -> Result<Preamble, EngineError> {
     sock.set_read_timeout(Some(timeout)).ok();
     let mut b = [0u8; PREAMBLE_LEN];
     sock.read_exact(&mut b).map_err(|e| {
@@ -95,5 +114,8 @@ pub(crate) fn read_preamble(sock: &mut TcpStream, timeout: Duration) -> Result<P
 }
 
 pub(crate) fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }

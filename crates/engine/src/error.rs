@@ -48,7 +48,9 @@ pub enum EngineError {
         cap: u32,
     },
     /// The peer speaks another protocol version.
-    #[error("protocol version mismatch: we speak {ours}, the peer speaks {theirs}; run the same longhaul version on both ends")]
+    #[error(
+        "protocol version mismatch: we speak {ours}, the peer speaks {theirs}; run the same longhaul version on both ends"
+    )]
     Version {
         /// Our version.
         ours: u16,
@@ -84,6 +86,9 @@ pub enum EngineError {
 
 impl EngineError {
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
-        EngineError::Io { what: what.into(), source }
+        EngineError::Io {
+            what: what.into(),
+            source,
+        }
     }
 }

@@ -21,9 +21,9 @@ pub mod doctor;
 pub mod server;
 pub mod zerocopy;
 
-pub use client::{run_test, ClientConfig, Family, Observer, Quiet};
+pub use client::{ClientConfig, Family, Observer, Quiet, run_test};
 pub use error::EngineError;
-pub use server::{Server, ServerConfig, DEFAULT_PORT};
+pub use server::{DEFAULT_PORT, Server, ServerConfig};
 
 /// This software's name and version, as peers and reports show it.
 pub const SOFTWARE: &str = concat!("longhaul ", env!("CARGO_PKG_VERSION"));

@@ -7,7 +7,10 @@ use std::io::Read;
 fn fill(buf: &mut [u8]) {
     // /dev/urandom cannot fail on a running Linux system short of a missing /dev; fall back to the clock
     // and address-space layout so a cookie is still unpredictable enough to keep tests apart.
-    if File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf)).is_err() {
+    if File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .is_err()
+    {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())

@@ -6,16 +6,18 @@
 
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::interval::{tcp_interval, IntervalClock, StreamInterval, StreamStats, StreamTotals, TcpSample};
+use longhaul_proto::interval::{
+    IntervalClock, StreamInterval, StreamStats, StreamTotals, TcpSample, tcp_interval,
+};
 use longhaul_sys::CpuTime;
 
+use crate::EngineError;
 use crate::socket::tcp_sample;
 use crate::stream::{Clock, Job, SendMethod, StreamState, Worker};
-use crate::EngineError;
 
 /// One data connection handed to a run.
 pub(crate) struct RunStream {
@@ -79,12 +81,19 @@ impl Run {
                 stats: StreamStats::new(s.index, s.sender, s.congestion, s.mss),
             });
         }
-        Ok(Self { clock, streams: tracked, ticks: IntervalClock::new(0, interval_ns), last_end_ns: 0 })
+        Ok(Self {
+            clock,
+            streams: tracked,
+            ticks: IntervalClock::new(0, interval_ns),
+            last_end_ns: 0,
+        })
     }
 
     /// When the next interval tick is due.
     pub(crate) fn next_tick(&self) -> Option<Instant> {
-        self.ticks.next_deadline().map(|ns| self.clock.origin() + Duration::from_nanos(ns))
+        self.ticks
+            .next_deadline()
+            .map(|ns| self.clock.origin() + Duration::from_nanos(ns))
     }
 
     /// Samples every due tick: the sending streams' bytes and TCP internals per interval.
@@ -111,7 +120,10 @@ impl Run {
         self.last_end_ns = now;
         let sample = self.sample(start, now);
         // A test that ends on a tick leaves only the stop latency here: nothing worth a line.
-        sample.iter().any(|s| s.bytes > 0).then_some((index, sample))
+        sample
+            .iter()
+            .any(|s| s.bytes > 0)
+            .then_some((index, sample))
     }
 
     fn sample(&mut self, start_ns: u64, end_ns: u64) -> Vec<StreamInterval> {
@@ -198,7 +210,10 @@ impl Run {
             let result = t.worker.join();
             cpu = cpu + result.cpu;
             if let (Some(e), None) = (result.error, &first_error) {
-                first_error = Some(EngineError::Stream { stream: state.index, source: e });
+                first_error = Some(EngineError::Stream {
+                    stream: state.index,
+                    source: e,
+                });
             }
             let seconds = state.finished().unwrap_or(end) as f64 / 1e9;
             totals.push(t.stats.finish(state.bytes(), seconds));

@@ -15,19 +15,19 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::msg::{SidePlan, MAX_STREAMS};
+use longhaul_proto::msg::{MAX_STREAMS, SidePlan};
 use longhaul_proto::pacing::split_pacing;
-use longhaul_proto::wire::{encode_frame, ConnKind, Cookie, PROTOCOL_VERSION};
 use longhaul_proto::window::{self, BufferAction};
+use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, encode_frame};
 use longhaul_proto::{EndCondition, Message, ProtoError, TestParams, WindowRequest};
-use longhaul_units::Nanos;
 use longhaul_sys as sys;
+use longhaul_units::Nanos;
 use tracing::{info, warn};
 
-use crate::control::{read_preamble, Control};
+use crate::control::{Control, read_preamble};
 use crate::run::{Run, RunStream, SendConfig};
 use crate::socket::{self, SocketOptions};
-use crate::{random, EngineError, SOFTWARE};
+use crate::{EngineError, SOFTWARE, random};
 
 /// The port a server listens on unless told otherwise: 7067, the kilometres of the CERN–StarLight
 /// DataTAG lightpath (seed 000). iperf3 uses 5201, so both can run side by side.
@@ -48,7 +48,12 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { bind: None, port: DEFAULT_PORT, max_tests: 8, handshake_timeout: Duration::from_secs(10) }
+        Self {
+            bind: None,
+            port: DEFAULT_PORT,
+            max_tests: 8,
+            handshake_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -58,9 +63,15 @@ pub struct Server {
     shared: Arc<Shared>,
 }
 
+/// Most connections that may be waiting to send their preamble at once. Each waits at most the
+/// handshake timeout on its own thread; beyond this, new connections are closed at once, so a flood of
+/// silent connections cannot exhaust threads.
+const MAX_HANDSHAKING: u32 = 256;
+
 struct Shared {
     cfg: ServerConfig,
     running: AtomicU32,
+    handshaking: AtomicU32,
     pending: Mutex<HashMap<Cookie, SyncSender<(u32, TcpStream)>>>,
     listener: Arc<TcpListener>,
     /// Receive buffer last forced on the listener (see `widen_listener`).
@@ -74,6 +85,7 @@ impl Server {
         let shared = Arc::new(Shared {
             cfg,
             running: AtomicU32::new(0),
+            handshaking: AtomicU32::new(0),
             pending: Mutex::new(HashMap::new()),
             listener: Arc::clone(&listener),
             listener_rcvbuf: Mutex::new(0),
@@ -83,7 +95,9 @@ impl Server {
 
     /// The address actually bound (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("bound listener has an address")
+        self.listener
+            .local_addr()
+            .expect("bound listener has an address")
     }
 
     /// Tests running now.
@@ -97,11 +111,17 @@ impl Server {
         loop {
             match self.listener.accept() {
                 Ok((conn, peer)) => {
+                    if self.shared.handshaking.load(Ordering::Acquire) >= MAX_HANDSHAKING {
+                        warn!(%peer, "dropped connection: {MAX_HANDSHAKING} connections already handshaking");
+                        continue;
+                    }
+                    self.shared.handshaking.fetch_add(1, Ordering::AcqRel);
                     let shared = Arc::clone(&self.shared);
                     let spawned = std::thread::Builder::new()
                         .name("lh-conn".into())
                         .spawn(move || handle(&shared, conn, peer));
                     if let Err(e) = spawned {
+                        self.shared.handshaking.fetch_sub(1, Ordering::AcqRel);
                         warn!(%peer, "cannot start a thread for the connection: {e}");
                     }
                 }
@@ -145,7 +165,9 @@ fn listen(bind: Option<IpAddr>, port: u16) -> Result<TcpListener, EngineError> {
 }
 
 fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
-    let pre = match read_preamble(&mut conn, shared.cfg.handshake_timeout) {
+    let pre = read_preamble(&mut conn, shared.cfg.handshake_timeout);
+    shared.handshaking.fetch_sub(1, Ordering::AcqRel);
+    let pre = match pre {
         Ok(p) => p,
         Err(e) => {
             warn!(%peer, "dropped connection: {e}");
@@ -153,16 +175,29 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
         }
     };
     if pre.version != PROTOCOL_VERSION {
-        let e = EngineError::Version { ours: PROTOCOL_VERSION, theirs: pre.version };
+        let e = EngineError::Version {
+            ours: PROTOCOL_VERSION,
+            theirs: pre.version,
+        };
         warn!(%peer, "{e}");
         if pre.kind == ConnKind::Control {
-            let _ = std::io::Write::write_all(&mut conn, &encode_frame(&Message::Error { message: e.to_string() }));
+            let _ = std::io::Write::write_all(
+                &mut conn,
+                &encode_frame(&Message::Error {
+                    message: e.to_string(),
+                }),
+            );
         }
         return;
     }
     match pre.kind {
         ConnKind::Data => {
-            let tx = shared.pending.lock().expect("pending lock").get(&pre.cookie).cloned();
+            let tx = shared
+                .pending
+                .lock()
+                .expect("pending lock")
+                .get(&pre.cookie)
+                .cloned();
             match tx {
                 Some(tx) => {
                     let _ = tx.try_send((pre.stream, conn));
@@ -186,7 +221,9 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
                     warn!(%peer, "test ended with an error: {e}");
                     // Tell the client why, if it is still listening.
                     if !matches!(e, EngineError::Peer(_) | EngineError::Closed(_)) {
-                        let _ = ctrl.send(&Message::Error { message: e.to_string() });
+                        let _ = ctrl.send(&Message::Error {
+                            message: e.to_string(),
+                        });
                     }
                 }
             }
@@ -212,24 +249,39 @@ struct Registration<'a> {
 impl<'a> Registration<'a> {
     fn new(shared: &'a Shared, cookie: Cookie) -> (Self, Receiver<(u32, TcpStream)>) {
         let (tx, rx) = mpsc::sync_channel(2 * MAX_STREAMS as usize);
-        shared.pending.lock().expect("pending lock").insert(cookie, tx);
+        shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .insert(cookie, tx);
         (Self { shared, cookie }, rx)
     }
 }
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
-        self.shared.pending.lock().expect("pending lock").remove(&self.cookie);
+        self.shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .remove(&self.cookie);
     }
 }
 
 fn unexpected(m: &Message, phase: &'static str) -> EngineError {
-    EngineError::Protocol(ProtoError::Unexpected { got: m.kind(), phase })
+    EngineError::Protocol(ProtoError::Unexpected {
+        got: m.kind(),
+        phase,
+    })
 }
 
 fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
     let t = shared.cfg.handshake_timeout;
-    let peer = ctrl.socket().peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let peer = ctrl
+        .socket()
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let cpu_start = sys::thread_cpu_time().unwrap_or_default();
     match ctrl.recv(t, "hello")? {
         Message::Hello { .. } => {}
@@ -237,7 +289,10 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
     }
     let cookie = random::cookie();
     let (registration, rx) = Registration::new(shared, cookie);
-    ctrl.send(&Message::Welcome { software: SOFTWARE.into(), cookie: random::hex(&cookie) })?;
+    ctrl.send(&Message::Welcome {
+        software: SOFTWARE.into(),
+        cookie: random::hex(&cookie),
+    })?;
     let params = loop {
         match ctrl.recv(t, "test parameters")? {
             Message::Ping { seq } => ctrl.send(&Message::Pong { seq })?,
@@ -253,11 +308,20 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
         WindowRequest::Fixed { bytes } => Some(bytes),
         WindowRequest::Auto => None,
     };
-    let plan = window::plan(Nanos(params.rtt_ns), params.target_rate_bps, params.streams, fixed, &limits);
+    let plan = window::plan(
+        Nanos(params.rtt_ns),
+        params.target_rate_bps,
+        params.streams,
+        fixed,
+        &limits,
+    );
     if let BufferAction::Set { request, force } = plan.recv.action {
         widen_listener(shared, request, force);
     }
-    let pacing = params.pace_total_bps.map(|t| split_pacing(t, params.streams)).unwrap_or_default();
+    let pacing = params
+        .pace_total_bps
+        .map(|t| split_pacing(t, params.streams))
+        .unwrap_or_default();
     ctrl.send(&Message::Accepted(SidePlan {
         window: plan.clone(),
         pacing_per_stream: pacing.clone(),
@@ -271,20 +335,27 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
     let mut arrived = 0;
     while arrived < total {
         let left = deadline.saturating_duration_since(Instant::now());
-        let (idx, s) = rx
-            .recv_timeout(left)
-            .map_err(|_| EngineError::Timeout(format!("{} data connections from {peer}", total - arrived)))?;
+        let (idx, s) = rx.recv_timeout(left).map_err(|_| {
+            EngineError::Timeout(format!("{} data connections from {peer}", total - arrived))
+        })?;
         match socks.get_mut(idx as usize) {
             Some(slot @ None) => {
                 *slot = Some(s);
                 arrived += 1;
             }
-            _ => return Err(ProtoError::Invalid(format!("bad or duplicate stream index {idx}")).into()),
+            _ => {
+                return Err(
+                    ProtoError::Invalid(format!("bad or duplicate stream index {idx}")).into(),
+                );
+            }
         }
     }
     drop(registration);
 
-    let opts = SocketOptions { plan: &plan, congestion: params.congestion.as_deref() };
+    let opts = SocketOptions {
+        plan: &plan,
+        congestion: params.congestion.as_deref(),
+    };
     let mut setups = Vec::with_capacity(total as usize);
     let mut streams = Vec::with_capacity(total as usize);
     for (i, s) in socks.into_iter().enumerate() {
@@ -297,7 +368,13 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
             socket::apply_pacing(s.as_fd(), p)?;
         }
         let setup = socket::describe(&s, i, sender, pace);
-        streams.push(RunStream { index: i, sender, sock: s, congestion: setup.congestion.clone(), mss: setup.mss });
+        streams.push(RunStream {
+            index: i,
+            sender,
+            sock: s,
+            congestion: setup.congestion.clone(),
+            mss: setup.mss,
+        });
         setups.push(setup);
     }
     ctrl.send(&Message::StreamsReady { sockets: setups })?;
@@ -336,17 +413,26 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
 }
 
 /// The running phase on the server: interval reports until the client says stop, then drain.
-fn serve_running(ctrl: &mut Control, run: &mut Run, params: &TestParams) -> Result<(), EngineError> {
+fn serve_running(
+    ctrl: &mut Control,
+    run: &mut Run,
+    params: &TestParams,
+) -> Result<(), EngineError> {
     loop {
         // Wake at least once a second so a dead client is noticed even without interval reports.
-        let wake = run.next_tick().unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+        let wake = run
+            .next_tick()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
         match ctrl.recv_until(wake.min(Instant::now() + Duration::from_secs(1)))? {
             Some(Message::Stop) => break,
             Some(m) => return Err(unexpected(&m, "running")),
             None => {
                 for (index, streams) in run.poll_intervals() {
                     if run.has_senders() {
-                        ctrl.send(&Message::Interval(longhaul_proto::msg::IntervalSample { index, streams }))?;
+                        ctrl.send(&Message::Interval(longhaul_proto::msg::IntervalSample {
+                            index,
+                            streams,
+                        }))?;
                     }
                 }
             }
@@ -356,7 +442,10 @@ fn serve_running(ctrl: &mut Control, run: &mut Run, params: &TestParams) -> Resu
     if let Some((index, streams)) = run.final_interval()
         && run.has_senders()
     {
-        ctrl.send(&Message::Interval(longhaul_proto::msg::IntervalSample { index, streams }))?;
+        ctrl.send(&Message::Interval(longhaul_proto::msg::IntervalSample {
+            index,
+            streams,
+        }))?;
     }
     if !run.wait_all(Instant::now() + drain_timeout(params)) {
         return Err(EngineError::Timeout("the client's streams to end".into()));
@@ -377,7 +466,11 @@ pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError
         EndCondition::Bytes { bytes } => Some(bytes.div_ceil(u64::from(params.streams))),
         EndCondition::Time { .. } => None,
     };
-    Ok(SendConfig { method, write_len, budget_per_stream })
+    Ok(SendConfig {
+        method,
+        write_len,
+        budget_per_stream,
+    })
 }
 
 /// Read size for receivers: at least 128 KiB, so small `-l` writes do not turn into small reads.

@@ -26,7 +26,11 @@ pub(crate) fn apply(
     sender: bool,
     stream: u32,
 ) -> Result<(), EngineError> {
-    let buf = if sender { &opts.plan.send } else { &opts.plan.recv };
+    let buf = if sender {
+        &opts.plan.send
+    } else {
+        &opts.plan.recv
+    };
     apply_buffer(fd, buf).map_err(|e| annotate(e, stream))?;
     if let Some(cc) = opts.congestion {
         sys::set_congestion(fd, cc).map_err(|e| annotate(e, stream))?;
@@ -45,7 +49,10 @@ fn apply_buffer(fd: BorrowedFd<'_>, buf: &BufferPlan) -> Result<(), sys::SysErro
 }
 
 fn annotate(e: sys::SysError, stream: u32) -> EngineError {
-    EngineError::Io { what: format!("stream {stream}: {e}"), source: e.into_io() }
+    EngineError::Io {
+        what: format!("stream {stream}: {e}"),
+        source: e.into_io(),
+    }
 }
 
 /// Sets the per-stream pacing cap on a sending socket.
@@ -54,7 +61,12 @@ pub(crate) fn apply_pacing(fd: BorrowedFd<'_>, bytes_per_sec: u64) -> Result<(),
 }
 
 /// Reads back how the kernel set up `sock`.
-pub(crate) fn describe(sock: &TcpStream, stream: u32, sender: bool, pacing: Option<u64>) -> SocketSetup {
+pub(crate) fn describe(
+    sock: &TcpStream,
+    stream: u32,
+    sender: bool,
+    pacing: Option<u64>,
+) -> SocketSetup {
     let fd = sock.as_fd();
     SocketSetup {
         stream,
@@ -83,7 +95,9 @@ pub(crate) fn kernel_limits() -> KernelLimits {
 
 /// Checks that this kernel has congestion control `name` (loading it as root if it is a module).
 pub(crate) fn check_congestion(name: &str) -> Result<(), EngineError> {
-    let available = sys::NetLimits::read().map(|l| l.available_cc).unwrap_or_default();
+    let available = sys::NetLimits::read()
+        .map(|l| l.available_cc)
+        .unwrap_or_default();
     if available.iter().any(|a| a == name) {
         return Ok(());
     }
@@ -93,7 +107,10 @@ pub(crate) fn check_congestion(name: &str) -> Result<(), EngineError> {
     if sys::set_congestion(probe.as_fd(), name).is_ok() {
         return Ok(());
     }
-    Err(EngineError::UnknownCongestion { name: name.to_string(), available: available.join(" ") })
+    Err(EngineError::UnknownCongestion {
+        name: name.to_string(),
+        available: available.join(" "),
+    })
 }
 
 /// A `TCP_INFO` snapshot in the pure crate's terms (`None` if the socket is gone).
@@ -121,7 +138,7 @@ pub(crate) fn tcp_sample(fd: BorrowedFd<'_>) -> Option<TcpSample> {
 mod tests {
     use std::os::fd::AsFd;
 
-    use longhaul_proto::window::{assess, plan, BufferAction};
+    use longhaul_proto::window::{BufferAction, assess, plan};
     use longhaul_units::Nanos;
 
     use super::*;
@@ -139,9 +156,19 @@ mod tests {
         let rtt = Nanos::from_millis(120);
         let p = plan(rtt, 10_000_000_000, 1, None, &limits);
         assert_eq!(p.bdp_per_stream, 150_000_000);
-        assert!(matches!(p.recv.action, BufferAction::Set { request: 300_000_000, force: true }));
-        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        let opts = SocketOptions { plan: &p, congestion: None };
+        assert!(matches!(
+            p.recv.action,
+            BufferAction::Set {
+                request: 300_000_000,
+                force: true
+            }
+        ));
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let opts = SocketOptions {
+            plan: &p,
+            congestion: None,
+        };
         apply(sock.as_fd(), &opts, false, 0).unwrap();
         let granted = sys::recv_buffer(sock.as_fd()).unwrap();
         let out = assess(&p, &p.recv, granted);

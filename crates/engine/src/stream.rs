@@ -8,8 +8,8 @@
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -111,12 +111,20 @@ impl Worker {
             .name(format!("lh-stream-{}", state.index))
             .spawn(move || {
                 let error = match job {
-                    Job::Send { method, write_len, budget } => send_loop(&st, &method, write_len, budget),
+                    Job::Send {
+                        method,
+                        write_len,
+                        budget,
+                    } => send_loop(&st, &method, write_len, budget),
                     Job::Recv { read_len } => recv_loop(&st, read_len),
                 }
                 .err();
-                st.finished_ns.store(clock.now_ns().max(1), Ordering::Release);
-                WorkerResult { cpu: sys::thread_cpu_time().unwrap_or_default(), error }
+                st.finished_ns
+                    .store(clock.now_ns().max(1), Ordering::Release);
+                WorkerResult {
+                    cpu: sys::thread_cpu_time().unwrap_or_default(),
+                    error,
+                }
             })?;
         Ok(Self { state, handle })
     }
@@ -129,7 +137,12 @@ impl Worker {
     }
 }
 
-fn send_loop(st: &StreamState, method: &SendMethod, write_len: usize, budget: Option<u64>) -> io::Result<()> {
+fn send_loop(
+    st: &StreamState,
+    method: &SendMethod,
+    write_len: usize,
+    budget: Option<u64>,
+) -> io::Result<()> {
     let mut sock = &st.sock;
     let mut sent = 0u64;
     let mut zc = match method {
@@ -200,7 +213,11 @@ impl AlignedBuf {
     pub(crate) fn zeroed(len: usize) -> Self {
         let storage = vec![0u8; len + ALIGN];
         let start = storage.as_ptr().align_offset(ALIGN).min(ALIGN);
-        Self { storage, start, len }
+        Self {
+            storage,
+            start,
+            len,
+        }
     }
 
     pub(crate) fn as_slice(&self) -> &[u8] {

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use longhaul_sys::{SendfileSource, SpliceSource, ZeroCopySender};
 
-use crate::stream::{AlignedBuf, SendMethod};
 use crate::EngineError;
+use crate::stream::{AlignedBuf, SendMethod};
 
 /// The zero-copy methods implemented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +66,20 @@ impl ZeroCopySource {
             ZeroCopyMethod::Sendfile => Some(SendfileSource::new(payload.as_slice())?),
             _ => None,
         };
-        Ok(Self { method, payload, file })
+        Ok(Self {
+            method,
+            payload,
+            file,
+        })
     }
 
     /// A per-stream sender.
     pub(crate) fn sender(&self, sock: BorrowedFd<'_>) -> io::Result<StreamSender<'_>> {
         Ok(match (self.method, &self.file) {
             (ZeroCopyMethod::Sendfile, Some(f)) => StreamSender::File(f),
-            (ZeroCopyMethod::Splice, _) => StreamSender::Pipe(SpliceSource::new(self.payload.as_slice())?),
+            (ZeroCopyMethod::Splice, _) => {
+                StreamSender::Pipe(SpliceSource::new(self.payload.as_slice())?)
+            }
             _ => StreamSender::Msg(ZeroCopySender::new(sock)?, self.payload.as_slice()),
         })
     }

@@ -118,7 +118,11 @@ impl StreamInterval {
 
 /// Bit rate of `bytes` over `ns` nanoseconds (0 for an empty span).
 pub fn rate(bytes: u64, ns: u64) -> f64 {
-    if ns == 0 { 0.0 } else { bytes as f64 * 8.0 * 1e9 / ns as f64 }
+    if ns == 0 {
+        0.0
+    } else {
+        bytes as f64 * 8.0 * 1e9 / ns as f64
+    }
 }
 
 /// End-of-test totals of one stream on one side.
@@ -170,7 +174,13 @@ impl StreamStats {
     /// Starts the statistics of `stream`.
     pub fn new(stream: u32, sender: bool, congestion: String, mss: u32) -> Self {
         Self {
-            totals: StreamTotals { stream, sender, congestion, mss, ..Default::default() },
+            totals: StreamTotals {
+                stream,
+                sender,
+                congestion,
+                mss,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
@@ -178,10 +188,16 @@ impl StreamStats {
     /// Folds in one `TCP_INFO` snapshot.
     pub fn observe(&mut self, s: &TcpSample) {
         let t = &mut self.totals;
-        t.max_snd_cwnd = t.max_snd_cwnd.max(u64::from(s.snd_cwnd) * u64::from(s.snd_mss));
+        t.max_snd_cwnd = t
+            .max_snd_cwnd
+            .max(u64::from(s.snd_cwnd) * u64::from(s.snd_mss));
         t.max_snd_wnd = t.max_snd_wnd.max(u64::from(s.snd_wnd.unwrap_or(0)));
         if s.rtt_us > 0 {
-            t.min_rtt_us = if t.min_rtt_us == 0 { s.rtt_us } else { t.min_rtt_us.min(s.rtt_us) };
+            t.min_rtt_us = if t.min_rtt_us == 0 {
+                s.rtt_us
+            } else {
+                t.min_rtt_us.min(s.rtt_us)
+            };
             t.max_rtt_us = t.max_rtt_us.max(s.rtt_us);
             self.rtt_sum += u64::from(s.rtt_us);
             self.rtt_count += 1;
@@ -216,7 +232,11 @@ pub struct IntervalClock {
 impl IntervalClock {
     /// A clock ticking every `every_ns` from `start_ns`; `every_ns == 0` never ticks.
     pub fn new(start_ns: u64, every_ns: u64) -> Self {
-        Self { start_ns, every_ns, next_index: 0 }
+        Self {
+            start_ns,
+            every_ns,
+            next_index: 0,
+        }
     }
 
     /// The time of the next tick, if the clock ticks at all.

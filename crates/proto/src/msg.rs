@@ -124,7 +124,9 @@ impl Message {
     fn validate(&self) -> Result<(), ProtoError> {
         let too_long = |what: &str, s: &str| {
             if s.len() > 1024 {
-                Err(ProtoError::Invalid(format!("{what} longer than 1024 bytes")))
+                Err(ProtoError::Invalid(format!(
+                    "{what} longer than 1024 bytes"
+                )))
             } else {
                 Ok(())
             }
@@ -242,17 +244,21 @@ impl TestParams {
     pub fn validate(&self) -> Result<(), ProtoError> {
         let bad = |m: String| Err(ProtoError::Invalid(m));
         if self.streams == 0 || self.streams > MAX_STREAMS {
-            return bad(format!("streams must be 1..={MAX_STREAMS}, got {}", self.streams));
+            return bad(format!(
+                "streams must be 1..={MAX_STREAMS}, got {}",
+                self.streams
+            ));
         }
         match self.end {
             EndCondition::Time { ns } if ns == 0 || ns > MAX_DURATION_NS => {
-                return bad(format!("duration must be >0 and at most 86400 s, got {ns} ns"));
+                return bad(format!(
+                    "duration must be >0 and at most 86400 s, got {ns} ns"
+                ));
             }
             EndCondition::Bytes { bytes: 0 } => return bad("byte count must be > 0".into()),
             _ => {}
         }
-        if self.interval_ns != 0
-            && !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&self.interval_ns)
+        if self.interval_ns != 0 && !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&self.interval_ns)
         {
             return bad(format!(
                 "interval must be 0 (off) or 0.01..=3600 s, got {} ns",
@@ -268,7 +274,10 @@ impl TestParams {
             return bad(format!("window must be 1 B..=2 GiB, got {bytes}"));
         }
         if self.write_len == 0 || self.write_len > MAX_WRITE_LEN {
-            return bad(format!("write length must be 1..=64 MiB, got {}", self.write_len));
+            return bad(format!(
+                "write length must be 1..=64 MiB, got {}",
+                self.write_len
+            ));
         }
         if self.target_rate_bps == 0 {
             return bad("target rate must be > 0".into());
@@ -284,7 +293,9 @@ impl TestParams {
 pub fn validate_cc_name(cc: &str) -> Result<(), ProtoError> {
     if cc.is_empty()
         || cc.len() > MAX_CC_NAME
-        || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        || !cc
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
         return Err(ProtoError::Invalid(format!(
             "congestion control name {cc:?} is not valid (1-{MAX_CC_NAME} of [a-z0-9_-])"
@@ -398,13 +409,31 @@ pub(crate) mod tests {
     #[test]
     fn invalid_params_name_the_field() {
         for (mutate, needle) in [
-            (Box::new(|p: &mut TestParams| p.streams = 0) as Box<dyn Fn(&mut TestParams)>, "streams"),
-            (Box::new(|p: &mut TestParams| p.streams = MAX_STREAMS + 1), "streams"),
-            (Box::new(|p: &mut TestParams| p.write_len = 0), "write length"),
+            (
+                Box::new(|p: &mut TestParams| p.streams = 0) as Box<dyn Fn(&mut TestParams)>,
+                "streams",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.streams = MAX_STREAMS + 1),
+                "streams",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.write_len = 0),
+                "write length",
+            ),
             (Box::new(|p: &mut TestParams| p.interval_ns = 1), "interval"),
-            (Box::new(|p: &mut TestParams| p.end = EndCondition::Time { ns: 0 }), "duration"),
-            (Box::new(|p: &mut TestParams| p.congestion = Some("cubic;rm -rf".into())), "congestion"),
-            (Box::new(|p: &mut TestParams| p.window = WindowRequest::Fixed { bytes: 0 }), "window"),
+            (
+                Box::new(|p: &mut TestParams| p.end = EndCondition::Time { ns: 0 }),
+                "duration",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.congestion = Some("cubic;rm -rf".into())),
+                "congestion",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.window = WindowRequest::Fixed { bytes: 0 }),
+                "window",
+            ),
         ] {
             let mut p = params();
             mutate(&mut p);
@@ -429,7 +458,11 @@ pub(crate) mod tests {
 
     #[test]
     fn cpu_percent_is_relative_to_wall_time() {
-        let c = CpuUse { user_s: 1.0, system_s: 3.0, wall_s: 4.0 };
+        let c = CpuUse {
+            user_s: 1.0,
+            system_s: 3.0,
+            wall_s: 4.0,
+        };
         assert_eq!(c.percent(), (100.0, 25.0, 75.0));
     }
 }

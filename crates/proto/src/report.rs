@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::interval::{rate, StreamInterval, StreamTotals};
+use crate::interval::{StreamInterval, StreamTotals, rate};
 use crate::msg::{CpuUse, Direction, SidePlan, SocketSetup};
 use crate::window::BufferOutcome;
 
@@ -54,7 +54,10 @@ pub struct Timestamp {
 impl Timestamp {
     /// The timestamp for `timesecs` seconds since the epoch.
     pub fn from_unix(timesecs: u64) -> Self {
-        Self { time: http_date(timesecs), timesecs }
+        Self {
+            time: http_date(timesecs),
+            timesecs,
+        }
     }
 }
 
@@ -272,12 +275,17 @@ pub fn interval_report(
 ) -> IntervalReport {
     let mut sorted: Vec<&StreamInterval> = samples.iter().collect();
     sorted.sort_by_key(|s| s.stream);
-    let entries: Vec<StreamEntry> = sorted.iter().map(|s| StreamEntry::from_interval(s)).collect();
+    let entries: Vec<StreamEntry> = sorted
+        .iter()
+        .map(|s| StreamEntry::from_interval(s))
+        .collect();
     let sum_of = |pick: &dyn Fn(u32) -> bool| -> Option<SumEntry> {
-        let chosen: Vec<&StreamEntry> =
-            entries.iter().filter(|e| pick(e.socket - 1)).collect();
+        let chosen: Vec<&StreamEntry> = entries.iter().filter(|e| pick(e.socket - 1)).collect();
         let first = chosen.first()?;
-        let (start, end) = (first.start, chosen.iter().map(|e| e.end).fold(first.end, f64::max));
+        let (start, end) = (
+            first.start,
+            chosen.iter().map(|e| e.end).fold(first.end, f64::max),
+        );
         let bytes = chosen.iter().map(|e| e.bytes).sum();
         let ns = ((end - start) * 1e9).round() as u64;
         Some(SumEntry {
@@ -295,7 +303,11 @@ pub fn interval_report(
         Direction::Bidir => (sum_of(&|i| i < streams), sum_of(&|i| i >= streams)),
         _ => (sum_of(&|_| true), None),
     };
-    IntervalReport { streams: entries, sum: sum.unwrap_or_default(), sum_bidir_reverse: reverse }
+    IntervalReport {
+        streams: entries,
+        sum: sum.unwrap_or_default(),
+        sum_bidir_reverse: reverse,
+    }
 }
 
 /// Sender's end-of-test figures for one stream.
@@ -452,8 +464,18 @@ pub fn end_report(
     let entries: Vec<EndStream> = ids
         .iter()
         .map(|&id| {
-            let s = senders.iter().find(|t| t.stream == id).copied().cloned().unwrap_or_default();
-            let r = receivers.iter().find(|t| t.stream == id).copied().cloned().unwrap_or_default();
+            let s = senders
+                .iter()
+                .find(|t| t.stream == id)
+                .copied()
+                .cloned()
+                .unwrap_or_default();
+            let r = receivers
+                .iter()
+                .find(|t| t.stream == id)
+                .copied()
+                .cloned()
+                .unwrap_or_default();
             EndStream {
                 sender: EndSender {
                     socket: id + 1,
@@ -507,7 +529,10 @@ pub fn end_report(
     };
     let bidir = direction == Direction::Bidir;
     let cc_of = |list: &[&StreamTotals]| {
-        list.iter().find(|t| in_main(t.stream)).map(|t| t.congestion.clone()).unwrap_or_default()
+        list.iter()
+            .find(|t| in_main(t.stream))
+            .map(|t| t.congestion.clone())
+            .unwrap_or_default()
     };
     let (lt, lu, ls) = local_cpu.percent();
     let (rt, ru, rs) = remote_cpu.percent();
@@ -540,15 +565,20 @@ pub fn end_report(
 }
 
 fn rate_s(bytes: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 }
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
+    }
 }
 
 /// Formats seconds since the epoch as an RFC 7231 date ("Sat, 21 Nov 2026 05:49:17 GMT"), as iperf3's
 /// `timestamp.time` does.
 pub fn http_date(secs: u64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     let days = secs / 86_400;
     let rem = secs % 86_400;
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm, public domain description).
@@ -585,7 +615,12 @@ mod tests {
             end_ns: 1_000_000_000,
             bytes,
             sender,
-            tcp: Some(TcpInterval { retransmits: 2, snd_cwnd: 1000, rtt_us: 50, ..Default::default() }),
+            tcp: Some(TcpInterval {
+                retransmits: 2,
+                snd_cwnd: 1000,
+                rtt_us: 50,
+                ..Default::default()
+            }),
         }
     }
 
@@ -601,8 +636,21 @@ mod tests {
             assert!(json.get(key).is_some(), "missing {key}");
         }
         let s = &json["streams"][0];
-        for key in ["socket", "start", "end", "seconds", "bytes", "bits_per_second", "retransmits",
-                    "snd_cwnd", "rtt", "rttvar", "pmtu", "omitted", "sender"] {
+        for key in [
+            "socket",
+            "start",
+            "end",
+            "seconds",
+            "bytes",
+            "bits_per_second",
+            "retransmits",
+            "snd_cwnd",
+            "rtt",
+            "rttvar",
+            "pmtu",
+            "omitted",
+            "sender",
+        ] {
             assert!(s.get(key).is_some(), "stream entry missing {key}");
         }
         assert!(json.get("sum_bidir_reverse").is_none());
@@ -610,11 +658,7 @@ mod tests {
 
     #[test]
     fn bidir_intervals_split_the_sums() {
-        let r = interval_report(
-            &[iv(0, 100, true), iv(1, 300, true)],
-            Direction::Bidir,
-            1,
-        );
+        let r = interval_report(&[iv(0, 100, true), iv(1, 300, true)], Direction::Bidir, 1);
         assert_eq!(r.sum.bytes, 100);
         assert_eq!(r.sum_bidir_reverse.unwrap().bytes, 300);
     }
@@ -627,14 +671,22 @@ mod tests {
             bytes,
             seconds: 2.0,
             retransmits: if sender { 7 } else { 0 },
-            congestion: if sender { "cubic".into() } else { "reno".into() },
+            congestion: if sender {
+                "cubic".into()
+            } else {
+                "reno".into()
+            },
             ..Default::default()
         };
         let e = end_report(
             &[t(0, true, 1000), t(0, false, 900)],
             Direction::Forward,
             1,
-            CpuUse { user_s: 1.0, system_s: 1.0, wall_s: 2.0 },
+            CpuUse {
+                user_s: 1.0,
+                system_s: 1.0,
+                wall_s: 2.0,
+            },
             CpuUse::default(),
         );
         assert_eq!(e.streams[0].sender.bytes, 1000);

@@ -23,8 +23,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use longhaul_units::models::{bdp_bytes, window_ceiling_bps, MAX_TCP_WINDOW};
-use longhaul_units::{fmt_rate, fmt_size, Nanos};
+use longhaul_units::models::{MAX_TCP_WINDOW, bdp_bytes, window_ceiling_bps};
+use longhaul_units::{Nanos, fmt_rate, fmt_size};
 
 /// The kernel's buffer limits on one host (read from /proc/sys by the I/O layer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,18 +161,45 @@ fn plan_buffer(kind: BufferKind, wanted: u64, fixed: bool, l: &KernelLimits) -> 
     // Autotuning reaches about half its ceiling as usable window (the other half is overhead).
     let autotune_window = autotune_max / 2;
     let (action, cap, cap_sysctl) = if !fixed && wanted <= autotune_window {
-        (BufferAction::Autotune { max: autotune_max }, autotune_max, tcp_sysctl)
+        (
+            BufferAction::Autotune { max: autotune_max },
+            autotune_max,
+            tcp_sysctl,
+        )
     } else if l.privileged {
         // SO_*BUFFORCE: no sysctl cap; the kernel's int range is the only limit.
-        (BufferAction::Set { request: wanted, force: true }, u64::from(u32::MAX >> 1), "")
+        (
+            BufferAction::Set {
+                request: wanted,
+                force: true,
+            },
+            u64::from(u32::MAX >> 1),
+            "",
+        )
     } else if wanted <= core_max || fixed || core_max >= autotune_window {
         // Unprivileged: setsockopt is clamped at the core cap; request anyway and report the clamp.
-        (BufferAction::Set { request: wanted, force: false }, core_max, core_sysctl)
+        (
+            BufferAction::Set {
+                request: wanted,
+                force: false,
+            },
+            core_max,
+            core_sysctl,
+        )
     } else {
         // Autotuning gets further than the core cap allows: keep it, and report its limit.
-        (BufferAction::Autotune { max: autotune_max }, autotune_max, tcp_sysctl)
+        (
+            BufferAction::Autotune { max: autotune_max },
+            autotune_max,
+            tcp_sysctl,
+        )
     };
-    BufferPlan { kind, action, cap, cap_sysctl: cap_sysctl.to_string() }
+    BufferPlan {
+        kind,
+        action,
+        cap,
+        cap_sysctl: cap_sysctl.to_string(),
+    }
 }
 
 /// What one buffer of the data sockets ended up as, checked against the plan.
@@ -221,7 +248,11 @@ pub fn assess(plan: &WindowPlan, buf: &BufferPlan, granted: u64) -> BufferOutcom
     };
     let how = match (buf.action, autotune) {
         (BufferAction::Autotune { .. }, Some(max)) => {
-            format!("kernel autotuning up to {} ({})", fmt_size(max), buf.cap_sysctl)
+            format!(
+                "kernel autotuning up to {} ({})",
+                fmt_size(max),
+                buf.cap_sysctl
+            )
         }
         (BufferAction::Set { force: true, .. }, _) => format!(
             "requested {}, granted {} with {}FORCE (cap bypassed)",
@@ -243,37 +274,56 @@ pub fn assess(plan: &WindowPlan, buf: &BufferPlan, granted: u64) -> BufferOutcom
     let mut summary = format!(
         "{name}: {how}; window ≈ {} per stream = {} BDP → ceiling {} at {} RTT",
         fmt_size(window),
-        if times_bdp.is_finite() { format!("{times_bdp:.1}×") } else { "∞×".into() },
+        if times_bdp.is_finite() {
+            format!("{times_bdp:.1}×")
+        } else {
+            "∞×".into()
+        },
         fmt_rate(ceiling_bps),
         longhaul_units::fmt_duration(rtt),
     );
     let fix = if limited {
-        summary.push_str(&format!(" — LIMITS this run below the {} target", fmt_rate(wanted_ceiling)));
+        summary.push_str(&format!(
+            " — LIMITS this run below the {} target",
+            fmt_rate(wanted_ceiling)
+        ));
         Some(fix_command(buf, plan.wanted))
     } else {
         None
     };
-    BufferOutcome { kind: buf.kind, requested, granted, cap: buf.cap, window, ceiling_bps, limited, summary, fix }
+    BufferOutcome {
+        kind: buf.kind,
+        requested,
+        granted,
+        cap: buf.cap,
+        window,
+        ceiling_bps,
+        limited,
+        summary,
+        fix,
+    }
 }
 
-/// The sysctl that lets a socket reach a `window`-byte window.
+/// The sysctl that lifts a binding cap for a `window`-byte window (2 × BDP), rounded up to a power of two.
 ///
-/// `setsockopt` clamps the request at the core cap *before* doubling it, so the cap must hold the window
-/// itself; autotuning grows the whole buffer (window + overhead) up to `tcp_*mem[2]`, so that ceiling
-/// must hold twice the window. Both round up to a power of two.
+/// `setsockopt` clamps the request at the core cap *before* doubling it, so the core cap must hold the
+/// window itself. Autotuning turns about half of `tcp_*mem[2]` into window, so the same value there
+/// gives autotuned sockets at least one BDP, which fills the path. `longhaul doctor` gives the same
+/// values (`longhaul_models::tuning::Target`).
 fn fix_command(buf: &BufferPlan, window: u64) -> String {
     let (core, tcp) = buf.kind.sysctls();
+    let need = window.next_power_of_two();
     match buf.action {
         BufferAction::Autotune { .. } => {
-            let need = (2 * window).next_power_of_two();
             let default = match buf.kind {
                 BufferKind::Send => 16384,
                 BufferKind::Recv => 131072,
             };
-            format!("sysctl -w {tcp}=\"4096 {default} {need}\" (or run as root to use SO_*BUFFORCE)")
+            format!(
+                "sysctl -w {tcp}=\"4096 {default} {need}\" (or run as root to use SO_*BUFFORCE)"
+            )
         }
         BufferAction::Set { .. } => {
-            let need = window.next_power_of_two();
             format!("sysctl -w {core}={need} (or run as root to use SO_*BUFFORCE)")
         }
     }
@@ -302,8 +352,20 @@ mod tests {
         let p = plan(MS_120, 10_000_000_000, 1, None, &defaults(true));
         assert_eq!(p.bdp_per_stream, 150_000_000);
         assert_eq!(p.wanted, 300_000_000);
-        assert_eq!(p.recv.action, BufferAction::Set { request: 300_000_000, force: true });
-        assert_eq!(p.send.action, BufferAction::Set { request: 300_000_000, force: true });
+        assert_eq!(
+            p.recv.action,
+            BufferAction::Set {
+                request: 300_000_000,
+                force: true
+            }
+        );
+        assert_eq!(
+            p.send.action,
+            BufferAction::Set {
+                request: 300_000_000,
+                force: true
+            }
+        );
         // Linux reports twice the request.
         let out = assess(&p, &p.recv, 600_000_000);
         assert!(out.window >= 2 * p.bdp_per_stream);
@@ -317,7 +379,13 @@ mod tests {
         let p = plan(MS_120, 10_000_000_000, 1, None, &defaults(false));
         // Send side: autotuning stops at 4 MiB, so ask for the window; the kernel clamps at wmem_max
         // and doubles: 8 MiB granted, 4 MiB of window.
-        assert_eq!(p.send.action, BufferAction::Set { request: 300_000_000, force: false });
+        assert_eq!(
+            p.send.action,
+            BufferAction::Set {
+                request: 300_000_000,
+                force: false
+            }
+        );
         let out = assess(&p, &p.send, 8 << 20);
         assert!(out.limited);
         assert_eq!(out.window, 4 << 20);
@@ -335,7 +403,7 @@ mod tests {
         assert_eq!(
             out.fix.as_deref(),
             Some(
-                "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 1073741824\" (or run as root to use SO_*BUFFORCE)"
+                "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 536870912\" (or run as root to use SO_*BUFFORCE)"
             )
         );
     }
@@ -362,17 +430,33 @@ mod tests {
     fn fixed_window_is_requested_as_given_and_never_an_error() {
         let p = plan(MS_120, 10_000_000_000, 1, Some(64 << 20), &defaults(false));
         assert!(p.fixed);
-        assert_eq!(p.recv.action, BufferAction::Set { request: 64 << 20, force: false });
+        assert_eq!(
+            p.recv.action,
+            BufferAction::Set {
+                request: 64 << 20,
+                force: false
+            }
+        );
         let out = assess(&p, &p.recv, 8 << 20);
         assert_eq!(out.requested, 64 << 20);
         assert_eq!(out.granted, 8 << 20);
-        assert!(out.summary.contains("cap net.core.rmem_max"), "{}", out.summary);
+        assert!(
+            out.summary.contains("cap net.core.rmem_max"),
+            "{}",
+            out.summary
+        );
     }
 
     #[test]
     fn window_beyond_rfc7323_limit_is_capped_with_a_note() {
         // 100 Gbit/s × 300 ms = 3.75 GB BDP: 7.5 GB wanted for one stream.
-        let p = plan(Nanos(300_000_000), 100_000_000_000, 1, None, &defaults(true));
+        let p = plan(
+            Nanos(300_000_000),
+            100_000_000_000,
+            1,
+            None,
+            &defaults(true),
+        );
         assert_eq!(p.wanted, MAX_TCP_WINDOW);
         assert!(p.notes[0].contains("-P 7"), "{:?}", p.notes);
     }

@@ -58,12 +58,22 @@ pub struct Preamble {
 impl Preamble {
     /// The preamble of a control connection.
     pub fn control() -> Self {
-        Self { version: PROTOCOL_VERSION, kind: ConnKind::Control, cookie: [0; 16], stream: 0 }
+        Self {
+            version: PROTOCOL_VERSION,
+            kind: ConnKind::Control,
+            cookie: [0; 16],
+            stream: 0,
+        }
     }
 
     /// The preamble of data connection `stream` of the test with `cookie`.
     pub fn data(cookie: Cookie, stream: u32) -> Self {
-        Self { version: PROTOCOL_VERSION, kind: ConnKind::Data, cookie, stream }
+        Self {
+            version: PROTOCOL_VERSION,
+            kind: ConnKind::Data,
+            cookie,
+            stream,
+        }
     }
 
     /// Serialises the preamble.
@@ -98,7 +108,12 @@ impl Preamble {
         let mut cookie = [0u8; 16];
         cookie.copy_from_slice(&b[12..28]);
         let stream = u32::from_be_bytes([b[28], b[29], b[30], b[31]]);
-        Ok(Self { version, kind, cookie, stream })
+        Ok(Self {
+            version,
+            kind,
+            cookie,
+            stream,
+        })
     }
 }
 
@@ -218,7 +233,13 @@ mod tests {
 
     #[test]
     fn frames_round_trip_byte_by_byte() {
-        let msgs = vec![Message::Ping { seq: 1 }, Message::Stop, Message::Error { message: "x".into() }];
+        let msgs = vec![
+            Message::Ping { seq: 1 },
+            Message::Stop,
+            Message::Error {
+                message: "x".into(),
+            },
+        ];
         let mut bytes = Vec::new();
         for m in &msgs {
             bytes.extend(encode_frame(m));
@@ -265,7 +286,9 @@ mod tests {
     #[test]
     fn seeded_mutations_never_panic_and_round_trip() {
         let valid: Vec<u8> = [
-            Message::Hello { software: "longhaul 0.1.0".into() },
+            Message::Hello {
+                software: "longhaul 0.1.0".into(),
+            },
             Message::Ping { seq: 7 },
             Message::Params(crate::msg::tests::params()),
             Message::Busy { running: 3, cap: 8 },

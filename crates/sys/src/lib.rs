@@ -14,6 +14,7 @@
 pub mod cpu;
 pub mod error;
 pub mod privilege;
+pub mod process;
 pub mod sockopt;
 pub mod sysctl;
 pub mod tcp_info;
@@ -22,6 +23,7 @@ pub mod zerocopy;
 pub use cpu::{CpuTime, online_cpus, pin_thread_to_cpu, process_cpu_time, thread_cpu_time};
 pub use error::{Result, SysError};
 pub use privilege::{CAP_NET_ADMIN, has_capability, has_net_admin};
+pub use process::daemonize;
 pub use sockopt::{
     MAX_BUFFER_REQUEST, MAX_CONGESTION_NAME, congestion, max_pacing_rate, mss, notsent_lowat,
     recv_buffer, send_buffer, set_congestion, set_max_pacing_rate, set_notsent_lowat,

@@ -34,6 +34,7 @@ pub use models::{
     max_window_ceiling_bps, reno_avg_window, responsiveness, scalable_recovery_rtts,
     streams_needed, streams_needed_for_window, window_ceiling_bps,
 };
+pub use num::group_thousands;
 pub use rate::{fmt_rate, fmt_rate_iperf, parse_rate};
 pub use size::{fmt_size, fmt_size_iperf, fmt_size_si, parse_size};
 pub use time::{Nanos, TimeUnit, fmt_duration, parse_duration};

@@ -208,7 +208,7 @@ pub(crate) fn three_figures_trimmed(v: f64) -> String {
 }
 
 /// `n` with commas between groups of three digits: 46156 → "46,156".
-pub(crate) fn group_thousands(n: u64) -> String {
+pub fn group_thousands(n: u64) -> String {
     let plain = n.to_string();
     let mut out = String::with_capacity(plain.len() + plain.len() / 3);
     for (i, c) in plain.chars().enumerate() {

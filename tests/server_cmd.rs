@@ -1,0 +1,87 @@
+//! `longhaul server` itself: running in the background with a log file and a pid file.
+
+use std::time::Duration;
+
+use crate::util::{json_test, longhaul};
+
+#[test]
+fn daemon_mode_detaches_logs_to_a_file_and_writes_its_pid() {
+    let dir = std::env::temp_dir().join(format!("lh-daemon-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, pid) = (dir.join("server.log"), dir.join("server.pid"));
+    // A free port: bind an ephemeral one and release it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = longhaul(&[
+        "server",
+        "-D",
+        "-B",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "--logfile",
+        log.to_str().unwrap(),
+        "--pidfile",
+        pid.to_str().unwrap(),
+    ]);
+    // The foreground process returns at once; the daemon keeps serving.
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("listening on 127.0.0.1:"));
+    let mut pid_text = String::new();
+    for _ in 0..100 {
+        pid_text = std::fs::read_to_string(&pid).unwrap_or_default();
+        if pid_text.ends_with('\n') {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let daemon_pid: i32 = pid_text
+        .trim()
+        .parse()
+        .expect("pid file holds the daemon's pid");
+    let result = std::panic::catch_unwind(|| {
+        json_test("127.0.0.1", port, &["-t", "1"]);
+        let mut text = String::new();
+        for _ in 0..100 {
+            text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("test finished") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(text.contains("test finished"), "log file: {text}");
+    });
+    // Stop the daemon whatever happened.
+    let _ = std::process::Command::new("kill")
+        .arg(daemon_pid.to_string())
+        .status();
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[test]
+fn an_unwritable_log_file_is_an_error_before_detaching() {
+    let out = longhaul(&[
+        "server",
+        "-D",
+        "-p",
+        "0",
+        "--logfile",
+        "/nonexistent-dir/x.log",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot open log file /nonexistent-dir/x.log"),
+        "{err}"
+    );
+}
