@@ -54,20 +54,6 @@ fn params() -> TestParams {
     }
 }
 
-/// Waits until the server's log mentions `needle` (the server handles each connection on its own
-/// thread, so the log line can trail the client's view).
-fn wait_log(srv: &ServerProc, seen: &mut String, needle: &str) {
-    for _ in 0..100 {
-        seen.push_str(&srv.log());
-        seen.push('\n');
-        if seen.contains(needle) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("server never logged {needle:?}:\n{seen}");
-}
-
 #[test]
 fn garbage_clients_do_not_disturb_a_concurrent_good_test() {
     let mut srv = ServerProc::start(&[]);
@@ -79,7 +65,7 @@ fn garbage_clients_do_not_disturb_a_concurrent_good_test() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    srv.wait_for("test started");
 
     // 1. Random bytes instead of a preamble.
     let mut s = connect(srv.port);
@@ -131,11 +117,10 @@ fn garbage_clients_do_not_disturb_a_concurrent_good_test() {
     assert!(s0["receiver"]["bytes"].as_u64().unwrap() > 0);
     assert_eq!(s0["sender"]["bytes"], s0["receiver"]["bytes"]);
 
-    let mut seen = String::new();
-    wait_log(&srv, &mut seen, "bad magic");
-    wait_log(&srv, &mut seen, "exceeds the 64 KiB limit");
-    wait_log(&srv, &mut seen, "in the middle of a message");
-    wait_log(&srv, &mut seen, "unknown test cookie");
+    srv.wait_for("bad magic");
+    srv.wait_for("exceeds the 64 KiB limit");
+    srv.wait_for("in the middle of a message");
+    srv.wait_for("unknown test cookie");
     assert!(srv.alive());
     // And it still serves: every slot was released.
     json_test("127.0.0.1", srv.port, &["-t", "1"]);
@@ -199,11 +184,10 @@ fn a_client_that_dies_mid_test_frees_its_slot() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    srv.wait_for("test started");
     victim.kill().unwrap();
     victim.wait().unwrap();
-    let mut seen = String::new();
-    wait_log(&srv, &mut seen, "test ended with an error");
+    srv.wait_for("test ended with an error");
     assert!(srv.alive());
     // The only slot is free again.
     json_test("127.0.0.1", srv.port, &["-t", "1"]);
@@ -214,7 +198,7 @@ fn a_server_that_dies_mid_test_is_a_clear_client_error() {
     let mut srv = ServerProc::start(&[]);
     let port = srv.port;
     let client = std::thread::spawn(move || test_cmd("127.0.0.1", port, &["-t", "20", "-R"]));
-    std::thread::sleep(Duration::from_millis(1000));
+    srv.wait_for("test started");
     drop(std::mem::replace(&mut srv, ServerProc::start(&[])));
     let out = client.join().unwrap();
     assert_eq!(out.status.code(), Some(1));

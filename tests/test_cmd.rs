@@ -331,7 +331,7 @@ fn distance_adds_the_land_speed_record_metric() {
 
 #[test]
 fn two_clients_are_served_at_the_same_time() {
-    let srv = ServerProc::start(&[]);
+    let mut srv = ServerProc::start(&[]);
     let port = srv.port.to_string();
     let spawn = || {
         Command::new(bin())
@@ -362,7 +362,7 @@ fn two_clients_are_served_at_the_same_time() {
 
 #[test]
 fn a_full_server_says_busy_with_the_count() {
-    let srv = ServerProc::start(&["--max-tests", "1"]);
+    let mut srv = ServerProc::start(&["--max-tests", "1"]);
     let port = srv.port.to_string();
     let long = Command::new(bin())
         .args(["test", "127.0.0.1", "-p", &port, "-t", "3"])
@@ -370,7 +370,7 @@ fn a_full_server_says_busy_with_the_count() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(800));
+    srv.wait_for("test started");
     let out = test_cmd("127.0.0.1", srv.port, &["-t", "1"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -17,6 +17,7 @@ pub(crate) struct ServerProc {
     /// The port it listens on.
     pub(crate) port: u16,
     log: mpsc::Receiver<String>,
+    seen: String,
 }
 
 impl ServerProc {
@@ -56,12 +57,31 @@ impl ServerProc {
             child,
             port,
             log: rx,
+            seen: String::new(),
         }
     }
 
     /// Everything the server logged so far.
-    pub(crate) fn log(&self) -> String {
-        self.log.try_iter().collect::<Vec<_>>().join("\n")
+    pub(crate) fn log(&mut self) -> String {
+        for line in self.log.try_iter() {
+            self.seen.push_str(&line);
+            self.seen.push('\n');
+        }
+        self.seen.clone()
+    }
+
+    /// Waits (up to 30 s) until the server has logged `needle`; the server handles each connection on
+    /// its own thread, so its log can trail what a client sees.
+    pub(crate) fn wait_for(&mut self, needle: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !self.log().contains(needle) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server never logged {needle:?}:\n{}",
+                self.seen
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Whether the process is still running.

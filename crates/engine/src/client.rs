@@ -13,17 +13,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use longhaul_proto::interval::StreamInterval;
 use longhaul_proto::msg::{CpuUse, SidePlan, SideResults, SocketSetup};
-use longhaul_proto::pacing::split_pacing;
 use longhaul_proto::report::{
     self, Connected, ConnectingTo, IntervalReport, Report, Start, StartExtra, TestStart, Timestamp,
 };
-use longhaul_proto::window::{self, BufferAction, BufferOutcome, WindowPlan, assess};
+use longhaul_proto::window::{BufferAction, BufferOutcome, WindowPlan, assess};
 use longhaul_proto::wire::Preamble;
 use longhaul_proto::{Direction, EndCondition, Message, ProtoError, TestParams, WindowRequest};
 use longhaul_sys as sys;
 use longhaul_units::Nanos;
 
-use crate::control::Control;
+use crate::control::{Control, unexpected};
 use crate::run::{Run, RunStream};
 use crate::server::{drain_timeout, read_len, send_config};
 use crate::socket::{self, SocketOptions};
@@ -103,32 +102,13 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         m => return Err(unexpected(&m, "waiting for the server's plan")),
     };
 
-    let limits = socket::kernel_limits();
-    let fixed = match params.window {
-        WindowRequest::Fixed { bytes } => Some(bytes),
-        WindowRequest::Auto => None,
-    };
-    let plan = window::plan(
-        Nanos(params.rtt_ns),
-        params.target_rate_bps,
-        params.streams,
-        fixed,
-        &limits,
-    );
-    let pacing = params
-        .pace_total_bps
-        .map(|t| split_pacing(t, params.streams))
-        .unwrap_or_default();
-    let local_plan = SidePlan {
-        window: plan.clone(),
-        pacing_per_stream: pacing.clone(),
-        privileged: limits.privileged,
-    };
+    let local_plan = socket::side_plan(&params);
+    let plan = &local_plan.window;
 
     // Open the data connections, each set up before connect.
     let total = params.direction.connections(params.streams);
     let opts = SocketOptions {
-        plan: &plan,
+        plan,
         congestion: params.congestion.as_deref(),
     };
     let mut socks = Vec::with_capacity(total as usize);
@@ -143,7 +123,7 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
             i,
             &Preamble::data(cookie, i).encode(),
         )?;
-        let pace = (sender && !pacing.is_empty()).then(|| pacing[(i % params.streams) as usize]);
+        let pace = socket::pacing_for(&local_plan, i, params.streams, sender);
         if let Some(p) = pace {
             socket::apply_pacing(s.as_fd(), p)?;
         }
@@ -352,13 +332,6 @@ impl IntervalMerger {
         self.flush(true, obs);
         self.done
     }
-}
-
-fn unexpected(m: &Message, phase: &'static str) -> EngineError {
-    EngineError::Protocol(ProtoError::Unexpected {
-        got: m.kind(),
-        phase,
-    })
 }
 
 fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, EngineError> {

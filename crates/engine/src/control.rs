@@ -8,8 +8,8 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::Message;
 use longhaul_proto::wire::{FrameDecoder, PREAMBLE_LEN, Preamble, encode_frame};
+use longhaul_proto::{Message, ProtoError};
 
 use crate::EngineError;
 
@@ -118,4 +118,12 @@ pub(crate) fn is_timeout(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
+}
+
+/// The error for a message that makes no sense in the current phase.
+pub(crate) fn unexpected(m: &Message, phase: &'static str) -> EngineError {
+    EngineError::Protocol(ProtoError::Unexpected {
+        got: m.kind(),
+        phase,
+    })
 }

@@ -15,13 +15,11 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::msg::{MAX_STREAMS, SidePlan};
-use longhaul_proto::pacing::split_pacing;
-use longhaul_proto::window::{self, BufferAction};
+use longhaul_proto::msg::MAX_STREAMS;
+use longhaul_proto::window::BufferAction;
 use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, encode_frame};
-use longhaul_proto::{EndCondition, Message, ProtoError, TestParams, WindowRequest};
+use longhaul_proto::{EndCondition, Message, ProtoError, TestParams};
 use longhaul_sys as sys;
-use longhaul_units::Nanos;
 use tracing::{info, warn};
 
 use crate::control::{Control, read_preamble};
@@ -303,30 +301,11 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
     if let Some(cc) = &params.congestion {
         socket::check_congestion(cc)?;
     }
-    let limits = socket::kernel_limits();
-    let fixed = match params.window {
-        WindowRequest::Fixed { bytes } => Some(bytes),
-        WindowRequest::Auto => None,
-    };
-    let plan = window::plan(
-        Nanos(params.rtt_ns),
-        params.target_rate_bps,
-        params.streams,
-        fixed,
-        &limits,
-    );
-    if let BufferAction::Set { request, force } = plan.recv.action {
+    let side = socket::side_plan(&params);
+    if let BufferAction::Set { request, force } = side.window.recv.action {
         widen_listener(shared, request, force);
     }
-    let pacing = params
-        .pace_total_bps
-        .map(|t| split_pacing(t, params.streams))
-        .unwrap_or_default();
-    ctrl.send(&Message::Accepted(SidePlan {
-        window: plan.clone(),
-        pacing_per_stream: pacing.clone(),
-        privileged: limits.privileged,
-    }))?;
+    ctrl.send(&Message::Accepted(side.clone()))?;
 
     // Collect the data connections.
     let total = params.direction.connections(params.streams);
@@ -353,7 +332,7 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
     drop(registration);
 
     let opts = SocketOptions {
-        plan: &plan,
+        plan: &side.window,
         congestion: params.congestion.as_deref(),
     };
     let mut setups = Vec::with_capacity(total as usize);
@@ -363,7 +342,7 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
         let i = i as u32;
         let sender = !params.direction.client_sends(i, params.streams);
         socket::apply(s.as_fd(), &opts, sender, i)?;
-        let pace = (sender && !pacing.is_empty()).then(|| pacing[(i % params.streams) as usize]);
+        let pace = socket::pacing_for(&side, i, params.streams, sender);
         if let Some(p) = pace {
             socket::apply_pacing(s.as_fd(), p)?;
         }

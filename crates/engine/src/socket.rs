@@ -5,9 +5,12 @@ use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use longhaul_proto::interval::TcpSample;
-use longhaul_proto::msg::SocketSetup;
-use longhaul_proto::window::{BufferAction, BufferPlan, KernelLimits, WindowPlan};
+use longhaul_proto::msg::{SidePlan, SocketSetup};
+use longhaul_proto::pacing::split_pacing;
+use longhaul_proto::window::{self, BufferAction, BufferPlan, KernelLimits, WindowPlan};
+use longhaul_proto::{TestParams, WindowRequest};
 use longhaul_sys as sys;
+use longhaul_units::Nanos;
 
 use crate::EngineError;
 
@@ -79,6 +82,40 @@ pub(crate) fn describe(
         local: sock.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         remote: sock.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
     }
+}
+
+/// This host's plan for a test: its buffers (from this kernel's limits) and the pacing split. Client and
+/// server each plan their own side from the same parameters.
+pub(crate) fn side_plan(params: &TestParams) -> SidePlan {
+    let limits = kernel_limits();
+    let fixed = match params.window {
+        WindowRequest::Fixed { bytes } => Some(bytes),
+        WindowRequest::Auto => None,
+    };
+    SidePlan {
+        window: window::plan(
+            Nanos(params.rtt_ns),
+            params.target_rate_bps,
+            params.streams,
+            fixed,
+            &limits,
+        ),
+        pacing_per_stream: params
+            .pace_total_bps
+            .map(|t| split_pacing(t, params.streams))
+            .unwrap_or_default(),
+        privileged: limits.privileged,
+    }
+}
+
+/// The pacing cap (bytes/s) of data connection `index`, if this side sends on it and pacing is on.
+pub(crate) fn pacing_for(plan: &SidePlan, index: u32, streams: u32, sender: bool) -> Option<u64> {
+    if !sender {
+        return None;
+    }
+    plan.pacing_per_stream
+        .get((index % streams.max(1)) as usize)
+        .copied()
 }
 
 /// This host's buffer limits and privilege.

@@ -129,20 +129,30 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
-    fn spin(d: Duration) -> u64 {
-        let start = Instant::now();
+    /// Burns CPU on this thread until its own CPU clock has advanced by `want` (not wall time, so a
+    /// loaded machine only makes it slower, never wrong); panics if that takes over 60 s of wall time.
+    fn spin_cpu(want: Duration) -> CpuTime {
+        let start = thread_cpu_time().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
         let mut x = 0u64;
-        while start.elapsed() < d {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        loop {
+            for _ in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            let used = thread_cpu_time().unwrap() - start;
+            if used.total() >= want {
+                return used;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "thread CPU clock stuck at {used:?}"
+            );
         }
-        x
     }
 
     #[test]
     fn thread_time_grows_with_work() {
-        let before = thread_cpu_time().unwrap();
-        spin(Duration::from_millis(60));
-        let used = thread_cpu_time().unwrap() - before;
+        let used = spin_cpu(Duration::from_millis(30));
         assert!(used.total() >= Duration::from_millis(30), "{used:?}");
         assert!(used.total() < Duration::from_secs(5), "{used:?}");
     }
@@ -150,12 +160,9 @@ mod tests {
     #[test]
     fn process_time_covers_other_threads() {
         let before = process_cpu_time().unwrap();
-        let t = std::thread::spawn(|| {
-            let b = thread_cpu_time().unwrap();
-            spin(Duration::from_millis(60));
-            thread_cpu_time().unwrap() - b
-        });
-        let worker = t.join().unwrap();
+        let worker = std::thread::spawn(|| spin_cpu(Duration::from_millis(30)))
+            .join()
+            .unwrap();
         let used = process_cpu_time().unwrap() - before;
         assert!(worker.total() >= Duration::from_millis(30), "{worker:?}");
         assert!(used.total() >= worker.total(), "{used:?} < {worker:?}");
