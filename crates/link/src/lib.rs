@@ -1,0 +1,1 @@
+//! longhaul-link (being written)

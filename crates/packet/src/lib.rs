@@ -1,0 +1,1 @@
+//! longhaul-packet (being written)
