@@ -147,7 +147,9 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
     );
     obs.start(&start);
 
-    let cpu_before = sys::process_cpu_time().unwrap_or_default();
+    // CPU of this test's threads only (control + streams), as the server counts its side: correct even
+    // when client and server share a process (the self-test).
+    let cpu_before = sys::thread_cpu_time().unwrap_or_default();
     let streams: Vec<RunStream> = socks
         .into_iter()
         .zip(&local_setups)
@@ -174,11 +176,11 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
             return Err(e);
         }
     };
-    let (mut totals, _, stream_error) = run.finish();
+    let (mut totals, worker_cpu, stream_error) = run.finish();
     if let Some(e) = stream_error {
         return Err(e);
     }
-    let cpu = sys::process_cpu_time().unwrap_or_default() - cpu_before;
+    let cpu = worker_cpu + (sys::thread_cpu_time().unwrap_or_default() - cpu_before);
     let wall = totals.iter().map(|t| t.seconds).fold(0.0, f64::max);
     let local_cpu = CpuUse {
         user_s: cpu.user.as_secs_f64(),
