@@ -1,5 +1,6 @@
 //! Thin, safe wrappers over the Linux calls longhaul needs: socket options,
-//! `TCP_INFO`, zero-copy sending, sysctls, capabilities and CPU accounting.
+//! `TCP_INFO`, zero-copy sending, sysctls, capabilities, CPU accounting, TUN
+//! devices, network namespaces and precise timing.
 //!
 //! This is the only crate with `unsafe` in the workspace; every other crate
 //! denies it. The wrappers hold no policy: each does one call (or a fixed,
@@ -13,15 +14,23 @@
 
 pub mod cpu;
 pub mod error;
+pub mod ip;
+pub mod netns;
 pub mod privilege;
 pub mod process;
 pub mod sockopt;
 pub mod sysctl;
 pub mod tcp_info;
+#[cfg(test)]
+mod testutil;
+pub mod timing;
+pub mod tun;
 pub mod zerocopy;
 
 pub use cpu::{CpuTime, online_cpus, pin_thread_to_cpu, process_cpu_time, thread_cpu_time};
 pub use error::{Result, SysError};
+pub use ip::ip;
+pub use netns::{NETNS_RUN_DIR, current_netns_id, netns_id, netns_path, run_in_netns};
 pub use privilege::{CAP_NET_ADMIN, has_capability, has_net_admin};
 pub use process::daemonize;
 pub use sockopt::{
@@ -33,4 +42,9 @@ pub use sysctl::{
     NetLimits, PROC_SYS, read_sysctl, read_sysctl_in, sysctl_path_in, write_sysctl, write_sysctl_in,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
+pub use timing::{
+    monotonic_now_ns, set_normal_priority, set_realtime_priority, set_timer_slack_ns, sleep_until,
+    sleep_until_ns, timer_slack_ns,
+};
+pub use tun::{MAX_RECORD_LEN, Tun, TunOptions, VNET_HDR_LEN};
 pub use zerocopy::{SendfileSource, SpliceSource, ZeroCopySender};
