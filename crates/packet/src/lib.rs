@@ -1,1 +1,33 @@
-//! longhaul-packet (being written)
+//! Pure packet surgery for the emulator: the records a TUN device opened with
+//! `IFF_TUN | IFF_NO_PI | IFF_VNET_HDR` and `TUNSETOFFLOAD(CSUM | TSO4 | TSO6)` hands over (a 10-byte
+//! `virtio_net_hdr` followed by one IPv4 or IPv6 packet of up to 64 KiB, possibly a TCP super-packet),
+//! and the operations the emulator applies to them: parsing ([`parse`]), splitting and truncating
+//! super-packets per TCP segment ([`segment`]), re-coalescing them before writing back ([`coalesce`]),
+//! and router-hop processing with ICMP time-exceeded replies ([`hop`]).
+//!
+//! Contract: no I/O, no clock, no `unsafe`; every function that reads bytes returns a typed
+//! [`PacketError`] on malformed input and never panics (the bytes ultimately come from untrusted test
+//! programs). Output functions write into a caller-provided `Vec<u8>` (cleared, then extended) so the
+//! forwarding loop allocates nothing per packet. See `../shared/notes/wan-emulation.md` §3.1, §3.2, §5.4.
+
+pub mod build;
+pub mod checksum;
+pub mod coalesce;
+mod error;
+pub mod hop;
+pub mod ip;
+pub mod parse;
+pub mod segment;
+pub mod tcp;
+pub mod udp;
+pub mod vnet;
+
+pub use coalesce::coalesce;
+pub use error::PacketError;
+pub use hop::{HopAction, RouterAddrs, process_hop};
+pub use parse::{FlowKey, IpVersion, L4Proto, Parsed, TcpInfo, parse};
+pub use segment::{ChecksumMode, finish_checksum, split, truncate};
+pub use vnet::{GsoType, VNET_HDR_LEN, VnetHeader};
+
+/// Largest IP packet a record may carry (the TUN/GSO limit): 64 KiB − 1.
+pub const MAX_IP_LEN: usize = 65_535;
