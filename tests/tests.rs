@@ -1,6 +1,7 @@
 //! End-to-end tests of the `longhaul` binary, linked into one integration binary (as ripgrep does).
 //! Networking uses loopback only.
 
+mod emulate;
 mod server_cmd;
 mod server_faults;
 mod test_cmd;

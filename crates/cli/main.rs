@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod calc;
 mod doctor;
+mod emulate;
 mod server;
 mod test;
 
@@ -40,6 +41,8 @@ enum Command {
     Calc(calc::CalcArgs),
     /// Check this host's TCP settings for a target path and print the exact fixes.
     Doctor(doctor::DoctorArgs),
+    /// Run a command across an emulated WAN path (two hosts in network namespaces; needs root).
+    Emulate(emulate::EmulateArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Test(a) => test::run(a),
         Command::Calc(a) => calc::run(a).map(|()| ExitCode::SUCCESS),
         Command::Doctor(a) => doctor::run(a),
+        Command::Emulate(a) => emulate::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,296 @@
+//! One direction's forwarder: read records from the source TUN, decide each
+//! segment's fate with the link model, split super-packets where fates
+//! differ, and write every record to the destination TUN at its release time
+//! (notes wan-emulation.md §4.1, §5.2–§5.4).
+//!
+//! The loop: write whatever is due; wait on the source until it is readable
+//! or the next release is due (`ppoll` with a nanosecond timeout and 1 ns
+//! timer slack, spinning through the last [`SPIN_NS`]); drain up to
+//! [`READ_BATCH`] records without blocking; repeat. Lateness (write time −
+//! scheduled release) goes into a histogram per direction.
+
+use std::io::ErrorKind;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use longhaul_link::{Fate, Link, LinkStats, Nanos, Record, What};
+use longhaul_packet::{ChecksumMode, Parsed, parse, split};
+use longhaul_sys::{
+    MAX_RECORD_LEN, Tun, monotonic_now_ns, set_realtime_priority, set_timer_slack_ns,
+};
+use serde::Serialize;
+
+use crate::fifo::ReleaseQueue;
+use crate::hist::{Histogram, Summary};
+
+/// Below this much remaining time the forwarder polls without sleeping, since
+/// a sleeping wake-up is typically 50–300 µs late (notes §5.3).
+pub const SPIN_NS: u64 = 30_000;
+/// Longest sleep, so a stop request is seen promptly.
+const MAX_WAIT_NS: u64 = 20_000_000;
+/// Records read per wake-up before due writes get another turn.
+pub const READ_BATCH: usize = 64;
+
+/// What one direction did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DirectionStats {
+    /// "a→b" or "b→a".
+    pub name: String,
+    /// The link model's counters (segments, drops by cause, queue).
+    pub link: LinkStats,
+    /// Records read from the source TUN.
+    pub records_read: u64,
+    /// Records the packet parser refused; forwarded unchanged after the
+    /// base delay.
+    pub unparseable: u64,
+    /// Super-packets split because their segments had different fates.
+    pub splits: u64,
+    /// Records written to the destination TUN.
+    pub records_written: u64,
+    /// Bytes written (virtio-net headers included).
+    pub bytes_written: u64,
+    /// Writes the destination TUN refused.
+    pub write_errors: u64,
+    /// Most bytes waiting for release at once.
+    pub backlog_max_bytes: u64,
+    /// Write time − scheduled release.
+    pub lateness: Summary,
+    /// Packets the source TUN dropped itself (its queue overflowed because
+    /// the forwarder did not read fast enough), read at teardown.
+    pub tun_tx_dropped: Option<u64>,
+}
+
+/// Everything a forwarder thread needs.
+pub(crate) struct Forwarder {
+    pub(crate) name: String,
+    pub(crate) src: Arc<Tun>,
+    pub(crate) dst: Arc<Tun>,
+    pub(crate) link: Link,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) realtime: Option<i32>,
+}
+
+/// The part of a record's parse the link model needs.
+pub(crate) fn record_of(id: u64, p: &Parsed) -> Record {
+    let header = p.headers_len() as u32;
+    let payload = p.payload_len as u32;
+    if p.is_tcp() && p.segments > 1 {
+        let r = Record {
+            id,
+            flow: p.flow_hash,
+            segments: p.segments as u32,
+            header_bytes: header,
+            payload,
+            mss: p.mss as u32,
+        };
+        if r.check().is_ok() {
+            return r;
+        }
+    }
+    Record {
+        flow: p.flow_hash,
+        ..Record::single(id, header, payload)
+    }
+}
+
+/// Turns the fates of a parsed record into queued releases; returns whether
+/// it had to be split.
+pub(crate) fn enqueue_fates(
+    buf: &[u8],
+    p: &Parsed,
+    segments: u32,
+    fates: &[Fate],
+    scratch: &mut Vec<u8>,
+    queue: &mut ReleaseQueue,
+) -> bool {
+    let mut split_any = false;
+    for f in fates {
+        let at = match f.what {
+            What::Deliver { at, .. } | What::Duplicate { at, .. } => at.as_nanos(),
+            What::Drop { .. } => continue,
+        };
+        if f.first == 0 && f.count == segments {
+            queue.push(at, buf.to_vec());
+        } else {
+            split_any = true;
+            match split(
+                buf,
+                p,
+                f.first as usize,
+                f.count as usize,
+                ChecksumMode::FullWhenSingle,
+                scratch,
+            ) {
+                Ok(()) => queue.push(at, scratch.clone()),
+                Err(e) => tracing::debug!("cannot split record: {e}"),
+            }
+        }
+    }
+    split_any
+}
+
+impl Forwarder {
+    /// Runs until `stop` is set or a TUN fails; returns the counters.
+    pub(crate) fn run(mut self) -> DirectionStats {
+        if let Err(e) = set_timer_slack_ns(1) {
+            tracing::warn!("{}: {e}", self.name);
+        }
+        if let Some(prio) = self.realtime
+            && let Err(e) = set_realtime_priority(prio)
+        {
+            tracing::warn!("{}: no real-time priority: {e}", self.name);
+        }
+        let base_delay = self.link.config().propagation().as_nanos();
+        let mut stats = DirectionStats {
+            name: self.name.clone(),
+            ..DirectionStats::default()
+        };
+        let mut lateness = Histogram::new();
+        let mut queue = ReleaseQueue::new();
+        let mut buf = vec![0u8; MAX_RECORD_LEN];
+        let mut scratch = Vec::with_capacity(MAX_RECORD_LEN);
+        let mut fates: Vec<Fate> = Vec::new();
+        let mut next_id = 0u64;
+
+        while !self.stop.load(Ordering::Relaxed) {
+            // 1. Everything due.
+            let mut now = monotonic_now_ns();
+            while let Some(p) = queue.pop_due(now) {
+                lateness.record(now - p.at);
+                match self.dst.write(&p.bytes) {
+                    Ok(_) => {
+                        stats.records_written += 1;
+                        stats.bytes_written += p.bytes.len() as u64;
+                    }
+                    Err(e) => {
+                        stats.write_errors += 1;
+                        tracing::debug!("{}: {e}", self.name);
+                    }
+                }
+                now = monotonic_now_ns();
+            }
+            // 2. Wait for input or the next release.
+            let wait = queue
+                .next_due()
+                .map_or(MAX_WAIT_NS, |due| due.saturating_sub(now))
+                .min(MAX_WAIT_NS);
+            let wait = wait.saturating_sub(SPIN_NS);
+            match self.src.wait_readable(Duration::from_nanos(wait)) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::error!("{}: {e}", self.name);
+                    break;
+                }
+            }
+            // 3. Drain a batch.
+            for _ in 0..READ_BATCH {
+                let n = match self.src.read(&mut buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        tracing::error!("{}: {e}", self.name);
+                        self.stop.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                };
+                let rec = &buf[..n];
+                stats.records_read += 1;
+                let now = Nanos(monotonic_now_ns());
+                let parsed = match parse(rec) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        stats.unparseable += 1;
+                        tracing::debug!("{}: unparseable record of {n} B: {e}", self.name);
+                        queue.push(now.as_nanos() + base_delay, rec.to_vec());
+                        continue;
+                    }
+                };
+                let r = record_of(next_id, &parsed);
+                next_id += 1;
+                fates.clear();
+                if let Err(e) = self.link.arrive(now, &r, &mut fates) {
+                    // Cannot happen for records built by `record_of` and a
+                    // monotonic clock; forward unchanged rather than lose it.
+                    stats.unparseable += 1;
+                    tracing::debug!("{}: {e}", self.name);
+                    queue.push(now.as_nanos() + base_delay, rec.to_vec());
+                    continue;
+                }
+                if enqueue_fates(rec, &parsed, r.segments, &fates, &mut scratch, &mut queue) {
+                    stats.splits += 1;
+                }
+            }
+            stats.backlog_max_bytes = queue.max_bytes() as u64;
+        }
+        stats.link = self.link.stats();
+        stats.lateness = lateness.summary();
+        stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use longhaul_link::DropCause;
+    use longhaul_packet::build;
+
+    fn tcp_record(segments: usize) -> Vec<u8> {
+        let mut spec = build::TcpSpec::new(build::Addrs::v4([10, 201, 0, 1], [10, 201, 0, 2]));
+        spec.payload_len = segments * 1448;
+        build::tcp_record(&spec)
+    }
+
+    #[test]
+    fn whole_and_split_runs_are_queued_with_their_times() {
+        let buf = tcp_record(4);
+        let p = parse(&buf).unwrap();
+        assert_eq!(p.segments, 4);
+        let r = record_of(7, &p);
+        assert_eq!((r.segments, r.mss, r.payload), (4, 1448, 4 * 1448));
+        let deliver = |first, count, at| Fate {
+            first,
+            count,
+            what: What::Deliver {
+                from: Nanos(at),
+                at: Nanos(at),
+            },
+        };
+        let mut q = ReleaseQueue::new();
+        let mut scratch = Vec::new();
+        assert!(!enqueue_fates(
+            &buf,
+            &p,
+            4,
+            &[deliver(0, 4, 100)],
+            &mut scratch,
+            &mut q
+        ));
+        assert_eq!(q.pop_due(100).unwrap().bytes, buf);
+
+        let fates = [
+            deliver(0, 1, 10),
+            Fate {
+                first: 1,
+                count: 2,
+                what: What::Drop {
+                    cause: DropCause::Random,
+                },
+            },
+            deliver(3, 1, 20),
+        ];
+        assert!(enqueue_fates(&buf, &p, 4, &fates, &mut scratch, &mut q));
+        assert_eq!(q.len(), 2);
+        let first = q.pop_due(10).unwrap();
+        let p0 = parse(&first.bytes).unwrap();
+        assert_eq!((p0.segments, p0.payload_len), (1, 1448));
+        let last = q.pop_due(20).unwrap();
+        let p3 = parse(&last.bytes).unwrap();
+        assert_eq!(p3.payload_len, 1448);
+        assert_eq!(
+            p3.tcp.unwrap().seq,
+            p.tcp.unwrap().seq.wrapping_add(3 * 1448)
+        );
+    }
+}

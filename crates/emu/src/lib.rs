@@ -1,0 +1,29 @@
+//! The I/O side of longhaul's WAN emulator (ARCHITECTURE.md, `crates/emu`):
+//! emulated hosts are network namespaces, each with a TUN device opened with
+//! virtio-net headers and TCP segmentation offload, and one forwarder thread
+//! per direction moves records between them through the pure link model
+//! (`longhaul-link`), splitting GSO super-packets with `longhaul-packet`
+//! where segments get different fates. Real kernel TCP runs unmodified on
+//! the hosts.
+//!
+//! This slice: two hosts and one path ([`Testbed`]), fidelity counters per
+//! direction (drops by cause, lateness p50/p99/max, TUN drops). Not yet:
+//! router hops, presets, topology files, pcap, signal handling (a killed
+//! emulator's namespaces are deleted by the next [`Testbed::up`]).
+
+pub use longhaul_link as link;
+
+pub mod error;
+pub mod fifo;
+pub mod forward;
+pub mod hist;
+pub mod netdev;
+pub mod testbed;
+
+pub use error::EmuError;
+pub use forward::DirectionStats;
+pub use hist::{Histogram, Summary};
+pub use testbed::{
+    DEVICE, HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Report, Testbed, TestbedConfig,
+    clean_stale, tcp_buffer_for,
+};

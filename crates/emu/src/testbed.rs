@@ -1,0 +1,427 @@
+//! Two emulated hosts joined by an emulated path: namespaces `lh-<tag>-a` and
+//! `lh-<tag>-b`, a vnet TUN `lh0` in each, and one forwarder thread per
+//! direction (notes wan-emulation.md §5.1).
+//!
+//! Lifecycle: [`Testbed::up`] creates everything, deleting what it already
+//! made if a later step fails; [`Testbed::down`] (or dropping the testbed)
+//! stops the forwarders, closes the TUNs and deletes both namespaces. A
+//! process killed before that leaves its namespaces behind; the next `up`
+//! deletes namespaces that follow this module's naming (`lh-e<pid>-<n>-a|b`)
+//! and whose creating process is gone ([`stale_namespaces`]).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::thread::JoinHandle;
+
+use longhaul_link::{Link, LinkConfig};
+use longhaul_sys::{Tun, TunOptions, ip, netns_path, run_in_netns, write_sysctl};
+use serde::Serialize;
+
+use crate::error::EmuError;
+use crate::forward::{DirectionStats, Forwarder};
+use crate::netdev::parse_proc_net_dev;
+
+/// Name of the TUN device inside each host namespace.
+pub const DEVICE: &str = "lh0";
+/// Host a's IPv4 address.
+pub const HOST_A_V4: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
+/// Host b's IPv4 address.
+pub const HOST_B_V4: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 2);
+/// Host a's IPv6 address.
+pub const HOST_A_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 1);
+/// Host b's IPv6 address.
+pub const HOST_B_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 2);
+/// TUN transmit queue length (notes §5.1: ≥ 10000).
+pub const TXQUEUELEN: u32 = 10_000;
+/// Smallest `tcp_rmem`/`tcp_wmem` maximum set in the hosts.
+pub const MIN_TCP_BUFFER: u64 = 4 << 20;
+/// Largest: the sysctls are `int`s.
+pub const MAX_TCP_BUFFER: u64 = 1 << 30;
+
+static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
+
+/// What to bring up.
+#[derive(Debug, Clone)]
+pub struct TestbedConfig {
+    /// Names are `lh-<tag>-a` / `lh-<tag>-b`; `None` picks `e<pid>-<n>`,
+    /// unique among running processes.
+    pub tag: Option<String>,
+    /// MTU of both TUN devices (1500 or 9000 typically).
+    pub mtu: u32,
+    /// Path from a to b.
+    pub a_to_b: LinkConfig,
+    /// Path from b to a.
+    pub b_to_a: LinkConfig,
+    /// `SCHED_FIFO` priority for the forwarder threads, if wanted.
+    pub realtime: Option<i32>,
+}
+
+/// Both directions' counters, read at teardown.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Namespace of host a.
+    pub host_a: String,
+    /// Namespace of host b.
+    pub host_b: String,
+    /// The `tcp_rmem`/`tcp_wmem` maximum set in both hosts, bytes.
+    pub tcp_buffer_max: u64,
+    /// Host a to host b.
+    pub a_to_b: DirectionStats,
+    /// Host b to host a.
+    pub b_to_a: DirectionStats,
+}
+
+impl Report {
+    /// Why the run's timing or delivery cannot be trusted (empty when it
+    /// can): p99 lateness above `max_p99_ns` in either direction, or a TUN
+    /// device that dropped packets on its own.
+    pub fn fidelity_problems(&self, max_p99_ns: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        for d in [&self.a_to_b, &self.b_to_a] {
+            if d.lateness.p99_ns > max_p99_ns {
+                out.push(format!(
+                    "{}: p99 lateness {:.3} ms > {:.3} ms",
+                    d.name,
+                    d.lateness.p99_ns as f64 / 1e6,
+                    max_p99_ns as f64 / 1e6
+                ));
+            }
+            if let Some(n) = d.tun_tx_dropped.filter(|&n| n > 0) {
+                out.push(format!(
+                    "{}: the TUN device dropped {n} packets itself",
+                    d.name
+                ));
+            }
+            if d.write_errors > 0 {
+                out.push(format!("{}: {} TUN writes failed", d.name, d.write_errors));
+            }
+        }
+        out
+    }
+}
+
+/// `tcp_rmem`/`tcp_wmem` maximum for a path: twice the bytes it can hold
+/// (bandwidth × RTT plus both bottleneck queues), within
+/// [`MIN_TCP_BUFFER`]..=[`MAX_TCP_BUFFER`]; the maximum without a rate limit.
+pub fn tcp_buffer_for(a_to_b: &LinkConfig, b_to_a: &LinkConfig) -> u64 {
+    let (Some(x), Some(y)) = (a_to_b.bottleneck, b_to_a.bottleneck) else {
+        return MAX_TCP_BUFFER;
+    };
+    let rtt = a_to_b.propagation() + b_to_a.propagation();
+    let rate = x.rate_bps.max(y.rate_bps);
+    let bdp = longhaul_units::bdp_bytes(rate, rtt);
+    (2 * (bdp + x.queue_bytes + y.queue_bytes)).clamp(MIN_TCP_BUFFER, MAX_TCP_BUFFER)
+}
+
+/// Namespaces in `ip netns list` output named `lh-e<pid>-<n>-a|b` whose
+/// `pid` is not alive: left behind by an emulator that was killed.
+pub fn stale_namespaces(list: &str, alive: impl Fn(u32) -> bool) -> Vec<String> {
+    list.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| {
+            let Some(rest) = name.strip_prefix("lh-e") else {
+                return false;
+            };
+            let parts: Vec<&str> = rest.split('-').collect();
+            match parts.as_slice() {
+                [pid, n, host] => {
+                    matches!(*host, "a" | "b")
+                        && n.parse::<u32>().is_ok()
+                        && pid.parse::<u32>().is_ok_and(|p| !alive(p))
+                }
+                _ => false,
+            }
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Deletes namespaces left behind by killed emulators; returns their names.
+pub fn clean_stale() -> Vec<String> {
+    let Ok(list) = ip(&["netns", "list"]) else {
+        return Vec::new();
+    };
+    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let stale = stale_namespaces(&list, alive);
+    for name in &stale {
+        match ip(&["netns", "del", name]) {
+            Ok(_) => tracing::info!("deleted stale namespace {name}"),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    stale
+}
+
+/// A namespace created with `ip netns add`, deleted when dropped.
+#[derive(Debug)]
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn add(name: String) -> Result<Self, EmuError> {
+        ip(&["netns", "add", &name])?;
+        let ns = Self { name };
+        ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    fn path(&self) -> PathBuf {
+        netns_path(&self.name)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Err(e) = ip(&["netns", "del", &self.name]) {
+            tracing::warn!("cleanup: {e}");
+            eprintln!("longhaul: cleanup failed: {e}");
+        }
+    }
+}
+
+/// Brings up one host: TUN, addresses, MTU, queue length, link state and TCP
+/// buffer sysctls.
+fn host(
+    ns: &Netns,
+    mtu: u32,
+    (me4, peer4): (Ipv4Addr, Ipv4Addr),
+    (me6, peer6): (Ipv6Addr, Ipv6Addr),
+    tcp_max: u64,
+) -> Result<Tun, EmuError> {
+    let tun = run_in_netns(&ns.path(), || Tun::open(DEVICE, TunOptions::vnet()))??;
+    let n = ns.name.as_str();
+    let mtu = mtu.to_string();
+    let txq = TXQUEUELEN.to_string();
+    ip(&[
+        "-n",
+        n,
+        "link",
+        "set",
+        DEVICE,
+        "mtu",
+        &mtu,
+        "txqueuelen",
+        &txq,
+        "up",
+    ])?;
+    let (me4, peer4) = (me4.to_string(), peer4.to_string());
+    ip(&["-n", n, "addr", "add", &me4, "peer", &peer4, "dev", DEVICE])?;
+    let (me6, peer6) = (format!("{me6}/128"), format!("{peer6}/128"));
+    ip(&["-n", n, "-6", "addr", "add", &me6, "dev", DEVICE, "nodad"])?;
+    ip(&["-n", n, "-6", "route", "add", &peer6, "dev", DEVICE])?;
+    let rmem = format!("4096 131072 {tcp_max}");
+    let wmem = format!("4096 65536 {tcp_max}");
+    run_in_netns(&ns.path(), || -> Result<(), EmuError> {
+        write_sysctl("net.ipv4.tcp_rmem", &rmem)?;
+        write_sysctl("net.ipv4.tcp_wmem", &wmem)?;
+        write_sysctl("net.ipv4.tcp_no_metrics_save", "1")?;
+        Ok(())
+    })??;
+    tun.set_nonblocking(true)?;
+    Ok(tun)
+}
+
+/// A running two-host testbed. Dropping it tears everything down.
+#[derive(Debug)]
+pub struct Testbed {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<DirectionStats>>,
+    tuns: Vec<Arc<Tun>>,
+    tcp_buffer_max: u64,
+    // Dropped after the threads are joined and the TUNs closed (see Drop).
+    a: Option<Netns>,
+    b: Option<Netns>,
+}
+
+impl Testbed {
+    /// Creates both hosts and starts the forwarders. Needs `CAP_NET_ADMIN`
+    /// and `CAP_SYS_ADMIN`; on any failure everything made so far is deleted.
+    pub fn up(cfg: TestbedConfig) -> Result<Testbed, EmuError> {
+        const CAP_SYS_ADMIN: u32 = 21;
+        if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
+            return Err(EmuError::NotPrivileged);
+        }
+        let link_ab = Link::new(cfg.a_to_b.clone()).map_err(|source| EmuError::Link {
+            direction: "a→b",
+            source,
+        })?;
+        let link_ba = Link::new(cfg.b_to_a.clone()).map_err(|source| EmuError::Link {
+            direction: "b→a",
+            source,
+        })?;
+        if !(68..=65_535).contains(&cfg.mtu) {
+            return Err(EmuError::Config(format!(
+                "MTU {} is outside 68..=65535",
+                cfg.mtu
+            )));
+        }
+        clean_stale();
+        let tag = cfg.tag.clone().unwrap_or_else(|| {
+            format!(
+                "e{}-{}",
+                std::process::id(),
+                NEXT_TAG.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+        if tag.is_empty() || !tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(EmuError::Config(format!(
+                "tag {tag:?}: use letters, digits and '-'"
+            )));
+        }
+        let tcp_max = tcp_buffer_for(&cfg.a_to_b, &cfg.b_to_a);
+        let a = Netns::add(format!("lh-{tag}-a"))?;
+        let b = Netns::add(format!("lh-{tag}-b"))?;
+        let tun_a = Arc::new(host(
+            &a,
+            cfg.mtu,
+            (HOST_A_V4, HOST_B_V4),
+            (HOST_A_V6, HOST_B_V6),
+            tcp_max,
+        )?);
+        let tun_b = Arc::new(host(
+            &b,
+            cfg.mtu,
+            (HOST_B_V4, HOST_A_V4),
+            (HOST_B_V6, HOST_A_V6),
+            tcp_max,
+        )?);
+        let mut bed = Testbed {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            tuns: vec![tun_a.clone(), tun_b.clone()],
+            tcp_buffer_max: tcp_max,
+            a: Some(a),
+            b: Some(b),
+        };
+        for (name, src, dst, link) in [
+            ("a→b", &tun_a, &tun_b, link_ab),
+            ("b→a", &tun_b, &tun_a, link_ba),
+        ] {
+            let fwd = Forwarder {
+                name: name.to_string(),
+                src: src.clone(),
+                dst: dst.clone(),
+                link,
+                stop: bed.stop.clone(),
+                realtime: cfg.realtime,
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("lh-fwd {name}"))
+                .spawn(move || fwd.run())
+                .map_err(|source| EmuError::Io {
+                    what: format!("start the {name} forwarder thread"),
+                    source,
+                })?;
+            bed.threads.push(handle);
+        }
+        tracing::info!(
+            "testbed up: {} ({HOST_A_V4}, {HOST_A_V6}) <-> {} ({HOST_B_V4}, {HOST_B_V6})",
+            bed.host_a(),
+            bed.host_b()
+        );
+        Ok(bed)
+    }
+
+    /// Namespace name of host a (the sender in `longhaul emulate`).
+    pub fn host_a(&self) -> &str {
+        self.a.as_ref().map_or("", |n| n.name.as_str())
+    }
+
+    /// Namespace name of host b.
+    pub fn host_b(&self) -> &str {
+        self.b.as_ref().map_or("", |n| n.name.as_str())
+    }
+
+    /// The `tcp_rmem`/`tcp_wmem` maximum set in both hosts.
+    pub fn tcp_buffer_max(&self) -> u64 {
+        self.tcp_buffer_max
+    }
+
+    fn stop_threads(&mut self) -> Vec<DirectionStats> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads
+            .drain(..)
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    }
+
+    /// Stops the forwarders, reads the TUN drop counters, deletes both hosts
+    /// and returns the counters.
+    pub fn down(mut self) -> Report {
+        let mut stats = self.stop_threads();
+        let mut b_to_a = stats.pop().unwrap_or_default();
+        let mut a_to_b = stats.pop().unwrap_or_default();
+        // Each direction's source TUN is the one whose drops it would cause.
+        a_to_b.tun_tx_dropped = self.a.as_ref().and_then(tx_dropped);
+        b_to_a.tun_tx_dropped = self.b.as_ref().and_then(tx_dropped);
+        Report {
+            host_a: self.host_a().to_string(),
+            host_b: self.host_b().to_string(),
+            tcp_buffer_max: self.tcp_buffer_max,
+            a_to_b,
+            b_to_a,
+        }
+        // `self` drops here: TUNs closed, namespaces deleted.
+    }
+}
+
+fn tx_dropped(ns: &Netns) -> Option<u64> {
+    let text = run_in_netns(&ns.path(), || {
+        std::fs::read_to_string("/proc/thread-self/net/dev")
+    })
+    .ok()?
+    .ok()?;
+    parse_proc_net_dev(&text, DEVICE).map(|c| c.tx_dropped)
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.stop_threads();
+        self.tuns.clear();
+        self.b.take();
+        self.a.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use longhaul_link::{Bottleneck, Nanos};
+
+    #[test]
+    fn finds_only_our_dead_namespaces() {
+        let list = "lh-e100-0-a (id: 3)\nlh-e100-0-b (id: 4)\nlh-e200-1-a\nlh-sys-test-100-0-a\n\
+                    other\nlh-e100-a\nlh-ex-0-a\nlh-e100-0-c\n";
+        let stale = stale_namespaces(list, |pid| pid == 200);
+        assert_eq!(stale, ["lh-e100-0-a", "lh-e100-0-b"]);
+        assert!(stale_namespaces(list, |_| true).is_empty());
+    }
+
+    #[test]
+    fn tcp_buffers_cover_twice_the_path() {
+        let dir = |rate_bps, queue_bytes| LinkConfig {
+            delay: Nanos::from_millis(60),
+            bottleneck: Some(Bottleneck {
+                rate_bps,
+                queue_bytes,
+                overhead_per_frame: 0,
+                aqm: Default::default(),
+            }),
+            ..LinkConfig::default()
+        };
+        // 1 Gbit/s × 120 ms = 15 MB; plus 2 × 15 MB of queue; times 2.
+        let x = dir(1_000_000_000, 15_000_000);
+        assert_eq!(tcp_buffer_for(&x, &x), 90_000_000);
+        let small = dir(1_000_000, 6000);
+        assert_eq!(tcp_buffer_for(&small, &small), MIN_TCP_BUFFER);
+        let huge = dir(100_000_000_000, 1 << 30);
+        assert_eq!(tcp_buffer_for(&huge, &huge), MAX_TCP_BUFFER);
+        assert_eq!(
+            tcp_buffer_for(&LinkConfig::default(), &LinkConfig::default()),
+            MAX_TCP_BUFFER
+        );
+    }
+}
