@@ -1,0 +1,181 @@
+//! Errors that name the file, the line (and column) and the field, and the
+//! search that finds the line of a field in the file text.
+
+use std::fmt;
+
+/// A topology file or override the emulator refuses.
+///
+/// Displays as `FILE:LINE:COL: FIELD: MESSAGE`, leaving out the parts that are
+/// unknown (an override given on the command line has no file or line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct TopologyError {
+    /// The file name the caller gave [`crate::Topology::from_toml`]; empty
+    /// when the error comes from [`crate::Topology::compile`] alone.
+    pub file: String,
+    /// 1-based line of the offending value or table, when known.
+    pub line: Option<usize>,
+    /// 1-based column (in characters), when known.
+    pub column: Option<usize>,
+    /// The field as a path (`hop[3].km`, `rate`, `--rtt`), when known.
+    pub field: Option<String>,
+    /// Why it is refused, with the value.
+    pub message: String,
+}
+
+impl TopologyError {
+    /// An error about `field`, without a place yet.
+    pub(crate) fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            file: String::new(),
+            line: None,
+            column: None,
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for TopologyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut place = self.file.clone();
+        if let Some(line) = self.line {
+            if place.is_empty() {
+                place.push_str("line ");
+            } else {
+                place.push(':');
+            }
+            place.push_str(&line.to_string());
+            if let Some(col) = self.column {
+                place.push(':');
+                place.push_str(&col.to_string());
+            }
+        }
+        if !place.is_empty() {
+            write!(f, "{place}: ")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `text`.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[start..].chars().count() + 1)
+}
+
+/// A table header line, `[name]` or `[[name]]`, as (name, is_array).
+fn header(line: &str) -> Option<(String, bool)> {
+    let t = line.trim();
+    let t = t.split('#').next().unwrap_or("").trim_end();
+    if let Some(inner) = t.strip_prefix("[[").and_then(|s| s.strip_suffix("]]")) {
+        return Some((unquote(inner.trim()), true));
+    }
+    t.strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .map(|inner| (unquote(inner.trim()), false))
+}
+
+/// The key of a `key = value` line.
+fn key(line: &str) -> Option<String> {
+    let t = line.trim_start();
+    if t.starts_with('#') || t.starts_with('[') {
+        return None;
+    }
+    let (k, _) = t.split_once('=')?;
+    Some(unquote(k.trim()))
+}
+
+fn unquote(s: &str) -> String {
+    s.trim_matches('"').trim_matches('\'').to_owned()
+}
+
+/// The field path at a line: the table the line is in, plus its key.
+pub(crate) fn field_at_line(text: &str, line: usize) -> Option<String> {
+    let mut table: Option<String> = None;
+    let mut hops = 0usize;
+    for (i, l) in text.lines().enumerate() {
+        if i + 1 > line {
+            break;
+        }
+        if let Some((name, array)) = header(l) {
+            table = Some(if array && name == "hop" {
+                hops += 1;
+                format!("hop[{}]", hops - 1)
+            } else {
+                name
+            });
+            if i + 1 == line {
+                return table;
+            }
+        } else if i + 1 == line {
+            let k = key(l);
+            return match (table, k) {
+                (Some(t), Some(k)) => Some(format!("{t}.{k}")),
+                (None, Some(k)) => Some(k),
+                (t, None) => t,
+            };
+        }
+    }
+    None
+}
+
+/// The 1-based line where `path` (`hop[3].km`, `receiver.rtt`, `rate`,
+/// `loss.p`) is written, or of its table when the key is not written there.
+pub(crate) fn line_of_field(text: &str, path: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (table, last) = match path.split_once('.') {
+        Some((t, rest)) => (Some(t), rest.split('.').next().unwrap_or(rest)),
+        None => (None, path),
+    };
+    // Where the table's body starts (index of its first line) and its header.
+    let (start, header_line) = match table {
+        None => (0, None),
+        Some(t) => {
+            let (name, nth) = match t.split_once('[') {
+                Some((n, idx)) => (n, idx.trim_end_matches(']').parse::<usize>().ok()),
+                None => (t, None),
+            };
+            let mut seen = 0usize;
+            let mut found = None;
+            for (i, l) in lines.iter().enumerate() {
+                if let Some((h, array)) = header(l)
+                    && h == name
+                {
+                    if array {
+                        if Some(seen) == nth {
+                            found = Some(i);
+                            break;
+                        }
+                        seen += 1;
+                    } else if nth.is_none() {
+                        found = Some(i);
+                        break;
+                    }
+                }
+            }
+            match found {
+                Some(i) => (i + 1, Some(i + 1)),
+                // An inline table at the top level: find its key there.
+                None => return line_of_field(text, name),
+            }
+        }
+    };
+    for (i, l) in lines.iter().enumerate().skip(start) {
+        if header(l).is_some() {
+            break;
+        }
+        if key(l).as_deref() == Some(last) {
+            return Some(i + 1);
+        }
+    }
+    header_line
+}
