@@ -1,12 +1,38 @@
 //! `longhaul emulate` end to end (needs root: namespaces and TUN devices; skipped otherwise): stock
 //! `ping` sees the configured RTT, `longhaul test` is held to the bottleneck rate with every byte
-//! delivered, CMD's exit code comes back, and no namespace is left behind.
+//! delivered, stock `traceroute` lists the router hops, configured random loss is measured within
+//! 3σ, duplication shows, stock `iperf3` fills a 60 ms 1 Gbit/s path, SIGTERM tears the testbed
+//! down, CMD's exit code comes back, and no namespace is left behind.
+//!
+//! The testbed tests hold [`SERIAL`]: on a 2-core machine two emulated paths at once would disturb
+//! each other's timing.
 
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::util::{bin, longhaul};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether a program is installed (CI installs traceroute and iperf3 from Debian).
+fn have(program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        println!("skipped: `{program}` is not installed (apt-get install {program})");
+    }
+    found
+}
 
 /// Whether this process may create namespaces and TUN devices; prints why not.
 fn skip_unprivileged() -> bool {
@@ -48,6 +74,7 @@ fn ping_sees_the_configured_rtt() {
     if skip_unprivileged() {
         return;
     }
+    let _serial = serial();
     let out = emulate(&[
         "--rtt",
         "40ms",
@@ -85,6 +112,7 @@ fn longhaul_test_is_held_to_the_bottleneck() {
     if skip_unprivileged() {
         return;
     }
+    let _serial = serial();
     let out = emulate(&[
         "--rtt",
         "20ms",
@@ -151,4 +179,360 @@ fn impossible_values_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     let out = longhaul(&["emulate", "--loss", "150%", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));
+    for (args, flag) in [
+        (&["--loss-burst", "0.01"][..], "--loss-burst"),
+        (&["--loss-burst", "0.01,2"][..], "--loss-burst"),
+        (&["--duplicate", "150%"][..], "--duplicate"),
+        (&["--reorder", "x"][..], "--reorder"),
+        (&["--aqm", "red"][..], "--aqm"),
+        (&["--jitter", "soon"][..], "--jitter"),
+        (
+            &["--loss", "1%", "--loss-burst", "0.01,0.3"][..],
+            "--loss-burst",
+        ),
+    ] {
+        let out = longhaul(&[&["emulate"], args, &["--", "true"]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    // Checked against the link model before anything is created.
+    for (args, flag) in [
+        (
+            &["--rate", "100M", "--cross-traffic", "100M"][..],
+            "--cross-traffic",
+        ),
+        (
+            &["--reorder", "0.1", "--reorder-hold", "0"][..],
+            "--reorder-hold",
+        ),
+        (&["--jitter", "100s"][..], "--jitter"),
+    ] {
+        let out = longhaul(&[&["emulate"], args, &["--", "true"]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// The hop lines of `traceroute -n -q 1` output: (address, ms).
+fn hops(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .skip_while(|l| !l.starts_with("traceroute to "))
+        .skip(1)
+        .take_while(|l| !l.starts_with("traceroute to "))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let _n: u32 = w.next()?.parse().ok()?;
+            let addr = w.next()?.to_string();
+            let ms = w.next()?.parse().ok()?;
+            Some((addr, ms))
+        })
+        .collect()
+}
+
+#[test]
+fn traceroute_lists_the_router_hops() {
+    if skip_unprivileged() || !have("traceroute") {
+        return;
+    }
+    let _serial = serial();
+    let out = emulate(&[
+        "--rtt",
+        "40ms",
+        "--rate",
+        "200M",
+        "--hops",
+        "3",
+        "--no-server",
+        "--",
+        "sh",
+        "-c",
+        "traceroute -n -q 1 -w 2 10.201.0.2; traceroute -6 -n -q 1 -w 2 fd00:4c48::2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(out.status.success(), "{text}");
+    let v6_start = text
+        .find("traceroute to fd00")
+        .expect("IPv6 traceroute ran");
+    for (part, want) in [
+        (
+            &text[..v6_start],
+            ["10.201.1.1", "10.201.1.2", "10.201.1.3", "10.201.0.2"],
+        ),
+        (
+            &text[v6_start..],
+            [
+                "fd00:4c48:1::1",
+                "fd00:4c48:1::2",
+                "fd00:4c48:1::3",
+                "fd00:4c48::2",
+            ],
+        ),
+    ] {
+        let got = hops(part);
+        let addrs: Vec<&str> = got.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(addrs, want, "{part}");
+        // Evenly spaced: 10, 20, 30 ms to the routers, 40 ms to the host.
+        for (i, (addr, ms)) in got.iter().enumerate() {
+            let expect = 10.0 * (i + 1) as f64;
+            assert!(
+                (ms - expect).abs() <= 2.0,
+                "{addr}: {ms} ms, expected {expect} ± 2"
+            );
+        }
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("hop time-exceeded"), "{stderr}");
+}
+
+#[test]
+fn random_loss_is_measured_within_three_sigma() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _serial = serial();
+    let out = emulate(&[
+        "--rtt",
+        "2ms",
+        "--rate",
+        "200M",
+        "--loss",
+        "2%",
+        "--seed",
+        "7",
+        "--no-server",
+        "--",
+        "ping",
+        "-n",
+        "-q",
+        "-c",
+        "1000",
+        "-i",
+        "0.005",
+        "-W",
+        "1",
+        "10.201.0.2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .expect("ping summary");
+    let num = |before: &str| -> f64 {
+        let w: Vec<&str> = line.split([',', ' ']).filter(|w| !w.is_empty()).collect();
+        let i = w.iter().position(|x| *x == before).unwrap();
+        w[i - 1].parse().unwrap()
+    };
+    let (sent, received) = (num("packets"), num("received"));
+    assert_eq!(sent, 1000.0, "{line}");
+    // Both the request and the reply can be lost.
+    let p = 1.0 - 0.98f64 * 0.98;
+    let sigma = (p * (1.0 - p) / sent).sqrt();
+    let measured = 1.0 - received / sent;
+    println!(
+        "loss {:.2} %, expected {:.2} % ± {:.2} (3σ)",
+        100.0 * measured,
+        100.0 * p,
+        300.0 * sigma
+    );
+    assert!(
+        (measured - p).abs() <= 3.0 * sigma,
+        "measured loss {measured}, expected {p} ± {}",
+        3.0 * sigma
+    );
+}
+
+#[test]
+fn duplicates_show_in_ping() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _serial = serial();
+    let out = emulate(&[
+        "--rtt",
+        "2ms",
+        "--duplicate",
+        "20%",
+        "--jitter",
+        "0.5ms",
+        "--no-server",
+        "--",
+        "ping",
+        "-n",
+        "-c",
+        "40",
+        "-i",
+        "0.02",
+        "10.201.0.2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    // 40 requests and replies, each duplicated with probability 0.2: none in 80 has probability 2e-8.
+    assert!(text.contains("DUP!"), "{text}");
+    assert!(text.contains(" 0% packet loss"), "{text}");
+}
+
+#[test]
+fn iperf3_fills_a_60ms_1gbit_path() {
+    if skip_unprivileged() || !have("iperf3") {
+        return;
+    }
+    let _serial = serial();
+    // -O 3: the first 3 s (slow start and its queue overflow) are not counted.
+    let out = emulate(&[
+        "--rtt",
+        "60ms",
+        "--rate",
+        "1G",
+        "--no-server",
+        "--b-cmd",
+        "iperf3 -s -1 >/dev/null",
+        "--",
+        "iperf3",
+        "-c",
+        "10.201.0.2",
+        "-t",
+        "5",
+        "-O",
+        "3",
+        "-J",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J on stdout");
+    let rate = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .expect("end.sum_received.bits_per_second");
+    println!(
+        "iperf3 received {:.1} Mbit/s of payload through a 1 Gbit/s (IP bytes) bottleneck",
+        rate / 1e6
+    );
+    assert!(rate <= 1.0e9, "{rate} bit/s beats the bottleneck");
+    assert!(rate >= MIN_IPERF3_FRACTION * 1e9, "{rate} bit/s");
+}
+
+/// Payload the iperf3 test must receive, as a fraction of the configured rate (which counts IP
+/// bytes: at MTU 1500 the payload ceiling is 1448/1500 = 96.5 %).
+const MIN_IPERF3_FRACTION: f64 = 0.93;
+
+#[test]
+fn sigterm_stops_the_command_and_tears_down() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _serial = serial();
+    let mut child = Command::new(bin())
+        .args([
+            "emulate",
+            "--rtt",
+            "2ms",
+            "--no-server",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run longhaul emulate");
+    let prefix = format!("lh-e{}-", child.id());
+    let netns = || {
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .count()
+    };
+    let start = Instant::now();
+    while netns() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "namespaces {prefix}* never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let the forwarders and CMD start.
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if sent.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("longhaul emulate still running 5 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    println!("{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status.code(), Some(143));
+    assert_eq!(netns(), 0, "namespaces {prefix}* left behind");
+    assert!(sent.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn burst_loss_codel_reordering_and_cross_traffic_are_wired() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _serial = serial();
+    let out = emulate(&[
+        "--rtt",
+        "4ms",
+        "--rate",
+        "100M",
+        "--loss-burst",
+        "5%,30%",
+        "--aqm",
+        "codel",
+        "--cross-traffic",
+        "20M",
+        "--reorder",
+        "10%",
+        "--reorder-hold",
+        "1ms",
+        "--jitter",
+        "0.2ms",
+        "--json",
+        "--no-server",
+        "--",
+        "ping",
+        "-n",
+        "-q",
+        "-c",
+        "300",
+        "-i",
+        "0.005",
+        "-W",
+        "1",
+        "10.201.0.2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(text.contains("300 packets transmitted"), "{text}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let start = stderr.find("\n{").expect("JSON report on stderr") + 1;
+    let report: Value = serde_json::from_str(&stderr[start..]).expect("report parses");
+    for dir in ["a_to_b", "b_to_a"] {
+        let link = &report["emulator"][dir]["link"];
+        // Stationary bad-state share p / (p + r) = 14 %: ~40 of 300 lost in bursts, none at random.
+        assert!(link["drop_burst"].as_u64().unwrap() > 5, "{dir}: {link}");
+        assert_eq!(link["drop_random"].as_u64().unwrap(), 0, "{dir}: {link}");
+        assert!(link["reordered"].as_u64().unwrap() > 0, "{dir}: {link}");
+        assert!(link["cross_bytes"].as_u64().unwrap() > 0, "{dir}: {link}");
+    }
 }

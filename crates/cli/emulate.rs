@@ -3,15 +3,19 @@
 //! in `longhaul-emu`.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use longhaul_emu::link::{Bottleneck, LinkConfig, Loss, queue_for_bdp};
+use longhaul_emu::link::{
+    Aqm, Bottleneck, CrossTraffic, Jitter, LinkConfig, Loss, Reorder, queue_for_bdp,
+};
+use longhaul_emu::signals::{stop_child, stop_process_group, wait_for};
 use longhaul_emu::{
-    DirectionStats, HOST_A_V6, HOST_B_V4, HOST_B_V6, Report, Testbed, TestbedConfig,
+    DirectionStats, HOST_A_V6, HOST_B_V4, HOST_B_V6, MAX_HOPS, Report, Termination, Testbed,
+    TestbedConfig, evenly_spaced_hops,
 };
 use longhaul_units::{
     Nanos, TimeUnit, fmt_duration, fmt_rate, fmt_size, parse_duration, parse_rate, parse_size,
@@ -20,15 +24,21 @@ use longhaul_units::{
 /// p99 lateness above which a run is flagged as not trustworthy.
 const MAX_P99_LATENESS: Nanos = Nanos::MILLISECOND;
 
+/// How long --b-cmd may keep running after CMD exits before it is stopped.
+const B_CMD_LINGER: Duration = Duration::from_secs(1);
+
 /// Flags of `longhaul emulate`.
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Runs CMD inside emulated host a (network namespace lh-<tag>-a, 10.201.0.1, \
 fd00:4c48::1) with a path to host b (10.201.0.2, fd00:4c48::2), where `longhaul server` listens unless \
 --no-server (on every address of host b). CMD finds the peer in $LH_PEER and $LH_PEER6. CMD's output goes to stdout; the emulator's \
-report goes to stderr. The exit code is CMD's. Needs root.\n\nExamples:\n  \
+report goes to stderr. The exit code is CMD's; SIGINT/SIGTERM/SIGHUP stop CMD, tear the path down \
+and exit with 128 + the signal. Needs root.\n\nExamples:\n  \
 sudo longhaul emulate --rtt 40ms --rate 500M -- sh -c 'ping -c 10 $LH_PEER'\n  \
-sudo longhaul emulate --rtt 120ms --rate 1G -- longhaul test 10.201.0.2 -t 10"
+sudo longhaul emulate --rtt 120ms --rate 1G -- longhaul test 10.201.0.2 -t 10\n  \
+sudo longhaul emulate --rtt 40ms --hops 3 --no-server -- traceroute -n -q 1 10.201.0.2\n  \
+sudo longhaul emulate --rtt 60ms --no-server --b-cmd 'iperf3 -s -1' -- iperf3 -c 10.201.0.2"
 )]
 pub(crate) struct EmulateArgs {
     /// Round-trip propagation delay (half each way), e.g. 40ms, 0.12s.
@@ -41,6 +51,45 @@ pub(crate) struct EmulateArgs {
     /// (0.1%).
     #[arg(long, default_value = "0", value_parser = loss)]
     loss: f64,
+    /// Gilbert–Elliott burst loss in each direction instead of --loss: `p,r[,1-h,1-k]` (probabilities
+    /// or percentages: good→bad, bad→good, loss in the bad state (default 1), loss in the good state
+    /// (default 0)).
+    #[arg(long, value_name = "p,r[,1-h,1-k]", value_parser = loss_burst, conflicts_with = "loss")]
+    loss_burst: Option<Loss>,
+    /// Uniform jitter added to each segment's delay, up to this much (FIFO order kept unless
+    /// --jitter-reorders), e.g. 1ms.
+    #[arg(long, value_parser = duration)]
+    jitter: Option<Nanos>,
+    /// Let jitter reorder segments (by default a segment is never released before its predecessor).
+    #[arg(long, requires = "jitter")]
+    jitter_reorders: bool,
+    /// Probability that a segment is displaced (held back by --reorder-hold, so later ones overtake it).
+    #[arg(long, value_name = "P", value_parser = probability("--reorder"))]
+    reorder: Option<f64>,
+    /// How long a displaced segment is held back.
+    #[arg(long, default_value = "2ms", value_parser = duration, requires = "reorder")]
+    reorder_hold: Nanos,
+    /// Probability that a segment is delivered twice.
+    #[arg(long, value_name = "P", default_value = "0", value_parser = probability("--duplicate"))]
+    duplicate: f64,
+    /// Queue discipline of the bottleneck: `droptail` or `codel` (target 5 ms, interval 100 ms).
+    #[arg(long, default_value = "droptail", value_parser = aqm)]
+    aqm: Aqm,
+    /// Constant-bit-rate cross traffic occupying the bottleneck in each direction (no packets are
+    /// materialised), e.g. 200M; must be below --rate.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    cross_traffic: Option<u64>,
+    /// Router hops: N routers evenly spaced along the path (hop1..hopN at 10.201.1.1.. and
+    /// fd00:4c48:1::1..), each decrementing TTL / hop limit and answering ICMP time exceeded.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    hops: usize,
+    /// A command (run with `sh -c`) to start in the background on host b before CMD, e.g.
+    /// "iperf3 -s -1"; stopped when CMD exits.
+    #[arg(long, value_name = "SHELL-CMD")]
+    b_cmd: Option<String>,
+    /// How long to give --b-cmd to get ready before CMD starts.
+    #[arg(long, default_value = "500ms", value_parser = duration)]
+    b_cmd_wait: Nanos,
     /// MTU of the hosts' devices.
     #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(576..=9000))]
     mtu: u32,
@@ -77,6 +126,11 @@ fn rate(s: &str) -> Result<u64, String> {
 }
 
 fn loss(s: &str) -> Result<f64, String> {
+    prob(s, "loss")
+}
+
+/// A probability `0.001` or a percentage `0.1%` in [0, 1]; `what` names it in errors.
+fn prob(s: &str, what: &str) -> Result<f64, String> {
     let (num, scale) = match s.strip_suffix('%') {
         Some(n) => (n, 100.0),
         None => (s, 1.0),
@@ -89,7 +143,69 @@ fn loss(s: &str) -> Result<f64, String> {
     if (0.0..=1.0).contains(&p) {
         Ok(p)
     } else {
-        Err(format!("{s:?}: loss must be between 0 and 1 (0% and 100%)"))
+        Err(format!(
+            "{s:?}: {what} must be between 0 and 1 (0% and 100%)"
+        ))
+    }
+}
+
+fn probability(what: &'static str) -> impl Fn(&str) -> Result<f64, String> + Clone {
+    move |s| prob(s, what)
+}
+
+fn loss_burst(s: &str) -> Result<Loss, String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    if !(2..=4).contains(&parts.len()) {
+        return Err(format!(
+            "{s:?}: give p,r or p,r,1-h or p,r,1-h,1-k (comma-separated probabilities)"
+        ));
+    }
+    let names = ["p", "r", "1-h", "1-k"];
+    let mut v = [0.0, 0.0, 1.0, 0.0];
+    for (i, part) in parts.iter().enumerate() {
+        v[i] = prob(part, names[i])?;
+    }
+    if v[1] == 0.0 && v[0] > 0.0 {
+        return Err(format!(
+            "{s:?}: r = 0 means the bad state is never left; use r > 0"
+        ));
+    }
+    Ok(Loss::GilbertElliott {
+        p: v[0],
+        r: v[1],
+        one_minus_h: v[2],
+        one_minus_k: v[3],
+    })
+}
+
+fn aqm(s: &str) -> Result<Aqm, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "droptail" | "drop-tail" | "drop_tail" => Ok(Aqm::DropTail),
+        "codel" => Ok(Aqm::codel()),
+        _ => Err(format!("{s:?}: use `droptail` or `codel`")),
+    }
+}
+
+/// The flag that sets a field of the link configuration, for error messages.
+fn flag_of(field: &str, burst: bool) -> &'static str {
+    match field {
+        f if f.starts_with("loss") => {
+            if burst {
+                "--loss-burst"
+            } else {
+                "--loss"
+            }
+        }
+        f if f.starts_with("cross") => "--cross-traffic",
+        f if f.starts_with("jitter") => "--jitter",
+        "reorder.hold" => "--reorder-hold",
+        f if f.starts_with("reorder") => "--reorder",
+        "duplicate" => "--duplicate",
+        "bottleneck.queue_bytes" => "--queue",
+        f if f.starts_with("bottleneck.aqm") => "--aqm",
+        f if f.starts_with("bottleneck") => "--rate",
+        "mtu" => "--mtu",
+        _ => "--rtt",
     }
 }
 
@@ -114,19 +230,77 @@ fn direction(a: &EmulateArgs, seed: u64, queue_bytes: u64) -> LinkConfig {
     LinkConfig {
         seed,
         mtu: a.mtu,
-        loss: if a.loss > 0.0 {
-            Loss::Bernoulli { p: a.loss }
-        } else {
-            Loss::None
+        loss: match a.loss_burst {
+            Some(ge) => ge,
+            None if a.loss > 0.0 => Loss::Bernoulli { p: a.loss },
+            None => Loss::None,
         },
         bottleneck: Some(Bottleneck {
             rate_bps: a.rate,
             queue_bytes,
             overhead_per_frame: 0,
-            aqm: Default::default(),
+            aqm: a.aqm,
+        }),
+        cross: a.cross_traffic.map(|cbr_bps| CrossTraffic {
+            cbr_bps,
+            on_off: None,
         }),
         delay: Nanos(a.rtt.as_nanos() / 2),
+        jitter: a.jitter.map_or(Jitter::None, |max| Jitter::Uniform { max }),
+        jitter_reorders: a.jitter_reorders,
+        reorder: a.reorder.map(|probability| Reorder {
+            probability,
+            hold: a.reorder_hold,
+        }),
+        duplicate: a.duplicate,
         ..LinkConfig::default()
+    }
+}
+
+/// One line describing the impairments beyond delay and rate, if any.
+fn impairments(a: &EmulateArgs) -> String {
+    let mut out = Vec::new();
+    if let Some(Loss::GilbertElliott {
+        p,
+        r,
+        one_minus_h,
+        one_minus_k,
+    }) = a.loss_burst
+    {
+        out.push(format!(
+            "burst loss p={p} r={r} 1-h={one_minus_h} 1-k={one_minus_k}"
+        ));
+    }
+    if let Some(j) = a.jitter {
+        out.push(format!(
+            "jitter up to {}{}",
+            fmt_duration(j),
+            if a.jitter_reorders {
+                " (may reorder)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(p) = a.reorder {
+        out.push(format!("reorder {p} hold {}", fmt_duration(a.reorder_hold)));
+    }
+    if a.duplicate > 0.0 {
+        out.push(format!("duplicate {}", a.duplicate));
+    }
+    if matches!(a.aqm, Aqm::Codel { .. }) {
+        out.push("AQM CoDel".into());
+    }
+    if let Some(c) = a.cross_traffic {
+        out.push(format!("cross traffic {}", fmt_rate(c)));
+    }
+    if a.hops > 0 {
+        out.push(format!("{} router hops", a.hops));
+    }
+    if out.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", out.join(", "))
     }
 }
 
@@ -143,17 +317,26 @@ pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
             a.mtu
         );
     }
+    if a.hops > MAX_HOPS {
+        bail!("--hops {}: at most {MAX_HOPS} router hops", a.hops);
+    }
     let cfg = TestbedConfig {
         tag: None,
         mtu: a.mtu,
         a_to_b: direction(a, a.seed, queue_bytes),
         b_to_a: direction(a, a.seed.wrapping_add(1), queue_bytes),
         realtime: a.realtime.then_some(50),
+        hops: evenly_spaced_hops(a.hops, Nanos(a.rtt.as_nanos() / 2)),
     };
+    if let Err(e) = cfg.a_to_b.validate() {
+        bail!("{}: {}", flag_of(e.field, a.loss_burst.is_some()), e);
+    }
+    // Caught from here on: a signal stops CMD and tears the testbed down.
+    let term = Termination::install().context("cannot install signal handlers")?;
     let bed = Testbed::up(cfg).context("cannot bring up the emulated path")?;
     eprintln!(
         "emulate: {} (10.201.0.1, {HOST_A_V6}) <-> {} ({HOST_B_V4}, {HOST_B_V6}): RTT {}, rate {}, \
-queue {}, loss {}, MTU {}, seed {}, TCP buffers up to {}",
+queue {}, loss {}, MTU {}, seed {}, TCP buffers up to {}{}",
         bed.host_a(),
         bed.host_b(),
         fmt_duration(a.rtt),
@@ -162,29 +345,63 @@ queue {}, loss {}, MTU {}, seed {}, TCP buffers up to {}",
         a.loss,
         a.mtu,
         a.seed,
-        fmt_size(bed.tcp_buffer_max())
+        fmt_size(bed.tcp_buffer_max()),
+        impairments(a)
     );
 
     // On an error return `bed` is dropped, which deletes the namespaces.
-    let server = if a.no_server {
-        None
-    } else {
-        Some(start_server(bed.host_b())?)
-    };
-    let status = Command::new("ip")
-        .args(["netns", "exec", bed.host_a()])
-        .args(&a.cmd)
-        .env("LH_PEER", HOST_B_V4.to_string())
-        .env("LH_PEER6", HOST_B_V6.to_string())
-        .status()
-        .with_context(|| format!("cannot run {:?} in {}", a.cmd.join(" "), bed.host_a()));
+    let mut server = None;
+    let mut b_cmd = None;
+    let mut status = None;
+    if term.received().is_none() && !a.no_server {
+        server = Some(start_server(bed.host_b())?);
+    }
+    if term.received().is_none()
+        && let Some(cmd) = &a.b_cmd
+    {
+        // Its own process group, so that the shell's children can be stopped with it.
+        b_cmd = Some(
+            Command::new("ip")
+                .args(["netns", "exec", bed.host_b(), "sh", "-c", cmd])
+                .env("LH_PEER", "10.201.0.1")
+                .env("LH_PEER6", HOST_A_V6.to_string())
+                .stdin(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .with_context(|| format!("cannot start --b-cmd {cmd:?} in {}", bed.host_b()))?,
+        );
+        std::thread::sleep(Duration::from_nanos(a.b_cmd_wait.as_nanos()));
+    }
+    if term.received().is_none() {
+        let child = Command::new("ip")
+            .args(["netns", "exec", bed.host_a()])
+            .args(&a.cmd)
+            .env("LH_PEER", HOST_B_V4.to_string())
+            .env("LH_PEER6", HOST_B_V6.to_string())
+            .spawn()
+            .with_context(|| format!("cannot run {:?} in {}", a.cmd.join(" "), bed.host_a()));
+        status = Some(child.and_then(|mut c| {
+            term.wait_child(&mut c)
+                .with_context(|| format!("waiting for {:?}", a.cmd.join(" ")))
+        }));
+    }
+    const SIGTERM: i32 = 15;
     if let Some(mut s) = server {
-        let _ = s.kill();
-        let _ = s.wait();
+        let _ = stop_child(&mut s, SIGTERM);
+    }
+    if let Some(mut b) = b_cmd {
+        // A command that finishes by itself (`iperf3 -s -1`) gets a moment to do so.
+        if term.received().is_some() || matches!(wait_for(&mut b, B_CMD_LINGER), Ok(None)) {
+            let _ = stop_process_group(&mut b, SIGTERM);
+        }
     }
     let report = bed.down();
-    let status = status?;
     print_report(&report, a.json);
+    if let Some(sig) = term.received() {
+        eprintln!("emulate: stopped by signal {sig}; testbed torn down");
+        return Ok(ExitCode::from(u8::try_from(128 + sig).unwrap_or(1)));
+    }
+    let (status, _) = status.context("CMD did not run")??;
     let code = status
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
@@ -238,7 +455,7 @@ fn direction_line(d: &DirectionStats) -> String {
         .map_or_else(|| "unknown".to_string(), |n| n.to_string());
     format!(
         "{}: {} records, {} segments, delivered {} ({}), drops queue {} random {} burst {} aqm {}, \
-{} splits, {} unparseable; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {}",
+{} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {}",
         d.name,
         l.records,
         l.segments,
@@ -248,8 +465,12 @@ fn direction_line(d: &DirectionStats) -> String {
         l.drop_random,
         l.drop_burst,
         l.drop_aqm,
+        l.duplicates,
+        l.reordered,
         d.splits,
         d.unparseable,
+        d.hop_time_exceeded,
+        d.hop_drops,
         ms(d.lateness.p50_ns),
         ms(d.lateness.p99_ns),
         ms(d.lateness.max_ns),
@@ -298,5 +519,22 @@ mod tests {
         assert_eq!(queue("auto").unwrap(), QueueSize::Auto);
         assert_eq!(queue("4M").unwrap(), QueueSize::Bytes(4 << 20));
         assert!(rate("0").is_err());
+        assert_eq!(
+            loss_burst("1%,30%").unwrap(),
+            Loss::GilbertElliott {
+                p: 0.01,
+                r: 0.3,
+                one_minus_h: 1.0,
+                one_minus_k: 0.0
+            }
+        );
+        assert!(loss_burst("0.01").is_err());
+        assert!(loss_burst("0.01,0").is_err());
+        assert!(loss_burst("0.01,0.3,2").unwrap_err().contains("1-h"));
+        assert_eq!(aqm("CoDel").unwrap(), Aqm::codel());
+        assert!(aqm("red").is_err());
+        assert_eq!(flag_of("reorder.hold", false), "--reorder-hold");
+        assert_eq!(flag_of("loss.p", true), "--loss-burst");
+        assert_eq!(flag_of("cross.cbr_bps", false), "--cross-traffic");
     }
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use longhaul_link::{Fate, Link, LinkStats, Nanos, Record, What};
-use longhaul_packet::{ChecksumMode, Parsed, parse, split};
+use longhaul_packet::{ChecksumMode, HopAction, Parsed, RouterAddrs, parse, process_hop, split};
 use longhaul_sys::{
     MAX_RECORD_LEN, Tun, monotonic_now_ns, set_realtime_priority, set_timer_slack_ns,
 };
@@ -50,8 +50,16 @@ pub struct DirectionStats {
     pub records_written: u64,
     /// Bytes written (virtio-net headers included).
     pub bytes_written: u64,
-    /// Writes the destination TUN refused.
+    /// Writes the destination TUN refused (or, for ICMP replies, the
+    /// source TUN).
     pub write_errors: u64,
+    /// Records that expired at a router hop and were answered with ICMP
+    /// time exceeded (written back to the source after the round trip to
+    /// that hop).
+    pub hop_time_exceeded: u64,
+    /// Records that expired at a router hop without an answer (ICMP errors,
+    /// multicast, ...).
+    pub hop_drops: u64,
     /// Most bytes waiting for release at once.
     pub backlog_max_bytes: u64,
     /// Write time − scheduled release.
@@ -61,12 +69,52 @@ pub struct DirectionStats {
     pub tun_tx_dropped: Option<u64>,
 }
 
+/// One router hop as a direction's forwarder sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HopStage {
+    /// Addresses its ICMP replies come from.
+    pub(crate) addrs: RouterAddrs,
+    /// Round trip from this direction's source to the hop: when its reply
+    /// reaches the source after the probe left.
+    pub(crate) reply_delay_ns: u64,
+}
+
+/// What the router hops did to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HopsOutcome {
+    /// Passed every hop (TTL reduced by their number), or not an IP packet
+    /// the hops understand (forwarded unchanged).
+    Forward,
+    /// Expired at a hop; `reply` holds its ICMP answer, due after `delay_ns`.
+    Answered { delay_ns: u64 },
+    /// Expired at a hop with no answer allowed.
+    Dropped,
+}
+
+/// Applies every hop in path order to `record`.
+pub(crate) fn run_hops(hops: &[HopStage], record: &mut [u8], reply: &mut Vec<u8>) -> HopsOutcome {
+    for h in hops {
+        match process_hop(record, &h.addrs, reply) {
+            Ok(HopAction::Forward) => {}
+            Ok(HopAction::TimeExceeded) => {
+                return HopsOutcome::Answered {
+                    delay_ns: h.reply_delay_ns,
+                };
+            }
+            Ok(HopAction::Drop) => return HopsOutcome::Dropped,
+            Err(_) => return HopsOutcome::Forward,
+        }
+    }
+    HopsOutcome::Forward
+}
+
 /// Everything a forwarder thread needs.
 pub(crate) struct Forwarder {
     pub(crate) name: String,
     pub(crate) src: Arc<Tun>,
     pub(crate) dst: Arc<Tun>,
     pub(crate) link: Link,
+    pub(crate) hops: Vec<HopStage>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) realtime: Option<i32>,
 }
@@ -148,6 +196,9 @@ impl Forwarder {
         };
         let mut lateness = Histogram::new();
         let mut queue = ReleaseQueue::new();
+        // ICMP answers of the router hops, written back to the source.
+        let mut replies = ReleaseQueue::new();
+        let mut reply = Vec::new();
         let mut buf = vec![0u8; MAX_RECORD_LEN];
         let mut scratch = Vec::with_capacity(MAX_RECORD_LEN);
         let mut fates: Vec<Fate> = Vec::new();
@@ -170,9 +221,19 @@ impl Forwarder {
                 }
                 now = monotonic_now_ns();
             }
+            while let Some(p) = replies.pop_due(now) {
+                if let Err(e) = self.src.write(&p.bytes) {
+                    stats.write_errors += 1;
+                    tracing::debug!("{}: ICMP reply: {e}", self.name);
+                }
+                now = monotonic_now_ns();
+            }
             // 2. Wait for input or the next release.
-            let wait = queue
-                .next_due()
+            let next = match (queue.next_due(), replies.next_due()) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            };
+            let wait = next
                 .map_or(MAX_WAIT_NS, |due| due.saturating_sub(now))
                 .min(MAX_WAIT_NS);
             let wait = wait.saturating_sub(SPIN_NS);
@@ -195,9 +256,23 @@ impl Forwarder {
                         break;
                     }
                 };
-                let rec = &buf[..n];
                 stats.records_read += 1;
                 let now = Nanos(monotonic_now_ns());
+                if !self.hops.is_empty() {
+                    match run_hops(&self.hops, &mut buf[..n], &mut reply) {
+                        HopsOutcome::Forward => {}
+                        HopsOutcome::Answered { delay_ns } => {
+                            stats.hop_time_exceeded += 1;
+                            replies.push(now.as_nanos() + delay_ns, reply.clone());
+                            continue;
+                        }
+                        HopsOutcome::Dropped => {
+                            stats.hop_drops += 1;
+                            continue;
+                        }
+                    }
+                }
+                let rec = &buf[..n];
                 let parsed = match parse(rec) {
                     Ok(p) => p,
                     Err(e) => {
@@ -240,6 +315,46 @@ mod tests {
         let mut spec = build::TcpSpec::new(build::Addrs::v4([10, 201, 0, 1], [10, 201, 0, 2]));
         spec.payload_len = segments * 1448;
         build::tcp_record(&spec)
+    }
+
+    #[test]
+    fn hops_decrement_ttl_and_the_expiring_hop_answers() {
+        let addrs = build::Addrs::v4([10, 201, 0, 1], [10, 201, 0, 2]);
+        let hops: Vec<HopStage> = (1..=3u8)
+            .map(|i| HopStage {
+                addrs: RouterAddrs {
+                    v4: std::net::Ipv4Addr::new(10, 201, 1, i),
+                    v6: std::net::Ipv6Addr::LOCALHOST,
+                },
+                reply_delay_ns: u64::from(i) * 10,
+            })
+            .collect();
+        let mut reply = Vec::new();
+        // TTL 64 passes all three hops and leaves with 61.
+        let mut rec = build::udp_record(&addrs, 40000, 33434, 64, b"probe");
+        assert_eq!(run_hops(&hops, &mut rec, &mut reply), HopsOutcome::Forward);
+        let p = build::verify_record(&rec).unwrap();
+        assert_eq!(rec[longhaul_sys::VNET_HDR_LEN + 8], 61);
+        assert_eq!(p.payload_len, 5);
+        // TTL 2 expires at the second hop, which answers from 10.201.1.2.
+        for (ttl, delay, from) in [(1u8, 10, 1u8), (2, 20, 2), (3, 30, 3)] {
+            let mut rec = build::udp_record(&addrs, 40000, 33434, ttl, b"probe");
+            assert_eq!(
+                run_hops(&hops, &mut rec, &mut reply),
+                HopsOutcome::Answered { delay_ns: delay }
+            );
+            let r = build::verify_record(&reply).unwrap();
+            assert_eq!(
+                r.flow.src,
+                std::net::IpAddr::from([10, 201, 1, from]),
+                "TTL {ttl}"
+            );
+            assert_eq!(r.flow.dst, std::net::IpAddr::from([10, 201, 0, 1]));
+        }
+        // Not an IP packet: forwarded untouched.
+        let mut junk = vec![0u8; 40];
+        assert_eq!(run_hops(&hops, &mut junk, &mut reply), HopsOutcome::Forward);
+        assert_eq!(junk, vec![0u8; 40]);
     }
 
     #[test]

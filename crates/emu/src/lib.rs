@@ -6,9 +6,11 @@
 //! where segments get different fates. Real kernel TCP runs unmodified on
 //! the hosts.
 //!
-//! This slice: two hosts and one path ([`Testbed`]), fidelity counters per
-//! direction (drops by cause, lateness p50/p99/max, TUN drops). Not yet:
-//! router hops, presets, topology files, pcap, signal handling (a killed
+//! This slice: two hosts and one path ([`Testbed`]) with router hops that
+//! decrement TTL / hop limit and answer ICMP time exceeded ([`Hop`]),
+//! fidelity counters per direction (drops by cause, lateness p50/p99/max,
+//! TUN drops), termination-signal handling for the front end
+//! ([`Termination`]). Not yet: presets, topology files, pcap (a SIGKILLed
 //! emulator's namespaces are deleted by the next [`Testbed::up`]).
 
 pub use longhaul_link as link;
@@ -18,12 +20,15 @@ pub mod fifo;
 pub mod forward;
 pub mod hist;
 pub mod netdev;
+pub mod signals;
 pub mod testbed;
 
 pub use error::EmuError;
 pub use forward::DirectionStats;
 pub use hist::{Histogram, Summary};
+pub use signals::Termination;
 pub use testbed::{
-    DEVICE, HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Report, Testbed, TestbedConfig,
-    clean_stale, tcp_buffer_for,
+    DEVICE, HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Hop, MAX_HOPS, Report, Testbed,
+    TestbedConfig, check_hops, clean_stale, evenly_spaced_hops, router_v4, router_v6,
+    tcp_buffer_for,
 };

@@ -15,12 +15,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::JoinHandle;
 
-use longhaul_link::{Link, LinkConfig};
+use longhaul_link::{Link, LinkConfig, Nanos};
+use longhaul_packet::RouterAddrs;
 use longhaul_sys::{Tun, TunOptions, ip, netns_path, run_in_netns, write_sysctl};
 use serde::Serialize;
 
 use crate::error::EmuError;
-use crate::forward::{DirectionStats, Forwarder};
+use crate::forward::{DirectionStats, Forwarder, HopStage};
 use crate::netdev::parse_proc_net_dev;
 
 /// Name of the TUN device inside each host namespace.
@@ -33,6 +34,10 @@ pub const HOST_B_V4: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 2);
 pub const HOST_A_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 1);
 /// Host b's IPv6 address.
 pub const HOST_B_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 2);
+/// Prefix of the router hops' IPv4 addresses.
+pub const ROUTERS_V4: &str = "10.201.1.0/24";
+/// Prefix of the router hops' IPv6 addresses.
+pub const ROUTERS_V6: &str = "fd00:4c48:1::/64";
 /// TUN transmit queue length (notes §5.1: ≥ 10000).
 pub const TXQUEUELEN: u32 = 10_000;
 /// Smallest `tcp_rmem`/`tcp_wmem` maximum set in the hosts.
@@ -41,6 +46,106 @@ pub const MIN_TCP_BUFFER: u64 = 4 << 20;
 pub const MAX_TCP_BUFFER: u64 = 1 << 30;
 
 static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
+
+/// IPv4 address of router hop `i` (0-based): 10.201.1.(i+1).
+pub fn router_v4(i: usize) -> Ipv4Addr {
+    let n = i + 1;
+    Ipv4Addr::new(10, 201, 1 + (n / 256) as u8, (n % 256) as u8)
+}
+
+/// IPv6 address of router hop `i` (0-based): fd00:4c48:1::(i+1).
+pub fn router_v6(i: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 0x4c48, 1, 0, 0, 0, 0, (i + 1) as u16)
+}
+
+/// Most router hops on a path (traceroute's default maximum TTL is 30).
+pub const MAX_HOPS: usize = 64;
+
+/// One router on the path from host a to host b. The router has no device:
+/// the forwarders decrement TTL / hop limit on its behalf and synthesise its
+/// ICMP time-exceeded replies. The topology crate's `CompiledHop` maps onto
+/// it field for field (its `city` and `km` are not needed here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hop {
+    /// Name (shown nowhere on the wire; in reports and errors).
+    pub name: String,
+    /// One-way delay from the previous hop (or host a) to this hop.
+    pub one_way: Nanos,
+    /// One-way delay from host a to this hop.
+    pub cumulative_one_way: Nanos,
+    /// Source of its ICMPv4 replies.
+    pub addr_v4: Ipv4Addr,
+    /// Source of its ICMPv6 replies.
+    pub addr_v6: Ipv6Addr,
+}
+
+/// `n` routers `hop1..hopN` evenly spaced along a path of one-way delay
+/// `one_way`: hop i (1-based) at `one_way × i / (n + 1)`, addresses
+/// [`router_v4`] / [`router_v6`].
+pub fn evenly_spaced_hops(n: usize, one_way: Nanos) -> Vec<Hop> {
+    let at = |i: usize| Nanos((one_way.0 as u128 * i as u128 / (n as u128 + 1)) as u64);
+    (0..n)
+        .map(|i| Hop {
+            name: format!("hop{}", i + 1),
+            one_way: Nanos(at(i + 1).0 - at(i).0),
+            cumulative_one_way: at(i + 1),
+            addr_v4: router_v4(i),
+            addr_v6: router_v6(i),
+        })
+        .collect()
+}
+
+/// Checks the hops against the path: at most [`MAX_HOPS`], cumulative delays
+/// non-decreasing and within the one-way delay of both directions.
+pub fn check_hops(hops: &[Hop], a_to_b: Nanos, b_to_a: Nanos) -> Result<(), EmuError> {
+    if hops.len() > MAX_HOPS {
+        return Err(EmuError::Config(format!(
+            "{} router hops; at most {MAX_HOPS} are supported",
+            hops.len()
+        )));
+    }
+    let mut prev = Nanos::ZERO;
+    for h in hops {
+        if h.cumulative_one_way < prev {
+            return Err(EmuError::Config(format!(
+                "hop {}: cumulative one-way delay {} is less than the previous hop's {}",
+                h.name, h.cumulative_one_way, prev
+            )));
+        }
+        let path = a_to_b.min(b_to_a);
+        if h.cumulative_one_way > path {
+            return Err(EmuError::Config(format!(
+                "hop {}: cumulative one-way delay {} is beyond the end of the path ({})",
+                h.name, h.cumulative_one_way, path
+            )));
+        }
+        prev = h.cumulative_one_way;
+    }
+    Ok(())
+}
+
+/// The hop stages of one direction in path order: a→b meets the hops in the
+/// given order, each answering after twice its delay from a; b→a meets them
+/// reversed, each answering after twice its delay from b.
+fn stages(hops: &[Hop], from_b: Option<Nanos>) -> Vec<HopStage> {
+    let stage = |h: &Hop| {
+        let one_way = match from_b {
+            None => h.cumulative_one_way,
+            Some(total) => Nanos(total.0.saturating_sub(h.cumulative_one_way.0)),
+        };
+        HopStage {
+            addrs: RouterAddrs {
+                v4: h.addr_v4,
+                v6: h.addr_v6,
+            },
+            reply_delay_ns: 2 * one_way.0,
+        }
+    };
+    match from_b {
+        None => hops.iter().map(stage).collect(),
+        Some(_) => hops.iter().rev().map(stage).collect(),
+    }
+}
 
 /// What to bring up.
 #[derive(Debug, Clone)]
@@ -56,6 +161,8 @@ pub struct TestbedConfig {
     pub b_to_a: LinkConfig,
     /// `SCHED_FIFO` priority for the forwarder threads, if wanted.
     pub realtime: Option<i32>,
+    /// Router hops from a to b, in path order (empty: a direct path).
+    pub hops: Vec<Hop>,
 }
 
 /// Both directions' counters, read at teardown.
@@ -212,6 +319,10 @@ fn host(
     let (me6, peer6) = (format!("{me6}/128"), format!("{peer6}/128"));
     ip(&["-n", n, "-6", "addr", "add", &me6, "dev", DEVICE, "nodad"])?;
     ip(&["-n", n, "-6", "route", "add", &peer6, "dev", DEVICE])?;
+    // The routers' ICMP replies arrive from 10.201.1.x / fd00:4c48:1::x: a route
+    // back through the TUN keeps reverse-path filtering from dropping them.
+    ip(&["-n", n, "route", "add", ROUTERS_V4, "dev", DEVICE])?;
+    ip(&["-n", n, "-6", "route", "add", ROUTERS_V6, "dev", DEVICE])?;
     let rmem = format!("4096 131072 {tcp_max}");
     let wmem = format!("4096 65536 {tcp_max}");
     run_in_netns(&ns.path(), || -> Result<(), EmuError> {
@@ -258,6 +369,11 @@ impl Testbed {
                 cfg.mtu
             )));
         }
+        check_hops(
+            &cfg.hops,
+            cfg.a_to_b.propagation(),
+            cfg.b_to_a.propagation(),
+        )?;
         clean_stale();
         let tag = cfg.tag.clone().unwrap_or_else(|| {
             format!(
@@ -296,15 +412,18 @@ impl Testbed {
             a: Some(a),
             b: Some(b),
         };
-        for (name, src, dst, link) in [
-            ("a→b", &tun_a, &tun_b, link_ab),
-            ("b→a", &tun_b, &tun_a, link_ba),
+        let hops_ab = stages(&cfg.hops, None);
+        let hops_ba = stages(&cfg.hops, Some(cfg.b_to_a.propagation()));
+        for (name, src, dst, link, hops) in [
+            ("a→b", &tun_a, &tun_b, link_ab, hops_ab),
+            ("b→a", &tun_b, &tun_a, link_ba, hops_ba),
         ] {
             let fwd = Forwarder {
                 name: name.to_string(),
                 src: src.clone(),
                 dst: dst.clone(),
                 link,
+                hops,
                 stop: bed.stop.clone(),
                 realtime: cfg.realtime,
             };
@@ -390,6 +509,43 @@ impl Drop for Testbed {
 mod tests {
     use super::*;
     use longhaul_link::{Bottleneck, Nanos};
+
+    #[test]
+    fn hops_are_evenly_spaced_and_answer_after_the_round_trip() {
+        let hops = evenly_spaced_hops(3, Nanos::from_millis(20));
+        let names: Vec<&str> = hops.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["hop1", "hop2", "hop3"]);
+        let cum: Vec<u64> = hops
+            .iter()
+            .map(|h| h.cumulative_one_way.as_millis())
+            .collect();
+        assert_eq!(cum, [5, 10, 15]);
+        assert!(hops.iter().all(|h| h.one_way == Nanos::from_millis(5)));
+        assert_eq!(hops[2].addr_v4, Ipv4Addr::new(10, 201, 1, 3));
+        assert_eq!(
+            hops[0].addr_v6,
+            "fd00:4c48:1::1".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(router_v4(255), Ipv4Addr::new(10, 201, 2, 0));
+        let d = Nanos::from_millis(20);
+        assert!(check_hops(&hops, d, d).is_ok());
+        assert!(check_hops(&hops, d, Nanos::from_millis(10)).is_err());
+        let mut back = hops.clone();
+        back.swap(0, 2);
+        assert!(check_hops(&back, d, d).is_err());
+        assert!(check_hops(&evenly_spaced_hops(MAX_HOPS + 1, d), d, d).is_err());
+
+        let ab = stages(&hops, None);
+        let ms: Vec<u64> = ab.iter().map(|s| s.reply_delay_ns / 1_000_000).collect();
+        assert_eq!(ms, [10, 20, 30]);
+        assert_eq!(ab[0].addrs.v4, hops[0].addr_v4);
+        // From b the last hop comes first, 5 ms away.
+        let ba = stages(&hops, Some(d));
+        let ms: Vec<u64> = ba.iter().map(|s| s.reply_delay_ns / 1_000_000).collect();
+        assert_eq!(ms, [10, 20, 30]);
+        assert_eq!(ba[0].addrs.v4, hops[2].addr_v4);
+        assert!(evenly_spaced_hops(0, d).is_empty());
+    }
 
     #[test]
     fn finds_only_our_dead_namespaces() {
