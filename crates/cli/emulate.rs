@@ -17,9 +17,12 @@ use longhaul_emu::{
     DirectionStats, HOST_A_V6, HOST_B_V4, HOST_B_V6, MAX_HOPS, Report, Termination, Testbed,
     TestbedConfig, evenly_spaced_hops,
 };
+use longhaul_topology::Overrides;
 use longhaul_units::{
     Nanos, TimeUnit, fmt_duration, fmt_rate, fmt_size, parse_duration, parse_rate, parse_size,
 };
+
+mod path;
 
 /// p99 lateness above which a run is flagged as not trustworthy.
 const MAX_P99_LATENESS: Nanos = Nanos::MILLISECOND;
@@ -30,27 +33,47 @@ const B_CMD_LINGER: Duration = Duration::from_secs(1);
 /// Flags of `longhaul emulate`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Runs CMD inside emulated host a (network namespace lh-<tag>-a, 10.201.0.1, \
+    after_help = "PRESET|FILE picks the path: a preset (list them with --list-presets) or a topology \
+file (docs/topology.md); its router hops answer traceroute and --rtt/--rate/--loss/--mtu/--queue \
+override it. Without it, the path is --rtt/--rate with --hops evenly spaced routers.\n\n\
+Runs CMD inside emulated host a (network namespace lh-<tag>-a, 10.201.0.1, \
 fd00:4c48::1) with a path to host b (10.201.0.2, fd00:4c48::2), where `longhaul server` listens unless \
 --no-server (on every address of host b). CMD finds the peer in $LH_PEER and $LH_PEER6. CMD's output goes to stdout; the emulator's \
 report goes to stderr. The exit code is CMD's; SIGINT/SIGTERM/SIGHUP stop CMD, tear the path down \
 and exit with 128 + the signal. Needs root.\n\nExamples:\n  \
+longhaul emulate --list-presets\n  \
+longhaul emulate ipv6-lsr-2004 --describe\n  \
+sudo longhaul emulate cern-starlight -- sh -c 'longhaul test $LH_PEER -t 20'\n  \
+sudo longhaul emulate ipv6-lsr-2004 --rate 200M --no-server -- traceroute -n -q 1 10.201.0.2\n  \
 sudo longhaul emulate --rtt 40ms --rate 500M -- sh -c 'ping -c 10 $LH_PEER'\n  \
 sudo longhaul emulate --rtt 120ms --rate 1G -- longhaul test 10.201.0.2 -t 10\n  \
 sudo longhaul emulate --rtt 40ms --hops 3 --no-server -- traceroute -n -q 1 10.201.0.2\n  \
 sudo longhaul emulate --rtt 60ms --no-server --b-cmd 'iperf3 -s -1' -- iperf3 -c 10.201.0.2"
 )]
 pub(crate) struct EmulateArgs {
-    /// Round-trip propagation delay (half each way), e.g. 40ms, 0.12s.
-    #[arg(long, default_value = "40ms", value_parser = duration)]
-    rtt: Nanos,
-    /// Bottleneck rate in each direction (IP bytes), e.g. 500M, 1G.
-    #[arg(long, default_value = "1G", value_parser = rate)]
-    rate: u64,
+    /// The path: a preset name (see --list-presets) or a topology file (TOML). Without it: --rtt,
+    /// --rate and --hops.
+    #[arg(value_name = "PRESET|FILE")]
+    path: Option<String>,
+    /// List the presets (distance, RTT, default rate, router hops, source) and exit; with --json as
+    /// JSON. Needs no CMD and no root.
+    #[arg(long, conflicts_with = "path")]
+    list_presets: bool,
+    /// Print PRESET|FILE hop by hop (traceroute-style, with the overrides applied) and exit. Needs no
+    /// CMD and no root.
+    #[arg(long, requires = "path")]
+    describe: bool,
+    /// Round-trip propagation delay (half each way), e.g. 40ms, 0.12s [default: 40ms, or the
+    /// preset's; with a preset every leg is scaled].
+    #[arg(long, value_parser = duration)]
+    rtt: Option<Nanos>,
+    /// Bottleneck rate in each direction (IP bytes), e.g. 500M, 1G [default: 1G, or the preset's].
+    #[arg(long, value_parser = rate)]
+    rate: Option<u64>,
     /// Random (Bernoulli) loss per segment in each direction: a probability (0.001) or a percentage
-    /// (0.1%).
-    #[arg(long, default_value = "0", value_parser = loss)]
-    loss: f64,
+    /// (0.1%) [default: 0, or the preset's].
+    #[arg(long, value_parser = loss)]
+    loss: Option<f64>,
     /// Gilbert–Elliott burst loss in each direction instead of --loss: `p,r[,1-h,1-k]` (probabilities
     /// or percentages: good→bad, bad→good, loss in the bad state (default 1), loss in the good state
     /// (default 0)).
@@ -81,7 +104,7 @@ pub(crate) struct EmulateArgs {
     cross_traffic: Option<u64>,
     /// Router hops: N routers evenly spaced along the path (hop1..hopN at 10.201.1.1.. and
     /// fd00:4c48:1::1..), each decrementing TTL / hop limit and answering ICMP time exceeded.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", conflicts_with = "path")]
     hops: usize,
     /// A command (run with `sh -c`) to start in the background on host b before CMD, e.g.
     /// "iperf3 -s -1"; stopped when CMD exits.
@@ -90,26 +113,36 @@ pub(crate) struct EmulateArgs {
     /// How long to give --b-cmd to get ready before CMD starts.
     #[arg(long, default_value = "500ms", value_parser = duration)]
     b_cmd_wait: Nanos,
-    /// MTU of the hosts' devices.
-    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(576..=9000))]
-    mtu: u32,
-    /// Bottleneck queue: `auto` (one BDP of the path, at least 4 MTUs) or a size (e.g. 4M).
-    #[arg(long, default_value = "auto", value_parser = queue)]
-    queue: QueueSize,
+    /// MTU of the hosts' devices [default: 1500, or the preset's; with a preset 1500 or 9000].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(576..=9000))]
+    mtu: Option<u32>,
+    /// Bottleneck queue: `auto` (one BDP of the path, at least 4 MTUs) or a size (e.g. 4M)
+    /// [default: auto, or the preset's].
+    #[arg(long, value_parser = queue)]
+    queue: Option<QueueSize>,
+    /// Leave the hosts' TCP buffer limits at the kernel's defaults (tcp_rmem max 6 MiB, tcp_wmem max
+    /// 4 MiB) instead of raising them to cover the path: an untuned host, as iperf3 gets it.
+    #[arg(long)]
+    host_defaults: bool,
     /// Seed of the link model's random streams (record it to replay a run).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Do not start `longhaul server` on host b.
     #[arg(long)]
     no_server: bool,
-    /// Print the emulator's report as JSON (on stderr, like the text report).
+    /// Print the emulator's report as JSON (on stderr, like the text report); with --list-presets,
+    /// the list as JSON on stdout.
     #[arg(long)]
     json: bool,
     /// Run the forwarder threads with real-time priority (SCHED_FIFO 50).
     #[arg(long)]
     realtime: bool,
     /// The command to run on host a, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(
+        last = true,
+        required_unless_present_any = ["list_presets", "describe"],
+        value_name = "CMD"
+    )]
     cmd: Vec<String>,
 }
 
@@ -225,35 +258,53 @@ fn queue(s: &str) -> Result<QueueSize, String> {
         .map_err(|e| e.to_string())
 }
 
-/// One direction's link: half the RTT, the bottleneck, the loss.
-fn direction(a: &EmulateArgs, seed: u64, queue_bytes: u64) -> LinkConfig {
+/// One direction's link without a preset: half the RTT, the bottleneck.
+fn plain_direction(rtt: Nanos, rate_bps: u64, queue_bytes: u64, mtu: u32) -> LinkConfig {
     LinkConfig {
-        seed,
-        mtu: a.mtu,
-        loss: match a.loss_burst {
-            Some(ge) => ge,
-            None if a.loss > 0.0 => Loss::Bernoulli { p: a.loss },
-            None => Loss::None,
-        },
+        mtu,
         bottleneck: Some(Bottleneck {
-            rate_bps: a.rate,
+            rate_bps,
             queue_bytes,
             overhead_per_frame: 0,
-            aqm: a.aqm,
+            aqm: Aqm::DropTail,
         }),
-        cross: a.cross_traffic.map(|cbr_bps| CrossTraffic {
-            cbr_bps,
-            on_off: None,
-        }),
-        delay: Nanos(a.rtt.as_nanos() / 2),
-        jitter: a.jitter.map_or(Jitter::None, |max| Jitter::Uniform { max }),
-        jitter_reorders: a.jitter_reorders,
-        reorder: a.reorder.map(|probability| Reorder {
-            probability,
-            hold: a.reorder_hold,
-        }),
-        duplicate: a.duplicate,
+        delay: Nanos(rtt.as_nanos() / 2),
         ..LinkConfig::default()
+    }
+}
+
+/// The impairment flags on top of one direction's base link (plain or compiled from a topology).
+fn impair(a: &EmulateArgs, seed: u64, base: LinkConfig) -> LinkConfig {
+    let mut c = base;
+    c.seed = seed;
+    match (a.loss_burst, a.loss) {
+        (Some(ge), _) => c.loss = ge,
+        (None, Some(p)) if p > 0.0 => c.loss = Loss::Bernoulli { p },
+        (None, Some(_)) => c.loss = Loss::None,
+        (None, None) => {}
+    }
+    if let Some(b) = c.bottleneck.as_mut() {
+        b.aqm = a.aqm;
+    }
+    c.cross = a.cross_traffic.map(|cbr_bps| CrossTraffic {
+        cbr_bps,
+        on_off: None,
+    });
+    c.jitter = a.jitter.map_or(Jitter::None, |max| Jitter::Uniform { max });
+    c.jitter_reorders = a.jitter_reorders;
+    c.reorder = a.reorder.map(|probability| Reorder {
+        probability,
+        hold: a.reorder_hold,
+    });
+    c.duplicate = a.duplicate;
+    c
+}
+
+fn loss_text(l: Loss) -> String {
+    match l {
+        Loss::None => "0".into(),
+        Loss::Bernoulli { p } => p.to_string(),
+        Loss::GilbertElliott { .. } => "burst".into(),
     }
 }
 
@@ -297,6 +348,9 @@ fn impairments(a: &EmulateArgs) -> String {
     if a.hops > 0 {
         out.push(format!("{} router hops", a.hops));
     }
+    if a.host_defaults {
+        out.push("kernel-default TCP buffers".into());
+    }
     if out.is_empty() {
         String::new()
     } else {
@@ -304,46 +358,147 @@ fn impairments(a: &EmulateArgs) -> String {
     }
 }
 
-pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
-    let queue_bytes = match a.queue {
-        QueueSize::Auto => queue_for_bdp(a.rate, a.rtt, 1.0, 4 * u64::from(a.mtu)),
-        QueueSize::Bytes(b) => b,
+/// The testbed's configuration and the path's one-line description, from the flags and PRESET|FILE.
+fn configure(a: &EmulateArgs) -> Result<(TestbedConfig, String), Refusal> {
+    let (ab, ba, mtu, hops, what) = match &a.path {
+        Some(spec) => {
+            let overrides = overrides(a)?;
+            let c = path::compile(spec, &overrides).map_err(|e| Refusal::Usage(e.0))?;
+            let what = format!(
+                "{} ({}, {} router hops), ",
+                c.name,
+                longhaul_units::fmt_km(c.distance_km),
+                c.router_hops()
+            );
+            let hops = path::emu_hops(&c);
+            (c.forward, c.reverse, c.mtu, hops, what)
+        }
+        None => {
+            let rtt = a.rtt.unwrap_or(Nanos::from_millis(40));
+            let rate = a.rate.unwrap_or(1_000_000_000);
+            let mtu = a.mtu.unwrap_or(1500);
+            let queue_bytes = match a.queue.unwrap_or(QueueSize::Auto) {
+                QueueSize::Auto => queue_for_bdp(rate, rtt, 1.0, 4 * u64::from(mtu)),
+                QueueSize::Bytes(b) => b,
+            };
+            if queue_bytes < u64::from(mtu) {
+                return Err(Refusal::Failed(format!(
+                    "--queue {queue_bytes} B is smaller than one MTU ({mtu} B); use at least --queue {mtu}"
+                )));
+            }
+            if a.hops > MAX_HOPS {
+                return Err(Refusal::Failed(format!(
+                    "--hops {}: at most {MAX_HOPS} router hops",
+                    a.hops
+                )));
+            }
+            let d = plain_direction(rtt, rate, queue_bytes, mtu);
+            let hops = evenly_spaced_hops(a.hops, Nanos(rtt.as_nanos() / 2));
+            (d.clone(), d, mtu, hops, String::new())
+        }
     };
-    if queue_bytes < u64::from(a.mtu) {
-        bail!(
-            "--queue {queue_bytes} B is smaller than one MTU ({} B); use at least --queue {}",
-            a.mtu,
-            a.mtu
-        );
-    }
-    if a.hops > MAX_HOPS {
-        bail!("--hops {}: at most {MAX_HOPS} router hops", a.hops);
+    if hops.len() > MAX_HOPS {
+        return Err(Refusal::Failed(format!(
+            "{} router hops; the emulator supports at most {MAX_HOPS}",
+            hops.len()
+        )));
     }
     let cfg = TestbedConfig {
         tag: None,
-        mtu: a.mtu,
-        a_to_b: direction(a, a.seed, queue_bytes),
-        b_to_a: direction(a, a.seed.wrapping_add(1), queue_bytes),
+        mtu,
+        a_to_b: impair(a, a.seed, ab),
+        b_to_a: impair(a, a.seed.wrapping_add(1), ba),
         realtime: a.realtime.then_some(50),
-        hops: evenly_spaced_hops(a.hops, Nanos(a.rtt.as_nanos() / 2)),
+        hops,
+        host_tcp_defaults: a.host_defaults,
     };
-    if let Err(e) = cfg.a_to_b.validate() {
-        bail!("{}: {}", flag_of(e.field, a.loss_burst.is_some()), e);
+    for d in [&cfg.a_to_b, &cfg.b_to_a] {
+        if let Err(e) = d.validate() {
+            return Err(Refusal::Failed(format!(
+                "{}: {}",
+                flag_of(e.field, a.loss_burst.is_some()),
+                e
+            )));
+        }
     }
+    Ok((cfg, what))
+}
+
+/// Why `longhaul emulate` refuses to start: bad usage (exit code 2) or a refused value (1).
+enum Refusal {
+    Usage(String),
+    Failed(String),
+}
+
+/// `--rtt/--rate/--loss/--mtu/--queue` as topology overrides (`--queue auto` keeps the file's).
+fn overrides(a: &EmulateArgs) -> Result<Overrides, Refusal> {
+    Ok(Overrides {
+        rtt: a.rtt,
+        rate: a.rate,
+        loss: a.loss,
+        mtu: a.mtu,
+        queue: match a.queue {
+            Some(QueueSize::Bytes(b)) => Some(b),
+            Some(QueueSize::Auto) | None => None,
+        },
+    })
+}
+
+pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
+    crate::init_logging("warn");
+    if a.list_presets {
+        return match path::list(a.json) {
+            Ok(text) => {
+                print!("{text}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => bail!("{}", e.0),
+        };
+    }
+    if a.describe {
+        let spec = a.path.as_deref().unwrap_or_default();
+        let shown =
+            overrides(a).and_then(|o| path::show(spec, &o).map_err(|e| Refusal::Usage(e.0)));
+        return match shown {
+            Ok(text) => {
+                print!("{text}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(Refusal::Usage(m)) => {
+                eprintln!("longhaul: error: {m}");
+                Ok(ExitCode::from(2))
+            }
+            Err(Refusal::Failed(m)) => bail!("{m}"),
+        };
+    }
+    let (cfg, what) = match configure(a) {
+        Ok(c) => c,
+        Err(Refusal::Usage(m)) => {
+            eprintln!("longhaul: error: {m}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(Refusal::Failed(m)) => bail!("{m}"),
+    };
+    let rtt = Nanos(cfg.a_to_b.delay.as_nanos() + cfg.b_to_a.delay.as_nanos());
+    let (rate_bps, queue_bytes) = cfg
+        .a_to_b
+        .bottleneck
+        .map_or((0, 0), |b| (b.rate_bps, b.queue_bytes));
+    let (mtu, loss) = (cfg.mtu, loss_text(cfg.a_to_b.loss));
     // Caught from here on: a signal stops CMD and tears the testbed down.
     let term = Termination::install().context("cannot install signal handlers")?;
     let bed = Testbed::up(cfg).context("cannot bring up the emulated path")?;
     eprintln!(
-        "emulate: {} (10.201.0.1, {HOST_A_V6}) <-> {} ({HOST_B_V4}, {HOST_B_V6}): RTT {}, rate {}, \
+        "emulate: {} (10.201.0.1, {HOST_A_V6}) <-> {} ({HOST_B_V4}, {HOST_B_V6}): {}RTT {}, rate {}, \
 queue {}, loss {}, MTU {}, seed {}, TCP buffers up to {}{}",
         bed.host_a(),
         bed.host_b(),
-        fmt_duration(a.rtt),
-        fmt_rate(a.rate),
+        what,
+        fmt_duration(rtt),
+        fmt_rate(rate_bps),
         fmt_size(queue_bytes),
-        a.loss,
-        a.mtu,
+        loss,
+        mtu,
         a.seed,
         fmt_size(bed.tcp_buffer_max()),
         impairments(a)

@@ -28,7 +28,7 @@ pub use forward::DirectionStats;
 pub use hist::{Histogram, Summary};
 pub use signals::Termination;
 pub use testbed::{
-    DEVICE, HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Hop, MAX_HOPS, Report, Testbed,
-    TestbedConfig, check_hops, clean_stale, evenly_spaced_hops, router_v4, router_v6,
-    tcp_buffer_for,
+    DEVICE, HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Hop, KERNEL_TCP_RMEM, KERNEL_TCP_WMEM,
+    MAX_HOPS, Report, Testbed, TestbedConfig, check_hops, clean_stale, evenly_spaced_hops,
+    router_v4, router_v6, tcp_buffer_for,
 };

@@ -44,6 +44,11 @@ pub const TXQUEUELEN: u32 = 10_000;
 pub const MIN_TCP_BUFFER: u64 = 4 << 20;
 /// Largest: the sysctls are `int`s.
 pub const MAX_TCP_BUFFER: u64 = 1 << 30;
+/// The kernel's compiled-in `tcp_rmem` (what an untuned host has), set in
+/// the hosts when [`TestbedConfig::host_tcp_defaults`] is asked for.
+pub const KERNEL_TCP_RMEM: [u64; 3] = [4096, 131_072, 6_291_456];
+/// The kernel's compiled-in `tcp_wmem`.
+pub const KERNEL_TCP_WMEM: [u64; 3] = [4096, 16_384, 4_194_304];
 
 static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
 
@@ -163,6 +168,10 @@ pub struct TestbedConfig {
     pub realtime: Option<i32>,
     /// Router hops from a to b, in path order (empty: a direct path).
     pub hops: Vec<Hop>,
+    /// Give the hosts the kernel's default TCP buffer limits
+    /// ([`KERNEL_TCP_RMEM`], [`KERNEL_TCP_WMEM`]) instead of raising them to
+    /// cover the path: what an untuned host (and iperf3 on it) gets.
+    pub host_tcp_defaults: bool,
 }
 
 /// Both directions' counters, read at teardown.
@@ -172,7 +181,8 @@ pub struct Report {
     pub host_a: String,
     /// Namespace of host b.
     pub host_b: String,
-    /// The `tcp_rmem`/`tcp_wmem` maximum set in both hosts, bytes.
+    /// The `tcp_rmem`/`tcp_wmem` maximum set in both hosts, bytes (with
+    /// kernel defaults: the smaller, `tcp_wmem`'s).
     pub tcp_buffer_max: u64,
     /// Host a to host b.
     pub a_to_b: DirectionStats,
@@ -297,6 +307,7 @@ fn host(
     (me4, peer4): (Ipv4Addr, Ipv4Addr),
     (me6, peer6): (Ipv6Addr, Ipv6Addr),
     tcp_max: u64,
+    kernel_defaults: bool,
 ) -> Result<Tun, EmuError> {
     let tun = run_in_netns(&ns.path(), || Tun::open(DEVICE, TunOptions::vnet()))??;
     let n = ns.name.as_str();
@@ -323,8 +334,15 @@ fn host(
     // back through the TUN keeps reverse-path filtering from dropping them.
     ip(&["-n", n, "route", "add", ROUTERS_V4, "dev", DEVICE])?;
     ip(&["-n", n, "-6", "route", "add", ROUTERS_V6, "dev", DEVICE])?;
-    let rmem = format!("4096 131072 {tcp_max}");
-    let wmem = format!("4096 65536 {tcp_max}");
+    let join = |v: [u64; 3]| format!("{} {} {}", v[0], v[1], v[2]);
+    let (rmem, wmem) = if kernel_defaults {
+        (join(KERNEL_TCP_RMEM), join(KERNEL_TCP_WMEM))
+    } else {
+        (
+            join([4096, 131_072, tcp_max]),
+            join([4096, 65_536, tcp_max]),
+        )
+    };
     run_in_netns(&ns.path(), || -> Result<(), EmuError> {
         write_sysctl("net.ipv4.tcp_rmem", &rmem)?;
         write_sysctl("net.ipv4.tcp_wmem", &wmem)?;
@@ -387,7 +405,11 @@ impl Testbed {
                 "tag {tag:?}: use letters, digits and '-'"
             )));
         }
-        let tcp_max = tcp_buffer_for(&cfg.a_to_b, &cfg.b_to_a);
+        let tcp_max = if cfg.host_tcp_defaults {
+            KERNEL_TCP_WMEM[2]
+        } else {
+            tcp_buffer_for(&cfg.a_to_b, &cfg.b_to_a)
+        };
         let a = Netns::add(format!("lh-{tag}-a"))?;
         let b = Netns::add(format!("lh-{tag}-b"))?;
         let tun_a = Arc::new(host(
@@ -396,6 +418,7 @@ impl Testbed {
             (HOST_A_V4, HOST_B_V4),
             (HOST_A_V6, HOST_B_V6),
             tcp_max,
+            cfg.host_tcp_defaults,
         )?);
         let tun_b = Arc::new(host(
             &b,
@@ -403,6 +426,7 @@ impl Testbed {
             (HOST_B_V4, HOST_A_V4),
             (HOST_B_V6, HOST_A_V6),
             tcp_max,
+            cfg.host_tcp_defaults,
         )?);
         let mut bed = Testbed {
             stop: Arc::new(AtomicBool::new(false)),
