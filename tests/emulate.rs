@@ -5,21 +5,19 @@
 //! listed, a broken topology file is refused with its file and line, stock `iperf3` fills a 60 ms 1 Gbit/s path, SIGTERM tears the testbed
 //! down, CMD's exit code comes back, and no namespace is left behind.
 //!
-//! The testbed tests hold [`SERIAL`]: on a 2-core machine two emulated paths at once would disturb
-//! each other's timing.
+//! The testbed tests hold the machine alone (`util::machine_alone`): on a 2-core machine two
+//! emulated paths at once, or a loopback test beside one, would disturb the path's timing.
 
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::RwLockWriteGuard;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{bin, longhaul};
+use crate::util::{bin, longhaul, machine_alone};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+fn serial() -> RwLockWriteGuard<'static, ()> {
+    machine_alone()
 }
 
 /// Whether a program is installed (CI installs traceroute and iperf3 from Debian).
@@ -344,7 +342,7 @@ fn traceroute_through_a_preset_lists_its_routers() {
 
 #[test]
 fn presets_are_listed_and_described() {
-    let out = longhaul(&["emulate", "--list-presets"]);
+    let out = longhaul(&["emulate", "presets"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     for name in [
@@ -363,7 +361,7 @@ fn presets_are_listed_and_described() {
         text.contains("7,067 km") && text.contains("127.2 ms"),
         "{text}"
     );
-    let out = longhaul(&["emulate", "--list-presets", "--json"]);
+    let out = longhaul(&["emulate", "presets", "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON list");
     let list = v.as_array().expect("an array");
     assert_eq!(list.len(), 5);
@@ -662,4 +660,216 @@ fn burst_loss_codel_reordering_and_cross_traffic_are_wired() {
         assert!(link["reordered"].as_u64().unwrap() > 0, "{dir}: {link}");
         assert!(link["cross_bytes"].as_u64().unwrap() > 0, "{dir}: {link}");
     }
+}
+
+/// Runs `longhaul emulate ARGS` (a subcommand) and returns its output.
+fn emulate_cmd(args: &[&str]) -> Output {
+    let out = Command::new(bin())
+        .arg("emulate")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run longhaul emulate");
+    println!(
+        "$ longhaul emulate {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn namespaces_named(prefix: &str) -> usize {
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .count()
+}
+
+#[test]
+fn a_named_testbed_comes_up_runs_commands_reports_and_goes_down() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _serial = serial();
+    let name = format!("t{}", std::process::id() % 100_000);
+    let prefix = format!("lh-{name}-");
+    let up = emulate_cmd(&[
+        "up", "--name", &name, "--rtt", "10ms", "--rate", "100M", "--json",
+    ]);
+    assert!(up.status.success());
+    let session: Value = serde_json::from_slice(&up.stdout).expect("up --json prints the testbed");
+    assert_eq!(session["name"], name.as_str());
+    assert_eq!(namespaces_named(&prefix), 2);
+    // A second `up` with the same name is refused while the first runs.
+    let again = emulate_cmd(&["up", "--name", &name]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("is already up"));
+
+    // Commands run on either host, with the other host in $LH_PEER.
+    let ping = emulate_cmd(&[
+        "exec",
+        "--name",
+        &name,
+        "a",
+        "--",
+        "sh",
+        "-c",
+        "ping -n -q -c 5 -i 0.05 $LH_PEER",
+    ]);
+    assert!(ping.status.success());
+    let ping_text = String::from_utf8_lossy(&ping.stdout);
+    assert!(ping_text.contains("5 received"), "{ping_text}");
+    let peer = emulate_cmd(&[
+        "exec",
+        "--name",
+        &name,
+        "b",
+        "--",
+        "sh",
+        "-c",
+        "echo $LH_PEER $LH_PEER6",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&peer.stdout).trim(),
+        "10.201.0.1 fd00:4c48::1"
+    );
+    let code = emulate_cmd(&["exec", "--name", &name, "a", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code.status.code(), Some(7));
+    let nohost = emulate_cmd(&["exec", "--name", &name, "c", "--", "true"]);
+    assert_eq!(nohost.status.code(), Some(1));
+
+    // Live counters: the five pings went a→b (publication is every 100 ms).
+    std::thread::sleep(Duration::from_millis(300));
+    let st = emulate_cmd(&["status", "--name", &name, "--json"]);
+    assert!(st.status.success());
+    let st: Value = serde_json::from_slice(&st.stdout).unwrap();
+    let bed = &st["testbeds"][0];
+    assert_eq!(bed["hosts"][0]["ipv4"], "10.201.0.1");
+    assert_eq!(
+        bed["hosts"][1]["namespace"],
+        format!("lh-{name}-b").as_str()
+    );
+    assert_eq!(bed["path"]["rate_bps"], 100_000_000);
+    assert_eq!(bed["path"]["rtt_ns"], 10_000_000);
+    for dir in ["a_to_b", "b_to_a"] {
+        let delivered = bed["links"][dir]["link"]["delivered"].as_u64().unwrap();
+        assert!(delivered >= 5, "{dir}: {}", bed["links"][dir]);
+    }
+    assert!(bed["fidelity"]["ok"].is_boolean());
+    let text = emulate_cmd(&["status"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains(&format!("testbed {name}:")));
+
+    let down = emulate_cmd(&["down", "--name", &name, "--json"]);
+    assert!(down.status.success());
+    let last: Value = serde_json::from_slice(&down.stdout).unwrap();
+    assert!(
+        last["links"]["a_to_b"]["link"]["delivered"]
+            .as_u64()
+            .unwrap()
+            >= 5
+    );
+    assert_eq!(namespaces_named(&prefix), 0, "namespaces left behind");
+    let gone = emulate_cmd(&["status", "--name", &name]);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("is not up"));
+}
+
+#[test]
+fn a_killed_named_testbed_is_cleaned_up_by_the_next_up() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _serial = serial();
+    let name = format!("k{}", std::process::id() % 100_000);
+    let prefix = format!("lh-{name}-");
+    let up = emulate_cmd(&[
+        "up",
+        "--name",
+        &name,
+        "--rtt",
+        "2ms",
+        "--no-server",
+        "--json",
+    ]);
+    assert!(up.status.success());
+    let pid = serde_json::from_slice::<Value>(&up.stdout).unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let start = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(start.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL leaves the namespaces; the next `up` of that name removes them first.
+    assert_eq!(namespaces_named(&prefix), 2);
+    let again = emulate_cmd(&["up", "--name", &name, "--rtt", "2ms", "--no-server"]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("had died; cleaned up"));
+    assert!(emulate_cmd(&["down", "--name", &name]).status.success());
+    assert_eq!(namespaces_named(&prefix), 0);
+}
+
+#[test]
+fn pcap_captures_each_direction_for_tcpdump() {
+    if skip_unprivileged() || !have("tcpdump") {
+        return;
+    }
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("lh-pcap-{}", std::process::id()));
+    let out = emulate(&[
+        "--rtt",
+        "4ms",
+        "--no-server",
+        "--pcap",
+        dir.to_str().unwrap(),
+        "--",
+        "ping",
+        "-n",
+        "-q",
+        "-c",
+        "5",
+        "-i",
+        "0.05",
+        "10.201.0.2",
+    ]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (file, what, from) in [
+        (
+            "a_to_b.pcap",
+            "ICMP echo request",
+            "10.201.0.1 > 10.201.0.2",
+        ),
+        ("b_to_a.pcap", "ICMP echo reply", "10.201.0.2 > 10.201.0.1"),
+    ] {
+        let read = Command::new("tcpdump")
+            .args(["-n", "-r"])
+            .arg(dir.join(file))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&read.stdout);
+        println!("{file}:\n{text}{}", String::from_utf8_lossy(&read.stderr));
+        assert!(read.status.success());
+        // Every packet the report counts is in the file (IPv6 housekeeping such as router
+        // solicitations may come along with the pings).
+        let counted = format!(
+            "captured {} packets to {}",
+            text.lines().count(),
+            dir.join(file).display()
+        );
+        assert!(stderr.contains(&counted), "{counted}: {stderr}");
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains(what)).collect();
+        assert_eq!(lines.len(), 5, "{file}: {text}");
+        assert!(lines.iter().all(|l| l.contains(from)), "{file}: {text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

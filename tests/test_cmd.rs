@@ -411,6 +411,7 @@ fn invalid_flags_exit_2_with_a_reason() {
 
 #[test]
 fn self_test_without_a_host_runs_on_loopback() {
+    let _machine = crate::util::machine_shared();
     let out = longhaul(&["test", "-t", "1", "--json"]);
     assert!(
         out.status.success(),

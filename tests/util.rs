@@ -3,8 +3,23 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 use std::time::Duration;
+
+/// Tests share the machine's two cores: those that start servers and push data over loopback hold
+/// it shared ([`ServerProc`] does), the emulator's timing-sensitive tests hold it alone, so that a
+/// loopback test saturating both cores cannot make an emulated path's RTT or rate look wrong.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// Shared use of the machine (many at once).
+pub(crate) fn machine_shared() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sole use of the machine (waits for every shared user to finish).
+pub(crate) fn machine_alone() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Path of the binary under test.
 pub(crate) fn bin() -> &'static str {
@@ -18,11 +33,13 @@ pub(crate) struct ServerProc {
     pub(crate) port: u16,
     log: mpsc::Receiver<String>,
     seen: String,
+    _machine: RwLockReadGuard<'static, ()>,
 }
 
 impl ServerProc {
     /// Starts `longhaul server -p 0` with extra arguments and waits for its listening line.
     pub(crate) fn start(extra: &[&str]) -> Self {
+        let machine = machine_shared();
         let mut child = Command::new(bin())
             .args(["server", "-p", "0", "--log", "info"])
             .args(extra)
@@ -58,6 +75,7 @@ impl ServerProc {
             port,
             log: rx,
             seen: String::new(),
+            _machine: machine,
         }
     }
 

@@ -42,7 +42,7 @@ enum Command {
     /// Check this host's TCP settings for a target path and print the exact fixes.
     Doctor(doctor::DoctorArgs),
     /// Run a command across an emulated WAN path (two hosts in network namespaces; needs root).
-    Emulate(emulate::EmulateArgs),
+    Emulate(Box<emulate::EmulateArgs>),
 }
 
 fn main() -> ExitCode {

@@ -60,7 +60,7 @@ pub(crate) fn show(spec: &str, overrides: &Overrides) -> Result<String, SpecErro
     Ok(describe(&compile(spec, overrides)?))
 }
 
-/// `--list-presets`: a table, or a JSON array with `json`.
+/// `longhaul emulate presets`: a table, or a JSON array with `json`.
 pub(crate) fn list(json: bool) -> Result<String, SpecError> {
     let mut rows = Vec::new();
     for p in presets() {

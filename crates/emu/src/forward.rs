@@ -10,17 +10,19 @@
 //! scheduled release) goes into a histogram per direction.
 
 use std::io::ErrorKind;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use longhaul_link::{Fate, Link, LinkStats, Nanos, Record, What};
 use longhaul_packet::{ChecksumMode, HopAction, Parsed, RouterAddrs, parse, process_hop, split};
 use longhaul_sys::{
-    MAX_RECORD_LEN, Tun, monotonic_now_ns, set_realtime_priority, set_timer_slack_ns,
+    MAX_RECORD_LEN, Tun, VNET_HDR_LEN, monotonic_now_ns, pin_thread_to_cpu, set_realtime_priority,
+    set_timer_slack_ns,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::capture::{Capture, CaptureStats};
 use crate::fifo::ReleaseQueue;
 use crate::hist::{Histogram, Summary};
 
@@ -31,9 +33,11 @@ pub const SPIN_NS: u64 = 30_000;
 const MAX_WAIT_NS: u64 = 20_000_000;
 /// Records read per wake-up before due writes get another turn.
 pub const READ_BATCH: usize = 64;
+/// How often a forwarder publishes its counters for `status` (live snapshots).
+const PUBLISH_NS: u64 = 100_000_000;
 
 /// What one direction did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DirectionStats {
     /// "a→b" or "b→a".
     pub name: String,
@@ -64,9 +68,14 @@ pub struct DirectionStats {
     pub backlog_max_bytes: u64,
     /// Write time − scheduled release.
     pub lateness: Summary,
+    /// Bytes in the bottleneck queue (live snapshots; at teardown, at the
+    /// end of the run).
+    pub queue_bytes_now: u64,
     /// Packets the source TUN dropped itself (its queue overflowed because
     /// the forwarder did not read fast enough), read at teardown.
     pub tun_tx_dropped: Option<u64>,
+    /// The capture file of this direction (`--pcap`), if any.
+    pub capture: Option<CaptureStats>,
 }
 
 /// One router hop as a direction's forwarder sees it.
@@ -117,6 +126,12 @@ pub(crate) struct Forwarder {
     pub(crate) hops: Vec<HopStage>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) realtime: Option<i32>,
+    /// CPU to pin the thread to.
+    pub(crate) cpu: Option<usize>,
+    /// Where the counters are published every [`PUBLISH_NS`] for live snapshots.
+    pub(crate) live: Arc<Mutex<DirectionStats>>,
+    /// Capture of every record written to the destination.
+    pub(crate) capture: Option<Capture>,
 }
 
 /// The part of a record's parse the link model needs.
@@ -189,6 +204,11 @@ impl Forwarder {
         {
             tracing::warn!("{}: no real-time priority: {e}", self.name);
         }
+        if let Some(cpu) = self.cpu
+            && let Err(e) = pin_thread_to_cpu(cpu)
+        {
+            tracing::warn!("{}: not pinned: {e}", self.name);
+        }
         let base_delay = self.link.config().propagation().as_nanos();
         let mut stats = DirectionStats {
             name: self.name.clone(),
@@ -203,6 +223,7 @@ impl Forwarder {
         let mut scratch = Vec::with_capacity(MAX_RECORD_LEN);
         let mut fates: Vec<Fate> = Vec::new();
         let mut next_id = 0u64;
+        let mut next_publish = 0u64;
 
         while !self.stop.load(Ordering::Relaxed) {
             // 1. Everything due.
@@ -213,6 +234,9 @@ impl Forwarder {
                     Ok(_) => {
                         stats.records_written += 1;
                         stats.bytes_written += p.bytes.len() as u64;
+                        if let Some(c) = self.capture.as_mut() {
+                            c.offer(now, p.bytes.get(VNET_HDR_LEN..).unwrap_or_default());
+                        }
                     }
                     Err(e) => {
                         stats.write_errors += 1;
@@ -227,6 +251,10 @@ impl Forwarder {
                     tracing::debug!("{}: ICMP reply: {e}", self.name);
                 }
                 now = monotonic_now_ns();
+            }
+            if now >= next_publish {
+                next_publish = now + PUBLISH_NS;
+                self.publish(&mut stats, &lateness, &queue, now);
             }
             // 2. Wait for input or the next release.
             let next = match (queue.next_due(), replies.next_due()) {
@@ -297,11 +325,27 @@ impl Forwarder {
                     stats.splits += 1;
                 }
             }
-            stats.backlog_max_bytes = queue.max_bytes() as u64;
         }
+        self.publish(&mut stats, &lateness, &queue, monotonic_now_ns());
+        stats.capture = self.capture.take().map(Capture::finish);
+        stats
+    }
+
+    /// Brings `stats` up to date and copies them where live snapshots read them.
+    fn publish(
+        &self,
+        stats: &mut DirectionStats,
+        lateness: &Histogram,
+        queue: &ReleaseQueue,
+        now: u64,
+    ) {
         stats.link = self.link.stats();
         stats.lateness = lateness.summary();
-        stats
+        stats.backlog_max_bytes = queue.max_bytes() as u64;
+        stats.queue_bytes_now = self.link.backlog_bytes(Nanos(now));
+        if let Ok(mut live) = self.live.lock() {
+            live.clone_from(stats);
+        }
     }
 }
 

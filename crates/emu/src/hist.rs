@@ -7,7 +7,7 @@
 //! above the true value and never below it. The maximum is exact. Fixed
 //! size, no allocation per sample.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Sub-bucket bits per power of two: 64 buckets, ≤ 1.6 % relative error.
 const SUB_BITS: u32 = 6;
@@ -25,7 +25,7 @@ pub struct Histogram {
 }
 
 /// Percentiles of a [`Histogram`], in nanoseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Number of samples.
     pub samples: u64,

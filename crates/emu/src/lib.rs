@@ -10,19 +10,24 @@
 //! decrement TTL / hop limit and answer ICMP time exceeded ([`Hop`]),
 //! fidelity counters per direction (drops by cause, lateness p50/p99/max,
 //! TUN drops), termination-signal handling for the front end
-//! ([`Termination`]). Not yet: presets, topology files, pcap (a SIGKILLed
-//! emulator's namespaces are deleted by the next [`Testbed::up`]).
+//! ([`Termination`]), packet capture per direction ([`capture`]), and named
+//! testbeds that outlive the command that started them ([`session`]). A
+//! SIGKILLed emulator's namespaces are deleted by the next [`Testbed::up`]
+//! (one-shot) or [`session::reap`] (named).
 
 pub use longhaul_link as link;
 
+pub mod capture;
 pub mod error;
 pub mod fifo;
 pub mod forward;
 pub mod hist;
 pub mod netdev;
+pub mod session;
 pub mod signals;
 pub mod testbed;
 
+pub use capture::CaptureStats;
 pub use error::EmuError;
 pub use forward::DirectionStats;
 pub use hist::{Histogram, Summary};

@@ -11,15 +11,16 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use longhaul_link::{Link, LinkConfig, Nanos};
 use longhaul_packet::RouterAddrs;
 use longhaul_sys::{Tun, TunOptions, ip, netns_path, run_in_netns, write_sysctl};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::capture::Capture;
 use crate::error::EmuError;
 use crate::forward::{DirectionStats, Forwarder, HopStage};
 use crate::netdev::parse_proc_net_dev;
@@ -166,6 +167,11 @@ pub struct TestbedConfig {
     pub b_to_a: LinkConfig,
     /// `SCHED_FIFO` priority for the forwarder threads, if wanted.
     pub realtime: Option<i32>,
+    /// CPUs to pin the a→b and b→a forwarder threads to, if wanted.
+    pub cpus: Option<[usize; 2]>,
+    /// Capture each direction into `a_to_b.pcap` / `b_to_a.pcap` in this
+    /// directory (created if missing), keeping this many bytes per packet.
+    pub pcap: Option<(PathBuf, u32)>,
     /// Router hops from a to b, in path order (empty: a direct path).
     pub hops: Vec<Hop>,
     /// Give the hosts the kernel's default TCP buffer limits
@@ -175,7 +181,7 @@ pub struct TestbedConfig {
 }
 
 /// Both directions' counters, read at teardown.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// Namespace of host a.
     pub host_a: String,
@@ -358,6 +364,7 @@ fn host(
 pub struct Testbed {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<DirectionStats>>,
+    live: Vec<Arc<Mutex<DirectionStats>>>,
     tuns: Vec<Arc<Tun>>,
     tcp_buffer_max: u64,
     // Dropped after the threads are joined and the TUNs closed (see Drop).
@@ -431,6 +438,7 @@ impl Testbed {
         let mut bed = Testbed {
             stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
+            live: Vec::new(),
             tuns: vec![tun_a.clone(), tun_b.clone()],
             tcp_buffer_max: tcp_max,
             a: Some(a),
@@ -438,10 +446,28 @@ impl Testbed {
         };
         let hops_ab = stages(&cfg.hops, None);
         let hops_ba = stages(&cfg.hops, Some(cfg.b_to_a.propagation()));
-        for (name, src, dst, link, hops) in [
-            ("a→b", &tun_a, &tun_b, link_ab, hops_ab),
-            ("b→a", &tun_b, &tun_a, link_ba, hops_ba),
-        ] {
+        if let Some((dir, _)) = &cfg.pcap {
+            std::fs::create_dir_all(dir).map_err(|source| EmuError::Io {
+                what: format!("create the capture directory {}", dir.display()),
+                source,
+            })?;
+        }
+        for (i, (name, file, src, dst, link, hops)) in [
+            ("a→b", "a_to_b.pcap", &tun_a, &tun_b, link_ab, hops_ab),
+            ("b→a", "b_to_a.pcap", &tun_b, &tun_a, link_ba, hops_ba),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let capture = match &cfg.pcap {
+                Some((dir, snaplen)) => Some(Capture::create(&dir.join(file), *snaplen)?),
+                None => None,
+            };
+            let live = Arc::new(Mutex::new(DirectionStats {
+                name: name.to_string(),
+                ..DirectionStats::default()
+            }));
+            bed.live.push(live.clone());
             let fwd = Forwarder {
                 name: name.to_string(),
                 src: src.clone(),
@@ -450,6 +476,9 @@ impl Testbed {
                 hops,
                 stop: bed.stop.clone(),
                 realtime: cfg.realtime,
+                cpu: cfg.cpus.map(|c| c[i]),
+                live,
+                capture,
             };
             let handle = std::thread::Builder::new()
                 .name(format!("lh-fwd {name}"))
@@ -481,6 +510,27 @@ impl Testbed {
     /// The `tcp_rmem`/`tcp_wmem` maximum set in both hosts.
     pub fn tcp_buffer_max(&self) -> u64 {
         self.tcp_buffer_max
+    }
+
+    /// The counters as they are now (published by the forwarders every
+    /// 100 ms), with the TUN devices' drop counters read now.
+    pub fn snapshot(&self) -> Report {
+        let read = |i: usize| {
+            self.live
+                .get(i)
+                .and_then(|l| l.lock().ok().map(|s| s.clone()))
+                .unwrap_or_default()
+        };
+        let (mut a_to_b, mut b_to_a) = (read(0), read(1));
+        a_to_b.tun_tx_dropped = self.a.as_ref().and_then(tx_dropped);
+        b_to_a.tun_tx_dropped = self.b.as_ref().and_then(tx_dropped);
+        Report {
+            host_a: self.host_a().to_string(),
+            host_b: self.host_b().to_string(),
+            tcp_buffer_max: self.tcp_buffer_max,
+            a_to_b,
+            b_to_a,
+        }
     }
 
     fn stop_threads(&mut self) -> Vec<DirectionStats> {

@@ -18,7 +18,7 @@
 //! clamp). Duplicates are released at the same time as their original.
 
 use longhaul_units::Nanos;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::codel::Codel;
 use crate::config::{Aqm, ConfigError, Jitter, LinkConfig, Loss};
@@ -29,7 +29,7 @@ use crate::rng::{STREAM_DUPLICATE, STREAM_JITTER, STREAM_LOSS, STREAM_REORDER, S
 /// Per-direction counters (ARCHITECTURE.md: fidelity self-checks need drops
 /// by cause and queue occupancy). Segment counts are per segment, so they do
 /// not depend on how segments were grouped into records.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkStats {
     /// The seed this direction ran with (replay it with the same config).
     pub seed: u64,

@@ -1,0 +1,96 @@
+//! The emulator's fidelity report: one line per direction and a verdict (text), or a JSON document.
+//! Used at the end of `longhaul emulate -- CMD`, by `status` (live counters) and by `down`.
+
+use longhaul_emu::{DirectionStats, Report};
+use longhaul_units::{Nanos, fmt_size};
+
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+/// One direction's counters on one line.
+pub(crate) fn direction_line(d: &DirectionStats) -> String {
+    let l = &d.link;
+    let tun = d
+        .tun_tx_dropped
+        .map_or_else(|| "unknown".to_string(), |n| n.to_string());
+    let capture = d.capture.as_ref().map_or_else(String::new, |c| {
+        format!(
+            "; captured {} packets to {}{}{}",
+            c.packets,
+            c.file.display(),
+            if c.dropped > 0 {
+                format!(" ({} left out: the writer fell behind)", c.dropped)
+            } else {
+                String::new()
+            },
+            c.error
+                .as_ref()
+                .map_or_else(String::new, |e| format!(" (write error: {e})"))
+        )
+    });
+    format!(
+        "{}: {} records, {} segments, delivered {} ({}), drops queue {} random {} burst {} aqm {}, \
+{} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops; queue now {} \
+max {}; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {tun}{capture}",
+        d.name,
+        l.records,
+        l.segments,
+        l.delivered,
+        fmt_size(l.delivered_bytes),
+        l.drop_queue,
+        l.drop_random,
+        l.drop_burst,
+        l.drop_aqm,
+        l.duplicates,
+        l.reordered,
+        d.splits,
+        d.unparseable,
+        d.hop_time_exceeded,
+        d.hop_drops,
+        fmt_size(d.queue_bytes_now),
+        fmt_size(l.queue_max_bytes),
+        ms(d.lateness.p50_ns),
+        ms(d.lateness.p99_ns),
+        ms(d.lateness.max_ns),
+        d.lateness.samples,
+    )
+}
+
+/// The `fidelity` object: `ok`, the threshold and the problems found.
+pub(crate) fn fidelity(r: &Report, max_p99: Nanos) -> serde_json::Value {
+    let problems = r.fidelity_problems(max_p99.as_nanos());
+    serde_json::json!({
+        "ok": problems.is_empty(),
+        "max_p99_lateness_ns": max_p99.as_nanos(),
+        "problems": problems,
+    })
+}
+
+/// The report's text lines: both directions and the verdict.
+pub(crate) fn text(r: &Report, max_p99: Nanos) -> String {
+    let problems = r.fidelity_problems(max_p99.as_nanos());
+    let verdict = if problems.is_empty() {
+        "fidelity: OK".to_string()
+    } else {
+        format!("fidelity: NOT TRUSTWORTHY ({})", problems.join("; "))
+    };
+    format!(
+        "{}\n{}\n{verdict}\n",
+        direction_line(&r.a_to_b),
+        direction_line(&r.b_to_a)
+    )
+}
+
+/// Prints the report on standard error, as text or as `{"emulator": .., "fidelity": ..}`.
+pub(crate) fn print(r: &Report, max_p99: Nanos, json: bool) {
+    if json {
+        let doc = serde_json::json!({ "emulator": r, "fidelity": fidelity(r, max_p99) });
+        eprintln!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("report serialises")
+        );
+    } else {
+        eprint!("{}", text(r, max_p99));
+    }
+}

@@ -1,0 +1,197 @@
+//! Packet capture per link (`--pcap DIR`): every record a direction's forwarder writes to the
+//! destination host goes, with its release time, into a pcap file that tcpdump, tshark and Wireshark
+//! read (nanosecond timestamps, link type RAW: IPv4 and IPv6 without a link-layer header).
+//!
+//! The forwarder must never wait for a disk, so it only copies the first `snaplen` bytes of a record
+//! into a bounded channel ([`QUEUE`] records); a writer thread drains it into the file. When the
+//! writer falls behind, records are left out of the capture and counted (`dropped`), never delayed.
+//!
+//! What a capture shows: the packets as the receiving host's TCP sees them, at the time the emulator
+//! handed them over. GSO super-packets the link did not split appear as one large TCP segment, as in
+//! a tcpdump on a host with segmentation offload.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use pcap_file::DataLink;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use serde::{Deserialize, Serialize};
+
+use crate::error::EmuError;
+
+/// Records buffered between a forwarder and its writer thread.
+pub const QUEUE: usize = 16_384;
+/// Default bytes kept per packet: enough for IPv6 + TCP headers with options.
+pub const DEFAULT_SNAPLEN: u32 = 128;
+
+/// Counters of one capture file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CaptureStats {
+    /// The file written.
+    pub file: PathBuf,
+    /// Packets written to it.
+    pub packets: u64,
+    /// Packets left out because the writer fell behind.
+    pub dropped: u64,
+    /// The first write error, if the file could not be written.
+    pub error: Option<String>,
+}
+
+struct Captured {
+    at_ns: u64,
+    orig_len: u32,
+    data: Vec<u8>,
+}
+
+/// The forwarder's end of a capture.
+#[derive(Debug)]
+pub(crate) struct Capture {
+    tx: SyncSender<Captured>,
+    snaplen: usize,
+    /// Added to a monotonic time to get the wall-clock time written in the file.
+    wall_offset_ns: i128,
+    dropped: u64,
+    writer: JoinHandle<CaptureStats>,
+}
+
+impl Capture {
+    /// Creates `file` and starts its writer thread.
+    pub(crate) fn create(file: &Path, snaplen: u32) -> Result<Self, EmuError> {
+        let io_err = |what: &str, source| EmuError::Io {
+            what: format!("{what} {}", file.display()),
+            source,
+        };
+        let out = File::create(file).map_err(|e| io_err("create the capture file", e))?;
+        let header = PcapHeader {
+            snaplen,
+            datalink: DataLink::RAW,
+            ts_resolution: pcap_file::TsResolution::NanoSecond,
+            endianness: pcap_file::Endianness::native(),
+            ..PcapHeader::default()
+        };
+        let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 20, out), header)
+            .map_err(|e| io_err("write the pcap header of", std::io::Error::other(e)))?;
+        let (tx, rx) = sync_channel(QUEUE);
+        let path = file.to_path_buf();
+        let writer = std::thread::Builder::new()
+            .name("lh-pcap".into())
+            .spawn(move || drain(writer, rx, path))
+            .map_err(|e| io_err("start the writer thread of", e))?;
+        Ok(Self {
+            tx,
+            snaplen: snaplen as usize,
+            wall_offset_ns: wall_offset_ns(),
+            dropped: 0,
+            writer,
+        })
+    }
+
+    /// Queues the IP packet `ip` (a record without its virtio-net header), released at `at_ns`
+    /// (monotonic clock). Never blocks.
+    pub(crate) fn offer(&mut self, at_ns: u64, ip: &[u8]) {
+        let keep = ip.len().min(self.snaplen);
+        let c = Captured {
+            at_ns: (i128::from(at_ns) + self.wall_offset_ns).max(0) as u64,
+            orig_len: u32::try_from(ip.len()).unwrap_or(u32::MAX),
+            data: ip[..keep].to_vec(),
+        };
+        match self.tx.try_send(c) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.dropped += 1,
+        }
+    }
+
+    /// Flushes and closes the file; returns its counters.
+    pub(crate) fn finish(self) -> CaptureStats {
+        drop(self.tx);
+        let mut stats = self.writer.join().unwrap_or_default();
+        stats.dropped += self.dropped;
+        stats
+    }
+}
+
+fn drain(
+    mut w: PcapWriter<BufWriter<File>>,
+    rx: Receiver<Captured>,
+    file: PathBuf,
+) -> CaptureStats {
+    let mut stats = CaptureStats {
+        file,
+        ..CaptureStats::default()
+    };
+    for c in rx {
+        if stats.error.is_some() {
+            stats.dropped += 1;
+            continue;
+        }
+        let p = PcapPacket::new(Duration::from_nanos(c.at_ns), c.orig_len, &c.data);
+        match w.write_packet(&p) {
+            Ok(_) => stats.packets += 1,
+            Err(e) => {
+                stats.dropped += 1;
+                stats.error = Some(e.to_string());
+            }
+        }
+    }
+    if stats.error.is_none()
+        && let Err(e) = std::io::Write::flush(&mut w.into_writer())
+    {
+        stats.error = Some(e.to_string());
+    }
+    stats
+}
+
+/// Wall clock − monotonic clock, nanoseconds.
+fn wall_offset_ns() -> i128 {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    wall - i128::from(longhaul_sys::monotonic_now_ns())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_a_pcap_with_nanosecond_times_and_snapped_packets() {
+        let dir = std::env::temp_dir().join(format!("lh-capture-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("x.pcap");
+        let mut c = Capture::create(&file, 64).unwrap();
+        let now = longhaul_sys::monotonic_now_ns();
+        c.offer(now, &[0x45; 100]);
+        c.offer(now + 1_500, &[0x60; 40]);
+        let stats = c.finish();
+        assert_eq!((stats.packets, stats.dropped, stats.error), (2, 0, None));
+
+        let bytes = std::fs::read(&file).unwrap();
+        let mut r = pcap_file::pcap::PcapReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.header().datalink, DataLink::RAW);
+        assert_eq!(
+            r.header().ts_resolution,
+            pcap_file::TsResolution::NanoSecond
+        );
+        // Raw records: pcap-file's checked reader refuses orig_len > snaplen, which the format
+        // (and tcpdump) allow; that is what a snapped capture is.
+        let ts = |p: &pcap_file::pcap::RawPcapPacket| Duration::new(u64::from(p.ts_sec), p.ts_frac);
+        let a = r.next_raw_packet().unwrap().unwrap();
+        assert_eq!((a.orig_len, a.incl_len, a.data.len()), (100, 64, 64));
+        let (t0, wall) = (ts(&a), std::time::SystemTime::now());
+        let b = r.next_raw_packet().unwrap().unwrap();
+        assert_eq!((b.orig_len, b.data.len()), (40, 40));
+        assert_eq!((ts(&b) - t0).as_nanos(), 1_500);
+        // The times are wall-clock times, within a minute of now.
+        let now = wall.duration_since(std::time::UNIX_EPOCH).unwrap();
+        assert!(
+            now.abs_diff(t0) < Duration::from_secs(60),
+            "{t0:?} vs {now:?}"
+        );
+        assert!(r.next_raw_packet().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

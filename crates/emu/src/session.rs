@@ -1,0 +1,368 @@
+//! Named, persistent testbeds (`longhaul emulate up/exec/status/down`): a testbed that outlives
+//! the command that started it, run by a background emulator process and found again by name.
+//!
+//! Each running testbed `NAME` has, in [`STATE_DIR`]:
+//! - `NAME.json`: its [`Session`] (emulator pid, hosts and their addresses, the path), written once
+//!   the testbed is up and removed at teardown;
+//! - `NAME.sock`: a Unix control socket. A client sends one request line (`status` or `down`) and
+//!   reads one JSON document back ([`request`]). `down` answers after the teardown, with the final
+//!   counters;
+//! - `NAME.log`: the emulator's standard error.
+//!
+//! Namespaces are `lh-NAME-a` and `lh-NAME-b`. Names are short (they end up in namespace names) and
+//! never look like the one-shot emulator's `e<pid>-<n>` tags, so the two cleanups cannot collide.
+//! When the emulator dies without tearing down (SIGKILL, a crash), its state file stays; [`reap`]
+//! (called by the next `up`, `down` or `status`) deletes its namespaces and files — only those named
+//! in the state file and only after checking that its process is gone.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::EmuError;
+
+/// Where running testbeds are recorded.
+pub const STATE_DIR: &str = "/run/longhaul/emulate";
+/// The name used when none is given.
+pub const DEFAULT_NAME: &str = "wan";
+/// Longest name (namespace names are limited, and `lh-` + name + `-a` must fit comfortably).
+pub const MAX_NAME_LEN: usize = 16;
+/// How long a client waits for an answer (a `down` includes the teardown).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest request line a control socket accepts.
+const MAX_REQUEST: u64 = 64;
+
+/// One emulated host of a running testbed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// `a` (the sender) or `b` (the receiver, where `longhaul server` runs).
+    pub host: String,
+    /// Its network namespace.
+    pub namespace: String,
+    /// Its IPv4 address.
+    pub ipv4: Ipv4Addr,
+    /// Its IPv6 address.
+    pub ipv6: Ipv6Addr,
+}
+
+/// A running testbed as recorded in `STATE_DIR/NAME.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// The testbed's name.
+    pub name: String,
+    /// The emulator process.
+    pub pid: u32,
+    /// When it came up, seconds since the Unix epoch.
+    pub started_unix_s: u64,
+    /// Both hosts.
+    pub hosts: Vec<HostInfo>,
+    /// The path, as the front end describes it (preset, RTT, rate, queue, hops, ...).
+    pub path: serde_json::Value,
+    /// Whether `longhaul server` runs on host b.
+    pub server: bool,
+}
+
+impl Session {
+    /// The host called `host` (`a`, `b`, or its namespace name).
+    pub fn host(&self, host: &str) -> Option<&HostInfo> {
+        self.hosts
+            .iter()
+            .find(|h| h.host == host || h.namespace == host)
+    }
+
+    /// Whether the emulator process is still running.
+    pub fn alive(&self) -> bool {
+        // A recycled pid would belong to another program: check that it is a longhaul emulator.
+        std::fs::read(format!("/proc/{}/cmdline", self.pid)).is_ok_and(|c| {
+            let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+            args.first().is_some_and(|a| a.ends_with(b"longhaul"))
+                && args.iter().any(|a| *a == b"emulate")
+        })
+    }
+}
+
+/// Checks a testbed name: 1–16 characters, lower-case letters, digits and '-', starting with a
+/// letter, and not of the one-shot emulator's form `e<digits>-<digits>`.
+pub fn check_name(name: &str) -> Result<(), EmuError> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    let starts = name.chars().next().is_some_and(|c| c.is_ascii_lowercase());
+    let ephemeral = name.strip_prefix('e').is_some_and(|rest| {
+        let parts: Vec<&str> = rest.split('-').collect();
+        parts.len() == 2
+            && parts
+                .iter()
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    });
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !ok_chars || !starts || ephemeral {
+        return Err(EmuError::Config(format!(
+            "testbed name {name:?}: use 1-{MAX_NAME_LEN} lower-case letters, digits and '-', starting \
+with a letter (and not of the form e<digits>-<digits>)"
+        )));
+    }
+    Ok(())
+}
+
+/// `STATE_DIR/NAME.json`.
+pub fn state_file(name: &str) -> PathBuf {
+    PathBuf::from(STATE_DIR).join(format!("{name}.json"))
+}
+
+/// `STATE_DIR/NAME.sock`.
+pub fn socket_file(name: &str) -> PathBuf {
+    PathBuf::from(STATE_DIR).join(format!("{name}.sock"))
+}
+
+/// `STATE_DIR/NAME.log`.
+pub fn log_file(name: &str) -> PathBuf {
+    PathBuf::from(STATE_DIR).join(format!("{name}.log"))
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> EmuError {
+    move |source| EmuError::Io { what, source }
+}
+
+/// Creates [`STATE_DIR`] (mode 0755; only root writes it).
+pub fn ensure_state_dir() -> Result<(), EmuError> {
+    std::fs::create_dir_all(STATE_DIR).map_err(io(format!("create {STATE_DIR}")))
+}
+
+/// The recorded testbed `name`, if there is one (running or not).
+pub fn load(name: &str) -> Result<Option<Session>, EmuError> {
+    let file = state_file(name);
+    match std::fs::read_to_string(&file) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            EmuError::Config(format!(
+                "{}: not a testbed state file ({e}); remove it",
+                file.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(format!("read {}", file.display()))(e)),
+    }
+}
+
+/// Every recorded testbed, by name.
+pub fn list() -> Vec<Session> {
+    let Ok(dir) = std::fs::read_dir(STATE_DIR) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Session> = dir
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let name = name.strip_suffix(".json")?;
+            load(name).ok().flatten()
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Records `s` (written to a temporary file and renamed, so readers never see half of it).
+pub fn save(s: &Session) -> Result<(), EmuError> {
+    ensure_state_dir()?;
+    let file = state_file(&s.name);
+    let tmp = file.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(s).expect("a session serialises");
+    std::fs::write(&tmp, text).map_err(io(format!("write {}", tmp.display())))?;
+    std::fs::rename(&tmp, &file).map_err(io(format!("rename {}", tmp.display())))
+}
+
+/// Removes the state and socket files of `name` (the log stays for a post-mortem).
+pub fn remove(name: &str) {
+    for f in [state_file(name), socket_file(name)] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+/// Cleans up after testbed `name` if its emulator died without tearing down: deletes its two
+/// namespaces (if they exist) and its files. Returns the namespaces deleted, or `None` when there
+/// was nothing to reap (no record, or the emulator is running).
+pub fn reap(name: &str) -> Result<Option<Vec<String>>, EmuError> {
+    let Some(s) = load(name)? else {
+        return Ok(None);
+    };
+    if s.alive() {
+        return Ok(None);
+    }
+    let existing = longhaul_sys::ip(&["netns", "list"]).unwrap_or_default();
+    let mut deleted = Vec::new();
+    for ns in [format!("lh-{name}-a"), format!("lh-{name}-b")] {
+        let present = existing
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(ns.as_str()));
+        if present {
+            longhaul_sys::ip(&["netns", "del", &ns])?;
+            deleted.push(ns);
+        }
+    }
+    remove(name);
+    Ok(Some(deleted))
+}
+
+/// A request to a running testbed's emulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// The live counters.
+    Status,
+    /// Tear down and answer with the final counters.
+    Down,
+}
+
+impl Request {
+    fn word(self) -> &'static str {
+        match self {
+            Self::Status => "status",
+            Self::Down => "down",
+        }
+    }
+
+    fn parse(line: &str) -> Option<Self> {
+        match line.trim() {
+            "status" => Some(Self::Status),
+            "down" => Some(Self::Down),
+            _ => None,
+        }
+    }
+}
+
+/// Sends `req` to testbed `name` and returns its JSON answer.
+pub fn request(name: &str, req: Request) -> Result<serde_json::Value, EmuError> {
+    let file = socket_file(name);
+    let mut s = UnixStream::connect(&file).map_err(io(format!(
+        "connect to testbed {name}'s emulator at {}",
+        file.display()
+    )))?;
+    s.set_read_timeout(Some(REQUEST_TIMEOUT))
+        .and_then(|()| s.write_all(format!("{}\n", req.word()).as_bytes()))
+        .map_err(io(format!("send {} to testbed {name}", req.word())))?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)
+        .map_err(io(format!("read testbed {name}'s answer")))?;
+    serde_json::from_str(&text).map_err(|e| {
+        EmuError::Config(format!(
+            "testbed {name} answered {} with something that is not JSON ({e})",
+            req.word()
+        ))
+    })
+}
+
+/// The emulator's end of the control socket.
+#[derive(Debug)]
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `STATE_DIR/NAME.sock` (replacing a stale one), non-blocking.
+    pub fn bind(name: &str) -> Result<Self, EmuError> {
+        ensure_state_dir()?;
+        let path = socket_file(name);
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).map_err(io(format!("bind {}", path.display())))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(io(format!("set {} non-blocking", path.display())))?;
+        Ok(Self { listener, path })
+    }
+
+    /// The next well-formed request, if one is waiting; malformed ones are answered with an error
+    /// document and dropped.
+    pub fn poll(&self) -> Option<(Request, UnixStream)> {
+        loop {
+            let (stream, _) = self.listener.accept().ok()?;
+            if stream.set_nonblocking(false).is_err()
+                || stream
+                    .set_read_timeout(Some(Duration::from_secs(2)))
+                    .is_err()
+            {
+                continue;
+            }
+            let mut line = String::new();
+            let read = BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line);
+            match read.ok().and_then(|_| Request::parse(&line)) {
+                Some(r) => return Some((r, stream)),
+                None => {
+                    let doc =
+                        serde_json::json!({ "error": "unknown request; send `status` or `down`" });
+                    let _ = reply(stream, &doc);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Writes `doc` as the answer to a request.
+pub fn reply(mut stream: UnixStream, doc: &serde_json::Value) -> std::io::Result<()> {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    stream.write_all(
+        serde_json::to_string(doc)
+            .expect("JSON serialises")
+            .as_bytes(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_short_plain_and_never_ephemeral_tags() {
+        for ok in ["wan", "lab-1", "cern", "e1", "e1-x", "abcdefghijklmnop"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "WAN",
+            "1wan",
+            "-x",
+            "a/b",
+            "a b",
+            "e12-3",
+            "e0-0",
+            "abcdefghijklmnopq",
+            "ä",
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn requests_parse_and_hosts_are_found_by_letter_or_namespace() {
+        assert_eq!(Request::parse("status\n"), Some(Request::Status));
+        assert_eq!(Request::parse(" down "), Some(Request::Down));
+        assert_eq!(Request::parse("rm -rf /"), None);
+        let s = Session {
+            name: "wan".into(),
+            pid: u32::MAX,
+            started_unix_s: 0,
+            hosts: vec![HostInfo {
+                host: "a".into(),
+                namespace: "lh-wan-a".into(),
+                ipv4: Ipv4Addr::new(10, 201, 0, 1),
+                ipv6: Ipv6Addr::LOCALHOST,
+            }],
+            path: serde_json::json!({}),
+            server: true,
+        };
+        assert_eq!(s.host("a"), s.host("lh-wan-a"));
+        assert!(s.host("a").is_some() && s.host("c").is_none());
+        // No such process: not alive.
+        assert!(!s.alive());
+        let back: Session = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+}
