@@ -19,6 +19,7 @@ mod stream;
 pub mod client;
 pub mod doctor;
 pub mod server;
+pub mod transfer;
 pub mod zerocopy;
 
 pub use client::{ClientConfig, Family, Observer, Quiet, run_test};
