@@ -148,6 +148,16 @@ fn longhaul_test_is_held_to_the_bottleneck() {
     );
     assert!(rate <= 1.05 * 200e6, "{rate} bit/s beats the bottleneck");
     assert!(rate >= 0.5 * 200e6, "{rate} bit/s");
+    // The sender's count tracks what the path carried, not what its (10 Gbit/s-sized) socket buffer
+    // swallowed: regression test for TCP_NOTSENT_LOWAT. Without it the sender reported 369 Mbit/s
+    // over this 200 Mbit/s path and a `-t 2` test ran 5.7 s while the buffer drained.
+    let sent_rate = j["end"]["sum_sent"]["bits_per_second"].as_f64().unwrap();
+    assert!(sent_rate <= 1.15 * 200e6, "sender claims {sent_rate} bit/s");
+    let seconds = j["end"]["sum_received"]["seconds"].as_f64().unwrap();
+    assert!(
+        seconds < 3.0 + 1.0,
+        "a 3 s test took {seconds} s to deliver"
+    );
 
     // The emulator's report: the JSON document at the end of stderr.
     let stderr = String::from_utf8_lossy(&out.stderr);

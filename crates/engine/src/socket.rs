@@ -21,7 +21,7 @@ pub(crate) struct SocketOptions<'a> {
 }
 
 /// Applies the buffer that matters for this socket's role (send buffer on a sender, receive buffer on a
-/// receiver) and the congestion control. The client calls this before `connect` so that the window scale
+/// receiver), on a sender `TCP_NOTSENT_LOWAT` (`window::notsent_lowat`), and the congestion control. The client calls this before `connect` so that the window scale
 /// negotiated in the handshake fits the receive buffer.
 pub(crate) fn apply(
     fd: BorrowedFd<'_>,
@@ -35,6 +35,10 @@ pub(crate) fn apply(
         &opts.plan.recv
     };
     apply_buffer(fd, buf).map_err(|e| annotate(e, stream))?;
+    if sender {
+        let lowat = window::notsent_lowat(opts.plan.target_rate_bps, opts.plan.streams);
+        sys::set_notsent_lowat(fd, lowat).map_err(|e| annotate(e, stream))?;
+    }
     if let Some(cc) = opts.congestion {
         sys::set_congestion(fd, cc).map_err(|e| annotate(e, stream))?;
     }

@@ -114,6 +114,29 @@ pub struct WindowPlan {
     pub notes: Vec<String>,
 }
 
+/// How long the written-but-unsent data of a sending socket may last at the stream's target rate.
+pub const NOTSENT_LOWAT_TIME: Nanos = Nanos(4_000_000);
+/// Smallest `TCP_NOTSENT_LOWAT` set: below this a sender wakes too often to keep a fast stream fed.
+pub const MIN_NOTSENT_LOWAT: u64 = 1 << 20;
+/// Largest `TCP_NOTSENT_LOWAT` set.
+pub const MAX_NOTSENT_LOWAT: u64 = 16 << 20;
+
+/// `TCP_NOTSENT_LOWAT` for each of `streams` sending sockets sharing `target_rate_bps`: about
+/// [`NOTSENT_LOWAT_TIME`] of data at the stream's share, within
+/// [`MIN_NOTSENT_LOWAT`]..=[`MAX_NOTSENT_LOWAT`].
+///
+/// Why: a send buffer sized for 2 × BDP at the *target* rate can hold seconds of data when the path
+/// is slower than the target (10 Gbit/s planned, 200 Mbit/s found). Without a limit, `write()`
+/// fills that buffer at memory speed, so the sender's byte count runs ahead of the network and the
+/// test overruns `-t` while the buffer drains. With the limit the kernel accepts new data only when
+/// less than this much is waiting to be sent: the in-flight window is untouched (it is not "unsent"),
+/// and what was written tracks what was sent to within a few milliseconds of data.
+pub fn notsent_lowat(target_rate_bps: u64, streams: u32) -> u32 {
+    let per_stream = target_rate_bps / 8 / u64::from(streams.max(1));
+    let bytes = (u128::from(per_stream) * u128::from(NOTSENT_LOWAT_TIME.0) / 1_000_000_000) as u64;
+    bytes.clamp(MIN_NOTSENT_LOWAT, MAX_NOTSENT_LOWAT) as u32
+}
+
 /// Plans both buffers for `streams` streams sharing `target_rate_bps` over `rtt`, or for a fixed
 /// per-stream window when the user gave `-w`.
 pub fn plan(
@@ -459,5 +482,16 @@ mod tests {
         );
         assert_eq!(p.wanted, MAX_TCP_WINDOW);
         assert!(p.notes[0].contains("-P 7"), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn notsent_lowat_is_a_few_ms_of_the_stream_share() {
+        // 10 Gbit/s over one stream: 1.25 GB/s × 4 ms = 5 MB.
+        assert_eq!(notsent_lowat(10_000_000_000, 1), 5_000_000);
+        // Split over 8 streams: 625 kB each, raised to the 1 MiB floor.
+        assert_eq!(notsent_lowat(10_000_000_000, 8), 1 << 20);
+        // 100 Gbit/s on one stream: capped at 16 MiB.
+        assert_eq!(notsent_lowat(100_000_000_000, 1), 16 << 20);
+        assert_eq!(notsent_lowat(0, 0), 1 << 20);
     }
 }
