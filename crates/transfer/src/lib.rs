@@ -1,0 +1,40 @@
+//! longhaul-transfer: the pure, sans-IO core of `longhaul send` and `longhaul get`.
+//!
+//! Everything a disk-to-disk transfer decides lives here; everything it *does* (sockets, files, threads,
+//! the clock, the RNG) lives in the engine, which drives these types. The modules, in the order a
+//! transfer meets them:
+//!
+//! - [`auth`]: key files and the mutual challenge–response that opens every connection;
+//! - [`msg`]: the control messages (JSON frames) and the binary chunk header of data streams;
+//! - [`relpath`]: paths confined to the transfer root, and symlink targets that cannot leave it;
+//! - [`manifest`]: entries (directories, files, symlinks), the tree rules, chunk plans, chunk size and
+//!   the memory bound;
+//! - [`ranges`]: compact sets of chunk indices;
+//! - [`journal`]: the receiver's append-only resume journal;
+//! - [`schedule`]: the sender's work list, pulled by one thread per stream;
+//! - [`digest`]: BLAKE3 chunk hashes and the end-to-end file digest.
+//!
+//! The protocol, the formats and the memory bound are described in `docs/transfer.md`.
+//!
+//! Allowed dependencies: `longhaul-proto` (framing constants), serde, serde_json, thiserror, blake3.
+//! No I/O, threads, clock, randomness or libc (a `clippy.toml` bans the clock).
+
+pub mod auth;
+pub mod digest;
+pub mod journal;
+pub mod manifest;
+pub mod msg;
+pub mod ranges;
+pub mod relpath;
+pub mod schedule;
+
+pub use auth::{AuthError, Key, Role};
+pub use digest::{Digest, file_digest, hash_chunk};
+pub use journal::{FileIdentity, Journal, Resume};
+pub use manifest::{
+    ChunkPlan, Entry, EntryKind, Manifest, ManifestEntry, choose_chunk_size, memory_bound,
+};
+pub use msg::{ChunkHeader, Direction, Message, WireError};
+pub use ranges::RangeSet;
+pub use relpath::{PathError, RelPath, check_symlink_target};
+pub use schedule::{ScheduleError, Scheduler, Work};

@@ -1,0 +1,771 @@
+//! The transfer protocol: control messages (JSON frames) and the binary chunk header of data streams.
+//!
+//! A transfer uses the connection preamble of `longhaul_proto::wire` (kind control or data, the cookie,
+//! the stream index) and the same control framing: a 4-byte big-endian length, then that many bytes of
+//! JSON, at most [`MAX_FRAME_LEN`] (64 KiB). The conversation (C = client, S = server; "sender" and
+//! "receiver" are the data's):
+//!
+//! ```text
+//! C: TransferHello{version, direction, client_nonce}
+//!                     S: AuthChallenge{server_nonce, server_proof} | Error
+//! C: (checks server_proof) AuthResponse{client_proof}
+//!                     S: (checks client_proof, before touching any file) AuthOk{cookie} | Error
+//! get only:  C: Request{paths}
+//! sender:    Plan{streams, chunk_size}, ManifestBatch{entries, last} × n
+//! receiver:  Have{files, last} × m       (verified chunks from its journal; one round trip in all)
+//! C opens `streams` data connections, each presenting the cookie and its stream index.
+//! sender, data streams:  (ChunkHeader ‖ chunk bytes) × k, streams pulling work from the scheduler
+//! receiver:  ChunkVerdict{file, chunk, ok} per chunk   (ok = false: the sender re-sends it)
+//! sender:    FileDone{file, digest} once every chunk of a file is verified
+//! receiver:  FileVerified{file} | FileFailed{file, reason}
+//! sender:    Done{files, bytes}        receiver: Done{files, bytes}, then both close
+//! ```
+//!
+//! Everything received is untrusted: [`Message::from_json`] bounds every count and string and validates
+//! every path before the caller sees the message, and [`ChunkHeader::decode`] checks every field.
+//! The client may take the Hello → AuthChallenge round trip as its first RTT sample.
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::{Digest, hex_bytes};
+use crate::manifest::{
+    ChunkPlan, EntryError, MAX_CHUNK, MAX_FILE_SIZE, MAX_STREAMS, ManifestEntry, check_chunk_size,
+};
+use crate::ranges::RangeSet;
+use crate::relpath::RelPath;
+
+pub use longhaul_proto::wire::MAX_FRAME_LEN;
+
+/// Version of the transfer protocol spoken by this build.
+pub const TRANSFER_VERSION: u16 = 1;
+/// Most source paths in one `get` request.
+pub const MAX_REQUEST_PATHS: usize = 1024;
+/// Longest free-text field (error messages, failure reasons), in bytes.
+pub const MAX_TEXT: usize = 4096;
+
+/// Which way the data goes, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// `longhaul send`: the client sends, the server receives.
+    Send,
+    /// `longhaul get`: the server sends, the client receives.
+    Get,
+}
+
+/// Per-file resume state in a [`Message::Have`]: the chunks the receiver already holds verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaveFile {
+    /// File id from the manifest.
+    pub file: u32,
+    /// Verified chunk indices. A file may appear in several `Have` messages; the sets are united.
+    pub verified: RangeSet,
+}
+
+/// One control message of a transfer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// Client's first message. The distinct tag lets a server tell a transfer from a test by its first
+    /// frame.
+    TransferHello {
+        /// [`TRANSFER_VERSION`] of the client; a server of another version answers `Error`.
+        version: u16,
+        /// `send` or `get`.
+        direction: Direction,
+        /// The client's fresh nonce (64 hex digits).
+        #[serde(with = "hex_bytes")]
+        client_nonce: [u8; 32],
+    },
+    /// Server's nonce and its proof of the key.
+    AuthChallenge {
+        /// The server's fresh nonce.
+        #[serde(with = "hex_bytes")]
+        server_nonce: [u8; 32],
+        /// `proof(Server, server_nonce, client_nonce)`.
+        server_proof: Digest,
+    },
+    /// Client's proof of the key.
+    AuthResponse {
+        /// `proof(Client, server_nonce, client_nonce)`.
+        client_proof: Digest,
+    },
+    /// Authentication succeeded; data connections present this cookie.
+    AuthOk {
+        /// Cookie of this transfer (32 hex digits).
+        #[serde(with = "hex_bytes")]
+        cookie: [u8; 16],
+    },
+    /// `get`: the sources to send, relative to the server's root.
+    Request {
+        /// Source paths.
+        paths: Vec<RelPath>,
+    },
+    /// Sender's plan: streams and chunk size for the whole transfer.
+    Plan {
+        /// Data connections the client will open.
+        streams: u32,
+        /// Chunk size in bytes (power of two, 1–64 MiB).
+        chunk_size: u64,
+    },
+    /// Part of the manifest. Each entry is validated on parsing; the receiver adds them in order to a
+    /// [`crate::manifest::Manifest`], which enforces the tree rules (unique ids and paths, parents first).
+    ManifestBatch {
+        /// Entries in manifest order.
+        entries: Vec<ManifestEntry>,
+        /// Whether this is the last batch.
+        last: bool,
+    },
+    /// Receiver's resume state, sent after the last manifest batch.
+    Have {
+        /// Files with verified chunks; files not listed have none.
+        files: Vec<HaveFile>,
+        /// Whether this is the last `Have`.
+        last: bool,
+    },
+    /// Receiver's verdict on one chunk.
+    ChunkVerdict {
+        /// File id.
+        file: u32,
+        /// Chunk index.
+        chunk: u64,
+        /// Whether the hash matched; `false` asks for a re-send.
+        ok: bool,
+    },
+    /// Sender: every chunk of `file` is verified; here is its file digest.
+    FileDone {
+        /// File id.
+        file: u32,
+        /// The sender's file digest ([`crate::digest::file_digest`]).
+        digest: Digest,
+    },
+    /// Receiver: the digests matched and the file is in place under its final name.
+    FileVerified {
+        /// File id.
+        file: u32,
+    },
+    /// Receiver: the file could not be completed (digest mismatch, disk full, ...).
+    FileFailed {
+        /// File id.
+        file: u32,
+        /// Why, one line.
+        reason: String,
+    },
+    /// End of the transfer, with each side's count.
+    Done {
+        /// Files completed.
+        files: u64,
+        /// Payload bytes moved in this run.
+        bytes: u64,
+    },
+    /// A fatal error; the sender of it closes the connection.
+    Error {
+        /// One line.
+        message: String,
+    },
+}
+
+/// Everything that can be wrong with transfer bytes from a peer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// A frame announced more than [`MAX_FRAME_LEN`] bytes.
+    #[error("control frame of {0} bytes exceeds the 64 KiB limit")]
+    FrameTooLarge(usize),
+    /// A frame of length zero.
+    #[error("empty control frame")]
+    EmptyFrame,
+    /// Not valid JSON for any message.
+    #[error("malformed transfer message: {0}")]
+    BadMessage(String),
+    /// Well-formed but out of bounds.
+    #[error("invalid transfer message: {0}")]
+    Invalid(String),
+    /// A manifest entry that breaks the rules.
+    #[error("invalid manifest entry: {0}")]
+    Entry(#[from] EntryError),
+    /// A chunk header without the magic: the data stream is out of step.
+    #[error("data stream out of step: bad chunk header magic")]
+    BadChunkMagic,
+    /// A chunk header with a field out of range.
+    #[error("bad chunk header: {0}")]
+    BadChunkHeader(&'static str),
+    /// A chunk header that does not match the file's chunk plan.
+    #[error("chunk {chunk} of file {file}: header says offset {offset} len {len}, plan disagrees")]
+    ChunkMismatch {
+        /// File id.
+        file: u32,
+        /// Chunk index.
+        chunk: u64,
+        /// Offset in the header.
+        offset: u64,
+        /// Length in the header.
+        len: u32,
+    },
+}
+
+impl Message {
+    /// Parses and validates one message from a frame's payload.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, WireError> {
+        let m: Message =
+            serde_json::from_slice(bytes).map_err(|e| WireError::BadMessage(e.to_string()))?;
+        m.validate()?;
+        Ok(m)
+    }
+
+    /// Checks bounds serde cannot express. Paths, digests, nonces and range sets are already validated by
+    /// their types.
+    pub fn validate(&self) -> Result<(), WireError> {
+        let invalid = |s: String| Err(WireError::Invalid(s));
+        match self {
+            Message::Request { paths } if paths.is_empty() || paths.len() > MAX_REQUEST_PATHS => {
+                invalid(format!("request must name 1 to {MAX_REQUEST_PATHS} paths"))
+            }
+            Message::Plan { streams, .. } if !(1..=MAX_STREAMS).contains(streams) => invalid(
+                format!("plan asks for {streams} streams (1 to {MAX_STREAMS} allowed)"),
+            ),
+            Message::Plan { chunk_size, .. } => {
+                check_chunk_size(*chunk_size).or_else(|e| invalid(e.to_string()))
+            }
+            Message::ManifestBatch { entries, .. } => {
+                for e in entries {
+                    e.entry.validate()?;
+                }
+                Ok(())
+            }
+            Message::FileFailed { reason: text, .. } | Message::Error { message: text }
+                if text.len() > MAX_TEXT =>
+            {
+                invalid(format!(
+                    "text field of {} bytes (limit {MAX_TEXT})",
+                    text.len()
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The message as a frame: 4-byte big-endian length, then JSON.
+    pub fn encode_frame(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).expect("messages always serialise");
+        let mut out = Vec::with_capacity(4 + json.len());
+        out.extend_from_slice(&(json.len() as u32).to_be_bytes());
+        out.extend_from_slice(&json);
+        out
+    }
+}
+
+/// Decodes the first frame of `buf`: `Ok(None)` if more bytes are needed, else the message and the
+/// number of bytes it used. Errors on an out-of-range length as soon as the 4-byte prefix is in, so the
+/// caller never buffers more than `4 + MAX_FRAME_LEN` bytes for a hostile peer.
+pub fn decode_frame(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
+    let Some(prefix) = buf.first_chunk::<4>() else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes(*prefix) as usize;
+    if len > MAX_FRAME_LEN {
+        return Err(WireError::FrameTooLarge(len));
+    }
+    if len == 0 {
+        return Err(WireError::EmptyFrame);
+    }
+    match buf.get(4..4 + len) {
+        Some(body) => Ok(Some((Message::from_json(body)?, 4 + len))),
+        None => Ok(None),
+    }
+}
+
+/// Packs manifest entries into `ManifestBatch` messages whose frames fit in [`MAX_FRAME_LEN`], in order,
+/// so the sender can stream a manifest of any length without holding it all.
+#[derive(Debug, Default)]
+pub struct ManifestBatcher {
+    pending: Vec<ManifestEntry>,
+    pending_bytes: usize,
+}
+
+/// Budget for a batch's entries: the frame limit less room for the envelope (`{"type":...,"last":...}`).
+const BATCH_BUDGET: usize = MAX_FRAME_LEN - 256;
+
+impl ManifestBatcher {
+    /// An empty batcher.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an entry; returns a full batch (not the last) when this entry would not fit in the current one.
+    /// Any single entry fits: a 4096-byte path and target, even fully `\u00XX`-escaped, stay under 64 KiB.
+    pub fn push(&mut self, e: ManifestEntry) -> Option<Message> {
+        let size = serde_json::to_vec(&e).map_or(0, |v| v.len()) + 1;
+        let full = (self.pending_bytes + size > BATCH_BUDGET).then(|| self.take(false));
+        self.pending_bytes += size;
+        self.pending.push(e);
+        full
+    }
+
+    /// The final batch (possibly empty), marked `last`.
+    pub fn finish(mut self) -> Message {
+        self.take(true)
+    }
+
+    fn take(&mut self, last: bool) -> Message {
+        self.pending_bytes = 0;
+        Message::ManifestBatch {
+            entries: std::mem::take(&mut self.pending),
+            last,
+        }
+    }
+}
+
+/// Splits resume state into `Have` messages whose frames fit in [`MAX_FRAME_LEN`]. A file with more
+/// ranges than fit in one frame is split across messages (the receiver of `Have` unites them).
+pub fn have_messages(files: &[(u32, &RangeSet)]) -> Vec<Message> {
+    // A range costs at most 44 bytes of JSON ("[" 20 digits "," 20 digits "],"); a file's envelope
+    // (`{"file":4294967295,"verified":[]},`) 34, rounded up.
+    const RANGE_COST: usize = 44;
+    const FILE_COST: usize = 64;
+    let mut out = Vec::new();
+    let mut cur: Vec<HaveFile> = Vec::new();
+    let mut used = 0;
+    for &(file, set) in files {
+        let mut ranges = set.ranges().peekable();
+        while ranges.peek().is_some() {
+            if used + FILE_COST + RANGE_COST > BATCH_BUDGET {
+                out.push(Message::Have {
+                    files: std::mem::take(&mut cur),
+                    last: false,
+                });
+                used = 0;
+            }
+            used += FILE_COST;
+            let mut part = RangeSet::new();
+            while used + RANGE_COST <= BATCH_BUDGET {
+                let Some((s, e)) = ranges.next() else { break };
+                part.insert_range(s, e);
+                used += RANGE_COST;
+            }
+            cur.push(HaveFile {
+                file,
+                verified: part,
+            });
+        }
+    }
+    out.push(Message::Have {
+        files: cur,
+        last: true,
+    });
+    out
+}
+
+/// Size of the binary chunk header on data streams.
+pub const CHUNK_HEADER_LEN: usize = 64;
+/// Magic opening every chunk header: "LongHaul ChunK".
+pub const CHUNK_MAGIC: [u8; 4] = *b"LHCK";
+
+/// The header that precedes each chunk's bytes on a data stream (all integers big-endian):
+///
+/// ```text
+/// offset  size  field
+///      0     4  magic     b"LHCK"
+///      4     4  file      file id (u32)
+///      8     8  chunk     chunk index (u64)
+///     16     8  offset    byte offset in the file (u64) = chunk × chunk_size
+///     24     4  len       payload length (u32), 1 ..= 64 MiB; this many bytes follow the header
+///     28     4  reserved  must be zero
+///     32    32  hash      BLAKE3 of the payload
+/// ```
+///
+/// Offset and length are redundant with the file's [`ChunkPlan`]; the receiver checks them
+/// ([`ChunkHeader::check_plan`]) so that a confused sender is caught before any byte is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkHeader {
+    /// File id.
+    pub file: u32,
+    /// Chunk index.
+    pub chunk: u64,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// Payload length.
+    pub len: u32,
+    /// BLAKE3 of the payload.
+    pub hash: Digest,
+}
+
+impl ChunkHeader {
+    /// Serialises the header.
+    pub fn encode(&self) -> [u8; CHUNK_HEADER_LEN] {
+        let mut b = [0u8; CHUNK_HEADER_LEN];
+        b[0..4].copy_from_slice(&CHUNK_MAGIC);
+        b[4..8].copy_from_slice(&self.file.to_be_bytes());
+        b[8..16].copy_from_slice(&self.chunk.to_be_bytes());
+        b[16..24].copy_from_slice(&self.offset.to_be_bytes());
+        b[24..28].copy_from_slice(&self.len.to_be_bytes());
+        b[32..64].copy_from_slice(&self.hash.0);
+        b
+    }
+
+    /// Parses and checks a header: magic, reserved bytes, a length in `1..=MAX_CHUNK`, and a chunk that
+    /// lies within [`MAX_FILE_SIZE`]. The payload length is safe to allocate or read once this returns.
+    pub fn decode(b: &[u8; CHUNK_HEADER_LEN]) -> Result<Self, WireError> {
+        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let be64 = |i: usize| (u64::from(be32(i)) << 32) | u64::from(be32(i + 4));
+        if b[0..4] != CHUNK_MAGIC {
+            return Err(WireError::BadChunkMagic);
+        }
+        if be32(28) != 0 {
+            return Err(WireError::BadChunkHeader("reserved bytes are not zero"));
+        }
+        let len = be32(24);
+        if len == 0 || u64::from(len) > MAX_CHUNK {
+            return Err(WireError::BadChunkHeader("length not in 1 ..= 64 MiB"));
+        }
+        let offset = be64(16);
+        if offset.saturating_add(u64::from(len)) > MAX_FILE_SIZE {
+            return Err(WireError::BadChunkHeader(
+                "chunk ends beyond the 1 PiB file limit",
+            ));
+        }
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&b[32..64]);
+        Ok(Self {
+            file: be32(4),
+            chunk: be64(8),
+            offset,
+            len,
+            hash: Digest(hash),
+        })
+    }
+
+    /// Checks the header against the file's plan: the chunk exists and offset and length are the plan's.
+    pub fn check_plan(&self, plan: &ChunkPlan) -> Result<(), WireError> {
+        match plan.chunk(self.chunk) {
+            Some(span) if span.offset == self.offset && span.len == self.len => Ok(()),
+            _ => Err(WireError::ChunkMismatch {
+                file: self.file,
+                chunk: self.chunk,
+                offset: self.offset,
+                len: self.len,
+            }),
+        }
+    }
+
+    /// Whether `payload` is the chunk this header announced (its BLAKE3 matches).
+    pub fn matches(&self, payload: &[u8]) -> bool {
+        payload.len() == self.len as usize && crate::digest::hash_chunk(payload) == self.hash
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::digest::hash_chunk;
+    use crate::manifest::{Entry, EntryKind};
+    use crate::ranges::tests::Rng;
+
+    const MIB: u64 = 1 << 20;
+
+    fn entry(id: u32, path: &str) -> ManifestEntry {
+        ManifestEntry {
+            id,
+            entry: Entry {
+                path: RelPath::parse(path).unwrap(),
+                kind: EntryKind::File { size: 5 },
+                mode: 0o644,
+                mtime_ns: 1_700_000_000_000_000_000,
+            },
+        }
+    }
+
+    /// One message of every kind, for round-trip and mutation tests.
+    pub(crate) fn samples() -> Vec<Message> {
+        let mut verified = RangeSet::new();
+        verified.insert_range(0, 4);
+        verified.insert(9);
+        vec![
+            Message::TransferHello {
+                version: TRANSFER_VERSION,
+                direction: Direction::Get,
+                client_nonce: [3; 32],
+            },
+            Message::AuthChallenge {
+                server_nonce: [4; 32],
+                server_proof: hash_chunk(b"p"),
+            },
+            Message::AuthResponse {
+                client_proof: hash_chunk(b"q"),
+            },
+            Message::AuthOk { cookie: [9; 16] },
+            Message::Request {
+                paths: vec![RelPath::parse("data/run 1").unwrap()],
+            },
+            Message::Plan {
+                streams: 8,
+                chunk_size: 16 * MIB,
+            },
+            Message::ManifestBatch {
+                entries: vec![entry(0, "ünï/cödé"), entry(1, "b")],
+                last: true,
+            },
+            Message::Have {
+                files: vec![HaveFile { file: 0, verified }],
+                last: true,
+            },
+            Message::ChunkVerdict {
+                file: 0,
+                chunk: 7,
+                ok: false,
+            },
+            Message::FileDone {
+                file: 1,
+                digest: hash_chunk(b"d"),
+            },
+            Message::FileVerified { file: 1 },
+            Message::FileFailed {
+                file: 2,
+                reason: "No space left on device".into(),
+            },
+            Message::Done {
+                files: 3,
+                bytes: 10,
+            },
+            Message::Error {
+                message: "wrong key".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips_through_a_frame() {
+        for m in samples() {
+            let f = m.encode_frame();
+            let (back, used) = decode_frame(&f).unwrap().unwrap();
+            assert_eq!(back, m);
+            assert_eq!(used, f.len());
+            // Any proper prefix is "need more", never an error or a message.
+            for cut in 0..f.len() {
+                assert_eq!(decode_frame(&f[..cut]), Ok(None), "{m:?} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn wire_shape_is_stable() {
+        let m = Message::ChunkVerdict {
+            file: 3,
+            chunk: 1,
+            ok: true,
+        };
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"type":"chunk_verdict","file":3,"chunk":1,"ok":true}"#
+        );
+        let hello = serde_json::to_string(&samples()[0]).unwrap();
+        assert!(hello.starts_with(
+            r#"{"type":"transfer_hello","version":1,"direction":"get","client_nonce":"0303"#
+        ));
+    }
+
+    #[test]
+    fn hostile_messages_are_refused() {
+        let bad = |json: &str| Message::from_json(json.as_bytes()).unwrap_err();
+        assert!(matches!(
+            bad(r#"{"type":"format_disk"}"#),
+            WireError::BadMessage(_)
+        ));
+        assert!(matches!(
+            bad(r#"{"type":"request","paths":["../etc"]}"#),
+            WireError::BadMessage(_)
+        ));
+        assert!(matches!(
+            bad(r#"{"type":"request","paths":[]}"#),
+            WireError::Invalid(_)
+        ));
+        assert!(matches!(
+            bad(r#"{"type":"plan","streams":0,"chunk_size":1048576}"#),
+            WireError::Invalid(_)
+        ));
+        assert!(matches!(
+            bad(r#"{"type":"plan","streams":4,"chunk_size":1000}"#),
+            WireError::Invalid(_)
+        ));
+        assert!(matches!(
+            bad(r#"{"type":"auth_ok","cookie":"00"}"#),
+            WireError::BadMessage(_)
+        ));
+        assert!(matches!(
+            bad(r#"{"type":"have","files":[{"file":1,"verified":[[5,2]]}],"last":true}"#),
+            WireError::BadMessage(_)
+        ));
+        let long = format!(
+            r#"{{"type":"error","message":"{}"}}"#,
+            "x".repeat(MAX_TEXT + 1)
+        );
+        assert!(matches!(bad(&long), WireError::Invalid(_)));
+        let escape = r#"{"type":"manifest_batch","last":true,"entries":[{"id":1,"entry":{"path":"l","kind":{"type":"symlink","target":"../x"},"mode":511,"mtime_ns":0}}]}"#;
+        assert!(matches!(bad(escape), WireError::Entry(_)));
+        let mut frame = (MAX_FRAME_LEN as u32 + 1).to_be_bytes().to_vec();
+        frame.push(b'{');
+        assert_eq!(
+            decode_frame(&frame),
+            Err(WireError::FrameTooLarge(MAX_FRAME_LEN + 1))
+        );
+        assert_eq!(decode_frame(&[0, 0, 0, 0]), Err(WireError::EmptyFrame));
+    }
+
+    #[test]
+    fn manifest_batches_fit_in_frames_and_keep_order() {
+        let mut b = ManifestBatcher::new();
+        let mut frames = Vec::new();
+        for i in 0..3000 {
+            let path = format!("dir/{}-{i}", "n".repeat(200));
+            if let Some(m) = b.push(entry(i, &path)) {
+                frames.push(m);
+            }
+        }
+        frames.push(b.finish());
+        assert!(frames.len() > 1);
+        let mut ids = Vec::new();
+        for (k, m) in frames.iter().enumerate() {
+            assert!(m.encode_frame().len() <= MAX_FRAME_LEN + 4);
+            let Message::ManifestBatch { entries, last } = m else {
+                panic!()
+            };
+            assert_eq!(*last, k == frames.len() - 1);
+            ids.extend(entries.iter().map(|e| e.id));
+        }
+        assert_eq!(ids, (0..3000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn have_messages_split_large_range_sets() {
+        // Every other chunk of a big file: far more ranges than one frame holds.
+        let mut sparse = RangeSet::new();
+        for i in (0..40_000u64).map(|i| i * 2 + (1 << 29)) {
+            sparse.insert(i);
+        }
+        let small = RangeSet::full(3);
+        let msgs = have_messages(&[(1, &small), (2, &sparse)]);
+        assert!(msgs.len() > 1);
+        let mut merged: std::collections::BTreeMap<u32, RangeSet> = Default::default();
+        for (k, m) in msgs.iter().enumerate() {
+            assert!(m.encode_frame().len() <= MAX_FRAME_LEN + 4);
+            let Message::Have { files, last } = m else {
+                panic!()
+            };
+            assert_eq!(*last, k == msgs.len() - 1);
+            for f in files {
+                let set = merged.entry(f.file).or_default();
+                for (s, e) in f.verified.ranges() {
+                    set.insert_range(s, e);
+                }
+            }
+        }
+        assert_eq!(merged[&1], small);
+        assert_eq!(merged[&2], sparse);
+        assert_eq!(
+            have_messages(&[]),
+            vec![Message::Have {
+                files: vec![],
+                last: true
+            }]
+        );
+    }
+
+    fn header() -> ChunkHeader {
+        ChunkHeader {
+            file: 7,
+            chunk: 2,
+            offset: 2 * MIB,
+            len: 1000,
+            hash: hash_chunk(b"payload"),
+        }
+    }
+
+    #[test]
+    fn chunk_header_round_trips_and_checks_the_plan() {
+        let h = header();
+        let b = h.encode();
+        assert_eq!(&b[0..4], b"LHCK");
+        assert_eq!(ChunkHeader::decode(&b), Ok(h));
+        let plan = ChunkPlan::new(2 * MIB + 1000, MIB).unwrap();
+        assert_eq!(h.check_plan(&plan), Ok(()));
+        let longer = ChunkPlan::new(3 * MIB, MIB).unwrap();
+        assert!(matches!(
+            h.check_plan(&longer),
+            Err(WireError::ChunkMismatch { .. })
+        ));
+        let shorter = ChunkPlan::new(2 * MIB, MIB).unwrap();
+        assert!(matches!(
+            h.check_plan(&shorter),
+            Err(WireError::ChunkMismatch { .. })
+        ));
+        assert!(
+            !h.matches(b"payload"),
+            "payload of 7 bytes, header says 1000"
+        );
+        let exact = ChunkHeader { len: 7, ..h };
+        assert!(exact.matches(b"payload"));
+        assert!(!exact.matches(b"paylaod"));
+    }
+
+    #[test]
+    fn chunk_header_rejects_bad_fields() {
+        let good = header().encode();
+        let with = |i: usize, v: u8| {
+            let mut b = good;
+            b[i] = v;
+            ChunkHeader::decode(&b)
+        };
+        assert_eq!(with(0, b'X'), Err(WireError::BadChunkMagic));
+        assert!(matches!(with(31, 1), Err(WireError::BadChunkHeader(_))));
+        let mut zero_len = good;
+        zero_len[24..28].copy_from_slice(&0u32.to_be_bytes());
+        assert!(matches!(
+            ChunkHeader::decode(&zero_len),
+            Err(WireError::BadChunkHeader(_))
+        ));
+        let mut huge = good;
+        huge[24..28].copy_from_slice(&((64 << 20) + 1u32).to_be_bytes());
+        assert!(matches!(
+            ChunkHeader::decode(&huge),
+            Err(WireError::BadChunkHeader(_))
+        ));
+        let mut far = good;
+        far[16..24].copy_from_slice(&u64::MAX.to_be_bytes());
+        assert!(matches!(
+            ChunkHeader::decode(&far),
+            Err(WireError::BadChunkHeader(_))
+        ));
+    }
+
+    /// The fuzz target's invariants on a seeded corpus, so they hold on every `cargo test`: mutated frames
+    /// and headers never panic, and whatever is accepted round-trips.
+    #[test]
+    fn seeded_mutations_never_panic_and_round_trip() {
+        let valid: Vec<u8> = samples().iter().flat_map(Message::encode_frame).collect();
+        let mut rng = Rng(0xC0FF_EE00_1234_5678);
+        for round in 0..2_000 {
+            let mut bytes = valid.clone();
+            for _ in 0..rng.below(4) + 1 {
+                let i = rng.below(bytes.len() as u64) as usize;
+                match rng.below(3) {
+                    0 => bytes[i] ^= 1 << rng.below(8),
+                    1 => bytes.insert(i, rng.next() as u8),
+                    _ => bytes.truncate(i.max(1)),
+                }
+            }
+            let mut rest = &bytes[..];
+            while let Ok(Some((m, used))) = decode_frame(rest) {
+                assert_eq!(Message::from_json(&m.encode_frame()[4..]), Ok(m));
+                rest = &rest[used..];
+            }
+            let mut h = header().encode();
+            h[rng.below(64) as usize] ^= 1 << rng.below(8);
+            if round % 7 == 0 {
+                h.iter_mut().for_each(|b| *b = rng.next() as u8);
+            }
+            if let Ok(dec) = ChunkHeader::decode(&h) {
+                assert_eq!(dec.encode(), h);
+            }
+        }
+    }
+}
