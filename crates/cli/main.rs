@@ -12,6 +12,7 @@ mod doctor;
 mod emulate;
 mod server;
 mod test;
+mod transfer;
 
 /// Move bulk data at the full speed of long, fat networks, and prove it.
 #[derive(Parser, Debug)]
@@ -43,6 +44,13 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Run a command across an emulated WAN path (two hosts in network namespaces; needs root).
     Emulate(Box<emulate::EmulateArgs>),
+    /// Send files and directory trees to a `longhaul server --root`: parallel streams, every chunk
+    /// verified, resumable.
+    Send(Box<transfer::SendArgs>),
+    /// Fetch files and directory trees from a `longhaul server --root`.
+    Get(Box<transfer::GetArgs>),
+    /// Create a key file for `send`/`get` and `server --root`.
+    Keygen(transfer::KeygenArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +61,9 @@ fn main() -> ExitCode {
         Command::Calc(a) => calc::run(a).map(|()| ExitCode::SUCCESS),
         Command::Doctor(a) => doctor::run(a),
         Command::Emulate(a) => emulate::run(a),
+        Command::Send(a) => transfer::send(a),
+        Command::Get(a) => transfer::get(a),
+        Command::Keygen(a) => transfer::keygen(a),
     };
     match result {
         Ok(code) => code,

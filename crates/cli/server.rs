@@ -14,7 +14,8 @@ use longhaul_engine::{DEFAULT_PORT, Server, ServerConfig};
     after_help = "Serves control and data connections on one port (default 7067), IPv6 and IPv4 \
 (dual-stack) unless -B picks one address. Each test gets its own threads; a bad client is logged and \
 dropped without disturbing the others. Run as root so tests can ask for windows beyond \
-net.core.rmem_max (SO_RCVBUFFORCE)."
+net.core.rmem_max (SO_RCVBUFFORCE). With --root DIR --key FILE it also serves `longhaul send` and \
+`longhaul get` (files under DIR only; clients must hold the key)."
 )]
 pub(crate) struct ServerArgs {
     /// Port for control and data connections.
@@ -38,6 +39,13 @@ pub(crate) struct ServerArgs {
     /// Write the server's process id to this file (with --daemon: the background process).
     #[arg(short = 'I', long)]
     pidfile: Option<PathBuf>,
+    /// Serve files to `longhaul send`/`get` from this directory; no path outside it is ever touched.
+    #[arg(long, value_name = "DIR", requires = "key")]
+    root: Option<PathBuf>,
+    /// The key clients must prove they hold (create one with `longhaul keygen FILE`); needed with
+    /// --root.
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
 }
 
 pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
@@ -53,10 +61,24 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot open log file {}", p.display()))
         })
         .transpose()?;
+    let files = match &a.root {
+        Some(root) => {
+            let meta =
+                std::fs::metadata(root).with_context(|| format!("--root {}", root.display()))?;
+            anyhow::ensure!(meta.is_dir(), "--root {}: not a directory", root.display());
+            let key = crate::transfer::load_key(a.key.as_deref())?;
+            Some(longhaul_engine::transfer::ServeFiles {
+                root: root.clone(),
+                key,
+            })
+        }
+        None => None,
+    };
     let cfg = ServerConfig {
         bind: a.bind,
         port: a.port,
         max_tests: a.max_tests,
+        files,
         ..Default::default()
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.

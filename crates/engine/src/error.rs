@@ -74,6 +74,15 @@ pub enum EngineError {
         /// What the kernel offers.
         available: String,
     },
+    /// A file transfer failed (the message says why and, where known, what to do).
+    #[error("{0}")]
+    Transfer(String),
+    /// The peer sent transfer bytes that break the protocol.
+    #[error("transfer protocol error: {0}")]
+    Wire(#[from] longhaul_transfer::WireError),
+    /// A file operation under a transfer's root failed.
+    #[error(transparent)]
+    Root(#[from] crate::transfer::root::RootError),
     /// A data stream failed during the test.
     #[error("stream {stream}: {source}")]
     Stream {

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::Read;
 
-fn fill(buf: &mut [u8]) {
+pub(crate) fn fill(buf: &mut [u8]) {
     // /dev/urandom cannot fail on a running Linux system short of a missing /dev; fall back to the clock
     // and address-space layout so a cookie is still unpredictable enough to keep tests apart.
     if File::open("/dev/urandom")

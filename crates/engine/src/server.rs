@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub max_tests: u32,
     /// How long a peer may take for each handshake step before it is dropped.
     pub handshake_timeout: Duration,
+    /// Files served to `longhaul send`/`get` (the root and the key), if any.
+    pub files: Option<crate::transfer::ServeFiles>,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +53,7 @@ impl Default for ServerConfig {
             port: DEFAULT_PORT,
             max_tests: 8,
             handshake_timeout: Duration::from_secs(10),
+            files: None,
         }
     }
 }
@@ -201,6 +204,44 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
                     let _ = tx.try_send((pre.stream, conn));
                 }
                 None => warn!(%peer, "data connection with an unknown test cookie dropped"),
+            }
+        }
+        ConnKind::Transfer => {
+            let cap = shared.cfg.max_tests;
+            let running = shared.running.fetch_add(1, Ordering::AcqRel);
+            let _slot = Slot(&shared.running);
+            if running >= cap {
+                info!(%peer, running, cap, "refused transfer: busy");
+                let msg = longhaul_transfer::Message::Error {
+                    message: format!(
+                        "server busy, {running} sessions running (cap {cap}); try again later"
+                    ),
+                };
+                let _ = std::io::Write::write_all(&mut conn, &msg.encode_frame());
+                return;
+            }
+            let cookie = random::cookie();
+            let (_registration, rx) = Registration::new(shared, cookie);
+            let widen = |request, force| widen_listener(shared, request, force);
+            match crate::transfer::serve(
+                conn,
+                shared.cfg.files.as_ref(),
+                cookie,
+                &rx,
+                shared.cfg.handshake_timeout,
+                &widen,
+            ) {
+                Ok(Some(s)) => info!(
+                    %peer,
+                    direction = %s.direction,
+                    files = s.files,
+                    failed = s.failed.len(),
+                    bytes = s.bytes_moved,
+                    seconds = s.seconds,
+                    "transfer done"
+                ),
+                Ok(None) => {}
+                Err(e) => warn!(%peer, "transfer ended with an error: {e}"),
             }
         }
         ConnKind::Control => {

@@ -1,4 +1,629 @@
 //! Disk-to-disk transfers (`longhaul send` / `longhaul get`): the I/O around the sans-IO core in
-//! `longhaul-transfer`. This slice: [`root`], the directory a transfer is confined to.
+//! `longhaul-transfer` (protocol, manifest, journal, scheduler, digests; `docs/transfer.md`).
+//!
+//! - [`root`]: the directory a transfer is confined to (openat2, no symlink is ever followed);
+//! - `conn`: the framed control connection, connect, and the mutual authentication;
+//! - `source`: the sending side (manifest from the sources, one thread per data stream reading,
+//!   hashing and sending chunks);
+//! - `sink`: the receiving side (journal, temporary files, verification, rename into place).
+//!
+//! The client measures the RTT on the control connection and chooses streams and the chunk size
+//! from it and the target rate, in both directions; the server follows the client's plan.
 
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use longhaul_proto::wire::Preamble;
+use longhaul_transfer::manifest::{MAX_STREAMS, memory_bound};
+use longhaul_transfer::msg::Direction;
+use longhaul_transfer::{Key, Message, RelPath, choose_chunk_size};
+use longhaul_units::Nanos;
+use serde::Serialize;
+
+use crate::EngineError;
+use crate::socket::{self, SocketOptions};
+
+mod conn;
 pub mod root;
+mod sink;
+mod source;
+
+pub use conn::Endpoint;
+use conn::{Ctl, unexpected};
+use root::Root;
+use sink::{Sink, SinkOptions};
+use source::Sources;
+
+/// How long a side may see neither a control message nor a payload byte before it gives up.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often progress is reported.
+pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// Streams used when the window plan does not ask for more: enough to hash and read on several
+/// cores and to spread one big file, few enough not to thrash a disk.
+pub const DEFAULT_STREAMS: u32 = 4;
+
+/// What the client asks for.
+#[derive(Debug, Clone)]
+pub struct TransferConfig {
+    /// The server.
+    pub endpoint: Endpoint,
+    /// The shared key.
+    pub key: Key,
+    /// Data streams; `None`: from the window plan (at least [`DEFAULT_STREAMS`]).
+    pub streams: Option<u32>,
+    /// Target rate of all streams together, bit/s (sizes windows and chunks).
+    pub rate_bps: u64,
+    /// Chunk size; `None`: one stream's share of one RTT (1–64 MiB).
+    pub chunk_size: Option<u64>,
+    /// Replace existing files that differ.
+    pub overwrite: bool,
+    /// fsync each file before renaming it into place.
+    pub fsync: bool,
+    /// Congestion control for the data connections.
+    pub congestion: Option<String>,
+}
+
+/// What a transfer reports as it goes.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Data is about to flow.
+    Started {
+        /// Data streams.
+        streams: u32,
+        /// Chunk size, bytes.
+        chunk_size: u64,
+        /// Files in the transfer.
+        files: u64,
+        /// Their total size.
+        bytes_total: u64,
+        /// What this run has to move (less when resuming or when files are already there).
+        bytes_to_send: u64,
+    },
+    /// Every second.
+    Progress {
+        /// Payload bytes moved so far in this run.
+        bytes: u64,
+        /// Of `bytes_to_send`.
+        bytes_to_send: u64,
+        /// Files verified and in place.
+        files: u64,
+        /// Seconds since the start.
+        seconds: f64,
+        /// Rate over the last interval, bit/s.
+        bits_per_second: f64,
+    },
+    /// A file is verified and in place, or failed.
+    File {
+        /// Its path in the transfer.
+        path: String,
+        /// Why it failed, if it did.
+        error: Option<String>,
+    },
+}
+
+/// The end of a transfer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// `send` or `get`.
+    pub direction: String,
+    /// Files verified and in place (including those that already were).
+    pub files: u64,
+    /// Files that failed, with why.
+    pub failed: Vec<String>,
+    /// Entries left out by the sender (special files, links leaving the tree).
+    pub skipped: Vec<String>,
+    /// Payload bytes moved in this run.
+    pub bytes_moved: u64,
+    /// What this run had to move.
+    pub bytes_to_send: u64,
+    /// Seconds from the first byte to the end.
+    pub seconds: f64,
+    /// bytes_moved × 8 / seconds.
+    pub bits_per_second: f64,
+    /// Data streams.
+    pub streams: u32,
+    /// Chunk size, bytes.
+    pub chunk_size: u64,
+    /// Chunk-buffer memory bound of each side, bytes (streams × chunk × 2).
+    pub memory_bound: u64,
+    /// RTT measured on the control connection, ns.
+    pub rtt_ns: u64,
+    /// Chunks sent again after failing verification.
+    pub chunks_resent: u64,
+    /// TCP retransmits on the data connections (known when this side sends).
+    pub retransmits: Option<u64>,
+    /// Whether every file was verified end to end (file digests equal).
+    pub verified: bool,
+}
+
+/// One side's running counters and its event sink.
+pub(crate) struct Side<'a> {
+    on_event: &'a mut dyn FnMut(&Event),
+    start: Instant,
+    pub(crate) to_send: u64,
+    pub(crate) bytes_moved: u64,
+    pub(crate) files_ok: u64,
+    pub(crate) failed: Vec<String>,
+    pub(crate) resent: u64,
+    last_activity: Instant,
+    last_bytes: u64,
+    last_tick: (Instant, u64),
+}
+
+impl<'a> Side<'a> {
+    fn new(on_event: &'a mut dyn FnMut(&Event)) -> Self {
+        let now = Instant::now();
+        Self {
+            on_event,
+            start: now,
+            to_send: 0,
+            bytes_moved: 0,
+            files_ok: 0,
+            failed: Vec::new(),
+            resent: 0,
+            last_activity: now,
+            last_bytes: 0,
+            last_tick: (now, 0),
+        }
+    }
+
+    pub(crate) fn event(&mut self, e: Event) {
+        if matches!(e, Event::Started { .. }) {
+            self.start = Instant::now();
+            self.last_tick = (self.start, 0);
+        }
+        (self.on_event)(&e);
+    }
+
+    pub(crate) fn progress(&mut self, bytes: u64, files: u64) {
+        let now = Instant::now();
+        let (t0, b0) = self.last_tick;
+        let dt = now.duration_since(t0).as_secs_f64().max(1e-9);
+        self.last_tick = (now, bytes);
+        let e = Event::Progress {
+            bytes,
+            bytes_to_send: self.to_send,
+            files,
+            seconds: now.duration_since(self.start).as_secs_f64(),
+            bits_per_second: bytes.saturating_sub(b0) as f64 * 8.0 / dt,
+        };
+        (self.on_event)(&e);
+    }
+
+    pub(crate) fn file_done(&mut self, path: String, error: Option<String>) {
+        match &error {
+            None => self.files_ok += 1,
+            Some(r) => self.failed.push(r.clone()),
+        }
+        (self.on_event)(&Event::File { path, error });
+    }
+
+    /// A control message arrived.
+    pub(crate) fn touch(&mut self) {
+        self.last_activity = Instant::now();
+    }
+
+    /// Fails when nothing at all happened for [`IDLE_TIMEOUT`].
+    pub(crate) fn check_idle(&mut self, bytes: u64) -> Result<(), EngineError> {
+        let now = Instant::now();
+        if bytes != self.last_bytes {
+            self.last_bytes = bytes;
+            self.last_activity = now;
+        }
+        if now.duration_since(self.last_activity) > IDLE_TIMEOUT {
+            return Err(EngineError::Transfer(format!(
+                "no progress for {} s: the peer or the path is gone; run the same command again \
+to resume",
+                IDLE_TIMEOUT.as_secs()
+            )));
+        }
+        Ok(())
+    }
+
+    fn summary(
+        &self,
+        direction: Direction,
+        plan: &Plan,
+        skipped: Vec<String>,
+        retransmits: Option<u64>,
+    ) -> Summary {
+        let seconds = self.start.elapsed().as_secs_f64();
+        Summary {
+            direction: match direction {
+                Direction::Send => "send".into(),
+                Direction::Get => "get".into(),
+            },
+            files: self.files_ok,
+            failed: self.failed.clone(),
+            skipped,
+            bytes_moved: self.bytes_moved,
+            bytes_to_send: self.to_send,
+            seconds,
+            bits_per_second: self.bytes_moved as f64 * 8.0 / seconds.max(1e-9),
+            streams: plan.streams,
+            chunk_size: plan.chunk_size,
+            memory_bound: memory_bound(plan.streams, plan.chunk_size),
+            rtt_ns: plan.rtt_ns,
+            chunks_resent: self.resent,
+            retransmits,
+            verified: self.failed.is_empty(),
+        }
+    }
+}
+
+/// Streams and chunk size for a transfer.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    streams: u32,
+    chunk_size: u64,
+    rtt_ns: u64,
+    rate_bps: u64,
+}
+
+/// The client's plan: RTT from the control connection's TCP_INFO (after the handshake's round
+/// trips), streams from the window plan (enough windows for the target rate under this host's
+/// buffer limits, at least [`DEFAULT_STREAMS`]) unless given, chunk size from the core's rule.
+fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Plan {
+    let rtt_ns = longhaul_sys::tcp_info(ctl.socket().as_fd())
+        .map(|t| u64::from(t.min_rtt_us.filter(|&m| m > 0).unwrap_or(t.rtt_us)) * 1000)
+        .unwrap_or(1_000_000)
+        .max(1000);
+    let streams = cfg.streams.unwrap_or_else(|| {
+        let limits = socket::kernel_limits();
+        let w = longhaul_proto::window::plan(Nanos(rtt_ns), cfg.rate_bps, 1, None, &limits);
+        // One window per stream at most what the buffer cap lets us have.
+        let per_stream = match w.recv.action {
+            longhaul_proto::window::BufferAction::Set { force: true, .. } => w.wanted,
+            _ => (w.recv.cap / 2).max(1),
+        };
+        let needed = (2 * w.bdp_per_stream).div_ceil(per_stream.max(1));
+        u32::try_from(needed)
+            .unwrap_or(MAX_STREAMS)
+            .clamp(DEFAULT_STREAMS, 64)
+    });
+    let streams = streams.clamp(1, MAX_STREAMS);
+    let chunk_size = cfg
+        .chunk_size
+        .unwrap_or_else(|| choose_chunk_size(cfg.rate_bps, rtt_ns, streams));
+    Plan {
+        streams,
+        chunk_size,
+        rtt_ns,
+        rate_bps: cfg.rate_bps,
+    }
+}
+
+/// This host's window plan for a transfer's streams (the test engine's rule: 2 × BDP per stream).
+fn window_plan(p: &Plan) -> longhaul_proto::window::WindowPlan {
+    longhaul_proto::window::plan(
+        Nanos(p.rtt_ns),
+        p.rate_bps,
+        p.streams,
+        None,
+        &socket::kernel_limits(),
+    )
+}
+
+/// Opens the client's data connections, buffers set before connect.
+fn open_streams(
+    cfg: &TransferConfig,
+    server: std::net::SocketAddr,
+    cookie: [u8; 16],
+    p: &Plan,
+    sender: bool,
+) -> Result<Vec<TcpStream>, EngineError> {
+    let window = window_plan(p);
+    let opts = SocketOptions {
+        plan: &window,
+        congestion: cfg.congestion.as_deref(),
+    };
+    let mut out = Vec::with_capacity(p.streams as usize);
+    for i in 0..p.streams {
+        let s = cfg.endpoint.socket(server)?;
+        socket::apply(s.as_fd(), &opts, sender, i)?;
+        let mut s = cfg.endpoint.connect(s, server)?;
+        std::io::Write::write_all(&mut s, &Preamble::data(cookie, i).encode())
+            .map_err(|e| EngineError::io(format!("send preamble of stream {i}"), e))?;
+        out.push(s);
+    }
+    Ok(out)
+}
+
+fn retransmits(socks: &[TcpStream]) -> u64 {
+    socks
+        .iter()
+        .filter_map(|s| longhaul_sys::tcp_info(s.as_fd()).ok())
+        .map(|t| u64::from(t.total_retrans))
+        .sum()
+}
+
+/// Connects, authenticates and returns the control connection, the server address and the cookie.
+fn open(
+    cfg: &TransferConfig,
+    direction: Direction,
+) -> Result<(Ctl, std::net::SocketAddr, [u8; 16]), EngineError> {
+    let (mut sock, server) = cfg.endpoint.connect_any()?;
+    std::io::Write::write_all(&mut sock, &Preamble::transfer().encode())
+        .map_err(|e| EngineError::io("send preamble", e))?;
+    let mut ctl = Ctl::new(sock)?;
+    let cookie = conn::client_handshake(&mut ctl, &cfg.key, direction, cfg.endpoint.timeout)?;
+    Ok((ctl, server, cookie))
+}
+
+/// `longhaul send SRC... HOST:DEST`: each source (a file, a directory tree or a symlink) lands in
+/// DEST (relative to the server's root; `None`: the root) under its own name.
+pub fn send(
+    cfg: &TransferConfig,
+    sources: &[PathBuf],
+    dest: Option<RelPath>,
+    on_event: &mut dyn FnMut(&Event),
+) -> Result<Summary, EngineError> {
+    let mut src = Sources::default();
+    for s in sources {
+        let (parent, name) = split_local(s)?;
+        src.add(Root::open(&parent)?, &name, &name)?;
+    }
+    let (mut ctl, server, cookie) = open(cfg, Direction::Send)?;
+    let p = plan(cfg, &ctl);
+    ctl.send(&Message::SendTo {
+        dest,
+        overwrite: cfg.overwrite,
+        fsync: cfg.fsync,
+    })?;
+    ctl.send(&Message::Plan {
+        streams: p.streams,
+        chunk_size: p.chunk_size,
+        rtt_ns: p.rtt_ns,
+        rate_bps: p.rate_bps,
+    })?;
+    src.send_manifest(&ctl)?;
+    let have = source::recv_have(&mut ctl)?;
+    let socks = open_streams(cfg, server, cookie, &p, true)?;
+    let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
+    let skipped = std::mem::take(&mut src.skipped);
+    let mut side = Side::new(on_event);
+    source::run(&mut ctl, socks, src, p.chunk_size, &have, &mut side)?;
+    Ok(side.summary(Direction::Send, &p, skipped, Some(retransmits(&probe))))
+}
+
+/// `longhaul get HOST:SRC... DEST`: each source (relative to the server's root) lands in the local
+/// directory DEST (created if missing) under its own name.
+pub fn get(
+    cfg: &TransferConfig,
+    sources: &[RelPath],
+    dest: &Path,
+    on_event: &mut dyn FnMut(&Event),
+) -> Result<Summary, EngineError> {
+    std::fs::create_dir_all(dest)
+        .map_err(|e| EngineError::io(format!("create {}", dest.display()), e))?;
+    let root = Root::open(dest)?;
+    let mut sink = Sink::new(
+        root,
+        SinkOptions {
+            overwrite: cfg.overwrite,
+            fsync: cfg.fsync,
+        },
+    )?;
+    let (mut ctl, server, cookie) = open(cfg, Direction::Get)?;
+    let p = plan(cfg, &ctl);
+    ctl.send(&Message::Request {
+        paths: sources.to_vec(),
+    })?;
+    ctl.send(&Message::Plan {
+        streams: p.streams,
+        chunk_size: p.chunk_size,
+        rtt_ns: p.rtt_ns,
+        rate_bps: p.rate_bps,
+    })?;
+    sink.recv_manifest(&mut ctl, p.chunk_size)?;
+    sink.send_have(&ctl)?;
+    let socks = open_streams(cfg, server, cookie, &p, false)?;
+    let mut side = Side::new(on_event);
+    sink::run(&mut ctl, socks, sink, p.chunk_size, &mut side)?;
+    Ok(side.summary(Direction::Get, &p, Vec::new(), None))
+}
+
+/// A local source path as (its parent directory, its name).
+fn split_local(p: &Path) -> Result<(PathBuf, String), EngineError> {
+    let abs = std::path::absolute(p)
+        .map_err(|e| EngineError::io(format!("resolve {}", p.display()), e))?;
+    // `a/b/.` and `a/b/` mean a/b; `..` components are resolved lexically by the caller's shell.
+    let abs: PathBuf = abs.components().collect();
+    let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
+        return Err(EngineError::Transfer(format!(
+            "{}: cannot send a file system root; name a directory in it",
+            p.display()
+        )));
+    };
+    let name = name
+        .to_str()
+        .ok_or_else(|| EngineError::Transfer(format!("{}: the name is not UTF-8", p.display())))?;
+    Ok((parent.to_path_buf(), name.to_string()))
+}
+
+/// What a server needs to serve transfers.
+#[derive(Debug, Clone)]
+pub struct ServeFiles {
+    /// The directory exposed; every path is confined to it.
+    pub root: PathBuf,
+    /// The key clients must prove they hold.
+    pub key: Key,
+}
+
+/// Serves one transfer on an accepted control connection (after its preamble). `data` yields the
+/// data connections that present `cookie`.
+pub(crate) fn serve(
+    sock: TcpStream,
+    files: Option<&ServeFiles>,
+    cookie: [u8; 16],
+    data: &Receiver<(u32, TcpStream)>,
+    timeout: Duration,
+    widen: &dyn Fn(u64, bool),
+) -> Result<Option<Summary>, EngineError> {
+    let mut ctl = Ctl::new(sock)?;
+    let direction = conn::server_handshake(&mut ctl, files.map(|f| &f.key), cookie, timeout);
+    let direction = match direction {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = ctl.send(&Message::Error {
+                message: e.to_string(),
+            });
+            return Err(e);
+        }
+    };
+    let files = files.expect("the handshake refuses when no files are served");
+    let result = serve_authenticated(&mut ctl, files, direction, data, timeout, widen);
+    if let Err(e) = &result
+        && !matches!(e, EngineError::Peer(_) | EngineError::Closed(_))
+    {
+        let _ = ctl.send(&Message::Error {
+            message: e.to_string(),
+        });
+    }
+    result.map(Some)
+}
+
+fn serve_authenticated(
+    ctl: &mut Ctl,
+    files: &ServeFiles,
+    direction: Direction,
+    data: &Receiver<(u32, TcpStream)>,
+    timeout: Duration,
+    widen: &dyn Fn(u64, bool),
+) -> Result<Summary, EngineError> {
+    let root = Root::open(&files.root)?;
+    let mut log = |e: &Event| {
+        if let Event::File {
+            path,
+            error: Some(err),
+        } = e
+        {
+            tracing::warn!("transfer: {path}: {err}");
+        }
+    };
+    match direction {
+        Direction::Send => {
+            let (dest, overwrite, fsync) = match ctl.recv(timeout, "send_to")? {
+                Message::SendTo {
+                    dest,
+                    overwrite,
+                    fsync,
+                } => (dest, overwrite, fsync),
+                m => return Err(unexpected(&m, "send_to")),
+            };
+            let p = recv_plan(ctl, timeout, widen)?;
+            let dest_root = match &dest {
+                Some(d) => {
+                    root.create_dirs(d.as_str(), 0o755)?;
+                    root.subdir(d.as_str())?
+                }
+                None => root,
+            };
+            let mut sink = Sink::new(dest_root, SinkOptions { overwrite, fsync })?;
+            sink.recv_manifest(ctl, p.chunk_size)?;
+            sink.send_have(ctl)?;
+            let socks = accept_streams(data, p.streams, timeout, ctl.peer())?;
+            setup_accepted(&socks, &p, false)?;
+            let mut side = Side::new(&mut log);
+            sink::run(ctl, socks, sink, p.chunk_size, &mut side)?;
+            Ok(side.summary(direction, &p, Vec::new(), None))
+        }
+        Direction::Get => {
+            let paths = match ctl.recv(timeout, "request")? {
+                Message::Request { paths } => paths,
+                m => return Err(unexpected(&m, "request")),
+            };
+            let p = recv_plan(ctl, timeout, widen)?;
+            let mut src = Sources::default();
+            for p in &paths {
+                src.add(Root::open(&files.root)?, p.as_str(), p.file_name())?;
+            }
+            src.send_manifest(ctl)?;
+            let have = source::recv_have(ctl)?;
+            let socks = accept_streams(data, p.streams, timeout, ctl.peer())?;
+            setup_accepted(&socks, &p, true)?;
+            let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
+            let skipped = std::mem::take(&mut src.skipped);
+            let mut side = Side::new(&mut log);
+            source::run(ctl, socks, src, p.chunk_size, &have, &mut side)?;
+            Ok(side.summary(direction, &p, skipped, Some(retransmits(&probe))))
+        }
+    }
+}
+
+/// The client's plan; the server widens its listener so the data connections' window scale fits
+/// the receive buffer it will set (`widen`, as for tests).
+fn recv_plan(
+    ctl: &mut Ctl,
+    timeout: Duration,
+    widen: &dyn Fn(u64, bool),
+) -> Result<Plan, EngineError> {
+    match ctl.recv(timeout, "plan")? {
+        Message::Plan {
+            streams,
+            chunk_size,
+            rtt_ns,
+            rate_bps,
+        } => {
+            let p = Plan {
+                streams,
+                chunk_size,
+                rtt_ns,
+                rate_bps,
+            };
+            if let longhaul_proto::window::BufferAction::Set { request, force } =
+                window_plan(&p).recv.action
+            {
+                widen(request, force);
+            }
+            Ok(p)
+        }
+        m => Err(unexpected(&m, "plan")),
+    }
+}
+
+/// Sets up the accepted data connections for this side's role, as the client does before connect.
+fn setup_accepted(socks: &[TcpStream], p: &Plan, sender: bool) -> Result<(), EngineError> {
+    let window = window_plan(p);
+    let opts = SocketOptions {
+        plan: &window,
+        congestion: None,
+    };
+    for (i, s) in socks.iter().enumerate() {
+        socket::apply(s.as_fd(), &opts, sender, i as u32)?;
+    }
+    Ok(())
+}
+
+/// Collects the `streams` data connections, in stream order.
+fn accept_streams(
+    data: &Receiver<(u32, TcpStream)>,
+    streams: u32,
+    timeout: Duration,
+    peer: &str,
+) -> Result<Vec<TcpStream>, EngineError> {
+    let mut socks: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
+    let deadline = Instant::now() + timeout;
+    for arrived in 0..streams {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (i, s) = data.recv_timeout(left).map_err(|_| {
+            EngineError::Timeout(format!(
+                "{} data connections from {peer}",
+                streams - arrived
+            ))
+        })?;
+        match socks.get_mut(i as usize) {
+            Some(slot @ None) => *slot = Some(s),
+            _ => {
+                return Err(EngineError::Transfer(format!(
+                    "bad or duplicate stream index {i}"
+                )));
+            }
+        }
+    }
+    Ok(socks.into_iter().map(|s| s.expect("all arrived")).collect())
+}

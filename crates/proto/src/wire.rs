@@ -7,7 +7,7 @@
 //! offset  size  field
 //!      0     8  magic   b"LONGHAUL"
 //!      8     2  version protocol version, big-endian (this crate: PROTOCOL_VERSION)
-//!     10     1  kind    1 = control, 2 = data
+//!     10     1  kind    1 = control (test), 2 = data, 3 = transfer control
 //!     11     1  flags   reserved, must be 0
 //!     12    16  cookie  test cookie (zero on control connections)
 //!     28     4  stream  stream index within the test, big-endian (zero on control connections)
@@ -38,8 +38,11 @@ pub type Cookie = [u8; 16];
 pub enum ConnKind {
     /// The control connection of a test: JSON frames.
     Control,
-    /// A data connection of a test: raw payload.
+    /// A data connection of a test or a transfer: raw payload (a test's) or chunks (a transfer's).
     Data,
+    /// The control connection of a file transfer (`longhaul send`/`get`): its own messages, in the
+    /// same frames (crate `longhaul-transfer`).
+    Transfer,
 }
 
 /// The fixed header that opens every connection.
@@ -66,6 +69,14 @@ impl Preamble {
         }
     }
 
+    /// The preamble of a transfer's control connection.
+    pub fn transfer() -> Self {
+        Self {
+            kind: ConnKind::Transfer,
+            ..Self::control()
+        }
+    }
+
     /// The preamble of data connection `stream` of the test with `cookie`.
     pub fn data(cookie: Cookie, stream: u32) -> Self {
         Self {
@@ -84,6 +95,7 @@ impl Preamble {
         b[10] = match self.kind {
             ConnKind::Control => 1,
             ConnKind::Data => 2,
+            ConnKind::Transfer => 3,
         };
         b[12..28].copy_from_slice(&self.cookie);
         b[28..32].copy_from_slice(&self.stream.to_be_bytes());
@@ -100,6 +112,7 @@ impl Preamble {
         let kind = match b[10] {
             1 => ConnKind::Control,
             2 => ConnKind::Data,
+            3 => ConnKind::Transfer,
             k => return Err(ProtoError::BadKind(k)),
         };
         if b[11] != 0 {

@@ -101,12 +101,29 @@ pub enum Message {
         /// Source paths.
         paths: Vec<RelPath>,
     },
-    /// Sender's plan: streams and chunk size for the whole transfer.
+    /// `send`: where the data goes and how the server must treat what is already there.
+    SendTo {
+        /// Destination directory relative to the server's root (`None`: the root itself); created
+        /// if missing. Each source lands in it under its own name.
+        dest: Option<RelPath>,
+        /// Replace existing files that differ (otherwise such a file fails the transfer).
+        overwrite: bool,
+        /// Make each file durable (fsync) before renaming it into place.
+        fsync: bool,
+    },
+    /// The client's plan (it measured the RTT and knows the target rate): streams and chunk size
+    /// for the whole transfer. Sent after `request` / `send_to`.
     Plan {
         /// Data connections the client will open.
         streams: u32,
         /// Chunk size in bytes (power of two, 1–64 MiB).
         chunk_size: u64,
+        /// The RTT the client measured, ns (the server sizes its socket buffers from it).
+        #[serde(default)]
+        rtt_ns: u64,
+        /// The target rate of all streams together, bit/s.
+        #[serde(default)]
+        rate_bps: u64,
     },
     /// Part of the manifest. Each entry is validated on parsing; the receiver adds them in order to a
     /// [`crate::manifest::Manifest`], which enforces the tree rules (unique ids and paths, parents first).
@@ -500,6 +517,13 @@ pub(crate) mod tests {
             Message::Plan {
                 streams: 8,
                 chunk_size: 16 * MIB,
+                rtt_ns: 120_000_000,
+                rate_bps: 10_000_000_000,
+            },
+            Message::SendTo {
+                dest: Some(RelPath::parse("incoming").unwrap()),
+                overwrite: false,
+                fsync: true,
             },
             Message::ManifestBatch {
                 entries: vec![entry(0, "ünï/cödé"), entry(1, "b")],

@@ -144,6 +144,17 @@ impl Root {
         })
     }
 
+    /// Directory `rel` under this root as a root of its own (opened without following links).
+    pub fn subdir(&self, rel: &str) -> Result<Root, RootError> {
+        let fd = self
+            .dir(rel)
+            .map_err(|e| self.err("open the directory", rel, e))?;
+        Ok(Self {
+            fd,
+            path: self.path.join(rel),
+        })
+    }
+
     /// The root's path, as given.
     pub fn path(&self) -> &Path {
         &self.path

@@ -1,0 +1,481 @@
+//! `longhaul send`, `longhaul get` and `longhaul keygen`: flags, the HOST:PATH syntax, key files,
+//! progress (a bar on a terminal, JSON events otherwise) and the summary. The work is in
+//! `longhaul_engine::transfer`.
+
+use std::io::IsTerminal;
+use std::net::IpAddr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use longhaul_engine::client::Family;
+use longhaul_engine::transfer::{Endpoint, Event, Summary, TransferConfig};
+use longhaul_engine::{DEFAULT_PORT, EngineError};
+use longhaul_transfer::{Key, RelPath};
+use longhaul_units::{fmt_rate, fmt_size, parse_rate, parse_size};
+
+/// Where `--key` is looked for when not given: $LONGHAUL_KEY, then this under $HOME.
+const DEFAULT_KEY: &str = ".config/longhaul/key";
+
+/// Flags shared by `send` and `get`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct CommonArgs {
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// IPv4 only.
+    #[arg(short = '4', conflicts_with = "ipv6")]
+    ipv4: bool,
+    /// IPv6 only.
+    #[arg(short = '6')]
+    ipv6: bool,
+    /// Local address to bind.
+    #[arg(short = 'B', long)]
+    bind: Option<IpAddr>,
+    /// Key file shared with the server [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Data streams [default: from the measured RTT and --rate, at least 4].
+    #[arg(short = 'P', long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    parallel: Option<u32>,
+    /// Target rate of the whole transfer; sizes windows and chunks.
+    #[arg(long, default_value = "10G", value_parser = rate)]
+    rate: u64,
+    /// Chunk size (a power of two, 1M to 64M) [default: one stream's share of one RTT].
+    #[arg(long, value_parser = chunk)]
+    chunk: Option<u64>,
+    /// Replace existing files that differ (otherwise each such file fails).
+    #[arg(long)]
+    overwrite: bool,
+    /// Make every file durable (fsync) before it is renamed into place.
+    #[arg(long)]
+    fsync: bool,
+    /// Congestion control for the data connections (e.g. cubic, bbr).
+    #[arg(short = 'C', long)]
+    congestion: Option<String>,
+    /// Print the summary as JSON on stdout.
+    #[arg(short = 'J', long, conflicts_with = "json_stream")]
+    json: bool,
+    /// Print one JSON event per line (started, progress, file, summary) instead of a progress bar.
+    #[arg(long)]
+    json_stream: bool,
+    /// How long to try connecting and to wait for each set-up step, seconds.
+    #[arg(long, default_value_t = 10)]
+    connect_timeout: u64,
+}
+
+/// `longhaul send SRC... HOST:DEST`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Each SRC (a file, a directory tree or a symlink) lands in DEST, relative to \
+the server's --root (created if missing; `HOST:` alone is the root), under its own name. IPv6 \
+addresses go in brackets: [::1]:incoming. Files are cut into chunks sent over parallel streams, every \
+chunk is verified (BLAKE3) and every file lands under a temporary name and is renamed into place only \
+when its digest matches. Run the same command again after any failure: only what is missing moves.\n\n\
+Examples:\n  longhaul send data/run42 dtn2.example.org:incoming\n  \
+longhaul send -P 8 --rate 2G big.h5 [2001:db8::7]:\n  longhaul send --json-stream tree/ host:backup"
+)]
+pub(crate) struct SendArgs {
+    /// Sources, then HOST:DEST.
+    #[arg(required = true, num_args = 2.., value_name = "SRC... HOST:DEST")]
+    args: Vec<String>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// `longhaul get HOST:SRC... DEST`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Each SRC (relative to the server's --root) lands in the local directory DEST \
+(created if missing) under its own name. A partial transfer leaves a journal \
+(DEST/.longhaul-journal) and hidden .lh-*.part files; run the same command again to resume.\n\n\
+Examples:\n  longhaul get dtn2.example.org:run42 /data\n  longhaul get host:a host:b/c ."
+)]
+pub(crate) struct GetArgs {
+    /// HOST:SRC sources (one host), then the local DEST directory.
+    #[arg(required = true, num_args = 2.., value_name = "HOST:SRC... DEST")]
+    args: Vec<String>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// `longhaul keygen FILE`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Writes a new random key (mode 0600). Give the same file to the server \
+(`longhaul server --root DIR --key FILE`) and to clients (`--key FILE`, $LONGHAUL_KEY, or \
+~/.config/longhaul/key); copy it over a channel you trust (e.g. scp)."
+)]
+pub(crate) struct KeygenArgs {
+    /// Where to write the key.
+    file: PathBuf,
+    /// Replace an existing file.
+    #[arg(long)]
+    force: bool,
+}
+
+fn rate(s: &str) -> Result<u64, String> {
+    match parse_rate(s) {
+        Ok(0) => Err("rate must be > 0".into()),
+        Ok(r) => Ok(r),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn chunk(s: &str) -> Result<u64, String> {
+    let n = parse_size(s).map_err(|e| e.to_string())?;
+    longhaul_transfer::manifest::check_chunk_size(n).map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+/// Splits `HOST:PATH` (`[v6]:PATH` for IPv6 literals).
+fn host_path(s: &str) -> Option<(String, String)> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, rest) = rest.split_once(']')?;
+        let path = rest.strip_prefix(':')?;
+        return Some((host.to_string(), path.to_string()));
+    }
+    let (host, path) = s.split_once(':')?;
+    (!host.is_empty() && !host.contains('/')).then(|| (host.to_string(), path.to_string()))
+}
+
+/// A remote path: empty or `.` means the root.
+fn remote_path(p: &str, what: &str) -> anyhow::Result<Option<RelPath>> {
+    let p = p.trim_end_matches('/');
+    if p.is_empty() || p == "." {
+        return Ok(None);
+    }
+    RelPath::parse(p)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("{what} {p:?}: {e}"))
+}
+
+/// Reads a key file (refusing one others can read).
+pub(crate) fn load_key(given: Option<&Path>) -> anyhow::Result<Key> {
+    let path = match given {
+        Some(p) => p.to_path_buf(),
+        None => match std::env::var_os("LONGHAUL_KEY") {
+            Some(p) => PathBuf::from(p),
+            None => {
+                let home = std::env::var_os("HOME").context(
+                    "no --key given and neither $LONGHAUL_KEY nor $HOME is set; create a key with \
+`longhaul keygen FILE`",
+                )?;
+                PathBuf::from(home).join(DEFAULT_KEY)
+            }
+        },
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "cannot read the key file {} (create one with `longhaul keygen {}`)",
+            path.display(),
+            path.display()
+        )
+    })?;
+    let mode = std::fs::metadata(&path)
+        .map(|m| m.permissions().mode())
+        .unwrap_or(0);
+    if mode & 0o077 != 0 {
+        bail!(
+            "key file {} is readable by others (mode {:o}); run `chmod 600 {}`",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        );
+    }
+    Key::parse(&text).with_context(|| format!("key file {}", path.display()))
+}
+
+pub(crate) fn keygen(a: &KeygenArgs) -> anyhow::Result<ExitCode> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .context("cannot read /dev/urandom")?;
+    let key = Key::from_bytes(bytes);
+    if let Some(dir) = a.file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).mode(0o600);
+    if a.force {
+        opts.create(true).truncate(true);
+    } else {
+        opts.create_new(true);
+    }
+    let mut f = opts.open(&a.file).with_context(|| {
+        format!(
+            "cannot create {}{}",
+            a.file.display(),
+            if a.file.exists() {
+                " (it exists; --force replaces it)"
+            } else {
+                ""
+            }
+        )
+    })?;
+    std::io::Write::write_all(&mut f, key.to_file_text().as_bytes())
+        .with_context(|| format!("cannot write {}", a.file.display()))?;
+    eprintln!(
+        "wrote a new key to {} (mode 0600); give the same file to the server and the clients",
+        a.file.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
+    Ok(TransferConfig {
+        endpoint: Endpoint {
+            host,
+            port: c.port,
+            family: if c.ipv4 {
+                Family::V4
+            } else if c.ipv6 {
+                Family::V6
+            } else {
+                Family::Any
+            },
+            bind: c.bind,
+            timeout: Duration::from_secs(c.connect_timeout.max(1)),
+        },
+        key: load_key(c.key.as_deref())?,
+        streams: c.parallel,
+        rate_bps: c.rate,
+        chunk_size: c.chunk,
+        overwrite: c.overwrite,
+        fsync: c.fsync,
+        congestion: c.congestion.clone(),
+    })
+}
+
+/// Bad usage: one line, exit code 2.
+fn usage(msg: String) -> anyhow::Result<ExitCode> {
+    eprintln!("longhaul: error: {msg}");
+    Ok(ExitCode::from(2))
+}
+
+pub(crate) fn send(a: &SendArgs) -> anyhow::Result<ExitCode> {
+    crate::init_logging("warn");
+    let (target, sources) = a.args.split_last().expect("clap requires two arguments");
+    let Some((host, dest)) = host_path(target) else {
+        return usage(format!("{target:?}: the last argument must be HOST:DEST"));
+    };
+    let dest = match remote_path(&dest, "DEST") {
+        Ok(d) => d,
+        Err(e) => return usage(e.to_string()),
+    };
+    let mut srcs = Vec::new();
+    for s in sources {
+        if host_path(s).is_some() && !Path::new(s).exists() {
+            return usage(format!(
+                "{s:?}: sources of `send` are local paths (use `longhaul get` to fetch)"
+            ));
+        }
+        srcs.push(PathBuf::from(s));
+    }
+    let cfg = config(&a.common, host)?;
+    let mut out = Output::new(&a.common);
+    let result = longhaul_engine::transfer::send(&cfg, &srcs, dest, &mut |e| out.event(e));
+    out.finish(result)
+}
+
+pub(crate) fn get(a: &GetArgs) -> anyhow::Result<ExitCode> {
+    crate::init_logging("warn");
+    let (dest, sources) = a.args.split_last().expect("clap requires two arguments");
+    let mut host = None;
+    let mut paths = Vec::new();
+    for s in sources {
+        let Some((h, p)) = host_path(s) else {
+            return usage(format!("{s:?}: sources of `get` are HOST:PATH"));
+        };
+        if host.as_ref().is_some_and(|x| *x != h) {
+            return usage(format!("{s:?}: all sources must be on one host"));
+        }
+        host = Some(h);
+        match remote_path(&p, "SRC") {
+            Ok(Some(p)) => paths.push(p),
+            Ok(None) => {
+                return usage(format!(
+                    "{s:?}: name a file or directory under the server's root"
+                ));
+            }
+            Err(e) => return usage(e.to_string()),
+        }
+    }
+    let cfg = config(&a.common, host.expect("at least one source"))?;
+    let mut out = Output::new(&a.common);
+    let result =
+        longhaul_engine::transfer::get(&cfg, &paths, Path::new(dest), &mut |e| out.event(e));
+    out.finish(result)
+}
+
+/// Progress and summary output.
+struct Output {
+    json: bool,
+    stream: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl Output {
+    fn new(c: &CommonArgs) -> Self {
+        let bar = (!c.json && !c.json_stream && std::io::stderr().is_terminal()).then(|| {
+            let b = ProgressBar::new(0);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta} {msg}",
+                )
+                .expect("a valid template"),
+            );
+            b
+        });
+        Self {
+            json: c.json,
+            stream: c.json_stream,
+            bar,
+        }
+    }
+
+    fn event(&mut self, e: &Event) {
+        if self.stream {
+            println!("{}", serde_json::to_string(e).expect("events serialise"));
+            return;
+        }
+        match e {
+            Event::Started {
+                streams,
+                chunk_size,
+                files,
+                bytes_total,
+                bytes_to_send,
+            } => {
+                if !self.json {
+                    eprintln!(
+                        "{files} files, {} ({} to move), {streams} streams, {} chunks",
+                        fmt_size(*bytes_total),
+                        fmt_size(*bytes_to_send),
+                        fmt_size(*chunk_size)
+                    );
+                }
+                if let Some(b) = &self.bar {
+                    b.set_length(*bytes_to_send);
+                }
+            }
+            Event::Progress { bytes, files, .. } => {
+                if let Some(b) = &self.bar {
+                    b.set_position(*bytes);
+                    b.set_message(format!("{files} files"));
+                }
+            }
+            Event::File {
+                path,
+                error: Some(err),
+            } => {
+                let line = format!("failed: {path}: {err}");
+                match &self.bar {
+                    Some(b) => b.println(line),
+                    None if !self.json => eprintln!("{line}"),
+                    None => {}
+                }
+            }
+            Event::File { .. } => {}
+        }
+    }
+
+    fn finish(self, result: Result<Summary, EngineError>) -> anyhow::Result<ExitCode> {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+        let s = match result {
+            Ok(s) => s,
+            Err(e) => {
+                if self.stream {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "event": "error", "message": e.to_string() })
+                    );
+                }
+                return Err(e.into());
+            }
+        };
+        if self.json || self.stream {
+            let mut v = serde_json::to_value(&s)?;
+            if self.stream {
+                v["event"] = "summary".into();
+                println!("{}", serde_json::to_string(&v)?);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+        } else {
+            for sk in &s.skipped {
+                eprintln!("left out: {sk}");
+            }
+            eprintln!(
+                "{} {} files ({} failed), moved {} in {:.1} s = {}, {} streams × {} chunks (≤ {} of \
+buffers), RTT {:.3} ms{}{}; {}",
+                s.direction,
+                s.files,
+                s.failed.len(),
+                fmt_size(s.bytes_moved),
+                s.seconds,
+                fmt_rate(s.bits_per_second as u64),
+                s.streams,
+                fmt_size(s.chunk_size),
+                fmt_size(s.memory_bound),
+                s.rtt_ns as f64 / 1e6,
+                s.retransmits
+                    .map_or_else(String::new, |r| format!(", {r} retransmits")),
+                if s.chunks_resent > 0 {
+                    format!(
+                        ", {} chunks re-sent after failing verification",
+                        s.chunks_resent
+                    )
+                } else {
+                    String::new()
+                },
+                if s.verified {
+                    "every file verified (BLAKE3)"
+                } else {
+                    "NOT all files verified"
+                }
+            );
+        }
+        if s.failed.is_empty() {
+            Ok(ExitCode::SUCCESS)
+        } else {
+            if !self.json && !self.stream {
+                eprintln!("longhaul: error: {} files failed", s.failed.len());
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_paths_parse() {
+        assert_eq!(
+            host_path("dtn:incoming/x"),
+            Some(("dtn".into(), "incoming/x".into()))
+        );
+        assert_eq!(host_path("h:"), Some(("h".into(), String::new())));
+        assert_eq!(host_path("[::1]:a"), Some(("::1".into(), "a".into())));
+        assert_eq!(host_path("[::1]a"), None);
+        assert_eq!(host_path("local/file"), None);
+        assert_eq!(host_path("./a:b"), None);
+        assert_eq!(remote_path("", "DEST").unwrap(), None);
+        assert_eq!(remote_path("./", "DEST").unwrap(), None);
+        assert!(remote_path("../etc", "DEST").is_err());
+        assert!(remote_path("/etc", "DEST").is_err());
+        assert_eq!(
+            remote_path("a/b/", "DEST").unwrap().unwrap().as_str(),
+            "a/b"
+        );
+        assert!(chunk("3M").is_err());
+        assert_eq!(chunk("4M").unwrap(), 4 << 20);
+    }
+}

@@ -1,0 +1,311 @@
+//! A transfer's control connection: `longhaul-transfer` messages in length-prefixed frames, reads with
+//! deadlines, writes through a shared handle so that stream threads (chunk verdicts) and the control
+//! thread (file results) never interleave frames. Also the client's connect and the mutual
+//! challenge–response that opens every transfer.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use longhaul_proto::wire::MAX_FRAME_LEN;
+use longhaul_transfer::auth::{Key, Role};
+use longhaul_transfer::msg::{Direction, TRANSFER_VERSION, decode_frame};
+use longhaul_transfer::{Message, WireError};
+
+use crate::EngineError;
+use crate::client::Family;
+use crate::control::is_timeout;
+
+/// The writing half, shareable between threads.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    sock: Arc<Mutex<TcpStream>>,
+    peer: Arc<str>,
+}
+
+impl Writer {
+    /// Sends one message as one frame.
+    pub(crate) fn send(&self, msg: &Message) -> Result<(), EngineError> {
+        let frame = msg.encode_frame();
+        let mut s = self.sock.lock().unwrap_or_else(|e| e.into_inner());
+        s.write_all(&frame)
+            .map_err(|e| EngineError::io(format!("send to {}", self.peer), e))
+    }
+}
+
+/// The reading half (one owner) and a writer.
+pub(crate) struct Ctl {
+    read: TcpStream,
+    buf: Vec<u8>,
+    writer: Writer,
+}
+
+impl Ctl {
+    pub(crate) fn new(sock: TcpStream) -> Result<Self, EngineError> {
+        let _ = sock.set_nodelay(true);
+        let peer: Arc<str> = sock
+            .peer_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string())
+            .into();
+        let write = sock
+            .try_clone()
+            .map_err(|e| EngineError::io("clone the control socket", e))?;
+        Ok(Self {
+            read: sock,
+            buf: Vec::new(),
+            writer: Writer {
+                sock: Arc::new(Mutex::new(write)),
+                peer,
+            },
+        })
+    }
+
+    pub(crate) fn writer(&self) -> Writer {
+        self.writer.clone()
+    }
+
+    pub(crate) fn socket(&self) -> &TcpStream {
+        &self.read
+    }
+
+    pub(crate) fn peer(&self) -> &str {
+        &self.writer.peer
+    }
+
+    pub(crate) fn send(&self, msg: &Message) -> Result<(), EngineError> {
+        self.writer.send(msg)
+    }
+
+    /// The next message before `deadline`, `Ok(None)` when the deadline passes first. A peer's
+    /// `error` message becomes [`EngineError::Peer`].
+    pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>, EngineError> {
+        loop {
+            if let Some((m, used)) = decode_frame(&self.buf)? {
+                self.buf.drain(..used);
+                if let Message::Error { message } = m {
+                    return Err(EngineError::Peer(message));
+                }
+                return Ok(Some(m));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let wait = (deadline - now).max(Duration::from_millis(1));
+            self.read.set_read_timeout(Some(wait)).ok();
+            // Never buffer more than one frame: read at most up to the end of the current one.
+            let want = if self.buf.len() < 4 {
+                4 - self.buf.len()
+            } else {
+                let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+                (4 + (len as usize).min(MAX_FRAME_LEN)).saturating_sub(self.buf.len())
+            };
+            let mut tmp = [0u8; 16 * 1024];
+            let want = want.clamp(1, tmp.len());
+            match self.read.read(&mut tmp[..want]) {
+                Ok(0) => {
+                    return Err(if self.buf.is_empty() {
+                        EngineError::Closed(self.peer().to_string())
+                    } else {
+                        EngineError::Truncated(self.peer().to_string())
+                    });
+                }
+                Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
+                Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(EngineError::io(
+                        format!("read control from {}", self.peer()),
+                        e,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The next message within `timeout`; a timeout is an error naming `what`.
+    pub(crate) fn recv(&mut self, timeout: Duration, what: &str) -> Result<Message, EngineError> {
+        self.recv_until(Instant::now() + timeout)?
+            .ok_or_else(|| EngineError::Timeout(format!("{what} from {}", self.peer())))
+    }
+}
+
+/// Where a client connects.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Address family.
+    pub family: Family,
+    /// Local address to bind.
+    pub bind: Option<IpAddr>,
+    /// Connect timeout and the deadline of each handshake step.
+    pub timeout: Duration,
+}
+
+impl Endpoint {
+    fn addrs(&self) -> Result<Vec<SocketAddr>, EngineError> {
+        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| EngineError::Resolve(format!("{}: {e}", self.host)))?
+            .filter(|a| match self.family {
+                Family::Any => true,
+                Family::V4 => a.is_ipv4(),
+                Family::V6 => a.is_ipv6(),
+            })
+            .collect();
+        if addrs.is_empty() {
+            return Err(EngineError::Resolve(format!(
+                "{}: no address of the requested family",
+                self.host
+            )));
+        }
+        Ok(addrs)
+    }
+
+    /// A socket for `server`, bound to `bind` if asked.
+    pub(crate) fn socket(&self, server: SocketAddr) -> Result<socket2::Socket, EngineError> {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(server),
+            socket2::Type::STREAM,
+            None,
+        )
+        .map_err(|e| EngineError::io("create socket", e))?;
+        if let Some(ip) = self.bind {
+            s.bind(&SocketAddr::new(ip, 0).into())
+                .map_err(|e| EngineError::io(format!("bind {ip}"), e))?;
+        }
+        Ok(s)
+    }
+
+    /// Connects `s` to `server` within the timeout.
+    pub(crate) fn connect(
+        &self,
+        s: socket2::Socket,
+        server: SocketAddr,
+    ) -> Result<TcpStream, EngineError> {
+        s.connect_timeout(&server.into(), self.timeout)
+            .map_err(|source| EngineError::Connect {
+                target: server.to_string(),
+                source,
+                hint: " (is `longhaul server --root DIR` running there, on that port, and reachable?)",
+            })?;
+        Ok(s.into())
+    }
+
+    /// The first address that accepts a connection.
+    pub(crate) fn connect_any(&self) -> Result<(TcpStream, SocketAddr), EngineError> {
+        let mut last = None;
+        for a in self.addrs()? {
+            match self.connect(self.socket(a)?, a) {
+                Ok(s) => return Ok((s, a)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("addrs returns at least one address"))
+    }
+}
+
+/// A fresh 32-byte nonce.
+fn nonce() -> [u8; 32] {
+    let mut n = [0u8; 32];
+    crate::random::fill(&mut n);
+    n
+}
+
+/// The client's half of the handshake: hello, check the server's proof, prove, get the cookie.
+pub(crate) fn client_handshake(
+    ctl: &mut Ctl,
+    key: &Key,
+    direction: Direction,
+    timeout: Duration,
+) -> Result<[u8; 16], EngineError> {
+    let client_nonce = nonce();
+    ctl.send(&Message::TransferHello {
+        version: TRANSFER_VERSION,
+        direction,
+        client_nonce,
+    })?;
+    let (server_nonce, server_proof) = match ctl.recv(timeout, "the server's challenge")? {
+        Message::AuthChallenge {
+            server_nonce,
+            server_proof,
+        } => (server_nonce, server_proof),
+        m => return Err(unexpected(&m, "the server's challenge")),
+    };
+    key.verify(Role::Server, &server_nonce, &client_nonce, &server_proof)
+        .map_err(|_| {
+            EngineError::Transfer(
+                "the server does not hold our key (wrong --key on one side?); nothing was sent"
+                    .into(),
+            )
+        })?;
+    ctl.send(&Message::AuthResponse {
+        client_proof: key.proof(Role::Client, &server_nonce, &client_nonce),
+    })?;
+    match ctl.recv(timeout, "the server's authentication result")? {
+        Message::AuthOk { cookie } => Ok(cookie),
+        m => Err(unexpected(&m, "the authentication result")),
+    }
+}
+
+/// The server's half: answers the hello with its proof and checks the client's before anything
+/// else happens. Returns the direction asked for.
+pub(crate) fn server_handshake(
+    ctl: &mut Ctl,
+    key: Option<&Key>,
+    cookie: [u8; 16],
+    timeout: Duration,
+) -> Result<Direction, EngineError> {
+    let (version, direction, client_nonce) = match ctl.recv(timeout, "transfer hello")? {
+        Message::TransferHello {
+            version,
+            direction,
+            client_nonce,
+        } => (version, direction, client_nonce),
+        m => return Err(unexpected(&m, "transfer hello")),
+    };
+    if version != TRANSFER_VERSION {
+        return Err(EngineError::Version {
+            ours: TRANSFER_VERSION,
+            theirs: version,
+        });
+    }
+    let Some(key) = key else {
+        return Err(EngineError::Transfer(
+            "this server does not serve files (start it with --root DIR --key FILE)".into(),
+        ));
+    };
+    let server_nonce = nonce();
+    ctl.send(&Message::AuthChallenge {
+        server_nonce,
+        server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
+    })?;
+    let proof = match ctl.recv(timeout, "the client's proof")? {
+        Message::AuthResponse { client_proof } => client_proof,
+        m => return Err(unexpected(&m, "the client's proof")),
+    };
+    if key
+        .verify(Role::Client, &server_nonce, &client_nonce, &proof)
+        .is_err()
+    {
+        return Err(EngineError::Transfer(
+            "authentication failed: the client does not hold this server's key".into(),
+        ));
+    }
+    ctl.send(&Message::AuthOk { cookie })?;
+    Ok(direction)
+}
+
+/// A message that does not belong at this point of the conversation.
+pub(crate) fn unexpected(m: &Message, waiting_for: &str) -> EngineError {
+    let kind = serde_json::to_value(m)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
+        .unwrap_or_else(|| "?".into());
+    EngineError::Wire(WireError::Invalid(format!(
+        "unexpected {kind} while waiting for {waiting_for}"
+    )))
+}

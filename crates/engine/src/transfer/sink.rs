@@ -1,0 +1,683 @@
+//! The receiving side of a transfer: create what the manifest lists, tell the sender what is already
+//! here, then verify and write every chunk that arrives and put each file in place once its digest
+//! matches.
+//!
+//! Files are received into a hidden temporary name in their directory and renamed into place only
+//! when every chunk is verified and the file digest matches the sender's (`--fsync`: after an
+//! fsync). A journal next to the data (`.longhaul-journal` in the destination directory) records each
+//! file started and each chunk verified, so a transfer that is cut (either side killed, the path
+//! lost) resumes with only the missing chunks; on resume the chunks the journal claims are read back
+//! and re-hashed, and only those that still match count. The journal is removed when a transfer
+//! completes with every file in place. An existing file with the sender's size and modification time
+//! counts as already there (after both sides have hashed it: the digests must still match); another
+//! existing file fails unless `overwrite`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use longhaul_transfer::journal::{JOURNAL_NAME, Resume, temp_path};
+use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest};
+use longhaul_transfer::msg::{CHUNK_HEADER_LEN, have_messages};
+use longhaul_transfer::{
+    ChunkHeader, Digest, FileIdentity, Journal, Message, RangeSet, RelPath, file_digest, hash_chunk,
+};
+use rustix::fs::{FallocateFlags, FlockOperation};
+
+use super::conn::{Ctl, Writer, unexpected};
+use super::root::{Kind, Root, RootError};
+use super::{Event, IDLE_TIMEOUT, Side};
+use crate::EngineError;
+
+/// What the receiver does with existing files and durability.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SinkOptions {
+    pub(crate) overwrite: bool,
+    pub(crate) fsync: bool,
+}
+
+/// One file being received.
+struct Slot {
+    path: RelPath,
+    temp: RelPath,
+    plan: ChunkPlan,
+    mode: u32,
+    mtime_ns: i64,
+    /// Hashes of the verified chunks (from the journal after re-checking, and from this run).
+    hashes: Mutex<BTreeMap<u64, Digest>>,
+    /// Already complete under its final name (same size and time): verify by hashing it.
+    in_place: bool,
+    /// Refused at preparation (exists, not a regular file, ...): the reason.
+    refused: Option<String>,
+}
+
+/// The journal file and its replayed state.
+struct JournalFile {
+    state: Journal,
+    file: File,
+}
+
+impl JournalFile {
+    fn append(&mut self, line: &str) -> Result<(), EngineError> {
+        self.file
+            .write_all(line.as_bytes())
+            .map_err(|e| EngineError::io(format!("append to {JOURNAL_NAME}"), e))
+    }
+}
+
+/// A prepared receiver: the destination, the manifest's files and the journal.
+pub(crate) struct Sink {
+    root: Root,
+    opts: SinkOptions,
+    manifest: Manifest,
+    slots: HashMap<u32, Arc<Slot>>,
+    dirs: Vec<(RelPath, u32, i64)>,
+    journal: Mutex<JournalFile>,
+}
+
+fn lock_journal(root: &Root) -> Result<JournalFile, EngineError> {
+    let mut file = root.open_partial(JOURNAL_NAME)?;
+    rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).map_err(|_| {
+        EngineError::Transfer(format!(
+            "another transfer into {} is running (its journal {JOURNAL_NAME} is locked)",
+            root.path().display()
+        ))
+    })?;
+    let mut text = Vec::new();
+    file.read_to_end(&mut text)
+        .map_err(|e| EngineError::io(format!("read {JOURNAL_NAME}"), e))?;
+    let state = Journal::replay(&text);
+    // A torn tail (the process died mid-line) is cut off before anything is appended.
+    file.set_len(state.valid_len() as u64)
+        .map_err(|e| EngineError::io(format!("truncate {JOURNAL_NAME}"), e))?;
+    let mut jf = JournalFile { state, file };
+    if jf.state.valid_len() == 0 {
+        jf.append(&Journal::header_line())?;
+    }
+    Ok(jf)
+}
+
+impl Sink {
+    /// Opens the destination's journal (refusing a second transfer into the same directory).
+    pub(crate) fn new(root: Root, opts: SinkOptions) -> Result<Self, EngineError> {
+        let journal = lock_journal(&root)?;
+        Ok(Self {
+            root,
+            opts,
+            manifest: Manifest::new(),
+            slots: HashMap::new(),
+            dirs: Vec::new(),
+            journal: Mutex::new(journal),
+        })
+    }
+
+    /// Reads the manifest batches, creating directories and links and preparing every file.
+    pub(crate) fn recv_manifest(
+        &mut self,
+        ctl: &mut Ctl,
+        chunk_size: u64,
+    ) -> Result<(), EngineError> {
+        loop {
+            let (entries, last) = match ctl.recv(IDLE_TIMEOUT, "the manifest")? {
+                Message::ManifestBatch { entries, last } => (entries, last),
+                m => return Err(unexpected(&m, "the manifest")),
+            };
+            for e in entries {
+                self.manifest
+                    .add(e.clone())
+                    .map_err(|err| EngineError::Transfer(format!("bad manifest: {err}")))?;
+                self.prepare(e.id, &e.entry, chunk_size)?;
+            }
+            if last {
+                return Ok(());
+            }
+        }
+    }
+
+    fn prepare(
+        &mut self,
+        id: u32,
+        e: &longhaul_transfer::Entry,
+        chunk_size: u64,
+    ) -> Result<(), EngineError> {
+        let path = e.path.as_str();
+        let existing = self.root.lstat(path)?;
+        match &e.kind {
+            EntryKind::Dir => {
+                match existing.map(|m| m.kind) {
+                    None => self.root.create_dirs(path, 0o700)?,
+                    Some(Kind::Dir) => {}
+                    Some(_) => {
+                        return Err(EngineError::Transfer(format!(
+                            "{path} exists in {} and is not a directory",
+                            self.root.path().display()
+                        )));
+                    }
+                }
+                self.dirs.push((e.path.clone(), e.mode, e.mtime_ns));
+            }
+            EntryKind::Symlink { target } => {
+                if let Some(m) = existing {
+                    let same = m.kind == Kind::Symlink && self.root.read_link(path)? == *target;
+                    if same {
+                        return Ok(());
+                    }
+                    if !self.opts.overwrite || m.kind == Kind::Dir {
+                        return Err(EngineError::Transfer(format!(
+                            "{path} exists in {} (use --overwrite to replace it)",
+                            self.root.path().display()
+                        )));
+                    }
+                    self.root.remove_file(path)?;
+                }
+                self.root.symlink(target, path)?;
+                self.root.set_link_mtime(path, e.mtime_ns)?;
+            }
+            EntryKind::File { size } => {
+                let plan = ChunkPlan::new(*size, chunk_size)
+                    .map_err(|err| EngineError::Transfer(err.to_string()))?;
+                let slot =
+                    self.prepare_file(e, *size, plan, existing.map(|m| (m.kind, m.mtime_ns)))?;
+                self.slots.insert(id, Arc::new(slot));
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare_file(
+        &mut self,
+        e: &longhaul_transfer::Entry,
+        size: u64,
+        plan: ChunkPlan,
+        existing: Option<(Kind, i64)>,
+    ) -> Result<Slot, EngineError> {
+        let mut slot = Slot {
+            path: e.path.clone(),
+            temp: e.path.clone(),
+            plan,
+            mode: e.mode,
+            mtime_ns: e.mtime_ns,
+            hashes: Mutex::new(BTreeMap::new()),
+            in_place: false,
+            refused: None,
+        };
+        match existing {
+            Some((Kind::File(s), t)) if s == size && t == e.mtime_ns => {
+                slot.in_place = true;
+                return Ok(slot);
+            }
+            Some((Kind::File(_), _)) if self.opts.overwrite => {}
+            Some((Kind::Symlink, _)) if self.opts.overwrite => {}
+            Some(_) => {
+                slot.refused = Some(if self.opts.overwrite {
+                    "exists and is not a regular file".into()
+                } else {
+                    "exists and differs (use --overwrite to replace it)".into()
+                });
+                return Ok(slot);
+            }
+            None => {}
+        }
+        let identity = FileIdentity {
+            size,
+            mtime_ns: e.mtime_ns,
+            chunk_size: plan.chunk_size(),
+        };
+        let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        let resumed = match j.state.resume(&e.path, identity) {
+            Resume::Continue(st) => Some((st.temp.clone(), st.verified.clone(), st.clone())),
+            Resume::Restart(st) => {
+                self.root.remove_file(st.temp.as_str())?;
+                None
+            }
+            Resume::Fresh | Resume::Complete(_) => None,
+        };
+        match resumed {
+            Some((temp, verified, st)) => {
+                slot.temp = temp;
+                // Trust only what is still on disk: re-read and re-hash every chunk the journal claims.
+                let f = self.root.open_partial(slot.temp.as_str())?;
+                let mut buf = Vec::new();
+                let mut hashes = BTreeMap::new();
+                for (s, end) in verified.ranges() {
+                    for i in s..end {
+                        let (Some(span), Some(want)) = (plan.chunk(i), st.hash(i)) else {
+                            continue;
+                        };
+                        buf.resize(span.len as usize, 0);
+                        if f.read_exact_at(&mut buf, span.offset).is_ok()
+                            && hash_chunk(&buf) == *want
+                        {
+                            hashes.insert(i, *want);
+                        }
+                    }
+                }
+                slot.hashes = Mutex::new(hashes);
+            }
+            None => {
+                slot.temp = temp_path(&e.path, j.state.next_id());
+                let line = j
+                    .state
+                    .start_file(&e.path, identity, e.mode, slot.temp.clone())
+                    .map_err(|err| EngineError::Transfer(err.to_string()))?;
+                j.append(&line)?;
+                let f = self.root.open_partial(slot.temp.as_str())?;
+                f.set_len(0)
+                    .map_err(|err| EngineError::io(format!("truncate {}", slot.temp), err))?;
+                // Reserve the space now: a full disk is found before any data moves.
+                if size > 0 {
+                    rustix::fs::fallocate(&f, FallocateFlags::empty(), 0, size)
+                        .map_err(|err| disk_error(&self.root, &e.path, size, err.into()))?;
+                }
+            }
+        }
+        Ok(slot)
+    }
+
+    /// The verified chunks of every file (all of a file already in place or refused), as `have`.
+    pub(crate) fn send_have(&self, ctl: &Ctl) -> Result<(), EngineError> {
+        let sets: Vec<(u32, RangeSet)> = self
+            .slots
+            .iter()
+            .map(|(&id, s)| {
+                let mut set = RangeSet::new();
+                if s.in_place || s.refused.is_some() {
+                    set.insert_range(0, s.plan.count());
+                } else {
+                    for &i in s.hashes.lock().unwrap_or_else(|e| e.into_inner()).keys() {
+                        set.insert(i);
+                    }
+                }
+                (id, set)
+            })
+            .collect();
+        let refs: Vec<(u32, &RangeSet)> = sets.iter().map(|(id, s)| (*id, s)).collect();
+        let mut msgs = have_messages(&refs);
+        if msgs.is_empty() {
+            msgs.push(Message::Have {
+                files: Vec::new(),
+                last: true,
+            });
+        }
+        for m in msgs {
+            ctl.send(&m)?;
+        }
+        // Refusals are reported at once; the sender then has nothing to send for them.
+        for (&id, s) in &self.slots {
+            if let Some(reason) = &s.refused {
+                ctl.send(&Message::FileFailed {
+                    file: id,
+                    reason: reason.clone(),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes still to receive (what `have` did not cover).
+    pub(crate) fn totals(&self) -> (u64, u64, u64) {
+        let mut total = 0;
+        let mut missing = 0;
+        for s in self.slots.values() {
+            total += s.plan.size();
+            if s.in_place || s.refused.is_some() {
+                continue;
+            }
+            let h = s.hashes.lock().unwrap_or_else(|e| e.into_inner());
+            missing += (0..s.plan.count())
+                .filter(|i| !h.contains_key(i))
+                .filter_map(|i| s.plan.chunk(i))
+                .map(|c| u64::from(c.len))
+                .sum::<u64>();
+        }
+        (self.slots.len() as u64, total, missing)
+    }
+}
+
+fn disk_error(root: &Root, path: &RelPath, size: u64, e: std::io::Error) -> EngineError {
+    let err = RootError {
+        op: "reserve space for",
+        path: path.to_string(),
+        root: root.path().display().to_string(),
+        source: e,
+    };
+    if err.is_disk_full() {
+        EngineError::Transfer(format!(
+            "receiver's disk is full: {} needs {size} bytes under {}; free some space and run the \
+same command again to resume",
+            path,
+            root.path().display()
+        ))
+    } else {
+        err.into()
+    }
+}
+
+/// Shared by the stream threads and the control thread.
+struct Shared {
+    sink: Sink,
+    verdicts: Writer,
+    stop: AtomicBool,
+    error: Mutex<Option<EngineError>>,
+    bytes: AtomicU64,
+}
+
+impl Shared {
+    fn fail(&self, e: EngineError) {
+        self.error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(e);
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// Receives chunks on `socks` and file results on `ctl` until the sender's `done`.
+pub(crate) fn run(
+    ctl: &mut Ctl,
+    socks: Vec<TcpStream>,
+    sink: Sink,
+    chunk_size: u64,
+    side: &mut Side<'_>,
+) -> Result<(), EngineError> {
+    let (files, bytes_total, missing) = sink.totals();
+    side.to_send = missing;
+    side.event(Event::Started {
+        streams: socks.len() as u32,
+        chunk_size,
+        files,
+        bytes_total,
+        bytes_to_send: missing,
+    });
+    let shared = Arc::new(Shared {
+        sink,
+        verdicts: ctl.writer(),
+        stop: AtomicBool::new(false),
+        error: Mutex::new(None),
+        bytes: AtomicU64::new(0),
+    });
+    let mut threads = Vec::new();
+    for (i, sock) in socks.into_iter().enumerate() {
+        let mine = Arc::clone(&shared);
+        let spawned = thread::Builder::new()
+            .name(format!("lh-recv {i}"))
+            .spawn(move || {
+                if let Err(e) = stream(i as u32, sock, &mine, chunk_size) {
+                    mine.fail(e);
+                }
+            });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => shared.fail(EngineError::io("start a stream thread", e)),
+        }
+    }
+    let result = control(ctl, &shared, side);
+    side.bytes_moved = shared.bytes.load(Ordering::Relaxed);
+    if let Err(e) = result {
+        shared.fail(e);
+        // Wake the stream threads: their sockets close when the sender goes away; here we stop
+        // reading by shutting them down ourselves.
+    }
+    shared.stop.store(true, Ordering::Release);
+    for t in threads {
+        let _ = t.join();
+    }
+    let err = shared
+        .error
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    match err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn stream(
+    index: u32,
+    mut sock: TcpStream,
+    shared: &Shared,
+    chunk_size: u64,
+) -> Result<(), EngineError> {
+    let sink = &shared.sink;
+    let mut buf = Vec::with_capacity(chunk_size as usize);
+    let mut open: Option<(u32, File)> = None;
+    let mut hdr = [0u8; CHUNK_HEADER_LEN];
+    // Reads time out now and then so that a stop (an error elsewhere) is noticed.
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(500)));
+    let stream_err = |e: std::io::Error| EngineError::Stream {
+        stream: index,
+        source: e,
+    };
+    loop {
+        match read_full(&mut sock, &mut hdr, &shared.stop).map_err(stream_err)? {
+            Fill::Eof => return Ok(()),
+            Fill::Stopped => return Ok(()),
+            Fill::Full => {}
+        }
+        let h = ChunkHeader::decode(&hdr)?;
+        let slot = sink.slots.get(&h.file).ok_or_else(|| {
+            EngineError::Transfer(format!(
+                "chunk for file {} which is not in the manifest",
+                h.file
+            ))
+        })?;
+        h.check_plan(&slot.plan)?;
+        buf.resize(h.len as usize, 0);
+        match read_full(&mut sock, &mut buf, &shared.stop).map_err(stream_err)? {
+            Fill::Full => {}
+            Fill::Eof => {
+                return Err(EngineError::Transfer(format!(
+                    "stream {index}: the sender closed in the middle of a chunk"
+                )));
+            }
+            Fill::Stopped => return Ok(()),
+        }
+        let ok = h.matches(&buf) && slot.refused.is_none() && !slot.in_place;
+        if ok {
+            if open.as_ref().is_none_or(|(id, _)| *id != h.file) {
+                open = Some((h.file, sink.root.open_partial(slot.temp.as_str())?));
+            }
+            let f = &open.as_ref().expect("opened above").1;
+            f.write_all_at(&buf, h.offset).map_err(|e| {
+                let err = RootError {
+                    op: "write",
+                    path: slot.temp.to_string(),
+                    root: sink.root.path().display().to_string(),
+                    source: e,
+                };
+                if err.is_disk_full() {
+                    EngineError::Transfer(format!(
+                        "receiver's disk is full writing {}; free some space and run the same \
+command again to resume",
+                        slot.path
+                    ))
+                } else {
+                    err.into()
+                }
+            })?;
+            {
+                let mut j = sink.journal.lock().unwrap_or_else(|e| e.into_inner());
+                let line = j
+                    .state
+                    .chunk_verified(&slot.path, h.chunk, h.hash)
+                    .map_err(|e| EngineError::Transfer(e.to_string()))?;
+                j.append(&line)?;
+            }
+            slot.hashes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(h.chunk, h.hash);
+            shared.bytes.fetch_add(u64::from(h.len), Ordering::Relaxed);
+        }
+        shared.verdicts.send(&Message::ChunkVerdict {
+            file: h.file,
+            chunk: h.chunk,
+            ok,
+        })?;
+    }
+}
+
+enum Fill {
+    Full,
+    Eof,
+    Stopped,
+}
+
+/// Fills `buf` from `sock`; EOF before the first byte is a clean end, within it an error.
+fn read_full(sock: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool) -> std::io::Result<Fill> {
+    let mut got = 0;
+    while got < buf.len() {
+        match sock.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(Fill::Eof),
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if crate::control::is_timeout(&e) => {
+                if stop.load(Ordering::Acquire) {
+                    return Ok(Fill::Stopped);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Fill::Full)
+}
+
+/// Puts file `id` in place if its digest matches `want`; the reason if not.
+fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, EngineError> {
+    let Some(slot) = sink.slots.get(&id) else {
+        return Err(EngineError::Transfer(format!(
+            "file_done for file {id}, which is not in the manifest"
+        )));
+    };
+    if let Some(reason) = &slot.refused {
+        return Ok(Err(reason.clone()));
+    }
+    let plan = slot.plan;
+    let at = if slot.in_place {
+        &slot.path
+    } else {
+        &slot.temp
+    };
+    let hashes: BTreeMap<u64, Digest> = if slot.in_place {
+        // Already here: hash what is on disk.
+        let f = sink.root.open_read(at.as_str())?;
+        let mut buf = Vec::new();
+        let mut h = BTreeMap::new();
+        for i in 0..plan.count() {
+            let span = plan.chunk(i).expect("index below count");
+            buf.resize(span.len as usize, 0);
+            f.read_exact_at(&mut buf, span.offset)
+                .map_err(|e| EngineError::io(format!("read {at}"), e))?;
+            h.insert(i, hash_chunk(&buf));
+        }
+        h
+    } else {
+        slot.hashes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    };
+    if hashes.len() as u64 != plan.count() {
+        return Ok(Err(format!(
+            "{} of {} chunks verified when the sender said it was done",
+            hashes.len(),
+            plan.count()
+        )));
+    }
+    let got = file_digest(plan.size(), plan.chunk_size(), hashes.values());
+    if got != *want {
+        return Ok(Err("the file digest differs from the sender's".into()));
+    }
+    if slot.in_place {
+        return Ok(Ok(()));
+    }
+    if sink.opts.fsync {
+        let f = sink.root.open_partial(slot.temp.as_str())?;
+        f.sync_all()
+            .map_err(|e| EngineError::io(format!("fsync {}", slot.temp), e))?;
+    }
+    sink.root
+        .set_meta(slot.temp.as_str(), slot.mode, slot.mtime_ns)?;
+    sink.root
+        .rename(slot.temp.as_str(), slot.path.as_str(), sink.opts.overwrite)?;
+    if sink.opts.fsync {
+        let dir = slot.path.parent().map_or(String::new(), |p| p.to_string());
+        sink.root.sync_dir(&dir)?;
+    }
+    let mut j = sink.journal.lock().unwrap_or_else(|e| e.into_inner());
+    let line = j
+        .state
+        .file_complete(&slot.path, got)
+        .map_err(|e| EngineError::Transfer(e.to_string()))?;
+    j.append(&line)?;
+    Ok(Ok(()))
+}
+
+fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), EngineError> {
+    let sink = &shared.sink;
+    let mut next_tick = Instant::now() + super::PROGRESS_EVERY;
+    let mut failed = 0u64;
+    loop {
+        if shared.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            next_tick = now + super::PROGRESS_EVERY;
+            side.progress(shared.bytes.load(Ordering::Relaxed), side.files_ok);
+        }
+        let Some(m) = ctl.recv_until(now + Duration::from_millis(250))? else {
+            side.check_idle(shared.bytes.load(Ordering::Relaxed))?;
+            continue;
+        };
+        side.touch();
+        match m {
+            Message::FileDone { file, digest } => {
+                let path = sink
+                    .slots
+                    .get(&file)
+                    .map_or_else(|| format!("file {file}"), |s| s.path.to_string());
+                match finalize(sink, file, &digest)? {
+                    Ok(()) => {
+                        ctl.send(&Message::FileVerified { file })?;
+                        side.file_done(path, None);
+                    }
+                    Err(reason) => {
+                        failed += 1;
+                        if sink.slots.get(&file).is_some_and(|s| s.refused.is_none()) {
+                            ctl.send(&Message::FileFailed {
+                                file,
+                                reason: reason.clone(),
+                            })?;
+                        }
+                        side.file_done(path, Some(reason));
+                    }
+                }
+            }
+            Message::Done { .. } => break,
+            m => return Err(unexpected(&m, "file digests")),
+        }
+    }
+    side.progress(shared.bytes.load(Ordering::Relaxed), side.files_ok);
+    // Directories last, deepest first: writing into a directory changes its time.
+    let mut dirs = sink.dirs.clone();
+    dirs.sort_by_key(|(p, _, _)| std::cmp::Reverse(p.components().count()));
+    for (p, mode, mtime) in dirs {
+        sink.root.set_meta(p.as_str(), mode, mtime)?;
+    }
+    if failed == 0 {
+        sink.root.remove_file(JOURNAL_NAME)?;
+    }
+    ctl.send(&Message::Done {
+        files: side.files_ok,
+        bytes: shared.bytes.load(Ordering::Relaxed),
+    })
+}

@@ -1,0 +1,445 @@
+//! The sending side of a transfer: turn the sources into a manifest, then feed the data streams.
+//!
+//! Each data stream has one thread that pulls work from the shared [`Scheduler`], reads that chunk
+//! (`pread` into its one reusable buffer), hashes it and writes header and bytes to its socket; the
+//! socket buffer keeps the path busy while the thread reads the next chunk. The control thread turns
+//! the receiver's verdicts into scheduler updates and, when every chunk of a file is verified, sends
+//! the file digest. Memory: one chunk buffer per stream, whatever the file sizes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::net::TcpStream;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use longhaul_transfer::manifest::{ChunkPlan, Entry, EntryKind, ManifestEntry};
+use longhaul_transfer::msg::ManifestBatcher;
+use longhaul_transfer::schedule::DEFAULT_MAX_RETRIES;
+use longhaul_transfer::{
+    ChunkHeader, Digest, Message, RangeSet, RelPath, Scheduler, check_symlink_target, file_digest,
+    hash_chunk,
+};
+use tracing::warn;
+
+use super::conn::{Ctl, unexpected};
+use super::root::{Kind, Root, join};
+use super::{Event, IDLE_TIMEOUT, Side};
+use crate::EngineError;
+
+/// Where a manifest file's bytes come from.
+#[derive(Debug)]
+struct SourceFile {
+    root: usize,
+    rel: String,
+    plan: Option<ChunkPlan>,
+    size: u64,
+}
+
+/// The sources of a transfer: their roots, the manifest entries, and for each file where to read it.
+#[derive(Debug, Default)]
+pub(crate) struct Sources {
+    roots: Vec<Root>,
+    pub(crate) entries: Vec<ManifestEntry>,
+    files: BTreeMap<u32, SourceFile>,
+    /// Entries left out, with why (sockets, devices, links that leave the tree, non-UTF-8 names).
+    pub(crate) skipped: Vec<String>,
+}
+
+impl Sources {
+    /// Adds source `rel` of `root` (`""`: the root itself) under the name `name`, recursively.
+    pub(crate) fn add(&mut self, root: Root, rel: &str, name: &str) -> Result<(), EngineError> {
+        let dest = RelPath::parse(name).map_err(|e| {
+            EngineError::Transfer(format!("source name {name:?} cannot be transferred: {e}"))
+        })?;
+        if self.entries.iter().any(|e| e.entry.path == dest) {
+            return Err(EngineError::Transfer(format!(
+                "two sources are called {name:?}; they would land on the same path"
+            )));
+        }
+        let Some(meta) = root.lstat(rel)? else {
+            return Err(EngineError::Transfer(format!(
+                "{}: no such file or directory",
+                root.path().join(rel).display()
+            )));
+        };
+        self.roots.push(root);
+        let r = self.roots.len() - 1;
+        self.walk(r, rel.to_string(), dest, meta)
+    }
+
+    fn walk(
+        &mut self,
+        r: usize,
+        rel: String,
+        path: RelPath,
+        meta: super::root::Meta,
+    ) -> Result<(), EngineError> {
+        let id = u32::try_from(self.entries.len())
+            .map_err(|_| EngineError::Transfer("more than 2^32 entries".into()))?;
+        let kind = match meta.kind {
+            Kind::Dir => EntryKind::Dir,
+            Kind::File(size) => EntryKind::File { size },
+            Kind::Symlink => {
+                let target = self.roots[r].read_link(&rel)?;
+                if let Err(e) = check_symlink_target(&path, &target) {
+                    self.skipped
+                        .push(format!("{path}: symlink to {target:?} left out ({e})"));
+                    return Ok(());
+                }
+                EntryKind::Symlink { target }
+            }
+            Kind::Other => {
+                self.skipped.push(format!(
+                    "{path}: not a file, directory or symlink; left out"
+                ));
+                return Ok(());
+            }
+        };
+        let entry = Entry {
+            path: path.clone(),
+            kind: kind.clone(),
+            mode: meta.mode,
+            mtime_ns: meta.mtime_ns,
+        };
+        entry
+            .validate()
+            .map_err(|e| EngineError::Transfer(format!("{path}: {e}")))?;
+        self.entries.push(ManifestEntry { id, entry });
+        match kind {
+            EntryKind::File { size } => {
+                self.files.insert(
+                    id,
+                    SourceFile {
+                        root: r,
+                        rel,
+                        plan: None,
+                        size,
+                    },
+                );
+            }
+            EntryKind::Dir => {
+                for (name, m) in self.roots[r].list(&rel)? {
+                    let child = match RelPath::parse(&name).and_then(|n| path.join(&n)) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            self.skipped.push(format!("{path}/{name}: left out ({e})"));
+                            continue;
+                        }
+                    };
+                    self.walk(r, join(&rel, &name), child, m)?;
+                }
+            }
+            EntryKind::Symlink { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Sends the manifest in frames of at most 64 KiB.
+    pub(crate) fn send_manifest(&self, ctl: &Ctl) -> Result<(), EngineError> {
+        let mut b = ManifestBatcher::new();
+        for e in &self.entries {
+            if let Some(m) = b.push(e.clone()) {
+                ctl.send(&m)?;
+            }
+        }
+        ctl.send(&b.finish())
+    }
+}
+
+/// Reads the receiver's `have` messages (after the manifest): verified chunks per file id.
+pub(crate) fn recv_have(ctl: &mut Ctl) -> Result<HashMap<u32, RangeSet>, EngineError> {
+    let mut have: HashMap<u32, RangeSet> = HashMap::new();
+    loop {
+        match ctl.recv(IDLE_TIMEOUT, "the receiver's resume state")? {
+            Message::Have { files, last } => {
+                for f in files {
+                    let set = have.entry(f.file).or_default();
+                    for (s, e) in f.verified.ranges() {
+                        set.insert_range(s, e);
+                    }
+                }
+                if last {
+                    return Ok(have);
+                }
+            }
+            m => return Err(unexpected(&m, "have")),
+        }
+    }
+}
+
+/// State shared by the control thread and the stream threads.
+struct Shared {
+    sched: Mutex<Scheduler>,
+    work: Condvar,
+    /// Hashes of the chunks sent, per file, for the file digest.
+    hashes: Mutex<HashMap<u32, BTreeMap<u64, Digest>>>,
+    stop: AtomicBool,
+    error: Mutex<Option<EngineError>>,
+    bytes: AtomicU64,
+}
+
+impl Shared {
+    fn fail(&self, e: EngineError) {
+        let mut slot = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert(e);
+        self.stop.store(true, Ordering::Release);
+        self.work.notify_all();
+    }
+
+    /// The next chunk for `stream`, waiting while others may still be re-queued; `None` when done.
+    fn next(&self, stream: u32) -> Option<longhaul_transfer::Work> {
+        let mut s = self.sched.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if self.stop.load(Ordering::Acquire) || s.is_finished() {
+                return None;
+            }
+            if let Some(w) = s.next_for_stream(stream) {
+                return Some(w);
+            }
+            s = self
+                .work
+                .wait_timeout(s, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// Sends every missing chunk over `socks` and the file digests over `ctl` until the receiver has
+/// verified every file (or failed it). Returns the payload bytes sent.
+pub(crate) fn run(
+    ctl: &mut Ctl,
+    socks: Vec<TcpStream>,
+    mut src: Sources,
+    chunk_size: u64,
+    have: &HashMap<u32, RangeSet>,
+    side: &mut Side<'_>,
+) -> Result<(), EngineError> {
+    let mut sched = Scheduler::new(DEFAULT_MAX_RETRIES);
+    let empty = RangeSet::new();
+    for (&id, f) in &mut src.files {
+        let plan =
+            ChunkPlan::new(f.size, chunk_size).map_err(|e| EngineError::Transfer(e.to_string()))?;
+        f.plan = Some(plan);
+        sched
+            .add_file(id, plan, have.get(&id).unwrap_or(&empty))
+            .map_err(|e| EngineError::Transfer(e.to_string()))?;
+    }
+    side.to_send = sched.bytes_to_send();
+    side.event(Event::Started {
+        streams: socks.len() as u32,
+        chunk_size,
+        files: src.files.len() as u64,
+        bytes_total: src.files.values().map(|f| f.size).sum(),
+        bytes_to_send: side.to_send,
+    });
+    let src = Arc::new(src);
+    let shared = Arc::new(Shared {
+        sched: Mutex::new(sched),
+        work: Condvar::new(),
+        hashes: Mutex::new(HashMap::new()),
+        stop: AtomicBool::new(false),
+        error: Mutex::new(None),
+        bytes: AtomicU64::new(0),
+    });
+    let mut threads = Vec::new();
+    for (i, sock) in socks.into_iter().enumerate() {
+        let (mine, src) = (Arc::clone(&shared), Arc::clone(&src));
+        let spawned = thread::Builder::new()
+            .name(format!("lh-send {i}"))
+            .spawn(move || {
+                if let Err(e) = stream(i as u32, sock, &mine, &src, chunk_size) {
+                    mine.fail(e);
+                }
+            });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => shared.fail(EngineError::io("start a stream thread", e)),
+        }
+    }
+    let result = control(ctl, &shared, &src, side);
+    if let Err(e) = result {
+        shared.fail(e);
+    }
+    shared.stop.store(true, Ordering::Release);
+    shared.work.notify_all();
+    for t in threads {
+        let _ = t.join();
+    }
+    side.bytes_moved = shared.bytes.load(Ordering::Relaxed);
+    match shared
+        .error
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn stream(
+    index: u32,
+    mut sock: TcpStream,
+    shared: &Shared,
+    src: &Sources,
+    chunk_size: u64,
+) -> Result<(), EngineError> {
+    let mut buf = vec![0u8; chunk_size as usize];
+    let mut open: Option<(u32, File)> = None;
+    while let Some(w) = shared.next(index) {
+        let f = &src.files[&w.file];
+        if open.as_ref().is_none_or(|(id, _)| *id != w.file) {
+            open = Some((w.file, src.roots[f.root].open_read(&f.rel)?));
+        }
+        let file = &open.as_ref().expect("opened above").1;
+        let data = &mut buf[..w.len as usize];
+        file.read_exact_at(data, w.offset).map_err(|e| {
+            EngineError::Transfer(format!(
+                "read {} at {}: {e} (did the file change during the transfer?)",
+                f.rel, w.offset
+            ))
+        })?;
+        let hash = hash_chunk(data);
+        shared
+            .hashes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(w.file)
+            .or_default()
+            .insert(w.chunk, hash);
+        let header = ChunkHeader {
+            file: w.file,
+            chunk: w.chunk,
+            offset: w.offset,
+            len: w.len,
+            hash,
+        };
+        sock.write_all(&header.encode())
+            .and_then(|()| sock.write_all(data))
+            .map_err(|e| EngineError::Stream {
+                stream: index,
+                source: e,
+            })?;
+        shared.bytes.fetch_add(u64::from(w.len), Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// The digest of file `id`: chunks sent in this run were hashed on the way; the ones the receiver
+/// already had are read and hashed here.
+fn digest_of(id: u32, src: &Sources, shared: &Shared) -> Result<Digest, EngineError> {
+    let f = &src.files[&id];
+    let plan = f.plan.expect("planned before the streams start");
+    let mut hashes = shared
+        .hashes
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id)
+        .unwrap_or_default();
+    if (hashes.len() as u64) < plan.count() {
+        let file = src.roots[f.root].open_read(&f.rel)?;
+        let mut buf = Vec::new();
+        for i in 0..plan.count() {
+            if hashes.contains_key(&i) {
+                continue;
+            }
+            let span = plan.chunk(i).expect("index below count");
+            buf.resize(span.len as usize, 0);
+            file.read_exact_at(&mut buf, span.offset).map_err(|e| {
+                EngineError::Transfer(format!(
+                    "read {} at {}: {e} (did the file change during the transfer?)",
+                    f.rel, span.offset
+                ))
+            })?;
+            hashes.insert(i, hash_chunk(&buf));
+        }
+    }
+    Ok(file_digest(plan.size(), plan.chunk_size(), hashes.values()))
+}
+
+fn control(
+    ctl: &mut Ctl,
+    shared: &Shared,
+    src: &Sources,
+    side: &mut Side<'_>,
+) -> Result<(), EngineError> {
+    let total = src.files.len();
+    let (mut verified, mut failed) = (0usize, 0usize);
+    let mut next_tick = Instant::now() + super::PROGRESS_EVERY;
+    loop {
+        // Files whose chunks are all verified (or were already there) get their digest.
+        loop {
+            let ready = shared
+                .sched
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .poll_file_ready();
+            let Some(id) = ready else { break };
+            let digest = digest_of(id, src, shared)?;
+            ctl.send(&Message::FileDone { file: id, digest })?;
+        }
+        if verified + failed == total {
+            break;
+        }
+        if shared.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            next_tick = now + super::PROGRESS_EVERY;
+            side.progress(shared.bytes.load(Ordering::Relaxed), verified as u64);
+        }
+        let Some(m) =
+            ctl.recv_until(now + super::PROGRESS_EVERY.min(Duration::from_millis(250)))?
+        else {
+            side.check_idle(shared.bytes.load(Ordering::Relaxed))?;
+            continue;
+        };
+        side.touch();
+        match m {
+            Message::ChunkVerdict { file, chunk, ok } => {
+                if !ok {
+                    warn!("chunk {chunk} of file {file} failed verification; sending it again");
+                    side.resent += 1;
+                }
+                shared
+                    .sched
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .on_verdict(file, chunk, ok)
+                    .map_err(|e| EngineError::Transfer(e.to_string()))?;
+                shared.work.notify_all();
+            }
+            Message::FileVerified { file } => {
+                verified += 1;
+                side.file_done(src_path(src, file), None);
+            }
+            Message::FileFailed { file, reason } => {
+                failed += 1;
+                side.file_done(src_path(src, file), Some(reason));
+            }
+            m => return Err(unexpected(&m, "verdicts and file results")),
+        }
+    }
+    side.progress(shared.bytes.load(Ordering::Relaxed), verified as u64);
+    ctl.send(&Message::Done {
+        files: verified as u64,
+        bytes: shared.bytes.load(Ordering::Relaxed),
+    })?;
+    match ctl.recv(IDLE_TIMEOUT, "the receiver's done")? {
+        Message::Done { .. } => Ok(()),
+        m => Err(unexpected(&m, "done")),
+    }
+}
+
+fn src_path(src: &Sources, id: u32) -> String {
+    src.entries
+        .get(id as usize)
+        .filter(|e| e.id == id)
+        .map_or_else(|| format!("file {id}"), |e| e.entry.path.to_string())
+}
