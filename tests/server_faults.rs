@@ -51,6 +51,7 @@ fn params() -> TestParams {
         write_len: 131_072,
         zerocopy: false,
         rtt_ns: 100_000,
+        omit_ns: 0,
     }
 }
 
@@ -172,6 +173,35 @@ fn invalid_params_are_refused_before_any_stream() {
     s.write_all(&body).unwrap();
     let answer = read_all(&mut s);
     assert!(answer.contains("streams must be 1..=1024"), "{answer}");
+}
+
+#[test]
+fn server_refuses_a_bad_omit_period_in_params() {
+    let srv = ServerProc::start(&[]);
+    // Too long, and with a byte count: each refused with a reason naming it, before any stream.
+    for (omit_ns, end, needle) in [
+        (
+            601_000_000_000u64,
+            EndCondition::Time { ns: 1_000_000_000 },
+            "omit period must be at most 600 s",
+        ),
+        (
+            1_000_000_000,
+            EndCondition::Bytes { bytes: 1 << 20 },
+            "omit period (-O) cannot be used with a byte count (-n)",
+        ),
+    ] {
+        let mut s = connect(srv.port);
+        hello(&mut s);
+        let mut p = params();
+        p.omit_ns = omit_ns;
+        p.end = end;
+        s.write_all(&encode_frame(&Message::Params(p))).unwrap();
+        match read_message(&mut s) {
+            Message::Error { message } => assert!(message.contains(needle), "{message}"),
+            m => panic!("expected an error, got {m:?}"),
+        }
+    }
 }
 
 #[test]

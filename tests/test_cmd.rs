@@ -422,3 +422,166 @@ fn self_test_without_a_host_runs_on_loopback() {
     assert_every_byte_arrived(&j);
     assert_eq!(j["start"]["connecting_to"]["host"], "127.0.0.1");
 }
+
+/// Sums `pick` over the intervals that are (or are not) omitted.
+fn interval_sum(j: &Value, omitted: bool, pick: impl Fn(&Value) -> u64) -> u64 {
+    j["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|iv| iv["sum"]["omitted"].as_bool().unwrap() == omitted)
+        .map(pick)
+        .sum()
+}
+
+/// The omit period's contract on one report: omitted intervals first and flagged on every entry, times
+/// restarting at 0 after them, and `end` covering exactly the measured part on the sending side.
+fn assert_omit_accounting(j: &Value) {
+    let intervals = j["intervals"].as_array().unwrap();
+    let flags: Vec<bool> = intervals
+        .iter()
+        .map(|iv| iv["sum"]["omitted"].as_bool().unwrap())
+        .collect();
+    let omitted = flags.iter().filter(|&&f| f).count();
+    assert!(omitted >= 1, "no omitted interval: {flags:?}");
+    assert!(
+        flags[..omitted].iter().all(|&f| f),
+        "omitted intervals must come first: {flags:?}"
+    );
+    assert!(omitted < flags.len(), "no measured interval: {flags:?}");
+    for iv in intervals {
+        for s in iv["streams"].as_array().unwrap() {
+            assert_eq!(s["omitted"], iv["sum"]["omitted"], "{iv}");
+        }
+    }
+    // -i 1 -O 1: one omitted interval, 0-1 s; measured times restart at 0, as in iperf3.
+    assert_eq!(omitted, 1, "{flags:?}");
+    assert_eq!(intervals[0]["sum"]["start"].as_f64().unwrap(), 0.0);
+    assert_eq!(intervals[0]["sum"]["end"].as_f64().unwrap(), 1.0);
+    assert_eq!(intervals[1]["sum"]["start"].as_f64().unwrap(), 0.0);
+
+    // Exact on the sending side: the boundary reading closes the last omitted interval and is the
+    // baseline of the totals, and the last interval is read after the senders finished.
+    let end = &j["end"];
+    let measured = interval_sum(j, false, |iv| iv["sum"]["bytes"].as_u64().unwrap());
+    assert_eq!(end["sum_sent"]["bytes"].as_u64().unwrap(), measured);
+    let streams = end["streams"].as_array().unwrap();
+    let omitted_sent: u64 = streams
+        .iter()
+        .map(|s| s["sender"]["omitted_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        omitted_sent,
+        interval_sum(j, true, |iv| iv["sum"]["bytes"].as_u64().unwrap())
+    );
+    for s in streams {
+        let (tx, rx) = (&s["sender"], &s["receiver"]);
+        let all = |e: &Value| e["bytes"].as_u64().unwrap() + e["omitted_bytes"].as_u64().unwrap();
+        // Nothing lost or counted twice across the boundary.
+        assert_eq!(all(tx), all(rx), "{s}");
+        assert!(rx["omitted_bytes"].as_u64().unwrap() > 0, "{s}");
+        // Not exact: the receiver reads its counter at its own boundary, a few ms of data apart
+        // from the sender's (the server's clock starts half an RTT later; bytes in flight).
+        let (sent, got) = (tx["bytes"].as_f64().unwrap(), rx["bytes"].as_f64().unwrap());
+        assert!((sent - got).abs() < 0.1 * sent, "{s}");
+    }
+    // Retransmits after the boundary: the intervals' plus any from the drain after the last reading.
+    let retrans = interval_sum(j, false, |iv| iv["sum"]["retransmits"].as_u64().unwrap());
+    assert!(end["sum_sent"]["retransmits"].as_u64().unwrap() >= retrans);
+    // Loose sanity: the measured seconds are about -t, not -O + -t.
+    let secs = end["sum_sent"]["seconds"].as_f64().unwrap();
+    assert!(secs > 1.0 && secs < 2.9, "sum_sent.seconds {secs}");
+}
+
+#[test]
+fn omit_period_is_reported_but_left_out_of_the_totals() {
+    let srv = ServerProc::start(&[]);
+    let t0 = std::time::Instant::now();
+    let j = json_test("127.0.0.1", srv.port, &["-t", "2", "-O", "1", "-P", "2"]);
+    // The test runs -O + -t.
+    assert!(t0.elapsed().as_secs_f64() >= 3.0, "{:?}", t0.elapsed());
+    assert_iperf3_keys(&j);
+    assert_eq!(j["start"]["test_start"]["omit"], 1);
+    assert_eq!(j["start"]["test_start"]["duration"], 2);
+    assert_omit_accounting(&j);
+}
+
+#[test]
+fn omit_period_with_the_server_sending() {
+    let srv = ServerProc::start(&[]);
+    // The server reads the boundary of its senders and its own interval samples are flagged.
+    let j = json_test("127.0.0.1", srv.port, &["-t", "2", "-O", "1", "-R"]);
+    assert_eq!(j["intervals"][0]["streams"][0]["sender"], true);
+    assert_omit_accounting(&j);
+}
+
+#[test]
+fn omit_period_without_interval_reports_still_rebases_the_totals() {
+    let srv = ServerProc::start(&[]);
+    let j = json_test("127.0.0.1", srv.port, &["-t", "1", "-O", "1", "-i", "0"]);
+    assert!(j["intervals"].as_array().unwrap().is_empty());
+    let s = &j["end"]["streams"][0];
+    for side in ["sender", "receiver"] {
+        assert!(s[side]["omitted_bytes"].as_u64().unwrap() > 0, "{s}");
+        assert!(s[side]["bytes"].as_u64().unwrap() > 0, "{s}");
+    }
+    let all = |e: &Value| e["bytes"].as_u64().unwrap() + e["omitted_bytes"].as_u64().unwrap();
+    assert_eq!(all(&s["sender"]), all(&s["receiver"]), "{s}");
+}
+
+#[test]
+fn omitted_intervals_are_marked_in_the_text_report() {
+    let srv = ServerProc::start(&[]);
+    let out = test_cmd("127.0.0.1", srv.port, &["-t", "1", "-O", "1", "-P", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let first = lines
+        .iter()
+        .position(|l| l.contains(" sec "))
+        .expect("interval lines");
+    // The first interval (both streams and their sum) is in the omit period, the summary is not.
+    for l in &lines[first..first + 3] {
+        assert!(l.ends_with("(omitted)"), "{l:?}\n{text}");
+    }
+    let marked = lines.iter().filter(|l| l.contains("(omitted)")).count();
+    assert_eq!(marked, 3, "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("sender") && !l.contains("(omitted)")),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_omit_values_exit_2_with_one_error_line() {
+    for (args, needle) in [
+        (
+            &["test", "--omit=-1"][..],
+            "negative values are not allowed",
+        ),
+        (&["test", "-O", "-1"][..], "'-1'"),
+        (
+            &["test", "-O", "601"][..],
+            "omit period must be at most 600 s",
+        ),
+        (
+            &["test", "-O", "1e9"][..],
+            "omit period must be at most 600 s",
+        ),
+        (&["test", "-O", "soon"][..], "soon"),
+        (&["test", "-O", "1", "-n", "1M"][..], "cannot be used with"),
+    ] {
+        let out = longhaul(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{args:?}: {err}");
+        assert!(errors[0].contains(needle), "{args:?}: {err}");
+    }
+}

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use longhaul_engine::{
     ClientConfig, DEFAULT_PORT, Family, Observer, Server, ServerConfig, run_test,
 };
-use longhaul_proto::msg::MAX_WRITE_LEN;
+use longhaul_proto::msg::{MAX_OMIT_NS, MAX_WRITE_LEN};
 use longhaul_proto::report::{IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry};
 use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
 use longhaul_units::models::{LSR_MAX_KM, fmt_lsr, lsr_capped_km, lsr_metric_from_rate};
@@ -40,6 +40,10 @@ pub(crate) struct TestArgs {
     /// Test duration: seconds, or with a unit (10, 90s, 1500ms).
     #[arg(short = 't', long = "time", default_value = "10", value_parser = secs, conflicts_with = "bytes")]
     time: Nanos,
+    /// Omit the first SECS (e.g. slow start) from the totals, as iperf3 -O: the test runs SECS + -t,
+    /// intervals in it are shown "(omitted)"; at most 600 s; not with -n.
+    #[arg(short = 'O', long, value_name = "SECS", default_value = "0", value_parser = omit, conflicts_with = "bytes")]
+    omit: Nanos,
     /// Send this many bytes per direction instead of running for a time (e.g. 10G).
     #[arg(short = 'n', long, value_parser = size)]
     bytes: Option<u64>,
@@ -95,6 +99,17 @@ pub(crate) struct TestArgs {
 
 fn secs(s: &str) -> Result<Nanos, ParseError> {
     parse_duration(s, TimeUnit::Secs)
+}
+
+fn omit(s: &str) -> Result<Nanos, String> {
+    let d = parse_duration(s, TimeUnit::Secs).map_err(|e| e.to_string())?;
+    if d.0 > MAX_OMIT_NS {
+        return Err(format!(
+            "omit period must be at most {} s",
+            MAX_OMIT_NS / 1_000_000_000
+        ));
+    }
+    Ok(d)
 }
 
 fn size(s: &str) -> Result<u64, ParseError> {
@@ -161,6 +176,7 @@ fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         write_len: a.length,
         zerocopy: a.zerocopy,
         rtt_ns: 0,
+        omit_ns: a.omit.0,
     };
     p.validate()?;
     Ok(p)
@@ -379,9 +395,14 @@ fn pct(us: u64, seconds: f64) -> String {
     format!("{:.0}%", (us as f64 / 1e4 / seconds).min(100.0))
 }
 
+/// iperf3's marker of intervals in the omit period.
+fn omitted(yes: bool) -> &'static str {
+    if yes { "  (omitted)" } else { "" }
+}
+
 fn stream_line(id: &str, e: &StreamEntry) -> String {
     format!(
-        "[{id:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}   {:>11}  {:>7}   {:>5}    {:>5}",
+        "[{id:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}   {:>11}  {:>7}   {:>5}    {:>5}{}",
         e.start,
         e.end,
         fmt_size_iperf(e.bytes),
@@ -391,6 +412,7 @@ fn stream_line(id: &str, e: &StreamEntry) -> String {
         format!("{:.2} ms", f64::from(e.rtt) / 1000.0),
         pct(e.rwnd_limited, e.seconds),
         pct(e.sndbuf_limited, e.seconds),
+        omitted(e.omitted),
     )
 }
 
@@ -410,9 +432,13 @@ fn print_interval(r: &IntervalReport, streams: u32) {
         println!("{}", stream_line(&e.socket.to_string(), e));
     }
     if streams > 1 || r.sum_bidir_reverse.is_some() {
-        println!("{}", sum_line("SUM", &r.sum, ""));
+        println!(
+            "{}",
+            sum_line("SUM", &r.sum, omitted(r.sum.omitted).trim_start())
+        );
         if let Some(rev) = &r.sum_bidir_reverse {
-            println!("{}", sum_line("SUM", rev, "(reverse)"));
+            let suffix = format!("(reverse){}", omitted(rev.omitted));
+            println!("{}", sum_line("SUM", rev, &suffix));
         }
     }
 }

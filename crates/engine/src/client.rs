@@ -163,7 +163,13 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         .collect();
     let send = send_config(&params)?;
     ctrl.send(&Message::Start)?;
-    let mut run = Run::start(streams, &send, read_len(&params), params.interval_ns)?;
+    let mut run = Run::start(
+        streams,
+        &send,
+        read_len(&params),
+        params.interval_ns,
+        params.omit_ns,
+    )?;
     let mut merger = IntervalMerger::new(&params, run.has_senders());
     let outcome = drive(&mut ctrl, &mut run, &params, &mut merger, obs);
     if outcome.is_err() {
@@ -176,12 +182,11 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
             return Err(e);
         }
     };
-    let (mut totals, worker_cpu, stream_error) = run.finish();
+    let (mut totals, worker_cpu, wall, stream_error) = run.finish();
     if let Some(e) = stream_error {
         return Err(e);
     }
     let cpu = worker_cpu + (sys::thread_cpu_time().unwrap_or_default() - cpu_before);
-    let wall = totals.iter().map(|t| t.seconds).fold(0.0, f64::max);
     let local_cpu = CpuUse {
         user_s: cpu.user.as_secs_f64(),
         system_s: cpu.system.as_secs_f64(),
@@ -221,7 +226,8 @@ fn drive(
 ) -> Result<SideResults, EngineError> {
     let started = run.clock.origin();
     let end_at = match params.end {
-        EndCondition::Time { ns } => Some(started + Duration::from_nanos(ns)),
+        // The omit period comes on top of the measured duration, as in iperf3.
+        EndCondition::Time { ns } => Some(started + Duration::from_nanos(params.omit_ns + ns)),
         EndCondition::Bytes { .. } => None,
     };
     loop {
@@ -253,6 +259,10 @@ fn drive(
         }
     }
     run.stop_senders();
+    let deadline = Instant::now() + drain_timeout(params);
+    // Let each sender finish its last write before the last interval is read, so the intervals add up
+    // to the totals; a sender still stuck at the deadline is reported by `wait_all` below.
+    run.wait_senders(deadline);
     for (index, streams) in run.poll_intervals() {
         merger.local(index, streams, obs);
     }
@@ -260,7 +270,6 @@ fn drive(
         merger.local(index, streams, obs);
     }
     ctrl.send(&Message::Stop)?;
-    let deadline = Instant::now() + drain_timeout(params);
     let results = loop {
         match ctrl.recv_until(deadline)? {
             Some(Message::Interval(s)) => merger.remote(s.index, s.streams, obs),
@@ -502,7 +511,7 @@ fn start_report(
             protocol: "TCP".into(),
             num_streams: params.streams,
             blksize: params.write_len,
-            omit: 0,
+            omit: (params.omit_ns / 1_000_000_000) as u32,
             duration,
             bytes,
             blocks: 0,

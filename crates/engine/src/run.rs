@@ -2,7 +2,9 @@
 //!
 //! Client and server both drive a [`Run`] from their control thread: `poll_intervals` at each tick,
 //! `stop_senders` when the test ends, `wait` for the streams to drain, `finish` for the totals. The
-//! arithmetic lives in `longhaul_proto::interval`; this module only gathers the inputs.
+//! arithmetic lives in `longhaul_proto::interval`; this module only gathers the inputs: at the tick that
+//! ends the omit period (`-O`) it reads every stream's counters, senders' and receivers' alike, and hands
+//! them to the stream's statistics as the baseline of its totals.
 
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
@@ -11,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::interval::{
-    IntervalClock, StreamInterval, StreamStats, StreamTotals, TcpSample, tcp_interval,
+    ReportClock, StreamInterval, StreamStats, StreamTotals, TcpSample, Tick, tcp_interval,
 };
 use longhaul_sys::CpuTime;
 
@@ -47,17 +49,18 @@ struct Tracked {
 pub(crate) struct Run {
     pub(crate) clock: Clock,
     streams: Vec<Tracked>,
-    ticks: IntervalClock,
-    last_end_ns: u64,
+    ticks: ReportClock,
 }
 
 impl Run {
-    /// Starts one worker per stream; the clock starts now.
+    /// Starts one worker per stream; the clock starts now. Interval reports every `interval_ns` (0: none);
+    /// the first `omit_ns` of this clock are left out of the totals.
     pub(crate) fn start(
         streams: Vec<RunStream>,
         send: &SendConfig,
         read_len: usize,
         interval_ns: u64,
+        omit_ns: u64,
     ) -> Result<Self, EngineError> {
         let clock = Clock::start();
         let mut tracked = Vec::with_capacity(streams.len());
@@ -84,8 +87,7 @@ impl Run {
         Ok(Self {
             clock,
             streams: tracked,
-            ticks: IntervalClock::new(0, interval_ns),
-            last_end_ns: 0,
+            ticks: ReportClock::new(interval_ns, omit_ns),
         })
     }
 
@@ -96,40 +98,47 @@ impl Run {
             .map(|ns| self.clock.origin() + Duration::from_nanos(ns))
     }
 
-    /// Samples every due tick: the sending streams' bytes and TCP internals per interval.
+    /// Handles every due tick: the sending streams' bytes and TCP internals per interval, and at the end
+    /// of the omit period the baseline of every stream's totals. A tick that only ends the omit period
+    /// (interval reports off) yields no interval.
     pub(crate) fn poll_intervals(&mut self) -> Vec<(u32, Vec<StreamInterval>)> {
         let now = self.clock.now_ns();
         let mut out = Vec::new();
-        while let Some((index, start, end)) = self.ticks.poll(now) {
-            out.push((index, self.sample(start, end)));
-            self.last_end_ns = end;
+        while let Some(tick) = self.ticks.poll(now) {
+            let sample = self.sample(&tick, now);
+            if tick.span.is_some() {
+                out.push((tick.index, sample));
+            }
         }
         out
     }
 
-    /// The last, partial interval (from the last tick to now), if it is at least 1 ms long and moved
-    /// any bytes.
+    /// The last, partial interval (from the last tick to now), if interval reports are on and it moved
+    /// any bytes. Called after the senders have finished, so that the intervals add up to the totals.
     pub(crate) fn final_interval(&mut self) -> Option<(u32, Vec<StreamInterval>)> {
-        self.ticks.next_deadline()?;
         let now = self.clock.now_ns();
-        if now < self.last_end_ns + 1_000_000 {
-            return None;
-        }
-        let index = self.ticks.ticks();
-        let start = self.last_end_ns;
-        self.last_end_ns = now;
-        let sample = self.sample(start, now);
-        // A test that ends on a tick leaves only the stop latency here: nothing worth a line.
+        let tick = self.ticks.last_partial(now)?;
+        let sample = self.sample(&tick, now);
+        // Nothing moved since the last tick (a receiving-only side, or senders already done): no line.
         sample
             .iter()
             .any(|s| s.bytes > 0)
-            .then_some((index, sample))
+            .then_some((tick.index, sample))
     }
 
-    fn sample(&mut self, start_ns: u64, end_ns: u64) -> Vec<StreamInterval> {
+    /// Reads the counters for `tick` (at clock time `now_ns`): one interval entry per sending stream, and
+    /// if the tick ends the omit period, every stream's baseline.
+    fn sample(&mut self, tick: &Tick, now_ns: u64) -> Vec<StreamInterval> {
+        let (start_ns, end_ns) = tick.span.unwrap_or((0, 0));
         let mut out = Vec::new();
-        for t in self.streams.iter_mut().filter(|t| t.worker.state.sender) {
+        for t in self.streams.iter_mut() {
             let bytes = t.worker.state.bytes();
+            if !t.worker.state.sender {
+                if tick.omit_end {
+                    t.stats.mark_omit_end(bytes, now_ns, None);
+                }
+                continue;
+            }
             let sample = tcp_sample(t.worker.state.sock.as_fd());
             let tcp = sample.map(|s| {
                 t.stats.observe(&s);
@@ -138,11 +147,17 @@ impl Run {
             if sample.is_some() {
                 t.prev = sample;
             }
+            if tick.omit_end {
+                // The same reading closes the last omitted interval and opens the measured part, so
+                // the omitted intervals add up exactly to what the totals leave out.
+                t.stats.mark_omit_end(bytes, now_ns, sample.as_ref());
+            }
             out.push(StreamInterval {
                 stream: t.worker.state.index,
                 start_ns,
                 end_ns,
                 bytes: bytes - t.last_bytes,
+                omitted: tick.omitted,
                 sender: true,
                 tcp,
             });
@@ -171,6 +186,20 @@ impl Run {
         }
     }
 
+    /// Waits until this side's senders ended (after [`Self::stop_senders`], each finishes its current
+    /// write) or `deadline` passed; returns whether they all ended.
+    pub(crate) fn wait_senders(&self, deadline: Instant) -> bool {
+        loop {
+            if self.all_finished(true) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Waits until all streams ended or `deadline` passed; returns whether all ended.
     pub(crate) fn wait_all(&self, deadline: Instant) -> bool {
         loop {
@@ -193,8 +222,10 @@ impl Run {
         }
     }
 
-    /// Joins the workers. Returns per-stream totals, the workers' CPU time and the first stream error.
-    pub(crate) fn finish(mut self) -> (Vec<StreamTotals>, CpuTime, Option<EngineError>) {
+    /// Joins the workers. Returns per-stream totals (net of the omit period), the workers' CPU time, the
+    /// wall time of the whole run in seconds (omit period included: what the CPU time is spent over) and
+    /// the first stream error.
+    pub(crate) fn finish(mut self) -> (Vec<StreamTotals>, CpuTime, f64, Option<EngineError>) {
         // A last TCP_INFO snapshot of each sender, so totals include the final retransmits.
         for t in self.streams.iter_mut().filter(|t| t.worker.state.sender) {
             if let Some(s) = tcp_sample(t.worker.state.sock.as_fd()) {
@@ -205,6 +236,7 @@ impl Run {
         let mut totals = Vec::with_capacity(self.streams.len());
         let mut cpu = CpuTime::default();
         let mut first_error = None;
+        let mut wall_ns = 0;
         for t in self.streams {
             let state = Arc::clone(&t.worker.state);
             let result = t.worker.join();
@@ -215,9 +247,10 @@ impl Run {
                     source: e,
                 });
             }
-            let seconds = state.finished().unwrap_or(end) as f64 / 1e9;
-            totals.push(t.stats.finish(state.bytes(), seconds));
+            let end_ns = state.finished().unwrap_or(end);
+            wall_ns = wall_ns.max(end_ns);
+            totals.push(t.stats.finish(state.bytes(), end_ns));
         }
-        (totals, cpu, first_error)
+        (totals, cpu, wall_ns as f64 / 1e9, first_error)
     }
 }

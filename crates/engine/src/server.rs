@@ -404,17 +404,22 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
     }
     info!(%peer, streams = params.streams, direction = ?params.direction, "test started");
     let send = send_config(&params)?;
-    let mut run = Run::start(streams, &send, read_len(&params), params.interval_ns)?;
+    let mut run = Run::start(
+        streams,
+        &send,
+        read_len(&params),
+        params.interval_ns,
+        params.omit_ns,
+    )?;
     let outcome = serve_running(ctrl, &mut run, &params);
     if outcome.is_err() {
         run.abort();
     }
-    let (totals, worker_cpu, stream_error) = run.finish();
+    let (totals, worker_cpu, wall, stream_error) = run.finish();
     outcome?;
     if let Some(e) = stream_error {
         return Err(e);
     }
-    let wall = run_wall(&totals);
     let control_cpu = sys::thread_cpu_time().unwrap_or_default() - cpu_start;
     let cpu = worker_cpu + control_cpu;
     let bytes: u64 = totals.iter().map(|t| t.bytes).sum();
@@ -459,6 +464,18 @@ fn serve_running(
         }
     }
     run.stop_senders();
+    let deadline = Instant::now() + drain_timeout(params);
+    // Let each sender finish its last write before the last interval is read, so the intervals add up
+    // to the totals; a sender still stuck at the deadline is reported by `wait_all` below.
+    run.wait_senders(deadline);
+    for (index, streams) in run.poll_intervals() {
+        if run.has_senders() {
+            ctrl.send(&Message::Interval(longhaul_proto::msg::IntervalSample {
+                index,
+                streams,
+            }))?;
+        }
+    }
     if let Some((index, streams)) = run.final_interval()
         && run.has_senders()
     {
@@ -467,7 +484,7 @@ fn serve_running(
             streams,
         }))?;
     }
-    if !run.wait_all(Instant::now() + drain_timeout(params)) {
+    if !run.wait_all(deadline) {
         return Err(EngineError::Timeout("the client's streams to end".into()));
     }
     Ok(())
@@ -496,10 +513,6 @@ pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError
 /// Read size for receivers: at least 128 KiB, so small `-l` writes do not turn into small reads.
 pub(crate) fn read_len(params: &TestParams) -> usize {
     (params.write_len as usize).max(1024 * 1024)
-}
-
-fn run_wall(totals: &[longhaul_proto::interval::StreamTotals]) -> f64 {
-    totals.iter().map(|t| t.seconds).fold(0.0, f64::max)
 }
 
 /// Makes sure sockets accepted from now on negotiate a TCP window scale large enough for `request`.

@@ -6,6 +6,12 @@
 //! delivery rate) as their value at the end of the interval. This is where a user learns *why* a stream was
 //! slow: `rwnd_limited` means the receiver's window, `sndbuf_limited` the sender's buffer, neither with a
 //! low rate means the network or the application.
+//!
+//! The omit period (`-O`, as in iperf3) is accounted here too, in each side's own clock: the
+//! [`ReportClock`] ends the omit period with a tick of its own (closing a last, possibly partial,
+//! omitted interval), the I/O layer samples every stream's counters at that tick, and [`StreamStats`]
+//! subtracts that baseline from its end-of-test totals. So the totals of each side, sender and
+//! receiver alike, cover exactly the time after its own omit boundary.
 
 use serde::{Deserialize, Serialize};
 
@@ -97,10 +103,15 @@ pub fn tcp_interval(prev: Option<&TcpSample>, cur: &TcpSample) -> TcpInterval {
 pub struct StreamInterval {
     /// Stream (data connection) index.
     pub stream: u32,
-    /// Interval start, ns since the test started.
+    /// Interval start, ns since the start of its phase: the test start for omitted intervals, the end of
+    /// the omit period for the others (iperf3 restarts its interval times at 0 after the omit period).
     pub start_ns: u64,
-    /// Interval end, ns since the test started.
+    /// Interval end, ns since the start of its phase.
     pub end_ns: u64,
+    /// Whether the interval lies in the omit period (`-O`) and is left out of the totals. Absent on the
+    /// wire from peers that predate `-O`: false.
+    #[serde(default)]
+    pub omitted: bool,
     /// Bytes moved during the interval.
     pub bytes: u64,
     /// Whether the sampling side sends on this stream.
@@ -132,11 +143,16 @@ pub struct StreamTotals {
     pub stream: u32,
     /// Whether this side sent on the stream.
     pub sender: bool,
-    /// Bytes this side sent (sender) or received (receiver).
+    /// Bytes this side sent (sender) or received (receiver) after the omit period.
     pub bytes: u64,
-    /// Seconds from the start to the last byte (receiver) or the end of sending (sender).
+    /// Seconds from the end of the omit period (the start, without one) to the last byte (receiver) or
+    /// the end of sending (sender).
     pub seconds: f64,
-    /// Retransmitted segments over the whole test (sender only).
+    /// Bytes sent or received during the omit period, left out of `bytes` (`bytes + omitted_bytes` is
+    /// everything the stream moved).
+    #[serde(default)]
+    pub omitted_bytes: u64,
+    /// Retransmitted segments after the omit period (sender only).
     pub retransmits: u64,
     /// Bytes retransmitted (sender only; 0 if the kernel does not tell).
     pub bytes_retrans: u64,
@@ -150,11 +166,11 @@ pub struct StreamTotals {
     pub max_rtt_us: u32,
     /// Mean of the sampled smoothed RTTs, µs.
     pub mean_rtt_us: u32,
-    /// Total time limited by the receive window, µs.
+    /// Time limited by the receive window after the omit period, µs.
     pub rwnd_limited_us: u64,
-    /// Total time limited by the send buffer, µs.
+    /// Time limited by the send buffer after the omit period, µs.
     pub sndbuf_limited_us: u64,
-    /// Total time busy, µs.
+    /// Time busy after the omit period, µs.
     pub busy_us: u64,
     /// Congestion control the kernel applied to this socket.
     pub congestion: String,
@@ -162,12 +178,25 @@ pub struct StreamTotals {
     pub mss: u32,
 }
 
-/// Accumulates a stream's samples into its [`StreamTotals`] (max cwnd, RTT min/max/mean).
+/// Accumulates a stream's samples into its [`StreamTotals`] (max cwnd, RTT min/max/mean, cumulative
+/// counters), net of the omit period.
 #[derive(Debug, Clone, Default)]
 pub struct StreamStats {
     rtt_sum: u64,
     rtt_count: u64,
+    /// The latest `TCP_INFO` snapshot: its cumulative counters cover the whole connection.
+    last: Option<TcpSample>,
+    /// Counters at the end of the omit period, if it has ended.
+    omit_end: Option<OmitBaseline>,
     totals: StreamTotals,
+}
+
+/// A stream's counters at the end of the omit period.
+#[derive(Debug, Clone, Copy)]
+struct OmitBaseline {
+    bytes: u64,
+    at_ns: u64,
+    tcp: Option<TcpSample>,
 }
 
 impl StreamStats {
@@ -202,65 +231,161 @@ impl StreamStats {
             self.rtt_sum += u64::from(s.rtt_us);
             self.rtt_count += 1;
         }
-        // Cumulative counters: the latest snapshot holds the whole-test value.
-        t.retransmits = u64::from(s.total_retrans);
-        t.bytes_retrans = s.bytes_retrans.unwrap_or(0);
-        t.rwnd_limited_us = s.rwnd_limited_us.unwrap_or(0);
-        t.sndbuf_limited_us = s.sndbuf_limited_us.unwrap_or(0);
-        t.busy_us = s.busy_us.unwrap_or(0);
+        self.last = Some(*s);
     }
 
-    /// The totals, given the bytes moved and the seconds they took.
-    pub fn finish(mut self, bytes: u64, seconds: f64) -> StreamTotals {
-        self.totals.bytes = bytes;
-        self.totals.seconds = seconds;
+    /// Marks the end of the omit period at `at_ns` (the side's clock, when the counters were read):
+    /// `bytes` moved so far and the `TCP_INFO` snapshot of that moment (senders; `None` for receivers or
+    /// when the kernel gave none). Everything before it is left out of the totals: bytes, seconds,
+    /// retransmits and limit times are counted from here, and the extremes and mean of cwnd and RTT
+    /// restart with the next snapshot. Only the first mark counts.
+    pub fn mark_omit_end(&mut self, bytes: u64, at_ns: u64, tcp: Option<&TcpSample>) {
+        if self.omit_end.is_some() {
+            return;
+        }
+        self.omit_end = Some(OmitBaseline {
+            bytes,
+            at_ns,
+            tcp: tcp.copied(),
+        });
+        let t = &mut self.totals;
+        (t.max_snd_cwnd, t.max_snd_wnd, t.min_rtt_us, t.max_rtt_us) = (0, 0, 0, 0);
+        (self.rtt_sum, self.rtt_count) = (0, 0);
+    }
+
+    /// The totals, given all the bytes the stream moved and the time (the side's clock, ns since the
+    /// start) it stopped moving them.
+    pub fn finish(mut self, bytes: u64, end_ns: u64) -> StreamTotals {
+        let base = self.omit_end.unwrap_or(OmitBaseline {
+            bytes: 0,
+            at_ns: 0,
+            tcp: None,
+        });
+        let t = &mut self.totals;
+        t.bytes = bytes.saturating_sub(base.bytes);
+        t.omitted_bytes = bytes.min(base.bytes);
+        t.seconds = end_ns.saturating_sub(base.at_ns) as f64 / 1e9;
+        if let Some(last) = self.last {
+            // Cumulative counters: latest snapshot minus the one at the omit boundary (zero without one).
+            let b = base.tcp.unwrap_or_default();
+            let d = |cur: Option<u64>, old: Option<u64>| {
+                cur.unwrap_or(0).saturating_sub(old.unwrap_or(0))
+            };
+            t.retransmits = u64::from(last.total_retrans.saturating_sub(b.total_retrans));
+            t.bytes_retrans = d(last.bytes_retrans, b.bytes_retrans);
+            t.rwnd_limited_us = d(last.rwnd_limited_us, b.rwnd_limited_us);
+            t.sndbuf_limited_us = d(last.sndbuf_limited_us, b.sndbuf_limited_us);
+            t.busy_us = d(last.busy_us, b.busy_us);
+        }
         if let Some(mean) = self.rtt_sum.checked_div(self.rtt_count) {
-            self.totals.mean_rtt_us = mean as u32;
+            t.mean_rtt_us = mean as u32;
         }
         self.totals
     }
 }
 
-/// The deadlines of a periodic report clock that started at `start_ns` (any monotonic origin).
+/// One tick of a [`ReportClock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tick {
+    /// Interval number, counting reported intervals only (both sides number them alike, so the client
+    /// pairs its samples with the server's by it).
+    pub index: u32,
+    /// The interval to report, `[start, end)` ns relative to the start of its phase (see
+    /// [`StreamInterval::start_ns`]); `None` when interval reports are off and the tick only ends the
+    /// omit period.
+    pub span: Option<(u64, u64)>,
+    /// The interval lies in the omit period.
+    pub omitted: bool,
+    /// This tick ends the omit period: the counters read for it are the baseline of the totals
+    /// ([`StreamStats::mark_omit_end`]).
+    pub omit_end: bool,
+}
+
+/// The deadlines of one side's reports, in that side's clock (ns since its start).
+///
+/// Without an omit period: a tick every `every_ns`. With one (`omit_ns` > 0): ticks every `every_ns`
+/// through the omit period, a tick exactly at `omit_ns` that closes the last omitted interval (partial if
+/// `omit_ns` is not a multiple of `every_ns`; iperf3 drops that remainder, we report it, flagged) and
+/// ends the omit period, then ticks every `every_ns` after `omit_ns`, with times restarting at 0.
 #[derive(Debug, Clone, Copy)]
-pub struct IntervalClock {
-    start_ns: u64,
+pub struct ReportClock {
     every_ns: u64,
+    omit_ns: u64,
+    omitting: bool,
+    /// Clock time the current phase started (0, then `omit_ns`).
+    phase_start: u64,
+    /// Clock time of the last tick (the end of the last interval).
+    last: u64,
     next_index: u32,
 }
 
-impl IntervalClock {
-    /// A clock ticking every `every_ns` from `start_ns`; `every_ns == 0` never ticks.
-    pub fn new(start_ns: u64, every_ns: u64) -> Self {
+impl ReportClock {
+    /// A clock ticking every `every_ns` (0: no interval reports) after an omit period of `omit_ns`
+    /// (0: none).
+    pub fn new(every_ns: u64, omit_ns: u64) -> Self {
         Self {
-            start_ns,
             every_ns,
+            omit_ns,
+            omitting: omit_ns > 0,
+            phase_start: 0,
+            last: 0,
             next_index: 0,
         }
     }
 
-    /// The time of the next tick, if the clock ticks at all.
+    /// The clock time of the next tick, if any is due ever.
     pub fn next_deadline(&self) -> Option<u64> {
-        (self.every_ns > 0)
-            .then(|| self.start_ns + self.every_ns * (u64::from(self.next_index) + 1))
+        let tick = (self.every_ns > 0).then(|| self.last + self.every_ns);
+        if self.omitting {
+            Some(tick.map_or(self.omit_ns, |t| t.min(self.omit_ns)))
+        } else {
+            tick
+        }
     }
 
-    /// If `now` has reached the next tick: the tick's index and its `[start, end)` span relative to the
-    /// clock's start. Ticks are never skipped silently: a late caller gets each missed tick in turn.
-    pub fn poll(&mut self, now_ns: u64) -> Option<(u32, u64, u64)> {
+    /// If `now_ns` has reached the next deadline: that tick. Ticks are never skipped silently: a late
+    /// caller gets each missed tick in turn (and reads the same counters for them).
+    pub fn poll(&mut self, now_ns: u64) -> Option<Tick> {
         let deadline = self.next_deadline()?;
         if now_ns < deadline {
             return None;
         }
-        let i = self.next_index;
-        self.next_index += 1;
-        let end = deadline - self.start_ns;
-        Some((i, end - self.every_ns, end))
+        let omitted = self.omitting;
+        let omit_end = self.omitting && deadline >= self.omit_ns;
+        let span = (self.every_ns > 0)
+            .then(|| (self.last - self.phase_start, deadline - self.phase_start));
+        let index = self.next_index;
+        if span.is_some() {
+            self.next_index += 1;
+        }
+        self.last = deadline;
+        if omit_end {
+            self.omitting = false;
+            self.phase_start = deadline;
+        }
+        Some(Tick {
+            index,
+            span,
+            omitted,
+            omit_end,
+        })
     }
 
-    /// Index the next tick will have (= number of ticks so far).
-    pub fn ticks(&self) -> u32 {
-        self.next_index
+    /// The last, partial interval, from the last tick to `now_ns` (the end of the run), if interval
+    /// reports are on and it is not empty. It is omitted if the run ended inside the omit period.
+    pub fn last_partial(&mut self, now_ns: u64) -> Option<Tick> {
+        if self.every_ns == 0 || now_ns <= self.last {
+            return None;
+        }
+        let tick = Tick {
+            index: self.next_index,
+            span: Some((self.last - self.phase_start, now_ns - self.phase_start)),
+            omitted: self.omitting,
+            omit_end: false,
+        };
+        self.next_index += 1;
+        self.last = now_ns;
+        Some(tick)
     }
 }
 
@@ -307,23 +432,123 @@ mod tests {
         for rtt in [300, 100, 200] {
             s.observe(&sample(5, 0, rtt));
         }
-        let t = s.finish(1 << 30, 10.0);
+        let t = s.finish(1 << 30, 10_000_000_000);
         assert_eq!((t.min_rtt_us, t.max_rtt_us, t.mean_rtt_us), (100, 300, 200));
         assert_eq!(t.retransmits, 5);
         assert_eq!(t.bytes, 1 << 30);
+        assert_eq!(t.omitted_bytes, 0);
+        assert_eq!(t.seconds, 10.0);
+    }
+
+    #[test]
+    fn totals_leave_the_omit_period_out() {
+        let mut s = StreamStats::new(0, true, "bbr".into(), 1448);
+        // Slow start: big RTT, 4 retransmits, 1000 µs limited by the receive window.
+        s.observe(&sample(4, 1000, 900));
+        let boundary = sample(4, 1000, 900);
+        s.mark_omit_end(3_000, 2_000_000_000, Some(&boundary));
+        // A second mark (a late duplicate) changes nothing.
+        s.mark_omit_end(9_999, 2_500_000_000, None);
+        for (retrans, rwnd, rtt) in [(6, 1500, 200), (7, 1800, 100)] {
+            s.observe(&sample(retrans, rwnd, rtt));
+        }
+        let t = s.finish(10_000, 5_000_000_000);
+        assert_eq!(t.bytes, 7_000);
+        assert_eq!(t.omitted_bytes, 3_000);
+        assert_eq!(t.seconds, 3.0);
+        assert_eq!(t.retransmits, 3);
+        assert_eq!(t.rwnd_limited_us, 800);
+        // The slow-start RTT of 900 µs is not among the measured extremes.
+        assert_eq!((t.min_rtt_us, t.max_rtt_us, t.mean_rtt_us), (100, 200, 150));
+    }
+
+    #[test]
+    fn receiver_totals_use_their_own_boundary() {
+        // A receiver has no TCP snapshots: only its byte counter and clock are rebased.
+        let mut s = StreamStats::new(0, false, "cubic".into(), 1448);
+        s.mark_omit_end(500, 1_000_000_000, None);
+        let t = s.finish(2_500, 3_000_000_000);
+        assert_eq!((t.bytes, t.omitted_bytes, t.seconds), (2_000, 500, 2.0));
+        assert_eq!(t.retransmits, 0);
     }
 
     #[test]
     fn clock_reports_every_tick_even_when_polled_late() {
-        let mut c = IntervalClock::new(1_000, 100);
-        assert_eq!(c.poll(1_099), None);
-        assert_eq!(c.poll(1_100), Some((0, 0, 100)));
+        let mut c = ReportClock::new(100, 0);
+        let tick = |index, span: (u64, u64)| Tick {
+            index,
+            span: Some(span),
+            omitted: false,
+            omit_end: false,
+        };
+        assert_eq!(c.poll(99), None);
+        assert_eq!(c.poll(100), Some(tick(0, (0, 100))));
         // Polled late: both missed ticks come out, in order.
-        assert_eq!(c.poll(1_350), Some((1, 100, 200)));
-        assert_eq!(c.poll(1_350), Some((2, 200, 300)));
-        assert_eq!(c.poll(1_350), None);
-        assert_eq!(c.next_deadline(), Some(1_400));
-        assert_eq!(IntervalClock::new(0, 0).poll(u64::MAX), None);
+        assert_eq!(c.poll(350), Some(tick(1, (100, 200))));
+        assert_eq!(c.poll(350), Some(tick(2, (200, 300))));
+        assert_eq!(c.poll(350), None);
+        assert_eq!(c.next_deadline(), Some(400));
+        assert_eq!(c.last_partial(350), Some(tick(3, (300, 350))));
+        assert_eq!(c.last_partial(350), None);
+        assert_eq!(ReportClock::new(0, 0).poll(u64::MAX), None);
+        assert_eq!(ReportClock::new(0, 0).next_deadline(), None);
+    }
+
+    #[test]
+    fn omit_period_ends_with_its_own_tick_and_times_restart() {
+        // Intervals of 100, omit 250: omitted 0-100, 100-200, 200-250 (partial, ends the omit period),
+        // then measured intervals timed from the boundary: 0-100 (clock 350), 100-200 (clock 450).
+        let mut c = ReportClock::new(100, 250);
+        let mut ticks = Vec::new();
+        let mut now = 0;
+        while ticks.len() < 5 {
+            now += 10;
+            while let Some(t) = c.poll(now) {
+                ticks.push((now, t));
+            }
+        }
+        let got: Vec<_> = ticks
+            .iter()
+            .map(|(now, t)| (*now, t.index, t.span.unwrap(), t.omitted, t.omit_end))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (100, 0, (0, 100), true, false),
+                (200, 1, (100, 200), true, false),
+                (250, 2, (200, 250), true, true),
+                (350, 3, (0, 100), false, false),
+                (450, 4, (100, 200), false, false),
+            ]
+        );
+        assert_eq!(c.last_partial(480).unwrap().span, Some((200, 230)));
+    }
+
+    #[test]
+    fn omit_boundary_on_a_tick_is_one_tick() {
+        let mut c = ReportClock::new(100, 200);
+        assert!(!c.poll(100).unwrap().omit_end);
+        let t = c.poll(200).unwrap();
+        assert_eq!(
+            (t.index, t.span, t.omitted, t.omit_end),
+            (1, Some((100, 200)), true, true)
+        );
+        let t = c.poll(300).unwrap();
+        assert_eq!(
+            (t.index, t.span, t.omitted, t.omit_end),
+            (2, Some((0, 100)), false, false)
+        );
+    }
+
+    #[test]
+    fn omit_boundary_ticks_even_with_intervals_off() {
+        let mut c = ReportClock::new(0, 3_000);
+        assert_eq!(c.next_deadline(), Some(3_000));
+        assert_eq!(c.poll(2_999), None);
+        let t = c.poll(3_001).unwrap();
+        assert_eq!((t.span, t.omit_end), (None, true));
+        assert_eq!(c.next_deadline(), None);
+        assert_eq!(c.last_partial(9_000), None);
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub const MAX_WRITE_LEN: u32 = 64 << 20;
 pub const MIN_INTERVAL_NS: u64 = 10_000_000;
 /// Longest reporting interval: one hour.
 pub const MAX_INTERVAL_NS: u64 = 3_600 * 1_000_000_000;
+/// Longest omit period (`-O`): ten minutes. Slow start on the longest paths (500 ms RTT, 100 Gbit/s)
+/// takes well under a minute; more than this is a typo, not a measurement plan.
+pub const MAX_OMIT_NS: u64 = 600 * 1_000_000_000;
 /// Longest congestion-control name the kernel accepts (TCP_CA_NAME_MAX − 1).
 pub const MAX_CC_NAME: usize = 15;
 
@@ -237,6 +240,12 @@ pub struct TestParams {
     pub zerocopy: bool,
     /// RTT the client measured on the control connection, ns.
     pub rtt_ns: u64,
+    /// Omit period (`-O`), ns: the test runs `omit_ns` + the `-t` duration, and each side leaves the
+    /// first `omit_ns` of its own clock out of its end-of-test totals (intervals in it are reported
+    /// flagged `omitted`). 0 (the default, also when an older client leaves it out) omits nothing.
+    /// Only with [`EndCondition::Time`].
+    #[serde(default)]
+    pub omit_ns: u64,
 }
 
 impl TestParams {
@@ -264,6 +273,17 @@ impl TestParams {
                 "interval must be 0 (off) or 0.01..=3600 s, got {} ns",
                 self.interval_ns
             ));
+        }
+        if self.omit_ns > MAX_OMIT_NS {
+            return bad(format!(
+                "omit period must be at most 600 s, got {} ns",
+                self.omit_ns
+            ));
+        }
+        // A byte budget has no time boundary to omit at: the bytes sent before it would still be owed,
+        // so "the first N seconds" of a byte-count test is not well defined. Refused rather than guessed.
+        if self.omit_ns > 0 && matches!(self.end, EndCondition::Bytes { .. }) {
+            return bad("omit period (-O) cannot be used with a byte count (-n)".into());
         }
         if let Some(cc) = &self.congestion {
             validate_cc_name(cc)?;
@@ -396,6 +416,7 @@ pub(crate) mod tests {
             write_len: 128 * 1024,
             zerocopy: false,
             rtt_ns: 120_000_000,
+            omit_ns: 0,
         }
     }
 
@@ -434,12 +455,35 @@ pub(crate) mod tests {
                 Box::new(|p: &mut TestParams| p.window = WindowRequest::Fixed { bytes: 0 }),
                 "window",
             ),
+            (
+                Box::new(|p: &mut TestParams| p.omit_ns = MAX_OMIT_NS + 1),
+                "omit",
+            ),
+            (
+                Box::new(|p: &mut TestParams| {
+                    p.omit_ns = 1_000_000_000;
+                    p.end = EndCondition::Bytes { bytes: 1 << 20 };
+                }),
+                "byte count",
+            ),
         ] {
             let mut p = params();
             mutate(&mut p);
             let err = p.validate().unwrap_err().to_string();
             assert!(err.contains(needle), "{err:?} should mention {needle}");
         }
+    }
+
+    #[test]
+    fn omit_is_optional_on_the_wire_and_bounded() {
+        // A client that predates -O sends no omit_ns: it means no omit period.
+        let mut v = serde_json::to_value(Message::Params(params())).unwrap();
+        v.as_object_mut().unwrap().remove("omit_ns");
+        let m = Message::from_json(&serde_json::to_vec(&v).unwrap()).unwrap();
+        assert!(matches!(m, Message::Params(p) if p.omit_ns == 0));
+        let mut p = params();
+        p.omit_ns = MAX_OMIT_NS;
+        assert!(p.validate().is_ok());
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub struct TestStart {
     pub num_streams: u32,
     /// Write size.
     pub blksize: u32,
-    /// Seconds omitted at the start (always 0).
+    /// Seconds omitted at the start (`-O`), whole seconds like `duration`.
     pub omit: u32,
     /// Duration in seconds (0 with `-n`).
     pub duration: u64,
@@ -184,7 +184,7 @@ pub struct StreamEntry {
     pub rttvar: u32,
     /// Path MTU.
     pub pmtu: u32,
-    /// Always false (no omit period).
+    /// Whether the interval lies in the omit period (`-O`) and is left out of `end`.
     pub omitted: bool,
     /// Whether these are the sender's figures.
     pub sender: bool,
@@ -220,7 +220,7 @@ impl StreamEntry {
             rtt: t.rtt_us,
             rttvar: t.rttvar_us,
             pmtu: t.pmtu,
-            omitted: false,
+            omitted: s.omitted,
             sender: s.sender,
             min_rtt: t.min_rtt_us,
             pacing_rate: t.pacing_rate_bps,
@@ -248,7 +248,7 @@ pub struct SumEntry {
     /// Retransmits (sender sums only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
-    /// Always false.
+    /// Whether the interval lies in the omit period (always false in `end`, which leaves it out).
     pub omitted: bool,
     /// Whether these are the sender's figures.
     pub sender: bool,
@@ -295,7 +295,9 @@ pub fn interval_report(
             bytes,
             bits_per_second: rate(bytes, ns),
             retransmits: Some(chosen.iter().map(|e| e.retransmits).sum()),
-            omitted: false,
+            // Both sides run the same omit period, so an interval's streams agree; any one omitted
+            // stream marks the sum omitted.
+            omitted: chosen.iter().any(|e| e.omitted),
             sender: chosen.iter().all(|e| e.sender),
         })
     };
@@ -315,13 +317,13 @@ pub fn interval_report(
 pub struct EndSender {
     /// Stream id.
     pub socket: u32,
-    /// Always 0.
+    /// Always 0 (the end of the omit period, if any).
     pub start: f64,
-    /// Seconds sending.
+    /// Seconds sending after the omit period.
     pub end: f64,
-    /// Seconds sending.
+    /// Seconds sending after the omit period.
     pub seconds: f64,
-    /// Bytes sent.
+    /// Bytes sent after the omit period.
     pub bytes: u64,
     /// Rate, bit/s.
     pub bits_per_second: f64,
@@ -351,6 +353,8 @@ pub struct EndSender {
     pub sndbuf_limited: u64,
     /// µs busy (longhaul).
     pub busy_time: u64,
+    /// Bytes sent during the omit period, left out of `bytes` (longhaul).
+    pub omitted_bytes: u64,
 }
 
 /// Receiver's end-of-test figures for one stream.
@@ -358,18 +362,20 @@ pub struct EndSender {
 pub struct EndReceiver {
     /// Stream id.
     pub socket: u32,
-    /// Always 0.
+    /// Always 0 (the end of the receiver's omit period, if any).
     pub start: f64,
     /// Seconds until the last byte.
     pub end: f64,
     /// Seconds until the last byte.
     pub seconds: f64,
-    /// Bytes received.
+    /// Bytes received after the receiver's omit period.
     pub bytes: u64,
     /// Rate, bit/s.
     pub bits_per_second: f64,
     /// Always false.
     pub sender: bool,
+    /// Bytes received during the omit period, left out of `bytes` (longhaul).
+    pub omitted_bytes: u64,
 }
 
 /// Both ends of one stream.
@@ -497,6 +503,7 @@ pub fn end_report(
                     rwnd_limited: s.rwnd_limited_us,
                     sndbuf_limited: s.sndbuf_limited_us,
                     busy_time: s.busy_us,
+                    omitted_bytes: s.omitted_bytes,
                 },
                 receiver: EndReceiver {
                     socket: id + 1,
@@ -506,6 +513,7 @@ pub fn end_report(
                     bytes: r.bytes,
                     bits_per_second: rate_s(r.bytes, r.seconds),
                     sender: false,
+                    omitted_bytes: r.omitted_bytes,
                 },
             }
         })
@@ -536,7 +544,11 @@ pub fn end_report(
     };
     let (lt, lu, ls) = local_cpu.percent();
     let (rt, ru, rs) = remote_cpu.percent();
-    let moved_gbit: f64 = senders.iter().map(|t| t.bytes as f64 * 8.0 / 1e9).sum();
+    // CPU is measured over the whole run, omit period included, so it is divided by everything sent.
+    let moved_gbit: f64 = senders
+        .iter()
+        .map(|t| (t.bytes + t.omitted_bytes) as f64 * 8.0 / 1e9)
+        .sum();
     End {
         streams: entries,
         sum_sent: sum(&senders, true, true),
@@ -614,6 +626,7 @@ mod tests {
             start_ns: 0,
             end_ns: 1_000_000_000,
             bytes,
+            omitted: false,
             sender,
             tcp: Some(TcpInterval {
                 retransmits: 2,
@@ -654,6 +667,45 @@ mod tests {
             assert!(s.get(key).is_some(), "stream entry missing {key}");
         }
         assert!(json.get("sum_bidir_reverse").is_none());
+    }
+
+    #[test]
+    fn omitted_intervals_are_flagged_in_streams_and_sum() {
+        let mut a = iv(0, 100, true);
+        a.omitted = true;
+        let r = interval_report(&[a], Direction::Forward, 1);
+        assert!(r.streams[0].omitted && r.sum.omitted);
+        let r = interval_report(&[iv(0, 100, true)], Direction::Forward, 1);
+        assert!(!r.streams[0].omitted && !r.sum.omitted);
+    }
+
+    #[test]
+    fn end_carries_omitted_bytes_beside_the_measured_ones() {
+        let t = |sender, bytes, omitted_bytes| StreamTotals {
+            sender,
+            bytes,
+            omitted_bytes,
+            seconds: 2.0,
+            ..Default::default()
+        };
+        let e = end_report(
+            &[t(true, 1000, 300), t(false, 990, 310)],
+            Direction::Forward,
+            1,
+            CpuUse {
+                user_s: 1.3,
+                system_s: 0.0,
+                wall_s: 3.0,
+            },
+            CpuUse::default(),
+        );
+        assert_eq!((e.sum_sent.bytes, e.sum_received.bytes), (1000, 990));
+        assert_eq!(e.streams[0].sender.omitted_bytes, 300);
+        assert_eq!(e.streams[0].receiver.omitted_bytes, 310);
+        assert!(!e.sum_sent.omitted);
+        // CPU of the whole run over all 1300 bytes sent.
+        let per_gbit = 1.3 / (1300.0 * 8.0 / 1e9);
+        assert!((e.longhaul.cpu_seconds_per_gbit - per_gbit).abs() < 1e-6 * per_gbit);
     }
 
     #[test]
