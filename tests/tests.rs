@@ -5,4 +5,5 @@ mod emulate;
 mod server_cmd;
 mod server_faults;
 mod test_cmd;
+mod transfer;
 mod util;

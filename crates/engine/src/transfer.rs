@@ -398,6 +398,8 @@ pub fn get(
     dest: &Path,
     on_event: &mut dyn FnMut(&Event),
 ) -> Result<Summary, EngineError> {
+    // Authenticate first: a wrong key or an unreachable server leaves no trace in DEST.
+    let (mut ctl, server, cookie) = open(cfg, Direction::Get)?;
     std::fs::create_dir_all(dest)
         .map_err(|e| EngineError::io(format!("create {}", dest.display()), e))?;
     let root = Root::open(dest)?;
@@ -408,7 +410,6 @@ pub fn get(
             fsync: cfg.fsync,
         },
     )?;
-    let (mut ctl, server, cookie) = open(cfg, Direction::Get)?;
     let p = plan(cfg, &ctl);
     ctl.send(&Message::Request {
         paths: sources.to_vec(),

@@ -96,11 +96,10 @@ fn lock_journal(root: &Root) -> Result<JournalFile, EngineError> {
     // A torn tail (the process died mid-line) is cut off before anything is appended.
     file.set_len(state.valid_len() as u64)
         .map_err(|e| EngineError::io(format!("truncate {JOURNAL_NAME}"), e))?;
-    let mut jf = JournalFile { state, file };
-    if jf.state.valid_len() == 0 {
-        jf.append(&Journal::header_line())?;
-    }
-    Ok(jf)
+    // A journal with nothing trusted (new, or foreign) gets its header with the first record:
+    // `Journal` prepends it then. Writing it here as well would leave two header lines, and a
+    // replay trusts nothing after the first one (no transfer would ever resume).
+    Ok(JournalFile { state, file })
 }
 
 impl Sink {
@@ -278,6 +277,12 @@ impl Sink {
             }
         }
         Ok(slot)
+    }
+
+    /// Releases the journal's lock (the transfer is over; nothing more is appended).
+    fn unlock_journal(&self) {
+        let j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = rustix::fs::flock(&j.file, FlockOperation::Unlock);
     }
 
     /// The verified chunks of every file (all of a file already in place or refused), as `have`.
@@ -676,8 +681,68 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
     if failed == 0 {
         sink.root.remove_file(JOURNAL_NAME)?;
     }
+    // Nothing is appended any more: let the next transfer into this destination start as soon as
+    // the sender hears we are done (holding the lock until this side has unwound made a command
+    // run right after the previous one fail with "another transfer is running").
+    sink.unlock_journal();
     ctl.send(&Message::Done {
         files: side.files_ok,
         bytes: shared.bytes.load(Ordering::Relaxed),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_journal_is_replayed_with_its_records() {
+        let dir = std::env::temp_dir().join(format!("lh-sink-journal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let root = Root::open(&dir).unwrap();
+        let path = RelPath::parse("a.dat").unwrap();
+        let identity = FileIdentity {
+            size: 3 << 20,
+            mtime_ns: 7,
+            chunk_size: 1 << 20,
+        };
+        {
+            let mut j = lock_journal(&root).unwrap();
+            let temp = temp_path(&path, j.state.next_id());
+            let line = j.state.start_file(&path, identity, 0o644, temp).unwrap();
+            j.append(&line).unwrap();
+            let line = j.state.chunk_verified(&path, 1, hash_chunk(b"x")).unwrap();
+            j.append(&line).unwrap();
+        }
+        let text = std::fs::read(dir.join(JOURNAL_NAME)).unwrap();
+        let replayed = Journal::replay(&text);
+        assert!(
+            !replayed.ignored_tail(),
+            "{}",
+            String::from_utf8_lossy(&text)
+        );
+        match replayed.resume(&path, identity) {
+            Resume::Continue(st) => assert!(st.verified.contains(1)),
+            other => panic!("expected to continue, got {other:?}"),
+        }
+        // A second transfer continues the same journal: still one header, all records trusted.
+        {
+            let mut j = lock_journal(&root).unwrap();
+            let line = j.state.chunk_verified(&path, 2, hash_chunk(b"y")).unwrap();
+            j.append(&line).unwrap();
+        }
+        let text = std::fs::read(dir.join(JOURNAL_NAME)).unwrap();
+        let replayed = Journal::replay(&text);
+        assert!(
+            !replayed.ignored_tail(),
+            "{}",
+            String::from_utf8_lossy(&text)
+        );
+        match replayed.resume(&path, identity) {
+            Resume::Continue(st) => assert_eq!(st.verified.len(), 2),
+            other => panic!("expected to continue, got {other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
