@@ -311,6 +311,12 @@ pub(crate) fn get(a: &GetArgs) -> anyhow::Result<ExitCode> {
     out.finish(result)
 }
 
+/// Writes one line to stdout; a reader that went away (`| head`) is not an error of the transfer.
+fn out_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
 /// Progress and summary output.
 struct Output {
     json: bool,
@@ -339,7 +345,7 @@ impl Output {
 
     fn event(&mut self, e: &Event) {
         if self.stream {
-            println!("{}", serde_json::to_string(e).expect("events serialise"));
+            out_line(&serde_json::to_string(e).expect("events serialise"));
             return;
         }
         match e {
@@ -391,9 +397,9 @@ impl Output {
             Ok(s) => s,
             Err(e) => {
                 if self.stream {
-                    println!(
-                        "{}",
-                        serde_json::json!({ "event": "error", "message": e.to_string() })
+                    out_line(
+                        &serde_json::json!({ "event": "error", "message": e.to_string() })
+                            .to_string(),
                     );
                 }
                 return Err(e.into());
@@ -403,9 +409,9 @@ impl Output {
             let mut v = serde_json::to_value(&s)?;
             if self.stream {
                 v["event"] = "summary".into();
-                println!("{}", serde_json::to_string(&v)?);
+                out_line(&serde_json::to_string(&v)?);
             } else {
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                out_line(&serde_json::to_string_pretty(&v)?);
             }
         } else {
             for sk in &s.skipped {
