@@ -330,7 +330,21 @@ fn open_streams(
             .map_err(|e| EngineError::io(format!("send preamble of stream {i}"), e))?;
         out.push(s);
     }
+    if sender {
+        pace(&out, p)?;
+    }
     Ok(out)
+}
+
+/// Caps each sending stream at its share of the target rate (`SO_MAX_PACING_RATE`), so that
+/// together they send no faster than `--rate`: with the rate of the path's bottleneck, the streams
+/// stop overrunning its queue in bursts (the seeds' hand-set pacing, done from the plan).
+fn pace(socks: &[TcpStream], p: &Plan) -> Result<(), EngineError> {
+    let shares = longhaul_proto::pacing::split_pacing(p.rate_bps, p.streams);
+    for (s, bytes_per_sec) in socks.iter().zip(shares) {
+        socket::apply_pacing(s.as_fd(), bytes_per_sec)?;
+    }
+    Ok(())
 }
 
 fn retransmits(socks: &[TcpStream]) -> u64 {
@@ -596,6 +610,9 @@ fn setup_accepted(socks: &[TcpStream], p: &Plan, sender: bool) -> Result<(), Eng
     };
     for (i, s) in socks.iter().enumerate() {
         socket::apply(s.as_fd(), &opts, sender, i as u32)?;
+    }
+    if sender && p.rate_bps > 0 {
+        pace(socks, p)?;
     }
     Ok(())
 }
