@@ -12,7 +12,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -282,6 +282,9 @@ pub(crate) fn run(
     }
 }
 
+/// One data stream: a reader thread fills one buffer (read, hash) while this thread sends the
+/// other, so the socket never waits for the disk. Two buffers of one chunk each per stream: the
+/// memory bound `streams × chunk × 2`.
 fn stream(
     index: u32,
     mut sock: TcpStream,
@@ -289,22 +292,74 @@ fn stream(
     src: &Sources,
     chunk_size: u64,
 ) -> Result<(), EngineError> {
-    let mut buf = vec![0u8; chunk_size as usize];
+    let (full_tx, full_rx) = mpsc::sync_channel::<Filled>(1);
+    let (empty_tx, empty_rx) = mpsc::channel::<Vec<u8>>();
+    for _ in 0..2 {
+        let _ = empty_tx.send(Vec::with_capacity(chunk_size as usize));
+    }
+    thread::scope(|scope| {
+        let reader = scope.spawn(move || read_ahead(index, shared, src, &full_tx, &empty_rx));
+        let mut sent = Ok(());
+        for (w, buf, hash) in &full_rx {
+            let header = ChunkHeader {
+                file: w.file,
+                chunk: w.chunk,
+                offset: w.offset,
+                len: w.len,
+                hash,
+            };
+            let wrote = sock
+                .write_all(&header.encode())
+                .and_then(|()| sock.write_all(&buf));
+            if let Err(e) = wrote {
+                sent = Err(EngineError::Stream {
+                    stream: index,
+                    source: e,
+                });
+                break;
+            }
+            shared.bytes.fetch_add(u64::from(w.len), Ordering::Relaxed);
+            let _ = empty_tx.send(buf);
+        }
+        // Closing our end stops a reader blocked on handing over the next chunk.
+        drop(full_rx);
+        drop(empty_tx);
+        let read = reader
+            .join()
+            .unwrap_or_else(|_| Err(EngineError::Transfer("a reader thread panicked".into())));
+        sent.and(read)
+    })
+}
+
+/// A chunk read and hashed, ready to send.
+type Filled = (longhaul_transfer::Work, Vec<u8>, Digest);
+
+/// The reader half of a stream: pulls work, reads and hashes each chunk into a free buffer.
+fn read_ahead(
+    index: u32,
+    shared: &Shared,
+    src: &Sources,
+    full: &mpsc::SyncSender<Filled>,
+    empty: &mpsc::Receiver<Vec<u8>>,
+) -> Result<(), EngineError> {
     let mut open: Option<(u32, File)> = None;
-    while let Some(w) = shared.next(index) {
+    while let Ok(mut buf) = empty.recv() {
+        let Some(w) = shared.next(index) else {
+            return Ok(());
+        };
         let f = &src.files[&w.file];
         if open.as_ref().is_none_or(|(id, _)| *id != w.file) {
             open = Some((w.file, src.roots[f.root].open_read(&f.rel)?));
         }
         let file = &open.as_ref().expect("opened above").1;
-        let data = &mut buf[..w.len as usize];
-        file.read_exact_at(data, w.offset).map_err(|e| {
+        buf.resize(w.len as usize, 0);
+        file.read_exact_at(&mut buf, w.offset).map_err(|e| {
             EngineError::Transfer(format!(
                 "read {} at {}: {e} (did the file change during the transfer?)",
                 f.rel, w.offset
             ))
         })?;
-        let hash = hash_chunk(data);
+        let hash = hash_chunk(&buf);
         shared
             .hashes
             .lock()
@@ -312,20 +367,10 @@ fn stream(
             .entry(w.file)
             .or_default()
             .insert(w.chunk, hash);
-        let header = ChunkHeader {
-            file: w.file,
-            chunk: w.chunk,
-            offset: w.offset,
-            len: w.len,
-            hash,
-        };
-        sock.write_all(&header.encode())
-            .and_then(|()| sock.write_all(data))
-            .map_err(|e| EngineError::Stream {
-                stream: index,
-                source: e,
-            })?;
-        shared.bytes.fetch_add(u64::from(w.len), Ordering::Relaxed);
+        if full.send((w, buf, hash)).is_err() {
+            // The sender half stopped (its socket failed); it reports why.
+            return Ok(());
+        }
     }
     Ok(())
 }
