@@ -6,8 +6,10 @@
 //! The loop: write whatever is due; wait on the source until it is readable
 //! or the next release is due (`ppoll` with a nanosecond timeout and 1 ns
 //! timer slack, spinning through the last [`SPIN_NS`]); drain up to
-//! [`READ_BATCH`] records without blocking; repeat. Lateness (write time −
-//! scheduled release) goes into a histogram per direction.
+//! [`READ_BATCH`] records without blocking, writing whatever is due after
+//! each one; repeat. Lateness (write time − scheduled release) goes into a
+//! histogram per direction. Large records travel from `read` to `write` in
+//! one recycled buffer ([`crate::pool`]): no allocation, no copy.
 
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +19,7 @@ use std::time::Duration;
 use longhaul_link::{Fate, Link, LinkStats, Nanos, Record, What};
 use longhaul_packet::{ChecksumMode, HopAction, Parsed, RouterAddrs, parse, process_hop, split};
 use longhaul_sys::{
-    MAX_RECORD_LEN, Tun, VNET_HDR_LEN, monotonic_now_ns, pin_thread_to_cpu, set_realtime_priority,
+    Tun, VNET_HDR_LEN, monotonic_now_ns, pin_thread_to_cpu, set_realtime_priority,
     set_timer_slack_ns,
 };
 use serde::{Deserialize, Serialize};
@@ -25,13 +27,15 @@ use serde::{Deserialize, Serialize};
 use crate::capture::{Capture, CaptureStats};
 use crate::fifo::ReleaseQueue;
 use crate::hist::{Histogram, Summary};
+use crate::pool::{BufPool, HANDOVER_MIN};
 
 /// Below this much remaining time the forwarder polls without sleeping, since
 /// a sleeping wake-up is typically 50–300 µs late (notes §5.3).
 pub const SPIN_NS: u64 = 30_000;
 /// Longest sleep, so a stop request is seen promptly.
 const MAX_WAIT_NS: u64 = 20_000_000;
-/// Records read per wake-up before due writes get another turn.
+/// Records read per wake-up before the ICMP replies, the live counters and
+/// the wait get another turn (due writes get one after every record).
 pub const READ_BATCH: usize = 64;
 /// How often a forwarder publishes its counters for `status` (live snapshots).
 const PUBLISH_NS: u64 = 100_000_000;
@@ -159,34 +163,57 @@ pub(crate) fn record_of(id: u64, p: &Parsed) -> Record {
 
 /// Turns the fates of a parsed record into queued releases; returns whether
 /// it had to be split.
+///
+/// The record is `buf[..len]`. The last release that needs it whole takes
+/// `buf` itself (a large record moves into the queue and `buf` gets a
+/// full-length buffer from `pool` instead; see [`BufPool::hand_over`]);
+/// earlier whole releases (a duplicate's original) and split runs are copies
+/// in pool buffers.
 pub(crate) fn enqueue_fates(
-    buf: &[u8],
+    buf: &mut Vec<u8>,
+    len: usize,
     p: &Parsed,
     segments: u32,
     fates: &[Fate],
-    scratch: &mut Vec<u8>,
+    pool: &mut BufPool,
     queue: &mut ReleaseQueue,
 ) -> bool {
     let mut split_any = false;
-    for f in fates {
+    let last_release = fates
+        .iter()
+        .rposition(|f| !matches!(f.what, What::Drop { .. }));
+    for (i, f) in fates.iter().enumerate() {
         let at = match f.what {
             What::Deliver { at, .. } | What::Duplicate { at, .. } => at.as_nanos(),
             What::Drop { .. } => continue,
         };
         if f.first == 0 && f.count == segments {
-            queue.push(at, buf.to_vec());
+            let bytes = if Some(i) == last_release {
+                pool.hand_over(buf, len, true)
+            } else {
+                pool.copy_of(&buf[..len])
+            };
+            queue.push(at, bytes);
         } else {
             split_any = true;
+            let mut out = pool.take_empty();
             match split(
-                buf,
+                &buf[..len],
                 p,
                 f.first as usize,
                 f.count as usize,
                 ChecksumMode::FullWhenSingle,
-                scratch,
+                &mut out,
             ) {
-                Ok(()) => queue.push(at, scratch.clone()),
-                Err(e) => tracing::debug!("cannot split record: {e}"),
+                Ok(()) if out.len() >= HANDOVER_MIN => queue.push(at, out),
+                Ok(()) => {
+                    queue.push(at, out.to_vec());
+                    pool.put(out);
+                }
+                Err(e) => {
+                    pool.put(out);
+                    tracing::debug!("cannot split record: {e}");
+                }
             }
         }
     }
@@ -219,32 +246,21 @@ impl Forwarder {
         // ICMP answers of the router hops, written back to the source.
         let mut replies = ReleaseQueue::new();
         let mut reply = Vec::new();
-        let mut buf = vec![0u8; MAX_RECORD_LEN];
-        let mut scratch = Vec::with_capacity(MAX_RECORD_LEN);
+        let mut pool = BufPool::new();
+        let mut buf = pool.take_full();
         let mut fates: Vec<Fate> = Vec::new();
         let mut next_id = 0u64;
         let mut next_publish = 0u64;
 
         while !self.stop.load(Ordering::Relaxed) {
             // 1. Everything due.
-            let mut now = monotonic_now_ns();
-            while let Some(p) = queue.pop_due(now) {
-                lateness.record(now - p.at);
-                match self.dst.write(&p.bytes) {
-                    Ok(_) => {
-                        stats.records_written += 1;
-                        stats.bytes_written += p.bytes.len() as u64;
-                        if let Some(c) = self.capture.as_mut() {
-                            c.offer(now, p.bytes.get(VNET_HDR_LEN..).unwrap_or_default());
-                        }
-                    }
-                    Err(e) => {
-                        stats.write_errors += 1;
-                        tracing::debug!("{}: {e}", self.name);
-                    }
-                }
-                now = monotonic_now_ns();
-            }
+            let mut now = self.write_due(
+                &mut queue,
+                &mut pool,
+                &mut stats,
+                &mut lateness,
+                monotonic_now_ns(),
+            );
             while let Some(p) = replies.pop_due(now) {
                 if let Err(e) = self.src.write(&p.bytes) {
                     stats.write_errors += 1;
@@ -300,13 +316,12 @@ impl Forwarder {
                         }
                     }
                 }
-                let rec = &buf[..n];
-                let parsed = match parse(rec) {
+                let parsed = match parse(&buf[..n]) {
                     Ok(p) => p,
                     Err(e) => {
                         stats.unparseable += 1;
                         tracing::debug!("{}: unparseable record of {n} B: {e}", self.name);
-                        queue.push(now.as_nanos() + base_delay, rec.to_vec());
+                        queue.push(now.as_nanos() + base_delay, pool.copy_of(&buf[..n]));
                         continue;
                     }
                 };
@@ -318,17 +333,59 @@ impl Forwarder {
                     // monotonic clock; forward unchanged rather than lose it.
                     stats.unparseable += 1;
                     tracing::debug!("{}: {e}", self.name);
-                    queue.push(now.as_nanos() + base_delay, rec.to_vec());
+                    queue.push(now.as_nanos() + base_delay, pool.copy_of(&buf[..n]));
                     continue;
                 }
-                if enqueue_fates(rec, &parsed, r.segments, &fates, &mut scratch, &mut queue) {
+                if enqueue_fates(
+                    &mut buf, n, &parsed, r.segments, &fates, &mut pool, &mut queue,
+                ) {
                     stats.splits += 1;
+                }
+                // Writes get a turn after every record, not after the batch:
+                // a record due by now (at 0 ms RTT, the one read just before)
+                // is written while its 64 KB are still in this core's cache,
+                // and is not held back behind up to READ_BATCH reads. A fresh
+                // clock, so lateness includes the parse and link-model time.
+                let t = monotonic_now_ns();
+                if queue.next_due().is_some_and(|due| due <= t) {
+                    self.write_due(&mut queue, &mut pool, &mut stats, &mut lateness, t);
                 }
             }
         }
         self.publish(&mut stats, &lateness, &queue, monotonic_now_ns());
         stats.capture = self.capture.take().map(Capture::finish);
         stats
+    }
+
+    /// Writes every record due at `now` (re-reading the clock after each
+    /// write) and recycles its buffer; returns the time after the last.
+    fn write_due(
+        &mut self,
+        queue: &mut ReleaseQueue,
+        pool: &mut BufPool,
+        stats: &mut DirectionStats,
+        lateness: &mut Histogram,
+        mut now: u64,
+    ) -> u64 {
+        while let Some(p) = queue.pop_due(now) {
+            lateness.record(now - p.at);
+            match self.dst.write(&p.bytes) {
+                Ok(_) => {
+                    stats.records_written += 1;
+                    stats.bytes_written += p.bytes.len() as u64;
+                    if let Some(c) = self.capture.as_mut() {
+                        c.offer(now, p.bytes.get(VNET_HDR_LEN..).unwrap_or_default());
+                    }
+                }
+                Err(e) => {
+                    stats.write_errors += 1;
+                    tracing::debug!("{}: {e}", self.name);
+                }
+            }
+            pool.put(p.bytes);
+            now = monotonic_now_ns();
+        }
+        now
     }
 
     /// Brings `stats` up to date and copies them where live snapshots read them.
@@ -354,6 +411,7 @@ mod tests {
     use super::*;
     use longhaul_link::DropCause;
     use longhaul_packet::build;
+    use longhaul_sys::MAX_RECORD_LEN;
 
     fn tcp_record(segments: usize) -> Vec<u8> {
         let mut spec = build::TcpSpec::new(build::Addrs::v4([10, 201, 0, 1], [10, 201, 0, 2]));
@@ -403,11 +461,11 @@ mod tests {
 
     #[test]
     fn whole_and_split_runs_are_queued_with_their_times() {
-        let buf = tcp_record(4);
+        let buf = tcp_record(40);
         let p = parse(&buf).unwrap();
-        assert_eq!(p.segments, 4);
+        assert_eq!(p.segments, 40);
         let r = record_of(7, &p);
-        assert_eq!((r.segments, r.mss, r.payload), (4, 1448, 4 * 1448));
+        assert_eq!((r.segments, r.mss, r.payload), (40, 1448, 40 * 1448));
         let deliver = |first, count, at| Fate {
             first,
             count,
@@ -417,17 +475,30 @@ mod tests {
             },
         };
         let mut q = ReleaseQueue::new();
-        let mut scratch = Vec::new();
+        let mut pool = BufPool::new();
+        // The record sits at the start of a longer read buffer, as after a read.
+        let mut rbuf = pool.take_full();
+        rbuf[..buf.len()].copy_from_slice(&buf);
+        let ptr = rbuf.as_ptr();
         assert!(!enqueue_fates(
-            &buf,
+            &mut rbuf,
+            buf.len(),
             &p,
-            4,
-            &[deliver(0, 4, 100)],
-            &mut scratch,
+            40,
+            &[deliver(0, 40, 100)],
+            &mut pool,
             &mut q
         ));
-        assert_eq!(q.pop_due(100).unwrap().bytes, buf);
+        // Whole and large: the read buffer itself moved into the queue, and
+        // the forwarder got another full-length one to read into.
+        assert_ne!(rbuf.as_ptr(), ptr);
+        assert_eq!(rbuf.len(), MAX_RECORD_LEN);
+        let whole = q.pop_due(100).unwrap();
+        assert_eq!(whole.bytes, buf);
+        assert_eq!(whole.bytes.as_ptr(), ptr);
+        pool.put(whole.bytes);
 
+        rbuf[..buf.len()].copy_from_slice(&buf);
         let fates = [
             deliver(0, 1, 10),
             Fate {
@@ -437,19 +508,106 @@ mod tests {
                     cause: DropCause::Random,
                 },
             },
-            deliver(3, 1, 20),
+            deliver(3, 37, 20),
         ];
-        assert!(enqueue_fates(&buf, &p, 4, &fates, &mut scratch, &mut q));
+        assert!(enqueue_fates(
+            &mut rbuf,
+            buf.len(),
+            &p,
+            40,
+            &fates,
+            &mut pool,
+            &mut q
+        ));
         assert_eq!(q.len(), 2);
         let first = q.pop_due(10).unwrap();
         let p0 = parse(&first.bytes).unwrap();
         assert_eq!((p0.segments, p0.payload_len), (1, 1448));
         let last = q.pop_due(20).unwrap();
         let p3 = parse(&last.bytes).unwrap();
-        assert_eq!(p3.payload_len, 1448);
+        assert_eq!(p3.payload_len, 37 * 1448);
         assert_eq!(
             p3.tcp.unwrap().seq,
             p.tcp.unwrap().seq.wrapping_add(3 * 1448)
         );
+    }
+
+    #[test]
+    fn a_duplicate_copies_and_the_last_release_takes_the_buffer() {
+        let buf = tcp_record(40);
+        let p = parse(&buf).unwrap();
+        let mut pool = BufPool::new();
+        let mut q = ReleaseQueue::new();
+        let mut rbuf = pool.take_full();
+        rbuf[..buf.len()].copy_from_slice(&buf);
+        let ptr = rbuf.as_ptr();
+        let at = |t| Nanos(t);
+        let fates = [
+            Fate {
+                first: 0,
+                count: 40,
+                what: What::Deliver {
+                    from: at(5),
+                    at: at(5),
+                },
+            },
+            Fate {
+                first: 0,
+                count: 40,
+                what: What::Duplicate {
+                    from: at(5),
+                    at: at(5),
+                },
+            },
+            Fate {
+                first: 0,
+                count: 40,
+                what: What::Drop {
+                    cause: DropCause::Random,
+                },
+            },
+        ];
+        assert!(!enqueue_fates(
+            &mut rbuf,
+            buf.len(),
+            &p,
+            40,
+            &fates,
+            &mut pool,
+            &mut q
+        ));
+        let original = q.pop_due(5).unwrap();
+        let duplicate = q.pop_due(5).unwrap();
+        assert_eq!(original.bytes, buf);
+        assert_eq!(duplicate.bytes, buf);
+        assert_ne!(original.bytes.as_ptr(), ptr);
+        assert_eq!(duplicate.bytes.as_ptr(), ptr);
+        assert!(q.is_empty());
+
+        // A small record (an ACK) is copied; the read buffer stays.
+        let ack = tcp_record(0);
+        let pa = parse(&ack).unwrap();
+        rbuf[..ack.len()].copy_from_slice(&ack);
+        let ptr = rbuf.as_ptr();
+        let r = record_of(1, &pa);
+        let fates = [Fate {
+            first: 0,
+            count: r.segments,
+            what: What::Deliver {
+                from: at(1),
+                at: at(1),
+            },
+        }];
+        enqueue_fates(
+            &mut rbuf,
+            ack.len(),
+            &pa,
+            r.segments,
+            &fates,
+            &mut pool,
+            &mut q,
+        );
+        assert_eq!(rbuf.as_ptr(), ptr);
+        assert_eq!(q.pop_due(1).unwrap().bytes, ack);
     }
 }

@@ -23,6 +23,7 @@ pub mod fifo;
 pub mod forward;
 pub mod hist;
 pub mod netdev;
+pub mod pool;
 pub mod session;
 pub mod signals;
 pub mod testbed;
