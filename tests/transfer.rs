@@ -4,7 +4,8 @@
 //! `sha256sum`; kill-and-resume of the sender and of the receiver with the exact byte count from the
 //! receiver's journal; refusals (bad paths, symlinks out of the root, wrong key, missing source,
 //! existing files, readable key files); a full disk on a small tmpfs (root only); two transfers into
-//! one destination.
+//! one destination; a path cut in the emulator (root only): both ends time out and the same command
+//! resumes.
 //!
 //! Each test starts its server (which holds the machine shared, `util::machine_shared`) before it
 //! generates or hashes data, so that none of that work overlaps the emulator's timing tests.
@@ -1078,4 +1079,168 @@ fn a_second_transfer_into_the_same_dest_is_refused_while_the_first_runs() {
     // Once the first is done the second goes through.
     xfer_ok("send", server.port, &key, &[s(&small), "localhost:in"]);
     assert!(same_bytes(&small, &root.join("in/small.txt")));
+}
+
+/// A named emulated testbed, taken down when dropped.
+struct Testbed(String);
+
+impl Testbed {
+    fn up(args: &[&str]) -> Self {
+        let name = format!("x{}", std::process::id() % 100_000);
+        let out = Command::new(bin())
+            .args(["emulate", "up", "--name", &name, "--no-server"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run longhaul emulate up");
+        assert!(out.status.success(), "emulate up: {}", stderr(&out));
+        Self(name)
+    }
+
+    /// `longhaul emulate exec --name NAME HOST -- ARGS...` as a command.
+    fn exec(&self, host: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(["emulate", "exec", "--name", &self.0, host, "--"])
+            .args(args);
+        c
+    }
+
+    fn link(&self, state: &str) {
+        let out = Command::new(bin())
+            .args(["emulate", "link", "--name", &self.0, state])
+            .output()
+            .expect("run longhaul emulate link");
+        assert!(
+            out.status.success(),
+            "emulate link {state}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = Command::new(bin())
+            .args(["emulate", "down", "--name", &self.0])
+            .output();
+    }
+}
+
+/// A cut path (the emulator drops everything, no error reaches either side) stops both ends after
+/// their idle timeout; once the path is back, the same command moves only what the journal lacks.
+#[test]
+fn a_cut_path_times_out_on_both_ends_and_the_same_command_resumes() {
+    const CAP_SYS_ADMIN: u32 = 21;
+    if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
+        println!("skipped: needs CAP_NET_ADMIN (namespaces for the emulated path)");
+        return;
+    }
+    let _machine = crate::util::machine_alone();
+    let t = Scratch::new("cut");
+    let key = t.key("key");
+    let root = t.dir("root");
+    const SIZE: u64 = 100 << 20;
+    let src = t.join("src/big.dat");
+    random_file(&src, SIZE);
+    let bed = Testbed::up(&["--rtt", "20ms", "--rate", "200M"]);
+
+    // The server in host b, with a short idle timeout, its log read on a thread.
+    let mut server = bed
+        .exec(
+            "b",
+            &[
+                bin(),
+                "server",
+                "--root",
+                s(&root),
+                "--key",
+                s(&key),
+                "--idle-timeout",
+                "3",
+                "--log",
+                "info",
+            ],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server in host b");
+    let log = server.stderr.take().unwrap();
+    let (tx, server_log) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(log).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wait_log = |needle: &str| loop {
+        let line = server_log
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("the server never logged {needle:?}"));
+        if line.contains(needle) {
+            return line;
+        }
+    };
+    wait_log("longhaul server listening on");
+
+    let send = |extra: &[&str]| {
+        let mut args = vec![
+            bin(),
+            "send",
+            s(&src),
+            "10.201.0.2:in",
+            "--key",
+            s(&key),
+            "-P",
+            "1",
+            "--chunk",
+            "1M",
+            "--idle-timeout",
+            "3",
+        ];
+        args.extend_from_slice(extra);
+        bed.exec("a", &args)
+    };
+    let mut child = send(&["--json-stream"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = events(&mut child);
+    let err = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || crate::util::read_all(err));
+    let _ = rx.recv_timeout(Duration::from_secs(30)); // started
+    let at = loop {
+        let e = rx.recv_timeout(Duration::from_secs(30)).expect("progress");
+        if e["event"] == "progress" && u(&e, "bytes") > 0 {
+            assert!(u(&e, "bytes") < SIZE * 3 / 4, "too fast to cut: {e}");
+            break e;
+        }
+    };
+    bed.link("down");
+    let cut = Instant::now();
+    let status = wait_exit(&mut child);
+    let err = err.join().unwrap();
+    println!("cut at {at}; client after {:?}: {err}", cut.elapsed());
+    assert!(!status.success(), "the client must fail on a cut path");
+    assert!(err.contains("no progress for 3 s"), "{err}");
+    let line = wait_log("transfer ended with an error");
+    assert!(line.contains("no progress"), "{line}");
+    assert!(
+        !root.join("in/big.dat").exists(),
+        "no partial file in place"
+    );
+    let verified = journal_verified_bytes(&root.join("in"));
+    assert!(verified > 0 && verified < SIZE, "{verified}");
+
+    bed.link("up");
+    let out = send(&["--json"]).output().unwrap();
+    assert!(out.status.success(), "resume: {}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(u(&v, "bytes_to_send"), SIZE - verified, "{v}");
+    assert_eq!(u(&v, "bytes_moved"), SIZE - verified, "{v}");
+    assert!(same_bytes(&src, &root.join("in/big.dat")), "not identical");
+    let _ = server.kill();
+    let _ = server.wait();
 }

@@ -69,6 +69,8 @@ enum Action {
     Status(session::StatusArgs),
     /// Tear a running testbed down and print its final counters.
     Down(session::DownArgs),
+    /// Cut a running testbed's path (`down`: an outage, every packet dropped) or restore it (`up`).
+    Link(session::LinkArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -134,6 +136,7 @@ pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
         Some(Action::Exec(e)) => session::exec(e),
         Some(Action::Status(s)) => session::status(s),
         Some(Action::Down(d)) => session::down(d),
+        Some(Action::Link(l)) => session::link(l),
         None => run_once(&a.run),
     }
 }

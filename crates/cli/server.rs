@@ -46,6 +46,11 @@ pub(crate) struct ServerArgs {
     /// --root.
     #[arg(long, value_name = "FILE")]
     key: Option<PathBuf>,
+    /// End a transfer that made no progress at all for this many seconds (a dead client or a cut
+    /// path); its journal stays, so the client resumes.
+    #[arg(long, default_value_t = 60, value_name = "SECS", requires = "root",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    idle_timeout: u64,
 }
 
 pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
@@ -70,6 +75,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
             Some(longhaul_engine::transfer::ServeFiles {
                 root: root.clone(),
                 key,
+                idle_timeout: std::time::Duration::from_secs(a.idle_timeout),
             })
         }
         None => None,

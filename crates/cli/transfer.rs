@@ -65,6 +65,11 @@ pub(crate) struct CommonArgs {
     /// How long to try connecting and to wait for each set-up step, seconds.
     #[arg(long, default_value_t = 10)]
     connect_timeout: u64,
+    /// Give up after this many seconds without any progress (a dead peer or a cut path); run the
+    /// same command again to resume.
+    #[arg(long, default_value_t = 60, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    idle_timeout: u64,
 }
 
 /// `longhaul send SRC... HOST:DEST`.
@@ -247,6 +252,7 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
         overwrite: c.overwrite,
         fsync: c.fsync,
         congestion: c.congestion.clone(),
+        idle_timeout: Duration::from_secs(c.idle_timeout),
     })
 }
 

@@ -31,8 +31,8 @@ pub(crate) fn direction_line(d: &DirectionStats) -> String {
     });
     format!(
         "{}: {} records, {} segments, delivered {} ({}), drops queue {} random {} burst {} aqm {}, \
-{} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops; queue now {} \
-max {}; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {tun}{capture}",
+{} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops, {} cut drops; \
+queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {tun}{capture}",
         d.name,
         l.records,
         l.segments,
@@ -48,6 +48,7 @@ max {}; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {tun}{capture}",
         d.unparseable,
         d.hop_time_exceeded,
         d.hop_drops,
+        d.cut_drops,
         fmt_size(d.queue_bytes_now),
         fmt_size(l.queue_max_bytes),
         ms(d.lateness.p50_ns),

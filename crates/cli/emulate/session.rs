@@ -72,6 +72,22 @@ pub(crate) struct StatusArgs {
     json: bool,
 }
 
+/// `longhaul emulate link`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "`down` cuts the path in both directions: every packet is dropped (counted \
+as cut drops) and connections across it see an outage with no error, as when a fibre is cut; `up` \
+restores it. The hosts, their sockets and processes are untouched."
+)]
+pub(crate) struct LinkArgs {
+    /// The testbed.
+    #[arg(long, default_value = DEFAULT_NAME)]
+    name: String,
+    /// `down` (cut the path) or `up` (restore it).
+    #[arg(value_parser = ["down", "up"])]
+    state: String,
+}
+
 /// `longhaul emulate down`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct DownArgs {
@@ -255,7 +271,20 @@ fn serve(a: &UpArgs) -> anyhow::Result<ExitCode> {
     while term.received().is_none() {
         match control.poll() {
             Some((Request::Status, stream)) => {
-                let doc = status_doc(&session, &bed.snapshot(), a.path.max_lateness);
+                let mut doc = status_doc(&session, &bed.snapshot(), a.path.max_lateness);
+                doc["link_up"] = bed.link_up().into();
+                let _ = state::reply(stream, &doc);
+            }
+            Some((req @ (Request::LinkDown | Request::LinkUp), stream)) => {
+                let up = req == Request::LinkUp;
+                bed.set_link(up);
+                eprintln!(
+                    "emulate: testbed {}: path {}",
+                    a.name,
+                    if up { "restored" } else { "cut" }
+                );
+                let mut doc = status_doc(&session, &bed.snapshot(), a.path.max_lateness);
+                doc["link_up"] = up.into();
                 let _ = state::reply(stream, &doc);
             }
             Some((Request::Down, stream)) => {
@@ -398,6 +427,29 @@ pub(crate) fn down(a: &DownArgs) -> anyhow::Result<ExitCode> {
         );
         print!("{}", counters_text(&doc));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn link(a: &LinkArgs) -> anyhow::Result<ExitCode> {
+    state::check_name(&a.name)?;
+    if state::load(&a.name)?.filter(Session::alive).is_none() {
+        bail!("testbed {} is not up", a.name);
+    }
+    let req = if a.state == "up" {
+        Request::LinkUp
+    } else {
+        Request::LinkDown
+    };
+    let doc = state::request(&a.name, req)?;
+    println!(
+        "testbed {}: path {}",
+        a.name,
+        if doc["link_up"].as_bool() == Some(true) {
+            "up"
+        } else {
+            "cut (down)"
+        }
+    );
     Ok(ExitCode::SUCCESS)
 }
 

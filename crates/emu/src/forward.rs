@@ -70,6 +70,9 @@ pub struct DirectionStats {
     pub hop_drops: u64,
     /// Most bytes waiting for release at once.
     pub backlog_max_bytes: u64,
+    /// Records dropped because the path was cut (`longhaul emulate link down`).
+    #[serde(default)]
+    pub cut_drops: u64,
     /// Write time − scheduled release.
     pub lateness: Summary,
     /// Bytes in the bottleneck queue (live snapshots; at teardown, at the
@@ -129,6 +132,8 @@ pub(crate) struct Forwarder {
     pub(crate) link: Link,
     pub(crate) hops: Vec<HopStage>,
     pub(crate) stop: Arc<AtomicBool>,
+    /// While set, every record read is dropped (an outage of the whole path).
+    pub(crate) cut: Arc<AtomicBool>,
     pub(crate) realtime: Option<i32>,
     /// CPU to pin the thread to.
     pub(crate) cpu: Option<usize>,
@@ -301,6 +306,11 @@ impl Forwarder {
                     }
                 };
                 stats.records_read += 1;
+                if self.cut.load(Ordering::Relaxed) {
+                    // The path is cut (`longhaul emulate link down`): nothing gets through.
+                    stats.cut_drops += 1;
+                    continue;
+                }
                 let now = Nanos(monotonic_now_ns());
                 if !self.hops.is_empty() {
                     match run_hops(&self.hops, &mut buf[..n], &mut reply) {

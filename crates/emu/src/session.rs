@@ -4,7 +4,8 @@
 //! Each running testbed `NAME` has, in [`STATE_DIR`]:
 //! - `NAME.json`: its [`Session`] (emulator pid, hosts and their addresses, the path), written once
 //!   the testbed is up and removed at teardown;
-//! - `NAME.sock`: a Unix control socket. A client sends one request line (`status` or `down`) and
+//! - `NAME.sock`: a Unix control socket. A client sends one request line (`status`, `down`,
+//!   `link-down` or `link-up`) and
 //!   reads one JSON document back ([`request`]). `down` answers after the teardown, with the final
 //!   counters;
 //! - `NAME.log`: the emulator's standard error.
@@ -213,6 +214,10 @@ pub enum Request {
     Status,
     /// Tear down and answer with the final counters.
     Down,
+    /// Cut the path (drop everything) and answer with the status.
+    LinkDown,
+    /// Restore the path and answer with the status.
+    LinkUp,
 }
 
 impl Request {
@@ -220,6 +225,8 @@ impl Request {
         match self {
             Self::Status => "status",
             Self::Down => "down",
+            Self::LinkDown => "link-down",
+            Self::LinkUp => "link-up",
         }
     }
 
@@ -227,6 +234,8 @@ impl Request {
         match line.trim() {
             "status" => Some(Self::Status),
             "down" => Some(Self::Down),
+            "link-down" => Some(Self::LinkDown),
+            "link-up" => Some(Self::LinkUp),
             _ => None,
         }
     }
@@ -290,8 +299,7 @@ impl ControlSocket {
             match read.ok().and_then(|_| Request::parse(&line)) {
                 Some(r) => return Some((r, stream)),
                 None => {
-                    let doc =
-                        serde_json::json!({ "error": "unknown request; send `status` or `down`" });
+                    let doc = serde_json::json!({ "error": "unknown request; send `status`, `down`, `link-down` or `link-up`" });
                     let _ = reply(stream, &doc);
                 }
             }

@@ -363,6 +363,7 @@ fn host(
 #[derive(Debug)]
 pub struct Testbed {
     stop: Arc<AtomicBool>,
+    cut: Arc<AtomicBool>,
     threads: Vec<JoinHandle<DirectionStats>>,
     live: Vec<Arc<Mutex<DirectionStats>>>,
     tuns: Vec<Arc<Tun>>,
@@ -437,6 +438,7 @@ impl Testbed {
         )?);
         let mut bed = Testbed {
             stop: Arc::new(AtomicBool::new(false)),
+            cut: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
             live: Vec::new(),
             tuns: vec![tun_a.clone(), tun_b.clone()],
@@ -475,6 +477,7 @@ impl Testbed {
                 link,
                 hops,
                 stop: bed.stop.clone(),
+                cut: bed.cut.clone(),
                 realtime: cfg.realtime,
                 cpu: cfg.cpus.map(|c| c[i]),
                 live,
@@ -510,6 +513,18 @@ impl Testbed {
     /// The `tcp_rmem`/`tcp_wmem` maximum set in both hosts.
     pub fn tcp_buffer_max(&self) -> u64 {
         self.tcp_buffer_max
+    }
+
+    /// Cuts the path in both directions (`up = false`: every packet is dropped, counted as
+    /// `cut_drops`, until it is restored) or restores it. Connections across it see an outage, as
+    /// when a fibre is cut: no error, no packet.
+    pub fn set_link(&self, up: bool) {
+        self.cut.store(!up, Ordering::Relaxed);
+    }
+
+    /// Whether the path is up (not cut).
+    pub fn link_up(&self) -> bool {
+        !self.cut.load(Ordering::Relaxed)
     }
 
     /// The counters as they are now (published by the forwarders every

@@ -37,8 +37,11 @@ use root::Root;
 use sink::{Sink, SinkOptions};
 use source::Sources;
 
-/// How long a side may see neither a control message nor a payload byte before it gives up.
+/// How long a side waits for each set-up step of the conversation (manifest, resume state, done).
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a side may see neither a control message nor a payload byte before it gives up, unless
+/// configured otherwise.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often progress is reported.
 pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// Streams used when the window plan does not ask for more: enough to hash and read on several
@@ -64,6 +67,8 @@ pub struct TransferConfig {
     pub fsync: bool,
     /// Congestion control for the data connections.
     pub congestion: Option<String>,
+    /// Give up after this long with no progress at all (a dead peer or a cut path).
+    pub idle_timeout: Duration,
 }
 
 /// What a transfer reports as it goes.
@@ -152,10 +157,11 @@ pub(crate) struct Side<'a> {
     last_activity: Instant,
     last_bytes: u64,
     last_tick: (Instant, u64),
+    idle_timeout: Duration,
 }
 
 impl<'a> Side<'a> {
-    fn new(on_event: &'a mut dyn FnMut(&Event)) -> Self {
+    fn new(on_event: &'a mut dyn FnMut(&Event), idle_timeout: Duration) -> Self {
         let now = Instant::now();
         Self {
             on_event,
@@ -168,6 +174,7 @@ impl<'a> Side<'a> {
             last_activity: now,
             last_bytes: 0,
             last_tick: (now, 0),
+            idle_timeout,
         }
     }
 
@@ -207,18 +214,18 @@ impl<'a> Side<'a> {
         self.last_activity = Instant::now();
     }
 
-    /// Fails when nothing at all happened for [`IDLE_TIMEOUT`].
+    /// Fails when nothing at all happened for the idle timeout.
     pub(crate) fn check_idle(&mut self, bytes: u64) -> Result<(), EngineError> {
         let now = Instant::now();
         if bytes != self.last_bytes {
             self.last_bytes = bytes;
             self.last_activity = now;
         }
-        if now.duration_since(self.last_activity) > IDLE_TIMEOUT {
+        if now.duration_since(self.last_activity) > self.idle_timeout {
             return Err(EngineError::Transfer(format!(
                 "no progress for {} s: the peer or the path is gone; run the same command again \
 to resume",
-                IDLE_TIMEOUT.as_secs()
+                self.idle_timeout.as_secs()
             )));
         }
         Ok(())
@@ -399,7 +406,7 @@ pub fn send(
     let socks = open_streams(cfg, server, cookie, &p, true)?;
     let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
     let skipped = std::mem::take(&mut src.skipped);
-    let mut side = Side::new(on_event);
+    let mut side = Side::new(on_event, cfg.idle_timeout);
     source::run(&mut ctl, socks, src, p.chunk_size, &have, &mut side)?;
     Ok(side.summary(Direction::Send, &p, skipped, Some(retransmits(&probe))))
 }
@@ -437,7 +444,7 @@ pub fn get(
     sink.recv_manifest(&mut ctl, p.chunk_size)?;
     sink.send_have(&ctl)?;
     let socks = open_streams(cfg, server, cookie, &p, false)?;
-    let mut side = Side::new(on_event);
+    let mut side = Side::new(on_event, cfg.idle_timeout);
     sink::run(&mut ctl, socks, sink, p.chunk_size, &mut side)?;
     Ok(side.summary(Direction::Get, &p, Vec::new(), None))
 }
@@ -467,6 +474,8 @@ pub struct ServeFiles {
     pub root: PathBuf,
     /// The key clients must prove they hold.
     pub key: Key,
+    /// A transfer with no progress at all for this long is ended (its journal stays for a resume).
+    pub idle_timeout: Duration,
 }
 
 /// Serves one transfer on an accepted control connection (after its preamble). `data` yields the
@@ -543,7 +552,7 @@ fn serve_authenticated(
             sink.send_have(ctl)?;
             let socks = accept_streams(data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, false)?;
-            let mut side = Side::new(&mut log);
+            let mut side = Side::new(&mut log, files.idle_timeout);
             sink::run(ctl, socks, sink, p.chunk_size, &mut side)?;
             Ok(side.summary(direction, &p, Vec::new(), None))
         }
@@ -563,7 +572,7 @@ fn serve_authenticated(
             setup_accepted(&socks, &p, true)?;
             let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
             let skipped = std::mem::take(&mut src.skipped);
-            let mut side = Side::new(&mut log);
+            let mut side = Side::new(&mut log, files.idle_timeout);
             source::run(ctl, socks, src, p.chunk_size, &have, &mut side)?;
             Ok(side.summary(direction, &p, skipped, Some(retransmits(&probe))))
         }

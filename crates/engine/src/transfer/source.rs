@@ -246,6 +246,7 @@ pub(crate) fn run(
         error: Mutex::new(None),
         bytes: AtomicU64::new(0),
     });
+    let wake: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
     let mut threads = Vec::new();
     for (i, sock) in socks.into_iter().enumerate() {
         let (mine, src) = (Arc::clone(&shared), Arc::clone(&src));
@@ -264,6 +265,11 @@ pub(crate) fn run(
     let result = control(ctl, &shared, &src, side);
     if let Err(e) = result {
         shared.fail(e);
+        // A stream thread may be blocked writing to a path that went silent: shutting its socket
+        // down makes the write fail at once.
+        for s in &wake {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
     }
     shared.stop.store(true, Ordering::Release);
     shared.work.notify_all();
