@@ -987,6 +987,83 @@ pub fn class_record(class: Class, rows: &[RecordRow]) -> Option<(f64, &RecordRow
         .max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
+/// The table as Markdown (what `longhaul lab records` and docs/lab.md
+/// show): every row with its recomputed metric and the byte-unit reading.
+pub fn table_markdown(rows: &[RecordRow]) -> String {
+    let mut out = String::from(
+        "| date | team | class | route | km | Gbit/s | published (Tb·m/s) | recomputed | metric | bytes / time | units | source | note |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let class = if r.classes.is_empty() {
+            "-".to_owned()
+        } else {
+            r.classes
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let km = match (r.km, r.real_km) {
+            (Some(k), Some(real)) => format!("{k:.0} (real {real:.0})"),
+            (Some(k), None) => format!("{k:.0}"),
+            _ => "n/a".into(),
+        };
+        let published = r.metric.map_or("-".to_owned(), |m| {
+            let prefix = match m.kind {
+                MetricKind::Exact => "",
+                MetricKind::AtLeast => ">",
+                MetricKind::Derived => "(derived) ",
+                MetricKind::Approx => "~",
+            };
+            let unit = if m.petabit { " Pb·m/s" } else { "" };
+            format!("{prefix}{}{unit}", m.value)
+        });
+        let check = recompute(r);
+        let recomputed = check.map_or("-".to_owned(), |c| format!("{:.0}", c.recomputed / 1e12));
+        let verdict = match check {
+            Some(c) if c.agrees => "agrees",
+            Some(_) => "**disagrees**",
+            None => "-",
+        };
+        let quoted = r.quoted.map_or("-".to_owned(), |q| {
+            let unit = ["", "K", "M", "G", "T"]
+                .get(q.power as usize)
+                .copied()
+                .unwrap_or("?");
+            let t = match (q.time_kind, q.time_unit_s) {
+                (TimeKind::Exact, 60) => format!("{} min", q.time),
+                (TimeKind::About, 60) => format!("~{} min", q.time),
+                (TimeKind::UpperBound, 60) => format!("<{} min", q.time),
+                (TimeKind::About, _) => format!("~{} s", q.time),
+                (TimeKind::UpperBound, _) => format!("<{} s", q.time),
+                (TimeKind::Exact, _) => format!("{} s", q.time),
+            };
+            format!("{} {unit}B / {t}", q.bytes)
+        });
+        let units = units_check(r).map_or("-", |u| match u.reading {
+            Reading::Decimal => "decimal",
+            Reading::Binary => "**binary**",
+            Reading::Either => "either",
+            Reading::Neither => "**neither**",
+        });
+        let table = match r.table {
+            Table::Notes => "",
+            Table::DataReservoir => " (DR series)",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {class} | {} | {km} | {} | {published} | {recomputed} | {verdict} | {quoted} | {units} | {}{table} | {} |\n",
+            r.date,
+            r.team,
+            r.route,
+            r.rate.unwrap_or("-"),
+            r.source,
+            r.note
+        ));
+    }
+    out
+}
+
 // ---------------------------------------------------------------------------
 // Rules
 
@@ -1416,6 +1493,18 @@ mod tests {
         assert_eq!(count(Reading::Decimal), 7);
         assert_eq!(count(Reading::Either), 2);
         assert_eq!(count(Reading::Neither), 1);
+    }
+
+    #[test]
+    fn docs_show_the_table_as_rendered() {
+        let md = table_markdown(RECORDS);
+        assert_eq!(md.lines().count(), RECORDS.len() + 2);
+        assert_eq!(md.matches("**disagrees**").count(), 2);
+        let docs = include_str!("../../../docs/lab.md");
+        assert!(
+            docs.contains(&md),
+            "docs/lab.md is out of date: paste table_markdown(RECORDS)"
+        );
     }
 
     #[test]
