@@ -1775,6 +1775,18 @@ window = ["1M", "4M"]
         assert!(e.contains("path.rtt: must be > 0 and at most 240 s"), "{e}");
     }
 
+    /// The annotated example of docs/lab.md is a valid experiment.
+    #[test]
+    fn docs_example_parses() {
+        let docs = include_str!("../../../docs/lab.md");
+        let start = docs.find("```toml\n").unwrap() + "```toml\n".len();
+        let end = start + docs[start..].find("```").unwrap();
+        let s = Spec::parse(&docs[start..end], "docs/lab.md").unwrap_or_else(|e| panic!("{e}"));
+        assert!(s.warnings.is_empty());
+        assert_eq!(s.points().len(), 3 * 2 * 2 * 4 * 3 * 4);
+        assert!(s.event.is_some());
+    }
+
     #[test]
     fn reduced_keeps_points_and_shortens_time() {
         let text = format!(
