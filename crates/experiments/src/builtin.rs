@@ -1,0 +1,195 @@
+//! The built-in experiments: the seeds' figures as experiment files, embedded
+//! from `crates/experiments/builtin/*.toml` (so each is also an example of the
+//! format), scaled to one 2-core machine (bottleneck at most 1 Gbit/s, paths
+//! from the topology presets). Each file says in `source`, `original_scale`
+//! and `scale` which figure it reproduces, at what scale it ran and what was
+//! chosen here; [`Spec::reduced`] gives each a CI variant with tiny
+//! durations.
+
+use crate::{Spec, SpecError};
+
+/// A built-in experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Builtin {
+    /// Name on the command line (`longhaul lab run window-sweep`).
+    pub name: &'static str,
+    /// The experiment file text.
+    pub toml: &'static str,
+}
+
+impl Builtin {
+    /// Parses the embedded file (file name `builtin/NAME.toml` in errors).
+    pub fn spec(&self) -> Result<Spec, SpecError> {
+        Spec::parse(self.toml, &format!("builtin/{}.toml", self.name))
+    }
+}
+
+const BUILTINS: [Builtin; 6] = [
+    Builtin {
+        name: "window-sweep",
+        toml: include_str!("../builtin/window-sweep.toml"),
+    },
+    Builtin {
+        name: "streams-sweep",
+        toml: include_str!("../builtin/streams-sweep.toml"),
+    },
+    Builtin {
+        name: "loss-recovery",
+        toml: include_str!("../builtin/loss-recovery.toml"),
+    },
+    Builtin {
+        name: "sustained",
+        toml: include_str!("../builtin/sustained.toml"),
+    },
+    Builtin {
+        name: "message-size",
+        toml: include_str!("../builtin/message-size.toml"),
+    },
+    Builtin {
+        name: "cc-compare",
+        toml: include_str!("../builtin/cc-compare.toml"),
+    },
+];
+
+/// All built-in experiments, in the order `longhaul lab list` shows them.
+pub fn builtins() -> Vec<Builtin> {
+    BUILTINS.to_vec()
+}
+
+/// The built-in experiment called `name`.
+pub fn builtin(name: &str) -> Option<Builtin> {
+    BUILTINS.iter().find(|b| b.name == name).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::predict;
+    use crate::spec::{Axis, EventRate};
+    use longhaul_units::{Nanos, bdp_bytes};
+
+    fn spec(name: &str) -> Spec {
+        builtin(name).unwrap().spec().unwrap()
+    }
+
+    #[test]
+    fn every_builtin_parses_documents_itself_and_is_named_as_its_file() {
+        assert_eq!(builtins().len(), 6);
+        for b in builtins() {
+            let s = b.spec().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(s.name, b.name);
+            assert!(s.warnings.is_empty(), "{}: {:?}", b.name, s.warnings);
+            for (what, text) in [
+                ("source", &s.source),
+                ("original_scale", &s.original_scale),
+                ("scale", &s.scale),
+                ("notes", &s.notes),
+            ] {
+                assert!(text.len() > 40, "{}: {what} too short", b.name);
+            }
+            assert!(s.source.contains("seed 00"), "{}", b.name);
+            let topo = s.topology(None).unwrap();
+            for p in s.points() {
+                let path = p.compile(&topo).unwrap();
+                let rate = path.forward.bottleneck.unwrap().rate_bps;
+                assert!(rate <= 1_000_000_000, "{}: {rate}", b.name);
+                assert!(!p.test_args().is_empty() && !p.emulate_args().is_empty());
+            }
+        }
+        assert!(builtin("nope").is_none());
+    }
+
+    #[test]
+    fn full_scale_runs_take_minutes_not_hours() {
+        for b in builtins() {
+            let t = spec(b.name).test_time();
+            assert!(t <= Nanos::from_secs(15 * 60), "{}: {t}", b.name);
+        }
+    }
+
+    #[test]
+    fn reduced_variants_are_tiny_and_keep_every_point() {
+        for b in builtins() {
+            let s = spec(b.name);
+            let r = s.reduced();
+            assert!(r.reduced);
+            assert_eq!(r.points().len(), s.points().len());
+            let per_point = r.omit.saturating_add(r.duration);
+            assert!(per_point <= Nanos::from_secs(8), "{}: {per_point}", b.name);
+            assert!(r.test_time() <= Nanos::from_secs(60), "{}", b.name);
+        }
+    }
+
+    /// Seed 002 Fig. 6 on this scale: windows from well below to above the
+    /// BDP, for both MTUs; the largest stays within BDP + queue (one BDP).
+    #[test]
+    fn window_sweep_straddles_the_bdp() {
+        let s = spec("window-sweep");
+        assert!(s.sweep.contains(&Axis::Mtu(vec![1500, 9000])));
+        let topo = s.topology(None).unwrap();
+        let points = s.points();
+        assert_eq!(points.len(), 14);
+        let path = points[0].compile(&topo).unwrap();
+        let bdp = bdp_bytes(500_000_000, path.rtt);
+        let windows: Vec<u64> = points.iter().filter_map(|p| p.window).collect();
+        assert!(windows.iter().any(|w| *w * 4 <= bdp));
+        assert!(windows.iter().any(|w| *w > bdp));
+        assert!(windows.iter().all(|w| *w < 2 * bdp));
+        let limited = points
+            .iter()
+            .map(|p| predict(p, &p.compile(&topo).unwrap()))
+            .filter(|x| x.window_limited)
+            .count();
+        assert!((4..14).contains(&limited), "{limited}");
+    }
+
+    #[test]
+    fn loss_recovery_has_the_burst_on_a_long_path() {
+        let s = spec("loss-recovery");
+        assert_eq!(
+            s.sweep,
+            vec![Axis::Congestion(vec![
+                "reno".into(),
+                "cubic".into(),
+                "bbr".into()
+            ])]
+        );
+        let e = s.event.unwrap();
+        assert_eq!(e.length, Nanos::from_secs(2));
+        assert_eq!(e.rate, EventRate::Fraction(0.9));
+        assert_eq!(e.recover_to, 0.95);
+        let topo = s.topology(None).unwrap();
+        let p = &s.points()[0];
+        let path = p.compile(&topo).unwrap();
+        assert!(path.rtt >= Nanos::from_millis(100));
+        // Reno's responsiveness fits in what is left of the test after the
+        // burst, so "recovered" can be observed.
+        let pr = predict(p, &path);
+        let after = s.omit.saturating_add(s.duration).saturating_sub(e.end());
+        assert!(
+            pr.responsiveness < after,
+            "{:?} vs {after}",
+            pr.responsiveness
+        );
+    }
+
+    #[test]
+    fn cc_compare_runs_at_264_ms() {
+        let s = spec("cc-compare");
+        let topo = s.topology(None).unwrap();
+        let path = s.points()[0].compile(&topo).unwrap();
+        assert_eq!(path.rtt, Nanos::from_millis(264));
+        assert_eq!(s.points().len(), 3);
+    }
+
+    #[test]
+    fn streams_message_and_sustained_shapes() {
+        let s = spec("streams-sweep");
+        assert_eq!(s.sweep, vec![Axis::Streams(vec![1, 2, 4, 8, 12, 16])]);
+        let s = spec("message-size");
+        assert!(matches!(&s.sweep[0], Axis::Length(v) if v.contains(&8000) && v.contains(&9000)));
+        let s = spec("sustained");
+        assert_eq!(s.interval, Nanos::from_secs(10));
+        assert!(s.duration >= Nanos::from_secs(600));
+    }
+}
