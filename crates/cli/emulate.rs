@@ -71,6 +71,8 @@ enum Action {
     Down(session::DownArgs),
     /// Cut a running testbed's path (`down`: an outage, every packet dropped) or restore it (`up`).
     Link(session::LinkArgs),
+    /// Add a burst of synthetic cross traffic to a running testbed's bottleneck.
+    Burst(session::BurstArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -107,7 +109,7 @@ struct RunArgs {
     cmd: Vec<String>,
 }
 
-fn duration(s: &str) -> Result<Nanos, String> {
+pub(crate) fn duration(s: &str) -> Result<Nanos, String> {
     parse_duration(s, TimeUnit::Millis).map_err(|e| e.to_string())
 }
 
@@ -137,6 +139,7 @@ pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
         Some(Action::Status(s)) => session::status(s),
         Some(Action::Down(d)) => session::down(d),
         Some(Action::Link(l)) => session::link(l),
+        Some(Action::Burst(b)) => session::burst(b),
         None => run_once(&a.run),
     }
 }

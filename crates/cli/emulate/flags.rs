@@ -117,6 +117,11 @@ fn duration(s: &str) -> Result<Nanos, String> {
     parse_duration(s, TimeUnit::Millis).map_err(|e| e.to_string())
 }
 
+/// A rate flag's value (> 0).
+pub(crate) fn rate_arg(s: &str) -> Result<u64, String> {
+    rate(s)
+}
+
 fn rate(s: &str) -> Result<u64, String> {
     match parse_rate(s) {
         Ok(0) => Err("rate must be > 0".into()),

@@ -88,6 +88,32 @@ pub(crate) struct LinkArgs {
     state: String,
 }
 
+/// `longhaul emulate burst`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Adds RATE of synthetic cross traffic to the bottleneck for LENGTH, starting \
+--in from now (no packets are made; the queue and the serializer are occupied as if they were). \
+Example: a 2-s burst at 90 % of a 1 Gbit/s bottleneck, 10 s from now, in the direction host a sends: \
+`longhaul emulate burst 900M 2s --in 10s`."
+)]
+pub(crate) struct BurstArgs {
+    /// The testbed.
+    #[arg(long, default_value = DEFAULT_NAME)]
+    name: String,
+    /// Cross-traffic rate during the burst, e.g. 900M.
+    #[arg(value_parser = super::flags::rate_arg)]
+    rate: u64,
+    /// How long, e.g. 2s.
+    #[arg(value_parser = super::duration)]
+    length: Nanos,
+    /// When, from now.
+    #[arg(long = "in", default_value = "0s", value_parser = super::duration)]
+    delay: Nanos,
+    /// On the b→a direction instead of a→b.
+    #[arg(long)]
+    reverse: bool,
+}
+
 /// `longhaul emulate down`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct DownArgs {
@@ -291,6 +317,27 @@ fn serve(a: &UpArgs) -> anyhow::Result<ExitCode> {
                 pending_down = Some(stream);
                 break;
             }
+            Some((
+                Request::Burst {
+                    a_to_b,
+                    delay_ns,
+                    length_ns,
+                    rate_bps,
+                },
+                stream,
+            )) => {
+                let from = longhaul_sys::monotonic_now_ns().saturating_add(delay_ns);
+                bed.schedule_burst(a_to_b, from, Nanos(length_ns), rate_bps);
+                eprintln!(
+                    "emulate: testbed {}: cross-traffic burst of {} for {} in {} s",
+                    a.name,
+                    longhaul_units::fmt_rate(rate_bps),
+                    fmt_duration(Nanos(length_ns)),
+                    delay_ns as f64 / 1e9
+                );
+                let doc = status_doc(&session, &bed.snapshot(), a.path.max_lateness);
+                let _ = state::reply(stream, &doc);
+            }
             None => std::thread::sleep(Duration::from_millis(50)),
         }
     }
@@ -449,6 +496,33 @@ pub(crate) fn link(a: &LinkArgs) -> anyhow::Result<ExitCode> {
         } else {
             "cut (down)"
         }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn burst(a: &BurstArgs) -> anyhow::Result<ExitCode> {
+    state::check_name(&a.name)?;
+    if state::load(&a.name)?.filter(Session::alive).is_none() {
+        bail!("testbed {} is not up", a.name);
+    }
+    if a.length == Nanos::ZERO {
+        bail!("the burst's LENGTH must be > 0");
+    }
+    state::request(
+        &a.name,
+        Request::Burst {
+            a_to_b: !a.reverse,
+            delay_ns: a.delay.as_nanos(),
+            length_ns: a.length.as_nanos(),
+            rate_bps: a.rate,
+        },
+    )?;
+    println!(
+        "testbed {}: cross-traffic burst of {} for {} in {}",
+        a.name,
+        longhaul_units::fmt_rate(a.rate),
+        fmt_duration(a.length),
+        fmt_duration(a.delay)
     );
     Ok(ExitCode::SUCCESS)
 }

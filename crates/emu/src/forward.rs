@@ -85,6 +85,28 @@ pub struct DirectionStats {
     pub capture: Option<CaptureStats>,
 }
 
+/// Cross-traffic bursts waiting to be handed to a forwarder's link model (the link is the
+/// forwarder thread's own; it picks them up on its next turn).
+#[derive(Debug, Default)]
+pub(crate) struct Bursts {
+    pending: AtomicBool,
+    list: Mutex<Vec<longhaul_link::Burst>>,
+}
+
+impl Bursts {
+    pub(crate) fn push(&self, b: longhaul_link::Burst) {
+        self.list.lock().unwrap_or_else(|e| e.into_inner()).push(b);
+        self.pending.store(true, Ordering::Release);
+    }
+
+    fn take(&self) -> Vec<longhaul_link::Burst> {
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.list.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// One router hop as a direction's forwarder sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HopStage {
@@ -134,6 +156,8 @@ pub(crate) struct Forwarder {
     pub(crate) stop: Arc<AtomicBool>,
     /// While set, every record read is dropped (an outage of the whole path).
     pub(crate) cut: Arc<AtomicBool>,
+    /// Cross-traffic bursts scheduled from outside, handed to the link model.
+    pub(crate) bursts: Arc<Bursts>,
     pub(crate) realtime: Option<i32>,
     /// CPU to pin the thread to.
     pub(crate) cpu: Option<usize>,
@@ -276,6 +300,11 @@ impl Forwarder {
             if now >= next_publish {
                 next_publish = now + PUBLISH_NS;
                 self.publish(&mut stats, &lateness, &queue, now);
+            }
+            for b in self.bursts.take() {
+                if let Err(e) = self.link.add_burst(b) {
+                    tracing::warn!("{}: {e}", self.name);
+                }
             }
             // 2. Wait for input or the next release.
             let next = match (queue.next_due(), replies.next_due()) {

@@ -218,24 +218,55 @@ pub enum Request {
     LinkDown,
     /// Restore the path and answer with the status.
     LinkUp,
+    /// A burst of cross traffic on one direction's bottleneck, `delay_ns` from now.
+    Burst {
+        /// The a→b direction (else b→a).
+        a_to_b: bool,
+        /// From the request's arrival to the burst's start.
+        delay_ns: u64,
+        /// Length.
+        length_ns: u64,
+        /// Rate, bit/s.
+        rate_bps: u64,
+    },
 }
 
 impl Request {
-    fn word(self) -> &'static str {
+    fn line(self) -> String {
         match self {
-            Self::Status => "status",
-            Self::Down => "down",
-            Self::LinkDown => "link-down",
-            Self::LinkUp => "link-up",
+            Self::Status => "status".into(),
+            Self::Down => "down".into(),
+            Self::LinkDown => "link-down".into(),
+            Self::LinkUp => "link-up".into(),
+            Self::Burst {
+                a_to_b,
+                delay_ns,
+                length_ns,
+                rate_bps,
+            } => format!(
+                "burst {} {delay_ns} {length_ns} {rate_bps}",
+                if a_to_b { "a-to-b" } else { "b-to-a" }
+            ),
         }
     }
 
     fn parse(line: &str) -> Option<Self> {
-        match line.trim() {
-            "status" => Some(Self::Status),
-            "down" => Some(Self::Down),
-            "link-down" => Some(Self::LinkDown),
-            "link-up" => Some(Self::LinkUp),
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["status"] => Some(Self::Status),
+            ["down"] => Some(Self::Down),
+            ["link-down"] => Some(Self::LinkDown),
+            ["link-up"] => Some(Self::LinkUp),
+            ["burst", dir, delay, length, rate] => Some(Self::Burst {
+                a_to_b: match *dir {
+                    "a-to-b" => true,
+                    "b-to-a" => false,
+                    _ => return None,
+                },
+                delay_ns: delay.parse().ok()?,
+                length_ns: length.parse().ok().filter(|&l| l > 0)?,
+                rate_bps: rate.parse().ok().filter(|&r| r > 0)?,
+            }),
             _ => None,
         }
     }
@@ -249,15 +280,15 @@ pub fn request(name: &str, req: Request) -> Result<serde_json::Value, EmuError> 
         file.display()
     )))?;
     s.set_read_timeout(Some(REQUEST_TIMEOUT))
-        .and_then(|()| s.write_all(format!("{}\n", req.word()).as_bytes()))
-        .map_err(io(format!("send {} to testbed {name}", req.word())))?;
+        .and_then(|()| s.write_all(format!("{}\n", req.line()).as_bytes()))
+        .map_err(io(format!("send {} to testbed {name}", req.line())))?;
     let mut text = String::new();
     s.read_to_string(&mut text)
         .map_err(io(format!("read testbed {name}'s answer")))?;
     serde_json::from_str(&text).map_err(|e| {
         EmuError::Config(format!(
             "testbed {name} answered {} with something that is not JSON ({e})",
-            req.word()
+            req.line()
         ))
     })
 }
@@ -299,7 +330,7 @@ impl ControlSocket {
             match read.ok().and_then(|_| Request::parse(&line)) {
                 Some(r) => return Some((r, stream)),
                 None => {
-                    let doc = serde_json::json!({ "error": "unknown request; send `status`, `down`, `link-down` or `link-up`" });
+                    let doc = serde_json::json!({ "error": "unknown request; send `status`, `down`, `link-down`, `link-up` or `burst DIR DELAY_NS LENGTH_NS RATE_BPS`" });
                     let _ = reply(stream, &doc);
                 }
             }
@@ -353,6 +384,15 @@ mod tests {
         assert_eq!(Request::parse("status\n"), Some(Request::Status));
         assert_eq!(Request::parse(" down "), Some(Request::Down));
         assert_eq!(Request::parse("rm -rf /"), None);
+        let b = Request::Burst {
+            a_to_b: true,
+            delay_ns: 5,
+            length_ns: 2_000_000_000,
+            rate_bps: 900_000_000,
+        };
+        assert_eq!(Request::parse(&b.line()), Some(b));
+        assert_eq!(Request::parse("burst a-to-b 0 0 1"), None);
+        assert_eq!(Request::parse("burst sideways 0 1 1"), None);
         let s = Session {
             name: "wan".into(),
             pid: u32::MAX,

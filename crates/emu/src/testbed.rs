@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::capture::Capture;
 use crate::error::EmuError;
-use crate::forward::{DirectionStats, Forwarder, HopStage};
+use crate::forward::{Bursts, DirectionStats, Forwarder, HopStage};
 use crate::netdev::parse_proc_net_dev;
 
 /// Name of the TUN device inside each host namespace.
@@ -364,6 +364,7 @@ fn host(
 pub struct Testbed {
     stop: Arc<AtomicBool>,
     cut: Arc<AtomicBool>,
+    bursts: [Arc<Bursts>; 2],
     threads: Vec<JoinHandle<DirectionStats>>,
     live: Vec<Arc<Mutex<DirectionStats>>>,
     tuns: Vec<Arc<Tun>>,
@@ -439,6 +440,7 @@ impl Testbed {
         let mut bed = Testbed {
             stop: Arc::new(AtomicBool::new(false)),
             cut: Arc::new(AtomicBool::new(false)),
+            bursts: [Arc::default(), Arc::default()],
             threads: Vec::new(),
             live: Vec::new(),
             tuns: vec![tun_a.clone(), tun_b.clone()],
@@ -478,6 +480,7 @@ impl Testbed {
                 hops,
                 stop: bed.stop.clone(),
                 cut: bed.cut.clone(),
+                bursts: bed.bursts[i].clone(),
                 realtime: cfg.realtime,
                 cpu: cfg.cpus.map(|c| c[i]),
                 live,
@@ -520,6 +523,18 @@ impl Testbed {
     /// when a fibre is cut: no error, no packet.
     pub fn set_link(&self, up: bool) {
         self.cut.store(!up, Ordering::Relaxed);
+    }
+
+    /// Schedules a burst of cross traffic on the bottleneck of one direction (`a_to_b`: the
+    /// direction host a sends in), from `from_ns` (monotonic clock, `longhaul_sys::monotonic_now_ns`)
+    /// for `length` at `rate_bps`. The forwarder picks it up on its next turn.
+    pub fn schedule_burst(&self, a_to_b: bool, from_ns: u64, length: Nanos, rate_bps: u64) {
+        let b = longhaul_link::Burst {
+            from: Nanos(from_ns),
+            until: Nanos(from_ns.saturating_add(length.as_nanos())),
+            rate_bps,
+        };
+        self.bursts[usize::from(!a_to_b)].push(b);
     }
 
     /// Whether the path is up (not cut).

@@ -32,4 +32,5 @@ pub use config::{
 };
 pub use link::{Link, LinkStats};
 pub use longhaul_units::Nanos;
+pub use queue::Burst;
 pub use record::{DropCause, Fate, Record, RecordError, SegmentFate, What, coalesce};

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codel::Codel;
 use crate::config::{Aqm, ConfigError, Jitter, LinkConfig, Loss};
-use crate::queue::{Admit, Queue, units_to_bytes};
+use crate::queue::{Admit, Burst, Queue, units_to_bytes};
 use crate::record::{DropCause, Fate, Record, RecordError, SegmentFate, What, coalesce};
 use crate::rng::{STREAM_DUPLICATE, STREAM_JITTER, STREAM_LOSS, STREAM_REORDER, StageRng};
 
@@ -188,6 +188,28 @@ impl Link {
     /// of the last arrival: cross traffic is advanced only by arrivals.
     pub fn backlog_bytes(&self, now: Nanos) -> u64 {
         self.queue.as_ref().map_or(0, |q| q.backlog_bytes(now))
+    }
+
+    /// Schedules a burst of cross traffic on the bottleneck (e.g. the loss-recovery experiment's
+    /// 2-s burst). Refused without a bottleneck or with an empty span.
+    pub fn add_burst(&mut self, burst: Burst) -> Result<(), ConfigError> {
+        let Some(q) = self.queue.as_mut() else {
+            return Err(ConfigError {
+                field: "cross.burst",
+                reason: "a burst of cross traffic needs a bottleneck".into(),
+            });
+        };
+        if burst.until <= burst.from || burst.rate_bps == 0 {
+            return Err(ConfigError {
+                field: "cross.burst",
+                reason: format!(
+                    "a burst needs a span and a rate, got {:?}..{:?} at {} bit/s",
+                    burst.from, burst.until, burst.rate_bps
+                ),
+            });
+        }
+        q.add_burst(burst);
+        Ok(())
     }
 
     /// Largest gap between consecutive releases that [`Link::arrive`] still

@@ -52,6 +52,17 @@ struct OnOffState {
     until: Nanos,
 }
 
+/// A scheduled burst of cross traffic: `rate_bps` more on the bottleneck during [from, until).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Burst {
+    /// Start, in the link's time base (the times passed to `Link::arrive`).
+    pub from: Nanos,
+    /// End (exclusive).
+    pub until: Nanos,
+    /// Cross-traffic rate during the burst, bit/s (adds to the configured cross traffic).
+    pub rate_bps: u64,
+}
+
 /// Queue, serializer and cross traffic of one direction.
 #[derive(Debug, Clone)]
 pub(crate) struct Queue {
@@ -61,6 +72,8 @@ pub(crate) struct Queue {
     busy: u128,
     cross_cbr: u128,
     on_off: Option<OnOffState>,
+    /// Scheduled bursts, in start order.
+    bursts: Vec<Burst>,
     rng: StageRng,
     /// Time the cross-traffic fluid has been advanced to (`None` before the
     /// first arrival).
@@ -82,6 +95,7 @@ impl Queue {
                 on: true,
                 until: Nanos::ZERO,
             }),
+            bursts: Vec::new(),
             rng: StageRng::new(seed, STREAM_CROSS),
             cross_at: None,
             cross_offered: 0,
@@ -113,6 +127,27 @@ impl Queue {
         }
     }
 
+    /// Adds a burst (kept in start order; bursts that have ended are dropped as time passes).
+    pub(crate) fn add_burst(&mut self, b: Burst) {
+        let at = self.bursts.partition_point(|x| x.from <= b.from);
+        self.bursts.insert(at, b);
+    }
+
+    /// Extra cross-traffic rate of the bursts active at `t`, and the next time that changes.
+    fn burst_rate(&self, t: Nanos) -> (u128, Nanos) {
+        let mut rate = 0u128;
+        let mut next = Nanos::MAX;
+        for b in &self.bursts {
+            if b.from <= t && t < b.until {
+                rate += u128::from(b.rate_bps);
+                next = next.min(b.until);
+            } else if b.from > t {
+                next = next.min(b.from);
+            }
+        }
+        (rate, next)
+    }
+
     /// Advances the cross-traffic fluid to `now`.
     pub(crate) fn advance(&mut self, now: Nanos) {
         let Some(mut t) = self.cross_at else {
@@ -126,7 +161,7 @@ impl Queue {
             self.cross_at = Some(now);
             return;
         };
-        if self.cross_cbr == 0 && self.on_off.is_none() {
+        if self.cross_cbr == 0 && self.on_off.is_none() && self.bursts.is_empty() {
             self.cross_at = Some(now);
             return;
         }
@@ -138,6 +173,8 @@ impl Queue {
                 ),
                 None => (now, self.cross_cbr),
             };
+            let (burst, edge) = self.burst_rate(t);
+            let (end, c) = (end.min(edge), c + burst);
             let dt = u128::from((end - t).as_nanos());
             let mut w = self.work(t);
             let offered = c * dt;
@@ -164,6 +201,7 @@ impl Queue {
                 }
             }
         }
+        self.bursts.retain(|b| b.until > now);
         self.cross_at = Some(now);
     }
 
@@ -261,5 +299,38 @@ mod tests {
         q.advance(Nanos::from_millis(10));
         assert_eq!(units_to_bytes(q.cross_dropped), 125_000);
         assert_eq!(units_to_bytes(q.cross_offered), 1_250_000);
+    }
+
+    #[test]
+    fn a_scheduled_burst_occupies_the_bottleneck_for_exactly_its_span() {
+        // 1 Gbit/s bottleneck, 10 MB queue; a 0.8 Gbit/s burst from 1 s to 3 s offers exactly
+        // 0.8e9 / 8 × 2 = 200 MB, none before or after.
+        let mut q = queue(1_000_000_000, 10_000_000, None);
+        q.advance(Nanos::ZERO);
+        q.add_burst(Burst {
+            from: Nanos::from_secs(1),
+            until: Nanos::from_secs(3),
+            rate_bps: 800_000_000,
+        });
+        q.advance(Nanos::from_millis(500));
+        assert_eq!(q.cross_offered, 0);
+        q.advance(Nanos::from_secs(2));
+        assert_eq!(units_to_bytes(q.cross_offered), 100_000_000);
+        // Below the rate: no backlog builds.
+        assert_eq!(q.backlog_bytes(Nanos::from_secs(2)), 0);
+        q.advance(Nanos::from_secs(10));
+        assert_eq!(units_to_bytes(q.cross_offered), 200_000_000);
+        assert_eq!(q.cross_dropped, 0);
+        assert!(q.bursts.is_empty(), "ended bursts are dropped");
+        // A burst above the rate fills the queue and drops the excess: 1.5 Gbit/s for 1 s on a
+        // 1 Gbit/s link is 62.5 MB too much, of which the 10 MB queue keeps 10 MB.
+        q.add_burst(Burst {
+            from: Nanos::from_secs(20),
+            until: Nanos::from_secs(21),
+            rate_bps: 1_500_000_000,
+        });
+        q.advance(Nanos::from_secs(21));
+        assert_eq!(units_to_bytes(q.cross_dropped), 52_500_000);
+        assert_eq!(q.backlog_bytes(Nanos::from_secs(21)), 10_000_000);
     }
 }
