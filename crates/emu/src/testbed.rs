@@ -551,7 +551,12 @@ impl Testbed {
                 .and_then(|l| l.lock().ok().map(|s| s.clone()))
                 .unwrap_or_default()
         };
-        let (mut a_to_b, mut b_to_a) = (read(0), read(1));
+        self.report(read(0), read(1))
+    }
+
+    /// Both directions' counters with the TUN devices' drop counters read now (each direction's
+    /// source TUN is the one whose drops it would cause).
+    fn report(&self, mut a_to_b: DirectionStats, mut b_to_a: DirectionStats) -> Report {
         a_to_b.tun_tx_dropped = self.a.as_ref().and_then(tx_dropped);
         b_to_a.tun_tx_dropped = self.b.as_ref().and_then(tx_dropped);
         Report {
@@ -575,18 +580,9 @@ impl Testbed {
     /// and returns the counters.
     pub fn down(mut self) -> Report {
         let mut stats = self.stop_threads();
-        let mut b_to_a = stats.pop().unwrap_or_default();
-        let mut a_to_b = stats.pop().unwrap_or_default();
-        // Each direction's source TUN is the one whose drops it would cause.
-        a_to_b.tun_tx_dropped = self.a.as_ref().and_then(tx_dropped);
-        b_to_a.tun_tx_dropped = self.b.as_ref().and_then(tx_dropped);
-        Report {
-            host_a: self.host_a().to_string(),
-            host_b: self.host_b().to_string(),
-            tcp_buffer_max: self.tcp_buffer_max,
-            a_to_b,
-            b_to_a,
-        }
+        let b_to_a = stats.pop().unwrap_or_default();
+        let a_to_b = stats.pop().unwrap_or_default();
+        self.report(a_to_b, b_to_a)
         // `self` drops here: TUNs closed, namespaces deleted.
     }
 }
