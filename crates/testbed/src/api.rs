@@ -1,0 +1,563 @@
+//! The bodies of the REST API, shared by JSON and XML ([`crate::xml`]). Times
+//! travel as RFC 3339 strings and are validated here, not by serde, so a
+//! naive time gets the clear [`crate::time::TimeError`] message in a 400
+//! [`ErrorBody`] rather than a generic parse error. Responses echo the
+//! *effective* UTC times (GENI #428: "renew returns the requested time"),
+//! plus the times in the user's zone when one is known.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::booking::{Booking, Ledger, LedgerError, Phase, Status};
+use crate::idempotency::IdempotencyError;
+use crate::policy::{Decision, Reason, Warning};
+use crate::resource::{InventoryError, ResourceId};
+use crate::time::{Slot, TimeError, format_utc, parse_instant, render_in_zone};
+
+/// `POST /bookings`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateBooking {
+    /// Resource id (`cern/starlight-lambda/1g-a`).
+    pub resource: String,
+    /// RFC 3339 with offset.
+    pub start: String,
+    /// RFC 3339 with offset.
+    pub end: String,
+    /// True: a hold that must be confirmed before it expires.
+    #[serde(default)]
+    pub hold: bool,
+    /// A major event, bookable beyond the horizon with approval.
+    #[serde(default)]
+    pub event: bool,
+    /// Free text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl CreateBooking {
+    /// The resource id and slot, or a 400 body.
+    pub fn validate(&self) -> Result<(ResourceId, Slot), ErrorBody> {
+        let resource = ResourceId::parse(&self.resource).map_err(|e| ErrorBody::from(&e))?;
+        let slot = Slot::parse(&self.start, &self.end).map_err(|e| ErrorBody::from(&e))?;
+        Ok((resource, slot))
+    }
+}
+
+/// A warning or refusal reason as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    /// Stable code (`max_contiguous`, `dst_change`, ...).
+    pub code: String,
+    /// Human message.
+    pub message: String,
+}
+
+impl From<&Reason> for Note {
+    fn from(r: &Reason) -> Self {
+        Self {
+            code: r.code().into(),
+            message: r.to_string(),
+        }
+    }
+}
+
+impl From<&Warning> for Note {
+    fn from(w: &Warning) -> Self {
+        let code = match w {
+            Warning::Degraded { .. } => "degraded",
+            Warning::DstChange { .. } => "dst_change",
+            Warning::Overridden { .. } => "overridden",
+        };
+        Self {
+            code: code.into(),
+            message: w.to_string(),
+        }
+    }
+}
+
+/// Start and end in the user's zone, for display.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalTimes {
+    /// IANA zone.
+    pub zone: String,
+    /// Start, e.g. `2026-03-29 10:00:00 CEST (+02:00)`.
+    pub start: String,
+    /// End.
+    pub end: String,
+}
+
+/// A booking as the API returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookingView {
+    /// Id.
+    pub id: u64,
+    /// Resource id.
+    pub resource: String,
+    /// Owner.
+    pub owner: String,
+    /// Effective start, UTC RFC 3339.
+    pub start: String,
+    /// Effective end, UTC RFC 3339 (the release time once released).
+    pub end: String,
+    /// Phase at the time of the response.
+    pub status: Phase,
+    /// Expiry of a hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_until: Option<String>,
+    /// Free text.
+    #[serde(default)]
+    pub note: String,
+    /// Version (for If-Match).
+    pub version: u32,
+    /// Warnings from the policy check (degraded, DST change, override).
+    #[serde(default)]
+    pub warnings: Vec<Note>,
+    /// The times in the user's zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalTimes>,
+}
+
+impl BookingView {
+    /// The view of `b` at `now`, with `warnings`, localised to `zone` when
+    /// given (an unknown zone is left out rather than failing the response).
+    pub fn new(b: &Booking, now: Timestamp, zone: Option<&str>, warnings: &[Warning]) -> Self {
+        let slot = b.effective_slot().unwrap_or(b.slot);
+        let local = zone.and_then(|z| {
+            Some(LocalTimes {
+                zone: z.to_owned(),
+                start: render_in_zone(slot.start(), z).ok()?,
+                end: render_in_zone(slot.end(), z).ok()?,
+            })
+        });
+        Self {
+            id: b.id.0,
+            resource: b.resource.to_string(),
+            owner: b.owner.clone(),
+            start: format_utc(slot.start()),
+            end: format_utc(slot.end()),
+            status: b.phase(now),
+            hold_until: match b.status {
+                Status::Held { until } => Some(format_utc(until)),
+                _ => None,
+            },
+            note: b.note.clone(),
+            version: b.version,
+            warnings: warnings.iter().map(Note::from).collect(),
+            local,
+        }
+    }
+}
+
+/// `GET /bookings`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookingList {
+    /// The bookings.
+    #[serde(default)]
+    pub bookings: Vec<BookingView>,
+}
+
+/// `GET /free-busy?resource=…&from=…&to=…&min_length=PT4H`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreeBusyQuery {
+    /// Resource id.
+    pub resource: String,
+    /// Window start, RFC 3339.
+    pub from: String,
+    /// Window end, RFC 3339.
+    pub to: String,
+    /// Shortest free interval wanted, ISO 8601 (`PT4H`) or friendly (`4h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_length: Option<String>,
+}
+
+impl FreeBusyQuery {
+    /// Resource, window and minimum length, or a 400 body.
+    pub fn validate(&self) -> Result<(ResourceId, Slot, SignedDuration), ErrorBody> {
+        let resource = ResourceId::parse(&self.resource).map_err(|e| ErrorBody::from(&e))?;
+        let from = parse_instant(&self.from, "from").map_err(|e| ErrorBody::from(&e))?;
+        let to = parse_instant(&self.to, "to").map_err(|e| ErrorBody::from(&e))?;
+        let window = Slot::new(from, to).map_err(|e| ErrorBody::from(&e))?;
+        let min = match &self.min_length {
+            None => SignedDuration::from_nanos(1),
+            Some(s) => match s.parse::<SignedDuration>() {
+                Ok(d) if d > SignedDuration::ZERO => d,
+                _ => {
+                    return Err(ErrorBody::bad_request(
+                        "invalid_duration",
+                        format!("min_length: {s:?} is not a positive duration (e.g. PT4H or 4h)"),
+                    ));
+                }
+            },
+        };
+        Ok((resource, window, min))
+    }
+}
+
+/// A UTC interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotView {
+    /// Start, UTC RFC 3339.
+    pub start: String,
+    /// End, UTC RFC 3339.
+    pub end: String,
+}
+
+impl From<&Slot> for SlotView {
+    fn from(s: &Slot) -> Self {
+        Self {
+            start: format_utc(s.start()),
+            end: format_utc(s.end()),
+        }
+    }
+}
+
+/// A busy interval and what makes it busy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusyView {
+    /// Start, UTC.
+    pub start: String,
+    /// End, UTC.
+    pub end: String,
+    /// The booking.
+    pub booking: u64,
+    /// Its resource (the one asked for, an ancestor or a descendant).
+    pub resource: String,
+}
+
+/// The free/busy answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreeBusy {
+    /// Resource id.
+    pub resource: String,
+    /// Window start, UTC.
+    pub from: String,
+    /// Window end, UTC.
+    pub to: String,
+    /// Live bookings in the window on the resource, its ancestors and
+    /// descendants.
+    #[serde(default)]
+    pub busy: Vec<BusyView>,
+    /// Free intervals at least `min_length` long.
+    #[serde(default)]
+    pub free: Vec<SlotView>,
+}
+
+impl FreeBusy {
+    /// Answers `query` from `ledger` at `now`.
+    pub fn answer(
+        ledger: &Ledger,
+        query: &FreeBusyQuery,
+        now: Timestamp,
+    ) -> Result<Self, ErrorBody> {
+        let (resource, window, min) = query.validate()?;
+        let free = ledger
+            .free_slots(&resource, &window, min, now)
+            .map_err(|e| ErrorBody::from(&e))?;
+        Ok(Self {
+            resource: resource.to_string(),
+            from: format_utc(window.start()),
+            to: format_utc(window.end()),
+            busy: ledger
+                .busy(&resource, &window, now)
+                .into_iter()
+                .map(|b| BusyView {
+                    start: format_utc(b.slot.start()),
+                    end: format_utc(b.slot.end()),
+                    booking: b.id.0,
+                    resource: b.resource.to_string(),
+                })
+                .collect(),
+            free: free.iter().map(SlotView::from).collect(),
+        })
+    }
+}
+
+/// Every error response: a code, a message and the reasons (policy
+/// refusals list one per rule broken).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// Stable code (`invalid_time`, `conflict`, `policy`, ...).
+    pub code: String,
+    /// Human message.
+    pub message: String,
+    /// Details.
+    #[serde(default)]
+    pub reasons: Vec<Note>,
+}
+
+impl ErrorBody {
+    fn bad_request(code: &str, message: String) -> Self {
+        Self {
+            code: code.into(),
+            message,
+            reasons: Vec::new(),
+        }
+    }
+
+    /// The HTTP status for this body.
+    pub fn status(&self) -> u16 {
+        match self.code.as_str() {
+            "invalid_time" | "invalid_duration" | "invalid_resource" | "bad_idempotency_key" => 400,
+            "not_owner" | "not_admin" => 403,
+            "unknown_resource" | "unknown_booking" => 404,
+            "conflict"
+            | "extend_conflict"
+            | "idempotency_in_flight"
+            | "invalid_transition"
+            | "hold_expired" => 409,
+            _ => 422,
+        }
+    }
+
+    /// The body for a policy decision that is not `Allow`; `None` for
+    /// `Allow`. `NeedsApproval` is not an error (202) but is described the
+    /// same way.
+    pub fn from_decision(d: &Decision) -> Option<Self> {
+        match d {
+            Decision::Allow { .. } => None,
+            Decision::Refuse { reasons } => Some(Self {
+                code: "policy".into(),
+                message: format!(
+                    "refused by policy: {}",
+                    reasons
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+                reasons: reasons.iter().map(Note::from).collect(),
+            }),
+            Decision::NeedsApproval { reason, .. } => Some(Self {
+                code: "needs_approval".into(),
+                message: format!("needs approval: {reason}"),
+                reasons: vec![Note::from(reason)],
+            }),
+        }
+    }
+}
+
+impl From<&TimeError> for ErrorBody {
+    fn from(e: &TimeError) -> Self {
+        Self::bad_request("invalid_time", e.to_string())
+    }
+}
+
+impl From<&InventoryError> for ErrorBody {
+    fn from(e: &InventoryError) -> Self {
+        Self::bad_request("invalid_resource", e.to_string())
+    }
+}
+
+impl From<&IdempotencyError> for ErrorBody {
+    fn from(e: &IdempotencyError) -> Self {
+        let code = match e {
+            IdempotencyError::BadKey => "bad_idempotency_key",
+            IdempotencyError::Mismatch { .. } => "idempotency_mismatch",
+            IdempotencyError::InFlight | IdempotencyError::NotStarted => "idempotency_in_flight",
+        };
+        Self::bad_request(code, e.to_string())
+    }
+}
+
+impl From<&LedgerError> for ErrorBody {
+    fn from(e: &LedgerError) -> Self {
+        let code = match e {
+            LedgerError::UnknownResource(_) => "unknown_resource",
+            LedgerError::UnknownBooking(_) => "unknown_booking",
+            LedgerError::Conflict { .. } => "conflict",
+            LedgerError::HoldInPast(_) => "invalid_time",
+            LedgerError::HoldExpired(_) => "hold_expired",
+            LedgerError::NotOwner { .. } => "not_owner",
+            LedgerError::NotAdmin(_) => "not_admin",
+            LedgerError::NoticeRequired => "notice_required",
+            LedgerError::InvalidTransition { .. } => "invalid_transition",
+            LedgerError::NotLonger { .. } => "not_longer",
+            LedgerError::ExtendConflict { .. } => "extend_conflict",
+        };
+        Self::bad_request(code, e.to_string())
+    }
+}
+
+/// The `hold_until` of a new hold: `now + ttl` (the service's setting,
+/// e.g. 10 minutes as GENI's Allocate, 15 as OSCARS).
+pub fn hold_until(now: Timestamp, ttl: SignedDuration) -> Timestamp {
+    crate::time::sat_add(now, ttl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::booking::{Actor, NewBooking};
+    use crate::policy::{Policy, Request, UserContext};
+    use crate::resource::tests::datatag;
+
+    #[test]
+    fn create_booking_refuses_naive_times_with_a_400() {
+        let c: CreateBooking = serde_json::from_str(
+            r#"{"resource":"cern/starlight-lambda","start":"2026-05-05T08:00:00","end":"2026-05-05T10:00:00Z"}"#,
+        )
+        .unwrap();
+        assert!(!c.hold && c.note.is_none());
+        let e = c.validate().unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("invalid_time", 400));
+        assert!(
+            e.message.starts_with("start: ") && e.message.contains("no UTC offset"),
+            "{}",
+            e.message
+        );
+        let bad = CreateBooking {
+            resource: "CERN".into(),
+            ..c.clone()
+        };
+        assert_eq!(bad.validate().unwrap_err().code, "invalid_resource");
+        let ok = CreateBooking {
+            start: "2026-05-05T10:00:00+02:00".into(),
+            ..c
+        };
+        let (r, s) = ok.validate().unwrap();
+        assert_eq!(r.as_str(), "cern/starlight-lambda");
+        assert_eq!(format_utc(s.start()), "2026-05-05T08:00:00Z");
+    }
+
+    #[test]
+    fn policy_refusal_becomes_a_422_with_every_reason() {
+        let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
+        let req = Request {
+            resource: ResourceId::parse("cern/host-1").unwrap(),
+            slot: Slot::parse("2026-05-04T01:00:00Z", "2026-05-04T10:00:00Z").unwrap(),
+            event: false,
+        };
+        let user = UserContext {
+            user: "alice".into(),
+            role: crate::booking::Role::User,
+            zone: None,
+            override_policy: false,
+        };
+        let d = Policy::default().check(&req, &user, &datatag(), &[], now);
+        let e = ErrorBody::from_decision(&d).unwrap();
+        assert_eq!(e.status(), 422);
+        let codes: Vec<_> = e.reasons.iter().map(|r| r.code.as_str()).collect();
+        assert_eq!(codes, ["max_contiguous", "maintenance"]);
+        assert!(ErrorBody::from_decision(&Decision::Allow { warnings: vec![] }).is_none());
+    }
+
+    #[test]
+    fn conflict_is_409_naming_the_booking() {
+        let mut l = Ledger::new(datatag());
+        let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
+        let slot = Slot::parse("2026-05-04T08:00:00Z", "2026-05-04T10:00:00Z").unwrap();
+        let mk = |owner: &str, res: &str| NewBooking {
+            resource: ResourceId::parse(res).unwrap(),
+            owner: owner.into(),
+            slot,
+            hold_until: None,
+            note: String::new(),
+        };
+        l.try_book(
+            mk("alice", "cern/starlight-lambda/1g-a"),
+            &Actor::user("alice"),
+            now,
+        )
+        .unwrap();
+        let e = l
+            .try_book(mk("bob", "cern/starlight-lambda"), &Actor::user("bob"), now)
+            .unwrap_err();
+        let body = ErrorBody::from(&e);
+        assert_eq!((body.code.as_str(), body.status()), ("conflict", 409));
+        assert!(
+            body.message
+                .contains("booking 1 (on cern/starlight-lambda/1g-a)"),
+            "{}",
+            body.message
+        );
+    }
+
+    #[test]
+    fn booking_view_shows_effective_utc_and_local_times() {
+        let mut l = Ledger::new(datatag());
+        let now: Timestamp = "2026-03-27T00:00:00Z".parse().unwrap();
+        let id = l
+            .try_book(
+                NewBooking {
+                    resource: ResourceId::parse("cern").unwrap(),
+                    owner: "alice".into(),
+                    slot: Slot::parse("2026-03-28T23:00:00Z", "2026-03-29T03:00:00Z").unwrap(),
+                    hold_until: Some(now + SignedDuration::from_mins(10)),
+                    note: "demo".into(),
+                },
+                &Actor::user("alice"),
+                now,
+            )
+            .unwrap();
+        let v = BookingView::new(l.get(id).unwrap(), now, Some("America/Chicago"), &[]);
+        assert_eq!(v.status, Phase::Held);
+        assert_eq!(v.hold_until.as_deref(), Some("2026-03-27T00:10:00Z"));
+        assert_eq!(v.start, "2026-03-28T23:00:00Z");
+        let local = v.local.unwrap();
+        assert_eq!(local.start, "2026-03-28 18:00:00 CDT (-05:00)");
+        let json =
+            serde_json::to_value(BookingView::new(l.get(id).unwrap(), now, None, &[])).unwrap();
+        assert_eq!(json["status"], "held");
+        assert!(json.get("local").is_none());
+    }
+
+    #[test]
+    fn free_busy_answer() {
+        let mut l = Ledger::new(datatag());
+        let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
+        l.try_book(
+            NewBooking {
+                resource: ResourceId::parse("cern/starlight-lambda/1g-a").unwrap(),
+                owner: "alice".into(),
+                slot: Slot::parse("2026-05-05T08:00:00Z", "2026-05-05T16:00:00Z").unwrap(),
+                hold_until: None,
+                note: String::new(),
+            },
+            &Actor::user("alice"),
+            now,
+        )
+        .unwrap();
+        let q = FreeBusyQuery {
+            resource: "cern/starlight-lambda".into(),
+            from: "2026-05-05T00:00:00Z".into(),
+            to: "2026-05-06T00:00:00Z".into(),
+            min_length: Some("PT4H".into()),
+        };
+        let fb = FreeBusy::answer(&l, &q, now).unwrap();
+        assert_eq!(fb.busy.len(), 1);
+        assert_eq!(fb.busy[0].resource, "cern/starlight-lambda/1g-a");
+        let free: Vec<_> = fb
+            .free
+            .iter()
+            .map(|s| (s.start.as_str(), s.end.as_str()))
+            .collect();
+        assert_eq!(
+            free,
+            [
+                ("2026-05-05T00:00:00Z", "2026-05-05T08:00:00Z"),
+                ("2026-05-05T16:00:00Z", "2026-05-06T00:00:00Z")
+            ]
+        );
+        let q9 = FreeBusyQuery {
+            min_length: Some("9h".into()),
+            ..q.clone()
+        };
+        assert!(FreeBusy::answer(&l, &q9, now).unwrap().free.is_empty());
+        let bad = FreeBusyQuery {
+            min_length: Some("-PT1H".into()),
+            ..q.clone()
+        };
+        assert_eq!(
+            FreeBusy::answer(&l, &bad, now).unwrap_err().code,
+            "invalid_duration"
+        );
+        let unknown = FreeBusyQuery {
+            resource: "mars".into(),
+            ..q
+        };
+        assert_eq!(
+            FreeBusy::answer(&l, &unknown, now).unwrap_err().status(),
+            404
+        );
+    }
+}

@@ -1,0 +1,23 @@
+//! The reservation domain of `longhaul testbed` (issue 6), pure: no I/O, no
+//! database, no threads, and no clock (every operation takes `now`).
+//!
+//! - [`resource`]: sites, hosts, links, lambdas and sub-circuits as a tree;
+//!   discovery from topology files and an inventory file.
+//! - [`time`]: UTC slots, strict RFC 3339, IANA zones, DST transitions.
+//! - [`policy`]: booking-time policy with a stated reason for each refusal.
+//! - [`booking`]: the reservation state machine, the audit log and the
+//!   in-memory [`booking::Ledger`] that is the oracle for the database stores.
+//! - [`idempotency`]: idempotency keys for retried API calls.
+//! - [`ical`]: iCalendar feeds per user and per resource.
+//! - [`api`] and [`xml`]: the REST bodies, in JSON and in XML.
+//!
+//! The rules and the database design are in `docs/testbed.md`.
+
+pub mod api;
+pub mod booking;
+pub mod ical;
+pub mod idempotency;
+pub mod policy;
+pub mod resource;
+pub mod time;
+pub mod xml;
