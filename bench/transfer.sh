@@ -66,7 +66,8 @@ if [ "$(find "$src/small" -type f | wc -l)" != "$NFILES" ]; then
 fi
 if [ "$(find "$src/scp-small" -type f 2>/dev/null | wc -l)" != "$SCP_NFILES" ]; then
     rm -rf "$src/scp-small" && mkdir -p "$src/scp-small"
-    find "$src/small" -type f | sort | head -n "$SCP_NFILES" | xargs cp -t "$src/scp-small"
+    # sed, not head: head would close the pipe early and pipefail would end the script.
+    find "$src/small" -type f | sort | sed -n "1,${SCP_NFILES}p" | xargs cp -t "$src/scp-small"
 fi
 small_bytes=$((NFILES * 65536))
 

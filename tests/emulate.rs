@@ -794,15 +794,8 @@ fn a_killed_named_testbed_is_cleaned_up_by_the_next_up() {
     let _serial = serial();
     let name = format!("k{}", std::process::id() % 100_000);
     let prefix = format!("lh-{name}-");
-    let up = emulate_cmd(&[
-        "up",
-        "--name",
-        &name,
-        "--rtt",
-        "2ms",
-        "--no-server",
-        "--json",
-    ]);
+    // With the default server on host b: SIGKILL of the emulator orphans it.
+    let up = emulate_cmd(&["up", "--name", &name, "--rtt", "2ms", "--json"]);
     assert!(up.status.success());
     let pid = serde_json::from_slice::<Value>(&up.stdout).unwrap()["pid"]
         .as_u64()
@@ -819,11 +812,27 @@ fn a_killed_named_testbed_is_cleaned_up_by_the_next_up() {
         assert!(start.elapsed() < Duration::from_secs(5));
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SIGKILL leaves the namespaces; the next `up` of that name removes them first.
+    // SIGKILL leaves the namespaces and the server in host b; the next `up` of that name stops the
+    // server and removes the namespaces first.
     assert_eq!(namespaces_named(&prefix), 2);
+    let pids = Command::new("ip")
+        .args(["netns", "pids", &format!("{prefix}b")])
+        .output()
+        .unwrap();
+    let orphans: Vec<String> = String::from_utf8_lossy(&pids.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert!(!orphans.is_empty(), "the server should still run in host b");
     let again = emulate_cmd(&["up", "--name", &name, "--rtt", "2ms", "--no-server"]);
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("had died; cleaned up"));
+    for pid in &orphans {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "orphaned process {pid} of the dead testbed still runs"
+        );
+    }
     assert!(emulate_cmd(&["down", "--name", &name]).status.success());
     assert_eq!(namespaces_named(&prefix), 0);
 }

@@ -13,8 +13,9 @@
 //! Namespaces are `lh-NAME-a` and `lh-NAME-b`. Names are short (they end up in namespace names) and
 //! never look like the one-shot emulator's `e<pid>-<n>` tags, so the two cleanups cannot collide.
 //! When the emulator dies without tearing down (SIGKILL, a crash), its state file stays; [`reap`]
-//! (called by the next `up`, `down` or `status`) deletes its namespaces and files — only those named
-//! in the state file and only after checking that its process is gone.
+//! (called by the next `up`, `down` or `status`) stops what still runs in its namespaces (the
+//! orphaned `longhaul server`), deletes them and its files — only those named in the state file and
+//! only after checking that its process is gone.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -199,7 +200,7 @@ pub fn reap(name: &str) -> Result<Option<Vec<String>>, EmuError> {
             .lines()
             .any(|l| l.split_whitespace().next() == Some(ns.as_str()));
         if present {
-            longhaul_sys::ip(&["netns", "del", &ns])?;
+            crate::testbed::delete_namespace(&ns)?;
             deleted.push(ns);
         }
     }

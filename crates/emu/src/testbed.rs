@@ -269,12 +269,41 @@ pub fn clean_stale() -> Vec<String> {
     let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
     let stale = stale_namespaces(&list, alive);
     for name in &stale {
-        match ip(&["netns", "del", name]) {
+        match delete_namespace(name) {
             Ok(_) => tracing::info!("deleted stale namespace {name}"),
             Err(e) => tracing::warn!("{e}"),
         }
     }
     stale
+}
+
+/// Deletes namespace `name` (one of ours, left behind by a dead emulator) after stopping the
+/// processes still running in it (a `longhaul server` or `--b-cmd` orphaned by SIGKILL): SIGTERM,
+/// then SIGKILL after up to a second. Only processes inside that namespace are touched.
+pub fn delete_namespace(name: &str) -> Result<(), EmuError> {
+    let pids = |sig: &str| {
+        let list = ip(&["netns", "pids", name]).unwrap_or_default();
+        let pids: Vec<&str> = list.split_whitespace().collect();
+        if !pids.is_empty() {
+            let _ = std::process::Command::new("kill")
+                .arg(sig)
+                .args(&pids)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        !pids.is_empty()
+    };
+    if pids("-TERM") {
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            if ip(&["netns", "pids", name]).is_ok_and(|l| l.trim().is_empty()) {
+                break;
+            }
+        }
+        pids("-KILL");
+    }
+    ip(&["netns", "del", name])?;
+    Ok(())
 }
 
 /// A namespace created with `ip netns add`, deleted when dropped.
