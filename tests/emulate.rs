@@ -827,11 +827,18 @@ fn a_killed_named_testbed_is_cleaned_up_by_the_next_up() {
     let again = emulate_cmd(&["up", "--name", &name, "--rtt", "2ms", "--no-server"]);
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("had died; cleaned up"));
-    for pid in &orphans {
+    // Gone, or a zombie waiting for init to reap it, within a few seconds of the clean-up.
+    let running = |pid: &String| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|st| st.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')))
+    };
+    let start = Instant::now();
+    while orphans.iter().any(running) {
         assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-            "orphaned process {pid} of the dead testbed still runs"
+            start.elapsed() < Duration::from_secs(3),
+            "orphaned processes {orphans:?} of the dead testbed still run"
         );
+        std::thread::sleep(Duration::from_millis(20));
     }
     assert!(emulate_cmd(&["down", "--name", &name]).status.success());
     assert_eq!(namespaces_named(&prefix), 0);
