@@ -75,6 +75,7 @@ pub(crate) struct CommonArgs {
 /// `longhaul send SRC... HOST:DEST`.
 #[derive(clap::Args, Debug)]
 #[command(
+    override_usage = "longhaul send [OPTIONS] SRC... HOST:DEST",
     after_help = "Each SRC (a file, a directory tree or a symlink) lands in DEST, relative to \
 the server's --root (created if missing; `HOST:` alone is the root), under its own name. IPv6 \
 addresses go in brackets: [::1]:incoming. Files are cut into chunks sent over parallel streams, every \
@@ -84,8 +85,8 @@ Examples:\n  longhaul send data/run42 dtn2.example.org:incoming\n  \
 longhaul send -P 8 --rate 2G big.h5 [2001:db8::7]:\n  longhaul send --json-stream tree/ host:backup"
 )]
 pub(crate) struct SendArgs {
-    /// Sources, then HOST:DEST.
-    #[arg(required = true, num_args = 2.., value_name = "SRC... HOST:DEST")]
+    /// Local files or directories to send, then HOST:DEST.
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
     args: Vec<String>,
     #[command(flatten)]
     common: CommonArgs,
@@ -94,6 +95,7 @@ pub(crate) struct SendArgs {
 /// `longhaul get HOST:SRC... DEST`.
 #[derive(clap::Args, Debug)]
 #[command(
+    override_usage = "longhaul get [OPTIONS] HOST:SRC... DEST",
     after_help = "Each SRC (relative to the server's --root) lands in the local directory DEST \
 (created if missing) under its own name. A partial transfer leaves a journal \
 (DEST/.longhaul-journal) and hidden .lh-*.part files; run the same command again to resume.\n\n\
@@ -101,7 +103,7 @@ Examples:\n  longhaul get dtn2.example.org:run42 /data\n  longhaul get host:a ho
 )]
 pub(crate) struct GetArgs {
     /// HOST:SRC sources (one host), then the local DEST directory.
-    #[arg(required = true, num_args = 2.., value_name = "HOST:SRC... DEST")]
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
     args: Vec<String>,
     #[command(flatten)]
     common: CommonArgs,
