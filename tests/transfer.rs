@@ -1244,3 +1244,49 @@ fn a_cut_path_times_out_on_both_ends_and_the_same_command_resumes() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// A client of another transfer-protocol version is told so in one message, and the server keeps
+/// serving: a normal transfer right after works.
+#[test]
+fn a_client_of_another_protocol_version_is_refused_with_a_clear_error() {
+    use std::io::{Read, Write};
+    let t = Scratch::new("version");
+    let key = t.key("key");
+    let root = t.dir("root");
+    let server = serve(&root, &key);
+    let mut sock = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    sock.write_all(&longhaul_proto::wire::Preamble::transfer().encode())
+        .unwrap();
+    let hello = serde_json::json!({
+        "type": "transfer_hello",
+        "version": 99,
+        "direction": "send",
+        "client_nonce": "00".repeat(32),
+    });
+    let body = serde_json::to_vec(&hello).unwrap();
+    sock.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    sock.write_all(&body).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut len = [0u8; 4];
+    sock.read_exact(&mut len).unwrap();
+    let mut reply = vec![0u8; u32::from_be_bytes(len) as usize];
+    sock.read_exact(&mut reply).unwrap();
+    let reply: Value = serde_json::from_slice(&reply).unwrap();
+    assert_eq!(reply["type"], "error", "{reply}");
+    let msg = reply["message"].as_str().unwrap();
+    assert!(
+        msg.contains("version mismatch") && msg.contains("99"),
+        "{msg}"
+    );
+    // Nothing was created, and the server still serves.
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
+    let src = t.join("src/a.txt");
+    std::fs::create_dir_all(src.parent().unwrap()).unwrap();
+    std::fs::write(&src, "after").unwrap();
+    xfer_ok("send", server.port, &key, &[s(&src), "localhost:"]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "after"
+    );
+}
