@@ -5,5 +5,6 @@ mod emulate;
 mod server_cmd;
 mod server_faults;
 mod test_cmd;
+mod testbed;
 mod transfer;
 mod util;

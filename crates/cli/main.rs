@@ -12,6 +12,7 @@ mod doctor;
 mod emulate;
 mod server;
 mod test;
+mod testbed;
 mod transfer;
 
 /// Move bulk data at the full speed of long, fat networks, and prove it.
@@ -51,6 +52,9 @@ enum Command {
     Get(Box<transfer::GetArgs>),
     /// Create a key file for `send`/`get` and `server --root`.
     Keygen(transfer::KeygenArgs),
+    /// Reserve testbed partitions: the reservation service (`serve`, `token add`) and its client
+    /// (`reserve`, `list`, `confirm`, `cancel`, `release`).
+    Testbed(testbed::TestbedArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Send(a) => transfer::send(a),
         Command::Get(a) => transfer::get(a),
         Command::Keygen(a) => transfer::keygen(a),
+        Command::Testbed(a) => testbed::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,406 @@
+//! The HTTP API (axum): JSON by default, XML when the request says `Accept: application/xml` (or
+//! sends an XML body), bearer-token auth, one structured log line per request. The routes are
+//! exactly those of `openapi.json`, which the service serves at `/openapi.json`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use jiff::{SignedDuration, Timestamp};
+use longhaul_testbed::api::{
+    BookingList, BookingView, BusyView, CreateBooking, ErrorBody, FreeBusy, FreeBusyQuery, SlotView,
+};
+use longhaul_testbed::booking::Actor;
+use longhaul_testbed::idempotency::{Fingerprint, IdempotencyKey};
+use longhaul_testbed::policy::Policy;
+use longhaul_testbed::resource::{Inventory, ResourceId};
+use longhaul_testbed::time::{format_utc, parse_instant};
+use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{BookRequest, Op, Reply, Store, free_slots};
+
+/// The OpenAPI 3.1 document of this API.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// Every route, as (method, path) in OpenAPI's path syntax.
+pub const ROUTES: [(&str, &str); 9] = [
+    ("get", "/healthz"),
+    ("get", "/openapi.json"),
+    ("get", "/api/v1/resources"),
+    ("post", "/api/v1/bookings"),
+    ("get", "/api/v1/bookings"),
+    ("post", "/api/v1/bookings/{id}/confirm"),
+    ("post", "/api/v1/bookings/{id}/release"),
+    ("post", "/api/v1/bookings/{id}/cancel"),
+    ("get", "/api/v1/freebusy"),
+];
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// The database.
+    pub store: Store,
+    /// The resources.
+    pub inventory: Inventory,
+    /// Booking policy.
+    pub policy: Policy,
+    /// How long a hold lasts before it must be confirmed.
+    pub hold_ttl: SignedDuration,
+}
+
+type Shared = Arc<AppState>;
+
+/// The service's routes over `state`.
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi))
+        .route("/api/v1/resources", get(resources))
+        .route("/api/v1/bookings", post(create_booking).get(list_bookings))
+        .route("/api/v1/bookings/{id}/confirm", post(confirm))
+        .route("/api/v1/bookings/{id}/release", post(release))
+        .route("/api/v1/bookings/{id}/cancel", post(cancel))
+        .route("/api/v1/freebusy", get(freebusy))
+        .fallback(not_found)
+        .layer(middleware::from_fn(log_request))
+        .with_state(state)
+}
+
+async fn log_request(req: Request, next: Next) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    tracing::info!(
+        target: "longhaul::testbed::http",
+        %method,
+        path,
+        status = resp.status().as_u16(),
+        micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        "request"
+    );
+    resp
+}
+
+fn wants_xml(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/xml") || v.contains("text/xml"))
+}
+
+fn respond<T: XmlBody>(status: u16, value: &T, xml: bool) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if xml && let Ok(text) = to_xml(value) {
+        return (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/xml"),
+            )],
+            text,
+        )
+            .into_response();
+    }
+    (status, axum::Json(value)).into_response()
+}
+
+fn error(status: u16, code: &str, message: impl Into<String>, xml: bool) -> Response {
+    let body = ErrorBody {
+        code: code.into(),
+        message: message.into(),
+        reasons: Vec::new(),
+    };
+    respond(status, &body, xml)
+}
+
+fn reply(r: &Reply, xml: bool) -> Response {
+    match &r.body {
+        Ok(v) => respond(r.status, v, xml),
+        Err(e) => respond(r.status, e, xml),
+    }
+}
+
+fn internal(e: &dyn std::fmt::Display, xml: bool) -> Response {
+    tracing::error!(target: "longhaul::testbed::http", error = %e, "internal error");
+    error(500, "internal", "internal error (logged)", xml)
+}
+
+/// The account of the request's bearer token, or a 401 response.
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Actor, Response> {
+    let xml = wants_xml(headers);
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let unauthorized = |msg: &str| {
+        let mut r = error(401, "unauthorized", msg, xml);
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"longhaul testbed\""),
+        );
+        r
+    };
+    let Some(token) = token else {
+        return Err(unauthorized(
+            "send Authorization: Bearer TOKEN (create one with `longhaul testbed token add USER`)",
+        ));
+    };
+    match state.store.authenticate(token).await {
+        Ok(Some(actor)) => Ok(actor),
+        Ok(None) => Err(unauthorized("unknown API token")),
+        Err(e) => Err(internal(&e, xml)),
+    }
+}
+
+async fn not_found(headers: HeaderMap) -> Response {
+    error(
+        404,
+        "not_found",
+        "no such endpoint; see /openapi.json",
+        wants_xml(&headers),
+    )
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    database: &'static str,
+    resources: usize,
+}
+
+async fn healthz(State(state): State<Shared>) -> Response {
+    axum::Json(Health {
+        status: "ok",
+        database: state.store.kind(),
+        resources: state.inventory.len(),
+    })
+    .into_response()
+}
+
+async fn openapi() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        OPENAPI,
+    )
+        .into_response()
+}
+
+async fn resources(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    if let Err(r) = authenticate(&state, &headers).await {
+        return r;
+    }
+    let list: Vec<_> = state.inventory.iter().collect();
+    axum::Json(serde_json::json!({ "resources": list })).into_response()
+}
+
+async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let xml = wants_xml(&headers);
+    let actor = match authenticate(&state, &headers).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let is_xml_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("xml"));
+    let create: CreateBooking = if is_xml_body {
+        match std::str::from_utf8(&body)
+            .map_err(|e| e.to_string())
+            .and_then(|t| from_xml(t).map_err(|e| e.to_string()))
+        {
+            Ok(c) => c,
+            Err(e) => return error(400, "invalid_body", e, xml),
+        }
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(c) => c,
+            Err(e) => return error(400, "invalid_body", format!("JSON body: {e}"), xml),
+        }
+    };
+    let idempotency = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => {
+            let key = v
+                .to_str()
+                .map_err(|_| ())
+                .and_then(|k| IdempotencyKey::new(&actor.user, k).map_err(|_| ()));
+            match key {
+                Ok(k) => Some((k, Fingerprint::new("POST", "/api/v1/bookings", &body))),
+                Err(()) => {
+                    let e = longhaul_testbed::idempotency::IdempotencyError::BadKey;
+                    return respond(400, &ErrorBody::from(&e), xml);
+                }
+            }
+        }
+    };
+    let req = BookRequest {
+        actor: &actor,
+        create: &create,
+        inventory: &state.inventory,
+        policy: &state.policy,
+        now: Timestamp::now(),
+        hold_ttl: state.hold_ttl,
+        idempotency,
+    };
+    match state.store.book(&req).await {
+        Ok(r) => {
+            if let Ok(v) = &r.body {
+                tracing::info!(target: "longhaul::testbed::booking", id = v.id, user = %actor.user,
+                    resource = %v.resource, start = %v.start, end = %v.end, status = %v.status, "booked");
+            }
+            reply(&r, xml)
+        }
+        Err(e) => internal(&e, xml),
+    }
+}
+
+async fn change(state: Shared, headers: HeaderMap, id: String, op: Op) -> Response {
+    let xml = wants_xml(&headers);
+    let actor = match authenticate(&state, &headers).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let Ok(id) = id.parse::<i64>() else {
+        return error(404, "unknown_booking", format!("no booking {id}"), xml);
+    };
+    match state.store.change(id, op, &actor, Timestamp::now()).await {
+        Ok(r) => {
+            tracing::info!(target: "longhaul::testbed::booking", id, user = %actor.user,
+                op = op.as_str(), status = r.status, "change");
+            reply(&r, xml)
+        }
+        Err(e) => internal(&e, xml),
+    }
+}
+
+async fn confirm(State(s): State<Shared>, h: HeaderMap, Path(id): Path<String>) -> Response {
+    change(s, h, id, Op::Confirm).await
+}
+
+async fn release(State(s): State<Shared>, h: HeaderMap, Path(id): Path<String>) -> Response {
+    change(s, h, id, Op::Release).await
+}
+
+async fn cancel(State(s): State<Shared>, h: HeaderMap, Path(id): Path<String>) -> Response {
+    change(s, h, id, Op::Cancel).await
+}
+
+/// `GET /api/v1/bookings` parameters.
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    resource: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+}
+
+async fn list_bookings(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    if let Err(r) = authenticate(&state, &headers).await {
+        return r;
+    }
+    let resource = match q.resource.as_deref().map(ResourceId::parse).transpose() {
+        Ok(r) => r,
+        Err(e) => return respond(400, &ErrorBody::from(&e), xml),
+    };
+    let parse =
+        |v: &Option<String>, field| v.as_deref().map(|s| parse_instant(s, field)).transpose();
+    let (from, to) = match (parse(&q.from, "from"), parse(&q.to, "to")) {
+        (Ok(f), Ok(t)) => (f, t),
+        (Err(e), _) | (_, Err(e)) => return respond(400, &ErrorBody::from(&e), xml),
+    };
+    let now = Timestamp::now();
+    match state.store.list(resource.as_ref(), from, to).await {
+        Ok(list) => respond(
+            200,
+            &BookingList {
+                bookings: list
+                    .iter()
+                    .map(|b| BookingView::new(b, now, None, &[]))
+                    .collect(),
+            },
+            xml,
+        ),
+        Err(e) => internal(&e, xml),
+    }
+}
+
+/// `GET /api/v1/freebusy` parameters.
+#[derive(Debug, Deserialize)]
+struct FreeBusyParams {
+    resource: String,
+    from: String,
+    to: String,
+    length: Option<String>,
+}
+
+async fn freebusy(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<FreeBusyParams>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    if let Err(r) = authenticate(&state, &headers).await {
+        return r;
+    }
+    let query = FreeBusyQuery {
+        resource: q.resource,
+        from: q.from,
+        to: q.to,
+        min_length: q.length,
+    };
+    let (resource, window, min) = match query.validate() {
+        Ok(v) => v,
+        Err(e) => return respond(e.status(), &e, xml),
+    };
+    if state.inventory.get(&resource).is_none() {
+        let e = ErrorBody::from(&longhaul_testbed::booking::LedgerError::UnknownResource(
+            resource,
+        ));
+        return respond(404, &e, xml);
+    }
+    let now = Timestamp::now();
+    let busy: Vec<_> = match state
+        .store
+        .list(Some(&resource), Some(window.start()), Some(window.end()))
+        .await
+    {
+        Ok(list) => list.into_iter().filter(|b| b.is_live(now)).collect(),
+        Err(e) => return internal(&e, xml),
+    };
+    let slots: Vec<_> = busy.iter().map(|b| b.slot).collect();
+    let free = free_slots(&slots, &window, min, now);
+    respond(
+        200,
+        &FreeBusy {
+            resource: resource.to_string(),
+            from: format_utc(window.start()),
+            to: format_utc(window.end()),
+            busy: busy
+                .iter()
+                .map(|b| BusyView {
+                    start: format_utc(b.slot.start()),
+                    end: format_utc(b.slot.end()),
+                    booking: b.id.0,
+                    resource: b.resource.to_string(),
+                })
+                .collect(),
+            free: free.iter().map(SlotView::from).collect(),
+        },
+        xml,
+    )
+}

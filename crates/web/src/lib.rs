@@ -1,0 +1,198 @@
+//! The `longhaul testbed` reservation service (issue 6): an HTTP API (axum) over a booking store on
+//! SQLite (the embedded default) or PostgreSQL (sqlx), enforcing the rules of the pure
+//! `longhaul-testbed` crate. "No double booking, ever" is the database's job: exclusion constraints
+//! over claim rows on PostgreSQL, `BEGIN IMMEDIATE` plus a trigger backstop on SQLite
+//! (docs/testbed.md §5). The binary's `longhaul testbed serve` and `token add` call [`serve`] and
+//! [`add_token`].
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use jiff::{SignedDuration, Timestamp};
+use longhaul_testbed::booking::Role;
+use longhaul_testbed::policy::Policy;
+use longhaul_testbed::resource::Inventory;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+
+pub mod http;
+#[cfg(test)]
+mod oracle_tests;
+pub mod postgres;
+pub mod sqlite;
+pub mod store;
+pub mod testing;
+
+pub use store::{Store, StoreError};
+
+/// A migrator over embedded SQL files, `(version, description, sql)`.
+pub(crate) fn migrator(list: &[(i64, &'static str, &'static str)]) -> Migrator {
+    Migrator {
+        migrations: Cow::Owned(
+            list.iter()
+                .map(|&(v, d, sql)| {
+                    Migration::new(
+                        v,
+                        Cow::Borrowed(d),
+                        MigrationType::Simple,
+                        Cow::Borrowed(sql),
+                        false,
+                    )
+                })
+                .collect(),
+        ),
+        ..Migrator::DEFAULT
+    }
+}
+
+/// What `longhaul testbed serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// `postgres://…`, `sqlite://PATH` or a path.
+    pub database: String,
+    /// Address to listen on (port 0: any free port; the chosen address is
+    /// printed).
+    pub listen: SocketAddr,
+    /// An inventory file of real equipment, added to the discovered
+    /// resources.
+    pub inventory: Option<PathBuf>,
+    /// How long a hold lasts.
+    pub hold_ttl: SignedDuration,
+}
+
+/// The resources: every topology preset, plus `file`.
+pub fn load_inventory(file: Option<&std::path::Path>) -> anyhow::Result<Inventory> {
+    let topologies = longhaul_topology::presets()
+        .iter()
+        .map(|p| p.topology())
+        .collect::<Result<Vec<_>, _>>()
+        .context("topology presets")?;
+    let mut inv = Inventory::from_topologies(&topologies)?;
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading inventory {}", path.display()))?;
+        inv.extend_from_toml(&text, &path.display().to_string())?;
+    }
+    Ok(inv)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Runs the service until SIGINT or SIGTERM. Prints
+/// `longhaul testbed listening on http://ADDR` on stderr once it accepts.
+pub fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
+    runtime()?.block_on(serve_async(opts))
+}
+
+async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
+    let inventory = load_inventory(opts.inventory.as_deref())?;
+    let store = Store::open(&opts.database)
+        .await
+        .with_context(|| format!("opening database {}", redact(&opts.database)))?;
+    store
+        .sync_inventory(&inventory)
+        .await
+        .context("writing the inventory")?;
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("listening on {}", opts.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(target: "longhaul::testbed", %addr, database = store.kind(),
+        resources = inventory.len(), "serving");
+    eprintln!(
+        "longhaul testbed listening on http://{addr} ({} database, {} resources)",
+        store.kind(),
+        inventory.len()
+    );
+    let state = Arc::new(http::AppState {
+        store,
+        inventory,
+        policy: Policy::default(),
+        hold_ttl: opts.hold_ttl,
+    });
+    axum::serve(listener, http::router(state))
+        .with_graceful_shutdown(shutdown())
+        .await
+        .context("serving")?;
+    Ok(())
+}
+
+async fn shutdown() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+/// A database URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Creates an API token for `user` with `role` in `database` (migrating it
+/// first) and returns it.
+pub fn add_token(database: &str, user: &str, role: Role) -> anyhow::Result<String> {
+    runtime()?.block_on(async {
+        let store = Store::open(database)
+            .await
+            .with_context(|| format!("opening database {}", redact(database)))?;
+        store.add_token(user, role, Timestamp::now()).await
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("/tmp/x.sqlite"), "/tmp/x.sqlite");
+    }
+
+    #[test]
+    fn openapi_lists_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(http::OPENAPI).unwrap();
+        assert_eq!(doc["openapi"], "3.1.0");
+        for (method, path) in http::ROUTES {
+            assert!(doc["paths"][path][method].is_object(), "{method} {path}");
+        }
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 8);
+    }
+
+    #[test]
+    fn the_default_inventory_has_the_presets() {
+        let inv = load_inventory(None).unwrap();
+        assert!(
+            inv.get(
+                &longhaul_testbed::resource::ResourceId::parse("geneva/cern-starlight").unwrap()
+            )
+            .is_some()
+        );
+    }
+}

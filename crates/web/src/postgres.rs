@@ -1,0 +1,574 @@
+//! The PostgreSQL store. "No double booking" is the database's job: each live booking writes one
+//! `claim` row per ancestor-or-self of its resource, and two `EXCLUDE USING gist` constraints refuse
+//! overlapping claims of conflicting bookings (docs/testbed.md §5). A concurrent inserter waits for
+//! the first transaction and fails with SQLSTATE 23P01 if it commits; that becomes a 409 naming the
+//! booking in the way. Runs under READ COMMITTED with no application locks.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use longhaul_testbed::booking::{Action, Actor, Booking, BookingId, LedgerError, Role};
+use longhaul_testbed::resource::{Inventory, ResourceId, ResourceState};
+use longhaul_testbed::time::Slot;
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::{Connection, PgConnection, Postgres, Row, Transaction};
+
+use crate::store::{
+    BookRequest, BookingRow, Op, Reply, StoreError, anonymous_conflict, check_policy,
+    conflict_reply, mismatch, new_status, parse_role, policy_window, role_name, status_columns,
+    transition, view,
+};
+
+const COLS: &str = "b.id, b.resource, b.owner, lh_us_of(lower(b.during)) AS start_us, \
+    lh_us_of(upper(b.during)) AS end_us, b.status, lh_us_of(b.hold_until) AS hold_until_us, \
+    lh_us_of(b.status_at) AS status_at_us, b.preempted_by, b.notice, b.note, \
+    lh_us_of(b.created_at) AS created_at_us, b.version";
+
+/// SQLSTATE exclusion_violation.
+const EXCLUSION_VIOLATION: &str = "23P01";
+
+/// How often a transaction aborted by the deadlock detector is run again.
+const RETRIES: u32 = 8;
+
+fn migrator() -> sqlx::migrate::Migrator {
+    crate::migrator(&[(
+        1,
+        "init",
+        include_str!("../migrations/postgres/0001_init.sql"),
+    )])
+}
+
+fn row(r: &PgRow) -> Result<BookingRow, sqlx::Error> {
+    Ok(BookingRow {
+        id: r.try_get("id")?,
+        resource: r.try_get("resource")?,
+        owner: r.try_get("owner")?,
+        start_us: r.try_get("start_us")?,
+        end_us: r.try_get("end_us")?,
+        status: r.try_get("status")?,
+        hold_until_us: r.try_get("hold_until_us")?,
+        status_at_us: r.try_get("status_at_us")?,
+        preempted_by: r.try_get("preempted_by")?,
+        notice: r.try_get("notice")?,
+        note: r.try_get("note")?,
+        created_at_us: r.try_get("created_at_us")?,
+        version: r.try_get("version")?,
+    })
+}
+
+fn is_exclusion_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some(EXCLUSION_VIOLATION))
+}
+
+/// Deadlock (40P01) or serialization failure (40001): two transactions inserting conflicting
+/// claims at the same moment can each wait for the other inside the exclusion check (PostgreSQL
+/// inserts the index entry, then checks); the deadlock detector aborts one, which is run again and
+/// then sees the winner's claims (a clean 409).
+fn is_retryable(e: &StoreError) -> bool {
+    matches!(e, StoreError::Db(sqlx::Error::Database(d))
+        if matches!(d.code().as_deref(), Some("40P01" | "40001")))
+}
+
+/// A short pause before retry `attempt`, spread so the retries do not collide again.
+async fn backoff(attempt: u32) {
+    let jitter = u64::from(std::process::id() ^ attempt.wrapping_mul(2_654_435_761)) % 20;
+    tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt) + jitter)).await;
+}
+
+fn names(ids: &[ResourceId]) -> Vec<String> {
+    ids.iter().map(|r| r.as_str().to_owned()).collect()
+}
+
+/// A PostgreSQL database.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to `url` and migrates the database (creating the
+    /// `btree_gist` extension, which needs the right to create it).
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect(url)
+            .await?;
+        migrator().run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub(crate) async fn sync_inventory(&self, inv: &Inventory) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for r in inv.iter() {
+            let (state, reason) = match &r.state {
+                ResourceState::Available => ("available", None),
+                ResourceState::Degraded { reason } => ("degraded", Some(reason.as_str())),
+                ResourceState::Maintenance { reason } => ("maintenance", Some(reason.as_str())),
+            };
+            sqlx::query(
+                "INSERT INTO resource (id, parent, kind, name, capacity_bps, state, reason, zone)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, name = excluded.name,
+                   capacity_bps = excluded.capacity_bps, state = excluded.state,
+                   reason = excluded.reason, zone = excluded.zone",
+            )
+            .bind(r.id.as_str())
+            .bind(r.parent.as_ref().map(|p| p.as_str().to_owned()))
+            .bind(
+                serde_json::to_value(r.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned)),
+            )
+            .bind(&r.name)
+            .bind(r.capacity_bps.and_then(|c| i64::try_from(c).ok()))
+            .bind(state)
+            .bind(reason)
+            .bind(r.zone.as_deref())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn add_token(
+        &self,
+        hash: &str,
+        user: &str,
+        role: Role,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO token (hash, username, role, created_at) VALUES ($1, $2, $3, lh_us($4))",
+        )
+        .bind(hash)
+        .bind(user)
+        .bind(role_name(role))
+        .bind(now.as_microsecond())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn authenticate(&self, hash: &str) -> Result<Option<Actor>, StoreError> {
+        let Some(r) = sqlx::query("SELECT username, role FROM token WHERE hash = $1")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Actor {
+            user: r.try_get("username")?,
+            role: parse_role(r.try_get("role")?)?,
+        }))
+    }
+
+    async fn audit(
+        conn: &mut PgConnection,
+        actor: &Actor,
+        action: Action,
+        now: Timestamp,
+        before: Option<&Booking>,
+        after: &Booking,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO audit (at, actor, role, action, booking, before, after)
+             VALUES (lh_us($1), $2, $3, $4, $5, $6::jsonb, $7::jsonb)",
+        )
+        .bind(now.as_microsecond())
+        .bind(&actor.user)
+        .bind(role_name(actor.role))
+        .bind(
+            serde_json::to_value(action)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned)),
+        )
+        .bind(i64::try_from(after.id.0).unwrap_or(i64::MAX))
+        .bind(before.and_then(|b| serde_json::to_string(b).ok()))
+        .bind(serde_json::to_string(after).unwrap_or_default())
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    /// The first live booking in the way of `resource` during `slot`: claim
+    /// rows on the resource itself are bookings of it or of a descendant;
+    /// exact rows on an ancestor are bookings of that ancestor.
+    async fn first_conflict(
+        conn: &mut PgConnection,
+        resource: &ResourceId,
+        slot: &Slot,
+        now: Timestamp,
+    ) -> Result<Option<Booking>, StoreError> {
+        let ancestors: Vec<String> = names(&resource.self_and_ancestors())
+            .into_iter()
+            .filter(|r| r != resource.as_str())
+            .collect();
+        let r = sqlx::query(&format!(
+            "SELECT {COLS} FROM claim c JOIN booking b ON b.id = c.booking
+             WHERE c.during && tstzrange(lh_us($1), lh_us($2), '[)')
+               AND (c.resource = $3 OR (c.resource = ANY($4) AND c.exact = 1))
+               AND (b.status = 'confirmed' OR (b.status = 'held' AND b.hold_until > lh_us($5)))
+             ORDER BY lower(c.during) LIMIT 1"
+        ))
+        .bind(slot.start().as_microsecond())
+        .bind(slot.end().as_microsecond())
+        .bind(resource.as_str())
+        .bind(ancestors)
+        .bind(now.as_microsecond())
+        .fetch_optional(conn)
+        .await?;
+        r.map(|r| row(&r)?.into_booking()).transpose()
+    }
+
+    pub(crate) async fn book(
+        &self,
+        req: &BookRequest<'_>,
+        resource: &ResourceId,
+        slot: &Slot,
+    ) -> Result<Reply, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.book_once(req, resource, slot).await {
+                Err(e) if attempt < RETRIES && is_retryable(&e) => {
+                    attempt += 1;
+                    tracing::debug!(target: "longhaul::testbed::store", attempt, error = %e, "retrying a booking");
+                    backoff(attempt).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn book_once(
+        &self,
+        req: &BookRequest<'_>,
+        resource: &ResourceId,
+        slot: &Slot,
+    ) -> Result<Reply, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if let Some((key, fp)) = &req.idempotency {
+            // A concurrent first request with the same key holds the row
+            // uncommitted: this insert waits for it, then sees its response.
+            let inserted = sqlx::query(
+                "INSERT INTO idempotency (owner, key, method, path, body_hash, created_at)
+                 VALUES ($1, $2, $3, $4, $5, lh_us($6)) ON CONFLICT DO NOTHING",
+            )
+            .bind(&key.user)
+            .bind(&key.key)
+            .bind(&fp.method)
+            .bind(&fp.path)
+            .bind(&fp.body_hash)
+            .bind(req.now.as_microsecond())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                let r = sqlx::query(
+                    "SELECT method, path, body_hash, status, response FROM idempotency
+                     WHERE owner = $1 AND key = $2",
+                )
+                .bind(&key.user)
+                .bind(&key.key)
+                .fetch_one(&mut *tx)
+                .await?;
+                let (method, path): (String, String) = (r.try_get("method")?, r.try_get("path")?);
+                let hash: String = r.try_get("body_hash")?;
+                if method != fp.method || path != fp.path || hash != fp.body_hash {
+                    return Ok(mismatch(method, path));
+                }
+                let status: Option<i32> = r.try_get("status")?;
+                let response: Option<String> = r.try_get("response")?;
+                return match (status, response) {
+                    (Some(s), Some(text)) => {
+                        Reply::from_stored(u16::try_from(s).unwrap_or(500), &text)
+                    }
+                    _ => Ok(Reply::error(
+                        (&longhaul_testbed::idempotency::IdempotencyError::InFlight).into(),
+                    )),
+                };
+            }
+        }
+        let reply = Self::book_in(&mut tx, req, resource, slot).await?;
+        if let Some((key, _)) = &req.idempotency {
+            sqlx::query(
+                "UPDATE idempotency SET status = $1, response = $2 WHERE owner = $3 AND key = $4",
+            )
+            .bind(i32::from(reply.status))
+            .bind(reply.to_stored())
+            .bind(&key.user)
+            .bind(&key.key)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(reply)
+    }
+
+    async fn book_in(
+        tx: &mut Transaction<'static, Postgres>,
+        req: &BookRequest<'_>,
+        resource: &ResourceId,
+        slot: &Slot,
+    ) -> Result<Reply, StoreError> {
+        let now_us = req.now.as_microsecond();
+        let (start_us, end_us) = (slot.start().as_microsecond(), slot.end().as_microsecond());
+        let lineage = names(&resource.self_and_ancestors());
+        // Expired holds in the way stop claiming (the rest is the sweep's).
+        sqlx::query(
+            "WITH due AS (
+               UPDATE booking SET status = 'expired', status_at = hold_until, hold_until = NULL,
+                 version = version + 1
+               WHERE status = 'held' AND hold_until <= lh_us($1)
+                 AND id IN (SELECT booking FROM claim WHERE resource = ANY($2)
+                            AND during && tstzrange(lh_us($3), lh_us($4), '[)'))
+               RETURNING id)
+             DELETE FROM claim WHERE booking IN (SELECT id FROM due)",
+        )
+        .bind(now_us)
+        .bind(&lineage)
+        .bind(start_us)
+        .bind(end_us)
+        .execute(&mut **tx)
+        .await?;
+        if let Some(c) = Self::first_conflict(tx, resource, slot, req.now).await? {
+            return Ok(conflict_reply(resource, &c));
+        }
+        let (from, to) = policy_window(slot);
+        let mine = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking b
+             WHERE b.owner = $1 AND b.during && tstzrange(lh_us($2), lh_us($3), '[)')"
+        ))
+        .bind(&req.actor.user)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|r| row(r).map_err(StoreError::from)?.into_booking())
+        .collect::<Result<Vec<_>, _>>()?;
+        let warnings = match check_policy(req, resource, slot, &mine) {
+            Ok(w) => w,
+            Err(e) => {
+                // A conflicting booking committed since the check above (READ COMMITTED: this
+                // statement sees it) is the real answer: 409, not a stacking refusal against it.
+                return Ok(
+                    match Self::first_conflict(tx, resource, slot, req.now).await? {
+                        Some(c) => conflict_reply(resource, &c),
+                        None => Reply::error(e),
+                    },
+                );
+            }
+        };
+        let status = new_status(req);
+        let (status_name, hold_us, _) = status_columns(&status);
+        let note = req.create.note.clone().unwrap_or_default();
+        // A savepoint, so that an exclusion violation leaves the
+        // transaction usable for the idempotency record.
+        let mut sp = Connection::begin(&mut **tx).await?;
+        let inserted: Result<i64, sqlx::Error> = async {
+            let id: i64 = sqlx::query(
+                "INSERT INTO booking (resource, owner, during, status, hold_until, note, created_at)
+                 VALUES ($1, $2, tstzrange(lh_us($3), lh_us($4), '[)'), $5, lh_us($6), $7, lh_us($8))
+                 RETURNING id",
+            )
+            .bind(resource.as_str())
+            .bind(&req.actor.user)
+            .bind(start_us)
+            .bind(end_us)
+            .bind(status_name)
+            .bind(hold_us)
+            .bind(&note)
+            .bind(now_us)
+            .fetch_one(&mut *sp)
+            .await?
+            .try_get(0)?;
+            Self::insert_claims(&mut sp, id, resource, start_us, end_us).await?;
+            Ok(id)
+        }
+        .await;
+        let id = match inserted {
+            Ok(id) => {
+                sp.commit().await?;
+                id
+            }
+            Err(e) if is_exclusion_violation(&e) => {
+                sp.rollback().await?;
+                return Ok(
+                    match Self::first_conflict(tx, resource, slot, req.now).await? {
+                        Some(c) => conflict_reply(resource, &c),
+                        None => anonymous_conflict(resource, slot),
+                    },
+                );
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let booking = Booking {
+            id: BookingId(u64::try_from(id).unwrap_or(0)),
+            resource: resource.clone(),
+            owner: req.actor.user.clone(),
+            slot: *slot,
+            status,
+            note,
+            created_at: req.now,
+            version: 1,
+        };
+        let action = if req.create.hold {
+            Action::Hold
+        } else {
+            Action::Book
+        };
+        Self::audit(tx, req.actor, action, req.now, None, &booking).await?;
+        Ok(Reply::ok(201, view(&booking, req.now, warnings)))
+    }
+
+    /// One claim per ancestor-or-self of `resource`, `exact = 1` on the
+    /// resource itself.
+    async fn insert_claims(
+        conn: &mut PgConnection,
+        booking: i64,
+        resource: &ResourceId,
+        start_us: i64,
+        end_us: i64,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO claim (booking, resource, exact, during)
+             SELECT $1, r, CASE WHEN r = $2 THEN 1 ELSE 0 END,
+                    tstzrange(lh_us($3), lh_us($4), '[)')
+             FROM unnest($5::text[]) AS r",
+        )
+        .bind(booking)
+        .bind(resource.as_str())
+        .bind(start_us)
+        .bind(end_us)
+        .bind(names(&resource.self_and_ancestors()))
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn change(
+        &self,
+        id: i64,
+        op: Op,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<Reply, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.change_once(id, op, actor, now).await {
+                Err(e) if attempt < RETRIES && is_retryable(&e) => {
+                    attempt += 1;
+                    backoff(attempt).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn change_once(
+        &self,
+        id: i64,
+        op: Op,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<Reply, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let before = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking b WHERE b.id = $1 FOR UPDATE"
+        ))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(before) = before.map(|r| row(&r)?.into_booking()).transpose()? else {
+            return Ok(Reply::error(
+                (&LedgerError::UnknownBooking(BookingId(u64::try_from(id).unwrap_or(0)))).into(),
+            ));
+        };
+        let status = match transition(op, &before, actor, now) {
+            Ok(s) => s,
+            Err(e) => return Ok(Reply::error(e)),
+        };
+        let (name, hold_us, at_us) = status_columns(&status);
+        sqlx::query(
+            "UPDATE booking SET status = $2, hold_until = lh_us($3), status_at = lh_us($4),
+               version = version + 1 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(hold_us)
+        .bind(at_us)
+        .execute(&mut *tx)
+        .await?;
+        if op == Op::Confirm {
+            // The claims of an unexpired hold are in place; should they be
+            // missing, re-claiming lets the constraints decide.
+            let missing = sqlx::query("SELECT 1 FROM claim WHERE booking = $1 LIMIT 1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .is_none();
+            if missing {
+                let (s, e) = (
+                    before.slot.start().as_microsecond(),
+                    before.slot.end().as_microsecond(),
+                );
+                if let Err(err) = Self::insert_claims(&mut tx, id, &before.resource, s, e).await {
+                    if is_exclusion_violation(&err) {
+                        tx.rollback().await?;
+                        return Ok(Reply::error(
+                            (&LedgerError::HoldExpired(before.slot.start())).into(),
+                        ));
+                    }
+                    return Err(err.into());
+                }
+            }
+        } else {
+            sqlx::query("DELETE FROM claim WHERE booking = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let mut after = before.clone();
+        after.status = status;
+        after.version += 1;
+        let action = match op {
+            Op::Confirm => Action::Confirm,
+            Op::Release => Action::Release,
+            Op::Cancel => Action::Cancel,
+        };
+        Self::audit(&mut tx, actor, action, now, Some(&before), &after).await?;
+        tx.commit().await?;
+        Ok(Reply::ok(200, view(&after, now, Vec::new())))
+    }
+
+    pub(crate) async fn list(
+        &self,
+        resource: Option<&ResourceId>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<BookingRow>, StoreError> {
+        let from = (from != i64::MIN).then_some(from);
+        let to = (to != i64::MAX).then_some(to);
+        let (all, r, lineage) = match resource {
+            None => (true, String::new(), Vec::new()),
+            Some(r) => (false, r.as_str().to_owned(), names(&r.self_and_ancestors())),
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking b
+             WHERE b.during && tstzrange(lh_us($1), lh_us($2), '[)')
+               AND ($3 OR b.resource = ANY($4) OR starts_with(b.resource, $5 || '/'))
+             ORDER BY lower(b.during), b.id"
+        ))
+        .bind(from)
+        .bind(to)
+        .bind(all)
+        .bind(lineage)
+        .bind(r)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(row(r)?)).collect()
+    }
+}

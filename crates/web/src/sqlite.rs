@@ -1,0 +1,485 @@
+//! The SQLite store (the embedded default). SQLite has one writer at a time: every write runs in a
+//! `BEGIN IMMEDIATE` transaction, which takes the write lock before the conflict query reads, so the
+//! check-then-insert is serializable; `busy_timeout` makes concurrent writers queue for the lock
+//! instead of failing, and the triggers of the schema refuse an overlapping live booking from any
+//! writer (docs/testbed.md §5).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use longhaul_testbed::booking::{Action, Actor, Booking, BookingId, Role};
+use longhaul_testbed::resource::{Inventory, ResourceId, ResourceState};
+use longhaul_testbed::time::Slot;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+};
+use sqlx::{Row, Sqlite, Transaction};
+
+use crate::store::{
+    BookRequest, BookingRow, Op, Reply, StoreError, check_policy, conflict_reply, mismatch,
+    new_status, parse_role, policy_window, role_name, status_columns, transition, view,
+};
+
+const COLS: &str = "id, resource, owner, start_us, end_us, status, hold_until_us, status_at_us, \
+                    preempted_by, notice, note, created_at_us, version";
+
+/// Live at `?now`: confirmed, or an unexpired hold.
+const LIVE: &str = "(status = 'confirmed' OR (status = 'held' AND hold_until_us > ?))";
+
+fn migrator() -> sqlx::migrate::Migrator {
+    crate::migrator(&[(
+        1,
+        "init",
+        include_str!("../migrations/sqlite/0001_init.sql"),
+    )])
+}
+
+fn row(r: &SqliteRow) -> Result<BookingRow, sqlx::Error> {
+    Ok(BookingRow {
+        id: r.try_get("id")?,
+        resource: r.try_get("resource")?,
+        owner: r.try_get("owner")?,
+        start_us: r.try_get("start_us")?,
+        end_us: r.try_get("end_us")?,
+        status: r.try_get("status")?,
+        hold_until_us: r.try_get("hold_until_us")?,
+        status_at_us: r.try_get("status_at_us")?,
+        preempted_by: r.try_get("preempted_by")?,
+        notice: r.try_get("notice")?,
+        note: r.try_get("note")?,
+        created_at_us: r.try_get("created_at_us")?,
+        version: r.try_get("version")?,
+    })
+}
+
+/// A SQLite database file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating) the file at `path` in WAL mode and migrates it.
+    pub async fn open(path: &str) -> Result<Self, StoreError> {
+        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(opts)
+            .await?;
+        migrator().run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    async fn write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    pub(crate) async fn sync_inventory(&self, inv: &Inventory) -> Result<(), StoreError> {
+        let mut tx = self.write().await?;
+        for r in inv.iter() {
+            let (state, reason) = match &r.state {
+                ResourceState::Available => ("available", None),
+                ResourceState::Degraded { reason } => ("degraded", Some(reason.as_str())),
+                ResourceState::Maintenance { reason } => ("maintenance", Some(reason.as_str())),
+            };
+            sqlx::query(
+                "INSERT INTO resource (id, parent, kind, name, capacity_bps, state, reason, zone)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, name = excluded.name,
+                   capacity_bps = excluded.capacity_bps, state = excluded.state,
+                   reason = excluded.reason, zone = excluded.zone",
+            )
+            .bind(r.id.as_str())
+            .bind(r.parent.as_ref().map(|p| p.as_str().to_owned()))
+            .bind(
+                serde_json::to_value(r.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned)),
+            )
+            .bind(&r.name)
+            .bind(r.capacity_bps.and_then(|c| i64::try_from(c).ok()))
+            .bind(state)
+            .bind(reason)
+            .bind(r.zone.as_deref())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn add_token(
+        &self,
+        hash: &str,
+        user: &str,
+        role: Role,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO token (hash, username, role, created_at_us) VALUES (?, ?, ?, ?)")
+            .bind(hash)
+            .bind(user)
+            .bind(role_name(role))
+            .bind(now.as_microsecond())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn authenticate(&self, hash: &str) -> Result<Option<Actor>, StoreError> {
+        let Some(r) = sqlx::query("SELECT username, role FROM token WHERE hash = ?")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Actor {
+            user: r.try_get("username")?,
+            role: parse_role(r.try_get("role")?)?,
+        }))
+    }
+
+    async fn get(
+        tx: &mut Transaction<'static, Sqlite>,
+        id: i64,
+    ) -> Result<Option<Booking>, StoreError> {
+        let r = sqlx::query(&format!("SELECT {COLS} FROM booking WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        r.map(|r| row(&r)?.into_booking()).transpose()
+    }
+
+    async fn audit(
+        tx: &mut Transaction<'static, Sqlite>,
+        actor: &Actor,
+        action: Action,
+        now: Timestamp,
+        before: Option<&Booking>,
+        after: &Booking,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO audit (at_us, actor, role, action, booking, before, after)
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(now.as_microsecond())
+        .bind(&actor.user)
+        .bind(role_name(actor.role))
+        .bind(
+            serde_json::to_value(action)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned)),
+        )
+        .bind(i64::try_from(after.id.0).unwrap_or(i64::MAX))
+        .bind(before.and_then(|b| serde_json::to_string(b).ok()))
+        .bind(serde_json::to_string(after).unwrap_or_default())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn book(
+        &self,
+        req: &BookRequest<'_>,
+        resource: &ResourceId,
+        slot: &Slot,
+    ) -> Result<Reply, StoreError> {
+        let now_us = req.now.as_microsecond();
+        let mut tx = self.write().await?;
+        if let Some((key, fp)) = &req.idempotency {
+            let inserted = sqlx::query(
+                "INSERT INTO idempotency (owner, key, method, path, body_hash, created_at_us)
+                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            )
+            .bind(&key.user)
+            .bind(&key.key)
+            .bind(&fp.method)
+            .bind(&fp.path)
+            .bind(&fp.body_hash)
+            .bind(now_us)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                let r = sqlx::query(
+                    "SELECT method, path, body_hash, status, response FROM idempotency
+                     WHERE owner = ? AND key = ?",
+                )
+                .bind(&key.user)
+                .bind(&key.key)
+                .fetch_one(&mut *tx)
+                .await?;
+                let (method, path): (String, String) = (r.try_get("method")?, r.try_get("path")?);
+                let hash: String = r.try_get("body_hash")?;
+                if method != fp.method || path != fp.path || hash != fp.body_hash {
+                    return Ok(mismatch(method, path));
+                }
+                let status: Option<i64> = r.try_get("status")?;
+                let response: Option<String> = r.try_get("response")?;
+                if let (Some(s), Some(text)) = (status, response) {
+                    return Reply::from_stored(u16::try_from(s).unwrap_or(500), &text);
+                }
+            }
+        }
+        let reply = Self::book_locked(&mut tx, req, resource, slot).await?;
+        if let Some((key, _)) = &req.idempotency {
+            sqlx::query(
+                "UPDATE idempotency SET status = ?, response = ? WHERE owner = ? AND key = ?",
+            )
+            .bind(i64::from(reply.status))
+            .bind(reply.to_stored())
+            .bind(&key.user)
+            .bind(&key.key)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(reply)
+    }
+
+    /// The booking itself, under the write lock.
+    async fn book_locked(
+        tx: &mut Transaction<'static, Sqlite>,
+        req: &BookRequest<'_>,
+        resource: &ResourceId,
+        slot: &Slot,
+    ) -> Result<Reply, StoreError> {
+        let now_us = req.now.as_microsecond();
+        let (start_us, end_us) = (slot.start().as_microsecond(), slot.end().as_microsecond());
+        sqlx::query(
+            "UPDATE booking SET status = 'expired', status_at_us = hold_until_us, hold_until_us = NULL,
+               version = version + 1, updated_at_us = ?
+             WHERE status = 'held' AND hold_until_us <= ?",
+        )
+        .bind(now_us)
+        .bind(now_us)
+        .execute(&mut **tx)
+        .await?;
+        let ancestors = serde_json::to_string(
+            &resource
+                .self_and_ancestors()
+                .iter()
+                .map(ResourceId::as_str)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_default();
+        let conflict = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking
+             WHERE {LIVE} AND start_us < ? AND end_us > ?
+               AND (resource IN (SELECT value FROM json_each(?))
+                    OR substr(resource, 1, length(?) + 1) = ? || '/')
+             ORDER BY start_us LIMIT 1"
+        ))
+        .bind(now_us)
+        .bind(end_us)
+        .bind(start_us)
+        .bind(&ancestors)
+        .bind(resource.as_str())
+        .bind(resource.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+        if let Some(c) = conflict {
+            return Ok(conflict_reply(resource, &row(&c)?.into_booking()?));
+        }
+        let (from, to) = policy_window(slot);
+        let mine = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking WHERE owner = ? AND start_us < ? AND end_us > ?"
+        ))
+        .bind(&req.actor.user)
+        .bind(to)
+        .bind(from)
+        .fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|r| row(r).map_err(StoreError::from)?.into_booking())
+        .collect::<Result<Vec<_>, _>>()?;
+        let warnings = match check_policy(req, resource, slot, &mine) {
+            Ok(w) => w,
+            Err(e) => return Ok(Reply::error(e)),
+        };
+        let status = new_status(req);
+        let (status_name, hold_us, _) = status_columns(&status);
+        let note = req.create.note.clone().unwrap_or_default();
+        let id: i64 = sqlx::query(
+            "INSERT INTO booking (resource, owner, start_us, end_us, status, hold_until_us, note,
+               created_at_us, updated_at_us)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(resource.as_str())
+        .bind(&req.actor.user)
+        .bind(start_us)
+        .bind(end_us)
+        .bind(status_name)
+        .bind(hold_us)
+        .bind(&note)
+        .bind(now_us)
+        .bind(now_us)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get(0)?;
+        let booking = Booking {
+            id: BookingId(u64::try_from(id).unwrap_or(0)),
+            resource: resource.clone(),
+            owner: req.actor.user.clone(),
+            slot: *slot,
+            status,
+            note,
+            created_at: req.now,
+            version: 1,
+        };
+        let action = if req.create.hold {
+            Action::Hold
+        } else {
+            Action::Book
+        };
+        Self::audit(tx, req.actor, action, req.now, None, &booking).await?;
+        Ok(Reply::ok(201, view(&booking, req.now, warnings)))
+    }
+
+    pub(crate) async fn change(
+        &self,
+        id: i64,
+        op: Op,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<Reply, StoreError> {
+        let mut tx = self.write().await?;
+        let Some(before) = Self::get(&mut tx, id).await? else {
+            return Ok(Reply::error(
+                (&longhaul_testbed::booking::LedgerError::UnknownBooking(BookingId(
+                    u64::try_from(id).unwrap_or(0),
+                )))
+                    .into(),
+            ));
+        };
+        let status = match transition(op, &before, actor, now) {
+            Ok(s) => s,
+            Err(e) => return Ok(Reply::error(e)),
+        };
+        let (name, hold_us, at_us) = status_columns(&status);
+        sqlx::query(
+            "UPDATE booking SET status = ?, hold_until_us = ?, status_at_us = ?,
+               version = version + 1, updated_at_us = ? WHERE id = ?",
+        )
+        .bind(name)
+        .bind(hold_us)
+        .bind(at_us)
+        .bind(now.as_microsecond())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        let mut after = before.clone();
+        after.status = status;
+        after.version += 1;
+        let action = match op {
+            Op::Confirm => Action::Confirm,
+            Op::Release => Action::Release,
+            Op::Cancel => Action::Cancel,
+        };
+        Self::audit(&mut tx, actor, action, now, Some(&before), &after).await?;
+        tx.commit().await?;
+        Ok(Reply::ok(200, view(&after, now, Vec::new())))
+    }
+
+    pub(crate) async fn list(
+        &self,
+        resource: Option<&ResourceId>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<BookingRow>, StoreError> {
+        let (all, r, ancestors) = match resource {
+            None => (1, String::new(), "[]".to_owned()),
+            Some(r) => (
+                0,
+                r.as_str().to_owned(),
+                serde_json::to_string(
+                    &r.self_and_ancestors()
+                        .iter()
+                        .map(ResourceId::as_str)
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap_or_default(),
+            ),
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking
+             WHERE start_us < ? AND end_us > ?
+               AND (? = 1 OR resource IN (SELECT value FROM json_each(?))
+                    OR substr(resource, 1, length(?) + 1) = ? || '/')
+             ORDER BY start_us, id"
+        ))
+        .bind(to)
+        .bind(from)
+        .bind(all)
+        .bind(&ancestors)
+        .bind(&r)
+        .bind(&r)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(row(r)?)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_trigger_refuses_an_overlap_from_any_writer() {
+        let dir = std::env::temp_dir().join(format!("lh-web-trigger-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(&dir.join("t.sqlite").display().to_string())
+            .await
+            .unwrap();
+        let inv = Inventory::from_toml(
+            "[[resource]]\nid = \"cern\"\nkind = \"site\"\n\n[[resource]]\nid = \"cern/lambda\"\nkind = \"lambda\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        store.sync_inventory(&inv).await.unwrap();
+        let insert = |res: &'static str, start: i64, end: i64, status: &'static str| {
+            let pool = store.pool.clone();
+            async move {
+                sqlx::query(
+                    "INSERT INTO booking (resource, owner, start_us, end_us, status, hold_until_us,
+                       created_at_us, updated_at_us) VALUES (?, 'x', ?, ?, ?, ?, 0, 0)",
+                )
+                .bind(res)
+                .bind(start)
+                .bind(end)
+                .bind(status)
+                .bind((status == "held").then_some(100_i64))
+                .execute(&pool)
+                .await
+            }
+        };
+        insert("cern/lambda", 10, 20, "confirmed").await.unwrap();
+        // The parent, overlapping: refused by the trigger.
+        let e = insert("cern", 15, 25, "confirmed").await.unwrap_err();
+        assert!(e.to_string().contains("conflict"), "{e}");
+        // Touching is not overlapping; a cancelled row never conflicts.
+        insert("cern", 20, 30, "confirmed").await.unwrap();
+        insert("cern", 0, 40, "cancelled").await.unwrap();
+        // A hold live at the writer's now (updated_at_us 0 < hold_until_us 100) blocks.
+        let e = insert("cern/lambda", 25, 35, "held").await.unwrap_err();
+        assert!(e.to_string().contains("conflict"), "{e}");
+        // Moving an end is checked too.
+        sqlx::query("UPDATE booking SET end_us = 12 WHERE resource = 'cern/lambda'")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let e = sqlx::query("UPDATE booking SET end_us = 25 WHERE resource = 'cern/lambda'")
+            .execute(&store.pool)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("conflict"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,166 @@
+//! Test fixtures shared by this crate's tests and the workspace's end-to-end tests: temporary
+//! directories and a throwaway PostgreSQL cluster. Not part of the service.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new empty directory named after `tag`.
+    pub fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!(
+            "lh-testbed-{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Runs `cmd`, panicking with its stderr unless it succeeds; its stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A PostgreSQL cluster of our own: initdb into a temp dir owned by `postgres`, listening on
+/// 127.0.0.1 at a free port with its socket in that dir; stopped and removed on drop.
+pub struct Postgres {
+    bin: PathBuf,
+    dir: TempDir,
+    port: u16,
+}
+
+/// Debian's PostgreSQL 15 binaries.
+pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl Postgres {
+    /// The path of a PostgreSQL program (psql, createdb, ...).
+    pub fn tool(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
+    /// The cluster, or `None` with the reason printed.
+    pub fn start() -> Option<Self> {
+        let bin = PathBuf::from(PG_BIN);
+        if !bin.join("initdb").exists() {
+            println!(
+                "skipped: no PostgreSQL binaries in {PG_BIN} (apt-get install postgresql; .ci/run does)"
+            );
+            return None;
+        }
+        let uid = run(Command::new("id").arg("-u"));
+        if uid.trim() != "0" {
+            println!("skipped: starting PostgreSQL as the postgres user needs root");
+            return None;
+        }
+        let dir = TempDir::new("pg");
+        run(Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&dir.0));
+        let data = dir.0.join("data");
+        let as_pg = |tool: &str| {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(bin.join(tool));
+            c
+        };
+        run(as_pg("initdb")
+            .args([
+                "--auth=trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "-D",
+            ])
+            .arg(&data));
+        // The port can be taken between free_port and the start: retry a few times.
+        for _ in 0..5 {
+            let port = free_port();
+            let opts = format!(
+                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+                dir.0.display()
+            );
+            let ok = as_pg("pg_ctl")
+                .args(["-w", "-t", "60", "-D"])
+                .arg(&data)
+                .args(["-o", &opts, "-l"])
+                .arg(dir.0.join("log"))
+                .arg("start")
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return Some(Self { bin, dir, port });
+            }
+        }
+        panic!(
+            "pg_ctl start failed: {}",
+            std::fs::read_to_string(dir.0.join("log")).unwrap_or_default()
+        );
+    }
+
+    /// A fresh database in the cluster; its URL.
+    pub fn database(&self) -> String {
+        let name = format!("longhaul_{}", SEQ.fetch_add(1, Ordering::Relaxed));
+        run(Command::new(self.bin.join("createdb")).args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            &name,
+        ]));
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Runs one SQL query with psql; its unaligned output.
+    pub fn psql(&self, url: &str, sql: &str) -> String {
+        run(Command::new(self.bin.join("psql")).args(["-X", "-A", "-t", "-d", url, "-c", sql]))
+            .trim()
+            .to_owned()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .args(["-m", "immediate", "-D"])
+            .arg(self.dir.0.join("data"))
+            .arg("stop")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
