@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod calc;
 mod doctor;
 mod emulate;
+mod lab;
 mod server;
 mod test;
 mod transfer;
@@ -51,6 +52,9 @@ enum Command {
     Get(Box<transfer::GetArgs>),
     /// Create a key file for `send`/`get` and `server --root`.
     Keygen(transfer::KeygenArgs),
+    /// The seeds' experiments as data: run them on emulated paths, archive, plot, report, and
+    /// check Land Speed Record rules.
+    Lab(Box<lab::LabArgs>),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Send(a) => transfer::send(a),
         Command::Get(a) => transfer::get(a),
         Command::Keygen(a) => transfer::keygen(a),
+        Command::Lab(a) => lab::run(a),
     };
     match result {
         Ok(code) => code,
