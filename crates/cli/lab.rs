@@ -344,7 +344,7 @@ fn summary_text(rf: &ResultFile) -> String {
         }
     );
     s += &format!(
-        "{:<4} {:<32} {:>10} {:>10} {:>8} {:>10} {:>8}  {}\n",
+        "{:<4} {:<32} {:>10} {:>10} {:>8} {:>10} {:>14}  {}\n",
         "#", "point", "Mbit/s", "model", "dev", "pre-burst", "recov s", "fidelity"
     );
     for (k, p) in rf.points.iter().enumerate() {
@@ -359,7 +359,7 @@ fn summary_text(rf: &ResultFile) -> String {
             .map(|r| if r.fidelity.ok { "OK" } else { "BAD" })
             .collect();
         s += &format!(
-            "{:<4} {:<32} {:>10} {:>10} {:>8} {:>10} {:>8}  {}\n",
+            "{:<4} {:<32} {:>10} {:>10} {:>8} {:>10} {:>14}  {}\n",
             k + 1,
             if p.point.id.is_empty() {
                 "-"
@@ -370,14 +370,7 @@ fn summary_text(rf: &ResultFile) -> String {
             mbps(exp),
             dev,
             mbps(p.summary.pre_event_bps),
-            p.summary.recovery_s.map_or_else(
-                || if p.point.event.is_some() {
-                    "never".into()
-                } else {
-                    "-".into()
-                },
-                |r| format!("{r:.1}")
-            ),
+            report::recoveries(p).replace('–', "-"),
             fid.join(" ")
         );
     }

@@ -423,6 +423,7 @@ fn draw_per_point<DB: DrawingBackend>(
     y_desc: &str,
     bars: &[(String, Vec<Option<f64>>)],
     line: Option<(&str, Vec<Option<f64>>)>,
+    notes: &[Option<String>],
 ) -> anyhow::Result<()> {
     let n = rf.points.len().max(1);
     let ids: Vec<String> = rf
@@ -483,6 +484,17 @@ fn draw_per_point<DB: DrawingBackend>(
             .label(name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
     }
+    chart
+        .draw_series(notes.iter().enumerate().filter_map(|(i, t)| {
+            t.as_ref().map(|t| {
+                Text::new(
+                    t.clone(),
+                    (i as f64 - 0.3, ymax * 0.08),
+                    ("sans-serif", 16).into_font().color(&BLACK),
+                )
+            })
+        }))
+        .map_err(err)?;
     if let Some((name, vals)) = line {
         let pts: Vec<(f64, f64)> = vals
             .iter()
@@ -513,15 +525,29 @@ fn draw_recovery_summary<DB: DrawingBackend>(
 ) -> anyhow::Result<()> {
     let (top, bottom) = root.split_vertically(root.dim_in_pixel().1 / 2);
     let rec: Vec<Option<f64>> = rf.points.iter().map(|p| p.summary.recovery_s).collect();
+    // A point that ran but never got back to the target within the test.
+    let never: Vec<Option<String>> = rf
+        .points
+        .iter()
+        .map(|p| {
+            let n = p
+                .repetitions
+                .iter()
+                .filter(|r| r.derived.pre_event_bps.is_some() && r.derived.recovery_s.is_none())
+                .count();
+            (n > 0).then(|| format!("{n} of {} never recovered", p.repetitions.len()))
+        })
+        .collect();
     draw_per_point(
         &top,
         rf,
         "recovery time to 95 % (s)",
         &[(
-            "recovery time (mean of repetitions; missing = never)".into(),
+            "recovery time (mean of the repetitions that recovered)".into(),
             rec,
         )],
         None,
+        &never,
     )?;
     let pre: Vec<Option<f64>> = rf
         .points
@@ -542,6 +568,7 @@ fn draw_recovery_summary<DB: DrawingBackend>(
             ("whole-test mean".into(), mean),
         ],
         None,
+        &[],
     )
 }
 
@@ -565,6 +592,7 @@ fn draw_points_summary<DB: DrawingBackend>(
         "throughput (Mbit/s)",
         &[("measured (mean of repetitions)".into(), mean)],
         Some(("model: min(window/RTT, goodput)", expected)),
+        &[],
     )
 }
 

@@ -24,6 +24,23 @@ fn mbps(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |b| format!("{:.1}", b / 1e6))
 }
 
+/// A point's recovery times, one per repetition ("0.5", "never"), joined by "/"; "–" without
+/// an event.
+pub fn recoveries(p: &longhaul_experiments::result::PointResult) -> String {
+    if p.point.event.is_none() {
+        return "–".into();
+    }
+    p.repetitions
+        .iter()
+        .map(|r| {
+            r.derived
+                .recovery_s
+                .map_or_else(|| "never".to_owned(), |s| format!("{s:.1}"))
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// The window-sweep check of a run (points with a fixed window and a measurement).
 pub fn sweep_check(rf: &ResultFile) -> Vec<longhaul_experiments::analysis::Deviation> {
     let pts: Vec<SweepPoint> = rf
@@ -116,14 +133,7 @@ fn section(rf: &ResultFile, plots: &[Plot]) -> anyhow::Result<String> {
             ),
             pr.map_or_else(|| "–".into(), |p| longhaul_units::fmt_duration(p.cubic_k)),
             mbps(p.summary.pre_event_bps),
-            p.summary.recovery_s.map_or_else(
-                || if p.point.event.is_some() {
-                    "never".into()
-                } else {
-                    "–".into()
-                },
-                |r| format!("{r:.1}")
-            ),
+            recoveries(p),
         );
     }
     h += "</table>";

@@ -591,7 +591,6 @@ fn test(
             .as_nanos(),
     );
     let begun = Instant::now();
-    let mut test_start: Option<Instant> = None;
     let (mut start, mut intervals, mut end, mut error) =
         (Value::Null, Vec::new(), Value::Null, None);
     let mut interrupted = false;
@@ -621,7 +620,6 @@ fn test(
         match ev["event"].as_str() {
             Some("start") => {
                 let t0 = Instant::now();
-                test_start = Some(t0);
                 start = data;
                 if let Some(p) = plan {
                     let at = p.start.as_secs_f64() - t0.elapsed().as_secs_f64();
@@ -665,7 +663,6 @@ fn test(
     }
     let status = child.wait().context("waiting for longhaul test")?;
     let stderr = err_thread.join().unwrap_or_default();
-    let _ = test_start;
     if interrupted {
         return Ok((Value::Null, true));
     }
