@@ -2,6 +2,7 @@
 //! Networking uses loopback only.
 
 mod emulate;
+mod lab;
 mod server_cmd;
 mod server_faults;
 mod test_cmd;

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod calc;
 mod doctor;
 mod emulate;
+mod lab;
 mod server;
 mod test;
 mod testbed;
@@ -55,6 +56,9 @@ enum Command {
     /// Reserve testbed partitions: the reservation service (`serve`, `token add`) and its client
     /// (`reserve`, `list`, `confirm`, `cancel`, `release`).
     Testbed(testbed::TestbedArgs),
+    /// The seeds' experiments as data: run them on emulated paths, archive, plot, report, and
+    /// check Land Speed Record rules.
+    Lab(Box<lab::LabArgs>),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Command::Get(a) => transfer::get(a),
         Command::Keygen(a) => transfer::keygen(a),
         Command::Testbed(a) => testbed::run(a),
+        Command::Lab(a) => lab::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,269 @@
+//! `longhaul lab` end to end: every built-in experiment runs (reduced) on emulated testbeds and
+//! leaves a result file that passes the schema, PNG and SVG plots and an HTML report with each
+//! plot; `lab list` shows the runs; a run stopped by SIGINT is listed as incomplete; a broken
+//! experiment file exits 2 naming file, line and field. The runs need root (namespaces, TUN
+//! devices) and are skipped with a printed reason otherwise; they hold the machine alone.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::{bin, machine_alone};
+
+fn skip_unprivileged() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
+        println!("skipped: needs CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root)");
+        return true;
+    }
+    false
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lh-lab-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn lab(args: &[&str]) -> std::process::Output {
+    let out = Command::new(bin())
+        .arg("lab")
+        .args(args)
+        .output()
+        .expect("run longhaul lab");
+    eprintln!(
+        "$ longhaul lab {}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn assert_plot_files(dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(dir).expect("plots dir").flatten() {
+        let p = e.path();
+        let bytes = std::fs::read(&p).expect("plot");
+        assert!(!bytes.is_empty(), "{} is empty", p.display());
+        match p.extension().and_then(|x| x.to_str()) {
+            Some("png") => {
+                assert!(
+                    bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+                    "{} is not a PNG",
+                    p.display()
+                );
+                names.push(p.file_stem().expect("stem").to_string_lossy().into_owned());
+            }
+            Some("svg") => {
+                let t = String::from_utf8_lossy(&bytes);
+                assert!(t.contains("<svg"), "{} is not an SVG", p.display());
+                let png = p.with_extension("png");
+                assert!(png.exists(), "no PNG beside {}", p.display());
+            }
+            _ => {}
+        }
+    }
+    names.sort();
+    names
+}
+
+#[test]
+fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _alone = machine_alone();
+    let archive = temp_dir("builtins");
+    let a = archive.to_str().expect("utf-8");
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for b in longhaul_experiments::builtin::builtins() {
+        let t0 = Instant::now();
+        // Every point of the reduced variant (36 points, about 3.5 minutes in all here);
+        // `--points N` would trim further.
+        let out = lab(&["run", b.name, "--reduced", "--archive", a, "--json"]);
+        assert!(out.status.success(), "lab run {} failed", b.name);
+        let o = json_of(&out);
+        assert_eq!(o["complete"], true, "{o}");
+        let file = o["file"].as_str().expect("file").to_owned();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).expect("result file"))
+                .expect("JSON");
+        longhaul_experiments::result::validate(&doc)
+            .unwrap_or_else(|e| panic!("{file} fails the schema: {e}"));
+        assert_eq!(doc["complete"], true);
+        for p in doc["points"].as_array().expect("points") {
+            for r in p["repetitions"].as_array().expect("repetitions") {
+                assert!(r["error"].is_null(), "{}: {}", b.name, r["error"]);
+                assert!(
+                    r["report"]["intervals"]
+                        .as_array()
+                        .is_some_and(|i| !i.is_empty())
+                );
+            }
+        }
+        assert!(!doc["host"]["kernel"].as_str().unwrap_or("").is_empty());
+        let id = o["run_id"].as_str().expect("run_id").to_owned();
+        let plots = archive.join("plots");
+        let html = archive.join(format!("{id}.html"));
+        let out = lab(&[
+            "report",
+            &id,
+            "-o",
+            html.to_str().expect("utf-8"),
+            "--plots",
+            plots.to_str().expect("utf-8"),
+            "--archive",
+            a,
+        ]);
+        assert!(out.status.success(), "lab report {id} failed");
+        let names = assert_plot_files(&plots.join(&id));
+        assert!(names.contains(&"summary".to_owned()), "{names:?}");
+        let points = doc["points"].as_array().expect("points").len();
+        assert_eq!(names.len(), points + 1, "{names:?}");
+        let text = std::fs::read_to_string(&html).expect("report");
+        for n in &names {
+            assert!(
+                text.contains(&format!("data-plot=\"{n}\"")),
+                "{n} not in the report"
+            );
+        }
+        assert!(text.matches("<svg").count() > points, "inline SVGs");
+        println!("{}: {:.1} s", b.name, t0.elapsed().as_secs_f64());
+        ids.push(id);
+    }
+    println!("all built-ins: {:.1} s", started.elapsed().as_secs_f64());
+    let list = json_of(&lab(&["list", "--archive", a, "--json"]));
+    let runs = list["runs"].as_array().expect("runs");
+    for id in &ids {
+        let r = runs
+            .iter()
+            .find(|r| r["id"] == id.as_str())
+            .expect("listed");
+        assert_eq!(r["complete"], true);
+    }
+    let text = String::from_utf8_lossy(&lab(&["list", "--archive", a]).stdout).into_owned();
+    assert!(ids.iter().all(|id| text.contains(id.as_str())), "{text}");
+    // An emulated run is never eligible for a record.
+    let rec = lab(&["records", "--check", &ids[0], "--archive", a]);
+    assert!(rec.status.success());
+    let t = String::from_utf8_lossy(&rec.stdout);
+    assert!(t.contains("RealPath") && t.contains("NOT eligible"), "{t}");
+    let _ = std::fs::remove_dir_all(&archive);
+}
+
+#[test]
+fn a_lab_run_stopped_by_sigint_is_listed_incomplete() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _alone = machine_alone();
+    let archive = temp_dir("sigint");
+    let a = archive.to_str().expect("utf-8");
+    let mut child = Command::new(bin())
+        .args(["lab", "run", "window-sweep", "--reduced", "--archive", a])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lab run");
+    let pid = child.id();
+    let stderr = child.stderr.take().expect("stderr");
+    let mut seen = String::new();
+    let mut lines = BufReader::new(stderr);
+    let mut line = String::new();
+    while lines.read_line(&mut line).is_ok_and(|n| n > 0) {
+        let line = std::mem::take(&mut line);
+        seen += &line;
+        // Mid-run: the second point's test is running.
+        if line.contains("point 2/") && line.contains("t=") {
+            let ok = Command::new("kill")
+                .args(["-INT", &pid.to_string()])
+                .status()
+                .expect("kill");
+            assert!(ok.success());
+            break;
+        }
+    }
+    // Keep reading, so that the run's progress lines find a reader.
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut lines.into_inner(), &mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "lab run did not stop:\n{seen}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    seen += &rest.join().unwrap_or_default();
+    assert_eq!(status.code(), Some(130), "{seen}");
+    let list = json_of(&lab(&["list", "--archive", a, "--json"]));
+    let runs = list["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{list}");
+    assert_eq!(runs[0]["complete"], false);
+    let text = String::from_utf8_lossy(&lab(&["list", "--archive", a]).stdout).into_owned();
+    assert!(text.contains("INCOMPLETE"), "{text}");
+    let file = runs[0]["file"].as_str().expect("file");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).expect("file")).expect("JSON");
+    longhaul_experiments::result::validate(&doc).expect("schema");
+    assert!(doc["finished"].is_null());
+    assert!(!doc["points"].as_array().expect("points").is_empty());
+    // The testbed is gone.
+    let ns = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip");
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    assert!(!ns.contains(&format!("lh-lab{pid}-")), "{ns}");
+    let _ = std::fs::remove_dir_all(&archive);
+}
+
+#[test]
+fn a_broken_experiment_file_exits_2_naming_file_line_and_field() {
+    let dir = temp_dir("broken");
+    let f = dir.join("broken.toml");
+    std::fs::write(
+        &f,
+        "name = \"broken\"\nduration = \"10s\"\n\n[path]\npreset = \"cern-starlight\"\n\n[sweep]\nwindow = [\"1M\", \"4Q\"]\n",
+    )
+    .expect("write");
+    let path = f.to_str().expect("utf-8");
+    let out = lab(&["run", path, "--archive", dir.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{path}:8:")), "{err}");
+    assert!(err.contains("sweep.window[1]"), "{err}");
+    let out = lab(&["run", "no-such-experiment"]);
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn lab_builtins_and_records_need_no_privilege() {
+    let out = lab(&["builtins"]);
+    assert!(out.status.success());
+    let t = String::from_utf8_lossy(&out.stdout);
+    for b in longhaul_experiments::builtin::builtins() {
+        assert!(t.contains(b.name), "{t}");
+    }
+    let out = lab(&["records"]);
+    assert!(out.status.success());
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        t,
+        longhaul_experiments::records::table_markdown(longhaul_experiments::records::RECORDS)
+    );
+    let j = json_of(&lab(&["records", "--json"]));
+    assert!(j["records"].as_array().is_some_and(|r| !r.is_empty()));
+}
