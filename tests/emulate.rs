@@ -689,6 +689,17 @@ fn emulate_cmd(args: &[&str]) -> Output {
     out
 }
 
+/// Takes a named testbed down when dropped, so a failing test does not leave its emulator running.
+struct DownOnDrop(String);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new(bin())
+            .args(["emulate", "down", "--name", &self.0])
+            .output();
+    }
+}
+
 fn namespaces_named(prefix: &str) -> usize {
     let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&list.stdout)
@@ -704,6 +715,7 @@ fn a_named_testbed_comes_up_runs_commands_reports_and_goes_down() {
     }
     let _serial = serial();
     let name = format!("t{}", std::process::id() % 100_000);
+    let _down = DownOnDrop(name.clone());
     let prefix = format!("lh-{name}-");
     let up = emulate_cmd(&[
         "up", "--name", &name, "--rtt", "10ms", "--rate", "100M", "--json",
@@ -793,6 +805,7 @@ fn a_killed_named_testbed_is_cleaned_up_by_the_next_up() {
     }
     let _serial = serial();
     let name = format!("k{}", std::process::id() % 100_000);
+    let _down = DownOnDrop(name.clone());
     let prefix = format!("lh-{name}-");
     // With the default server on host b: SIGKILL of the emulator orphans it.
     let up = emulate_cmd(&["up", "--name", &name, "--rtt", "2ms", "--json"]);

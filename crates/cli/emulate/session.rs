@@ -464,6 +464,8 @@ pub(crate) fn down(a: &DownArgs) -> anyhow::Result<ExitCode> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // A clean teardown needs no post-mortem: the log goes with it (a crashed emulator's stays).
+    let _ = std::fs::remove_file(state::log_file(&a.name));
     if a.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
