@@ -68,6 +68,7 @@ pub fn router(state: Shared) -> Router {
         .route("/api/v1/bookings/{id}/release", post(release))
         .route("/api/v1/bookings/{id}/cancel", post(cancel))
         .route("/api/v1/freebusy", get(freebusy))
+        .merge(crate::ui::routes())
         .fallback(not_found)
         .layer(middleware::from_fn(log_request))
         .with_state(state)

@@ -24,6 +24,7 @@ pub mod postgres;
 pub mod sqlite;
 pub mod store;
 pub mod testing;
+pub mod ui;
 
 pub use store::{Store, StoreError};
 
