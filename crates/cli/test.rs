@@ -71,7 +71,8 @@ pub(crate) struct TestArgs {
     /// Bytes per write (1M by default: large writes halve the per-byte cost; iperf3 uses 128K).
     #[arg(short = 'l', long = "length", default_value = "1M", value_parser = write_len)]
     length: u32,
-    /// Window per stream: "auto" (from RTT and --rate), or a size to request on both ends (e.g. 64M).
+    /// Window per stream: "auto" (from RTT and --rate), or the receive window each receiver holds (e.g.
+    /// 64M; the kernel is made to advertise exactly that, docs/test.md).
     #[arg(short = 'w', long, default_value = "auto", value_parser = window)]
     window: WindowRequest,
     /// Target rate of all streams together, for -w auto (e.g. 10G, 400M).

@@ -24,7 +24,7 @@ use longhaul_units::Nanos;
 
 use crate::control::{Control, unexpected};
 use crate::run::{Run, RunStream};
-use crate::server::{drain_timeout, read_len, send_config};
+use crate::server::{drain_timeout, recv_config, send_config};
 use crate::socket::{self, SocketOptions};
 use crate::{EngineError, SOFTWARE, random};
 
@@ -166,7 +166,7 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
     let mut run = Run::start(
         streams,
         &send,
-        read_len(&params),
+        recv_config(&params),
         params.interval_ns,
         params.omit_ns,
     )?;

@@ -38,6 +38,14 @@ pub(crate) struct SendConfig {
     pub(crate) budget_per_stream: Option<u64>,
 }
 
+/// How the receivers of this side behave.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecvConfig {
+    pub(crate) read_len: usize,
+    /// The window each receiver holds (`-w`), if fixed.
+    pub(crate) window: Option<u64>,
+}
+
 struct Tracked {
     worker: Worker,
     prev: Option<TcpSample>,
@@ -58,7 +66,7 @@ impl Run {
     pub(crate) fn start(
         streams: Vec<RunStream>,
         send: &SendConfig,
-        read_len: usize,
+        recv: RecvConfig,
         interval_ns: u64,
         omit_ns: u64,
     ) -> Result<Self, EngineError> {
@@ -73,7 +81,10 @@ impl Run {
                     budget: send.budget_per_stream,
                 }
             } else {
-                Job::Recv { read_len }
+                Job::Recv {
+                    read_len: recv.read_len,
+                    window: recv.window,
+                }
             };
             let worker = Worker::spawn(Arc::clone(&state), clock, job)
                 .map_err(|e| EngineError::io(format!("start stream {} thread", s.index), e))?;

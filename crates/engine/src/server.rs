@@ -18,12 +18,13 @@ use std::time::{Duration, Instant};
 use longhaul_proto::msg::MAX_STREAMS;
 use longhaul_proto::window::BufferAction;
 use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, encode_frame};
-use longhaul_proto::{EndCondition, Message, ProtoError, TestParams};
+use longhaul_proto::{EndCondition, Message, ProtoError, TestParams, WindowRequest};
 use longhaul_sys as sys;
+use longhaul_units::models::MAX_TCP_WINDOW;
 use tracing::{info, warn};
 
 use crate::control::{Control, read_preamble};
-use crate::run::{Run, RunStream, SendConfig};
+use crate::run::{RecvConfig, Run, RunStream, SendConfig};
 use crate::socket::{self, SocketOptions};
 use crate::{EngineError, SOFTWARE, random};
 
@@ -407,7 +408,7 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
     let mut run = Run::start(
         streams,
         &send,
-        read_len(&params),
+        recv_config(&params),
         params.interval_ns,
         params.omit_ns,
     )?;
@@ -510,9 +511,16 @@ pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError
     })
 }
 
-/// Read size for receivers: at least 128 KiB, so small `-l` writes do not turn into small reads.
-pub(crate) fn read_len(params: &TestParams) -> usize {
-    (params.write_len as usize).max(1024 * 1024)
+/// How receivers read: at least 1 MiB at a time, so small `-l` writes do not turn into small reads; and
+/// with a fixed `-w`, the window each receiver holds.
+pub(crate) fn recv_config(params: &TestParams) -> RecvConfig {
+    RecvConfig {
+        read_len: (params.write_len as usize).max(1024 * 1024),
+        window: match params.window {
+            WindowRequest::Fixed { bytes } => Some(bytes.min(MAX_TCP_WINDOW)),
+            WindowRequest::Auto => None,
+        },
+    }
 }
 
 /// Makes sure sockets accepted from now on negotiate a TCP window scale large enough for `request`.

@@ -11,7 +11,7 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use longhaul_sys::{self as sys, CpuTime};
 
@@ -88,8 +88,11 @@ pub(crate) enum Job {
         write_len: usize,
         budget: Option<u64>,
     },
-    /// Receive until end-of-stream.
-    Recv { read_len: usize },
+    /// Receive until end-of-stream; with `window`, hold the advertised window there.
+    Recv {
+        read_len: usize,
+        window: Option<u64>,
+    },
 }
 
 /// What a worker returns.
@@ -116,7 +119,7 @@ impl Worker {
                         write_len,
                         budget,
                     } => send_loop(&st, &method, write_len, budget),
-                    Job::Recv { read_len } => recv_loop(&st, read_len),
+                    Job::Recv { read_len, window } => recv_loop(&st, read_len, window),
                 }
                 .err();
                 st.finished_ns
@@ -176,15 +179,26 @@ fn send_loop(
     Ok(())
 }
 
-fn recv_loop(st: &StreamState, read_len: usize) -> io::Result<()> {
+/// How often a receiver with a fixed window checks that the kernel still advertises it
+/// ([`crate::socket::hold_window`]).
+const WINDOW_CHECK: Duration = Duration::from_millis(200);
+
+fn recv_loop(st: &StreamState, read_len: usize, window: Option<u64>) -> io::Result<()> {
     let mut sock = &st.sock;
     let mut buf = AlignedBuf::zeroed(read_len);
     let buf = buf.as_mut_slice();
+    let mut next_check = Instant::now();
     loop {
         match sock.read(buf) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 st.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                if let Some(w) = window
+                    && Instant::now() >= next_check
+                {
+                    crate::socket::hold_window(st.sock.as_fd(), w).map_err(|e| e.into_io())?;
+                    next_check = Instant::now() + WINDOW_CHECK;
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),

@@ -210,6 +210,29 @@ pub fn recv_buffer(fd: BorrowedFd<'_>) -> Result<u64> {
     Ok(u64::try_from(v).unwrap_or(0))
 }
 
+/// The receive window's upper bound (`TCP_WINDOW_CLAMP`), bytes. Linux 6.x
+/// keeps it at the share of the receive buffer that becomes window
+/// (`tcp_win_from_space`), recomputed whenever the connection's measured
+/// payload-to-memory ratio changes, unless something smaller was set.
+pub fn window_clamp(fd: BorrowedFd<'_>) -> Result<u64> {
+    let v = get_int(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_WINDOW_CLAMP,
+        "TCP_WINDOW_CLAMP",
+    )?;
+    Ok(u64::try_from(v).unwrap_or(0))
+}
+
+/// Sets `TCP_WINDOW_CLAMP`: the receive window never grows beyond `bytes`
+/// (Linux raises values below half the minimum receive buffer to that).
+pub fn set_window_clamp(fd: BorrowedFd<'_>, bytes: u64) -> Result<()> {
+    let v = i32::try_from(bytes).unwrap_or(i32::MAX);
+    set_raw(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, &v, || {
+        format!("setsockopt(TCP_WINDOW_CLAMP={v}) on fd {}", fd.as_raw_fd())
+    })
+}
+
 /// Selects the congestion-control algorithm (`TCP_CONGESTION`), e.g. `"bbr"`.
 ///
 /// Fails with `ENOENT` if the algorithm is not available (module not loaded,
