@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use longhaul_experiments::records::{
-    self, Candidate, Ip, RECORDS, Verdict, check, eligible, leaderboard, table_markdown,
+    self, RECORDS, Verdict, check, eligible, leaderboard, table_markdown,
 };
 use longhaul_experiments::result::ResultFile;
 use longhaul_lab::runner::{self, Progress, RunOptions};
@@ -530,36 +530,6 @@ fn builtins(a: &BuiltinsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The run's best point (highest received bytes) as an LSR candidate; the path's L3 distance
-/// and router hops come from its compiled topology.
-fn candidate(rf: &ResultFile) -> Option<Candidate> {
-    let topo = rf.experiment.spec.topology(None).ok();
-    rf.points
-        .iter()
-        .flat_map(|p| p.repetitions.iter().map(move |r| (p, r)))
-        .filter_map(|(p, r)| {
-            let recv = &r.report["end"]["sum_received"];
-            let bytes = recv["bytes"].as_u64()?;
-            let seconds = recv["seconds"].as_f64()?;
-            let compiled = topo.as_ref().and_then(|t| p.point.compile(t).ok());
-            let hops = compiled.as_ref().map_or(0, |c| c.router_hops() as u32);
-            Some(Candidate {
-                label: format!("{} {} rep {}", rf.run_id, p.point.id, r.repetition + 1),
-                ip: Ip::V4,
-                streams: p.point.streams,
-                claimed: None,
-                bytes,
-                seconds,
-                km: compiled.as_ref().map_or(0.0, |c| c.lsr_distance_km()),
-                hops_forward: hops,
-                hops_reverse: hops,
-                address_pairs: 1,
-                emulated: true,
-            })
-        })
-        .max_by(|a, b| a.metric().total_cmp(&b.metric()))
-}
-
 fn records_cmd(a: &RecordsArgs) -> anyhow::Result<ExitCode> {
     let rows = records::records();
     let mut cands = Vec::new();
@@ -568,7 +538,7 @@ fn records_cmd(a: &RecordsArgs) -> anyhow::Result<ExitCode> {
         let ar = a.archive.open()?;
         for key in &a.check {
             let rf = ar.load(key)?;
-            let Some(c) = candidate(&rf) else {
+            let Some(c) = rf.lsr_candidate() else {
                 anyhow::bail!("run {} has no finished test to check", rf.run_id);
             };
             let results = check(&c);

@@ -74,33 +74,29 @@ pub(crate) fn apply_pacing(fd: BorrowedFd<'_>, bytes_per_sec: u64) -> Result<(),
 /// packets that arrive (Linux ≥ 6.6; older kernels used a fixed half). Measured on this project's VM
 /// (kernel 6.18, cern-starlight at 500 Mbit/s): `SO_RCVBUF` of 2 MiB (4 MiB granted) advertised
 /// 2,785,280 B, a ratio of 0.664, so `-w 2M` ran at 166 Mbit/s instead of 2 MiB ÷ 127 ms = 132. Nor
-/// does `TCP_WINDOW_CLAMP` alone bound it: the kernel recomputes the clamp from the buffer whenever the
-/// ratio changes (166 Mbit/s with the clamp set before or after accept).
+/// does `TCP_WINDOW_CLAMP` alone bound it: the kernel re-derives the clamp from the buffer whenever it
+/// re-measures the ratio (166 Mbit/s with the clamp set before or after accept).
 ///
-/// So the buffer is sized from the ratio the kernel reports (the clamp it derived ÷ the buffer) to make
-/// the advertised window exactly `window`, and the clamp is set to `window` too. Called again, it reads
-/// the ratio back from the clamp and the buffer it set, so it only acts when the kernel re-measured.
-/// With this, `-w 2M` on the same path ran at 125.5 Mbit/s (−5 %: the window is exact; what it loses is
-/// the round trip's processing time).
+/// So whenever the clamp is not `window` (the kernel derived it), the ratio is read back as clamp ÷
+/// buffer, the buffer is sized for `window` × [`WINDOW_HEADROOM`] at that ratio (room for data the
+/// reader has not yet taken, which would otherwise shrink the window), and the clamp is set to
+/// `window`, which is then the bound. A call that finds the clamp still at `window` does nothing.
 pub(crate) fn hold_window(fd: BorrowedFd<'_>, window: u64) -> Result<(), sys::SysError> {
     let clamp = sys::window_clamp(fd)?;
     let buffer = sys::recv_buffer(fd)?;
-    if clamp == 0 || buffer == 0 {
+    if clamp == window || clamp == 0 || buffer == 0 {
         return Ok(());
     }
-    // The granted buffer that gives `window` of advertised window at the kernel's current ratio.
-    let target = (u128::from(window) * u128::from(buffer) / u128::from(clamp)) as u64;
-    if target.abs_diff(buffer) * 100 > buffer {
-        // The kernel doubles the request; past rmem_max only a privileged process can ask for more, and
-        // without privilege the window stays at what the buffer allows (the plan already said so).
-        let force = sys::has_net_admin();
-        sys::set_recv_buffer(fd, target / 2, force)?;
-    }
-    if clamp != window {
-        sys::set_window_clamp(fd, window)?;
-    }
-    Ok(())
+    let target = (u128::from(window) * u128::from(buffer) * u128::from(WINDOW_HEADROOM.0)
+        / (u128::from(clamp) * u128::from(WINDOW_HEADROOM.1))) as u64;
+    // The kernel doubles the request; past rmem_max only a privileged process can ask for more, and
+    // without privilege the window stays at what the buffer allows (the plan already said so).
+    sys::set_recv_buffer(fd, target / 2, sys::has_net_admin())?;
+    sys::set_window_clamp(fd, window)
 }
+
+/// Receive buffer beyond the held window, as a fraction (5/4: a quarter of the window).
+pub(crate) const WINDOW_HEADROOM: (u64, u64) = (5, 4);
 
 /// Reads back how the kernel set up `sock`.
 pub(crate) fn describe(
@@ -259,8 +255,8 @@ mod tests {
     }
 
     /// On a real socket with data flowing: after `hold_window` the kernel's clamp is the window, and
-    /// the buffer is what the kernel's own ratio (clamp ÷ buffer, read before) needs for that window.
-    /// A second call with nothing re-measured changes nothing.
+    /// the buffer is what the kernel's own ratio (clamp ÷ buffer, read before) needs for that window
+    /// plus the headroom. A second call with nothing re-measured changes nothing.
     #[test]
     fn hold_window_sizes_the_buffer_from_the_kernels_ratio() {
         use std::io::{Read, Write};
@@ -282,7 +278,7 @@ mod tests {
         hold_window(rx.as_fd(), window).unwrap();
         assert_eq!(sys::window_clamp(rx.as_fd()).unwrap(), window);
         let sized = sys::recv_buffer(rx.as_fd()).unwrap();
-        let wanted = window * buffer / clamp;
+        let wanted = window * buffer / clamp * WINDOW_HEADROOM.0 / WINDOW_HEADROOM.1;
         assert!(
             sized.abs_diff(wanted) <= wanted / 50,
             "buffer {sized} for a {window} window at ratio {clamp}/{buffer} (wanted {wanted})"

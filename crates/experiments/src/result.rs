@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::analysis::{RecoveryParams, mean_bps, recovery, samples_from_report};
 use crate::predict::Prediction;
+use crate::records::{Candidate, Ip};
 use crate::spec::{Point, Spec};
 
 /// The `format` field.
@@ -254,6 +255,65 @@ impl ResultFile {
             message: e.to_string(),
         })
     }
+}
+
+impl ResultFile {
+    /// The run's best repetition (highest LSR metric) as a Land Speed Record candidate: bytes and
+    /// seconds as the receiver counted them, the path's L3 distance and router hops from its compiled
+    /// topology, and the IP version and address pairs from the connections the report lists (a
+    /// report without them counts as one IPv4 pair, what `longhaul emulate` testbeds use).
+    pub fn lsr_candidate(&self) -> Option<Candidate> {
+        let topology = self.experiment.spec.topology(None).ok();
+        self.points
+            .iter()
+            .flat_map(|p| p.repetitions.iter().map(move |r| (p, r)))
+            .filter_map(|(p, r)| {
+                let received = &r.report["end"]["sum_received"];
+                let bytes = received["bytes"].as_u64()?;
+                let seconds = received["seconds"].as_f64()?;
+                let compiled = topology.as_ref().and_then(|t| p.point.compile(t).ok());
+                let hops = compiled
+                    .as_ref()
+                    .map_or(0, |c| u32::try_from(c.router_hops()).unwrap_or(u32::MAX));
+                let (ip, address_pairs) = addresses(&r.report);
+                Some(Candidate {
+                    label: format!("{} {} rep {}", self.run_id, p.point.id, r.repetition + 1),
+                    ip,
+                    streams: p.point.streams,
+                    claimed: None,
+                    bytes,
+                    seconds,
+                    km: compiled.as_ref().map_or(0.0, |c| c.lsr_distance_km()),
+                    hops_forward: hops,
+                    hops_reverse: hops,
+                    address_pairs,
+                    emulated: true,
+                })
+            })
+            .max_by(|a, b| a.metric().total_cmp(&b.metric()))
+    }
+}
+
+/// The IP version and the number of distinct (local, remote) address pairs of a report's
+/// `start.connected` list; IPv6 if any connection used it. No list: one IPv4 pair.
+fn addresses(report: &Value) -> (Ip, u32) {
+    let Some(connected) = report["start"]["connected"].as_array() else {
+        return (Ip::V4, 1);
+    };
+    let pairs: std::collections::BTreeSet<(std::net::IpAddr, std::net::IpAddr)> = connected
+        .iter()
+        .filter_map(|c| {
+            let local = c["local_host"].as_str()?.parse().ok()?;
+            let remote = c["remote_host"].as_str()?.parse().ok()?;
+            Some((local, remote))
+        })
+        .collect();
+    let ip = if pairs.iter().any(|(l, r)| l.is_ipv6() || r.is_ipv6()) {
+        Ip::V6
+    } else {
+        Ip::V4
+    };
+    (ip, u32::try_from(pairs.len().max(1)).unwrap_or(u32::MAX))
 }
 
 /// A result file that does not match the schema.
@@ -522,6 +582,40 @@ mod tests {
         }
         r.finish("2026-11-21T08:24:00Z");
         r
+    }
+
+    /// The LSR candidate of a run: its best repetition, with the receiver's bytes and seconds, the
+    /// preset's distance and hops, and the IP version and pairs from the report's connections.
+    #[test]
+    fn lsr_candidate_reads_the_best_repetition_and_its_addresses() {
+        let mut r = example();
+        let received = |bytes: u64| serde_json::json!({"bytes": bytes, "seconds": 40.0});
+        let connected = |local: &str, remote: &str| serde_json::json!([{"local_host": local, "remote_host": remote}]);
+        r.points[0].repetitions[0].report["end"]["sum_received"] = received(1_000_000_000);
+        r.points[1].repetitions[0].report["end"]["sum_received"] = received(2_000_000_000);
+        r.points[1].repetitions[0].report["start"]["connected"] =
+            connected("fd00:4c48::1", "fd00:4c48::2");
+        let c = r.lsr_candidate().expect("a candidate");
+        assert_eq!(c.bytes, 2_000_000_000);
+        assert_eq!(c.ip, Ip::V6);
+        assert_eq!(c.address_pairs, 1);
+        assert!(c.emulated);
+        assert!(c.km > 7000.0, "{}", c.km);
+        assert!(c.hops_forward >= 2, "{}", c.hops_forward);
+        // Two different address pairs in one run: counted, so the one-pair rule can refuse it.
+        let mut pairs = connected("10.201.0.1", "10.201.0.2");
+        pairs.as_array_mut().unwrap().push(serde_json::json!(
+            {"local_host": "10.201.0.1", "remote_host": "10.201.0.3"}));
+        r.points[1].repetitions[0].report["start"]["connected"] = pairs;
+        let c = r.lsr_candidate().unwrap();
+        assert_eq!((c.ip, c.address_pairs), (Ip::V4, 2));
+        // No finished test anywhere: no candidate.
+        for p in &mut r.points {
+            for rep in &mut p.repetitions {
+                rep.report = Value::Null;
+            }
+        }
+        assert!(r.lsr_candidate().is_none());
     }
 
     #[test]
