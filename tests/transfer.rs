@@ -776,10 +776,16 @@ fn symlinks_in_the_root_never_lead_out_of_it() {
         assert_eq!(out.status.code(), Some(1), "get {src}: {}", stderr(&out));
         one_line_error(&out);
     }
-    // The link itself as a source: it points out of the tree, so it is left out.
+    // The link itself as a source: it points out of the tree, so there is nothing to send, and the
+    // get says so (it used to exit 0 having moved nothing).
     for src in ["localhost:abs", "localhost:rel"] {
-        let out = xfer("get", server.port, &key, &[src, s(&got), "--json"]);
-        println!("get {src}: {:?} {}", out.status, stderr(&out));
+        let out = xfer("get", server.port, &key, &[src, s(&got)]);
+        assert_eq!(out.status.code(), Some(1), "get {src}: {}", stderr(&out));
+        let line = one_line_error(&out);
+        assert!(
+            line.contains("nothing to send") && line.contains("symlink"),
+            "{line}"
+        );
     }
     assert!(
         !listing(&got).iter().any(|(p, _)| p.contains("secret")),

@@ -68,7 +68,15 @@ impl Sources {
         };
         self.roots.push(root);
         let r = self.roots.len() - 1;
-        self.walk(r, rel.to_string(), dest, meta)
+        let before = self.entries.len();
+        self.walk(r, rel.to_string(), dest, meta)?;
+        if self.entries.len() == before {
+            // The source itself was left out (a link leaving the tree, a device): refuse it rather
+            // than move nothing and report success.
+            let why = self.skipped.pop().unwrap_or_default();
+            return Err(EngineError::Transfer(format!("nothing to send: {why}")));
+        }
+        Ok(())
     }
 
     fn walk(
