@@ -268,6 +268,7 @@ fn serve(a: &UpArgs) -> anyhow::Result<ExitCode> {
         name: a.name.clone(),
         pid: std::process::id(),
         started_unix_s: now_unix_s(),
+        start_ticks: longhaul_emu::session::process_start_ticks(std::process::id()).unwrap_or(0),
         hosts: vec![
             HostInfo {
                 host: "a".into(),
@@ -583,6 +584,7 @@ mod tests {
             name: "x".into(),
             pid: 1,
             started_unix_s: now_unix_s(),
+            start_ticks: 0,
             hosts: Vec::new(),
             path: serde_json::json!({ "line": "RTT 40 ms" }),
             server: false,

@@ -60,6 +60,10 @@ pub struct Session {
     pub pid: u32,
     /// When it came up, seconds since the Unix epoch.
     pub started_unix_s: u64,
+    /// The emulator process's start time in clock ticks since boot (`/proc/PID/stat` field 22): with
+    /// the pid, it names the process even after the pid is recycled. 0 in files written before it.
+    #[serde(default)]
+    pub start_ticks: u64,
     /// Both hosts.
     pub hosts: Vec<HostInfo>,
     /// The path, as the front end describes it (preset, RTT, rate, queue, hops, ...).
@@ -76,15 +80,27 @@ impl Session {
             .find(|h| h.host == host || h.namespace == host)
     }
 
-    /// Whether the emulator process is still running.
+    /// Whether the emulator process is still running: the process with this pid started when the
+    /// emulator did (a recycled pid belongs to a process started later), whatever the binary is called.
     pub fn alive(&self) -> bool {
-        // A recycled pid would belong to another program: check that it is a longhaul emulator.
+        if self.start_ticks != 0 {
+            return process_start_ticks(self.pid) == Some(self.start_ticks);
+        }
+        // Files without a start time: a longhaul process running `emulate`.
         std::fs::read(format!("/proc/{}/cmdline", self.pid)).is_ok_and(|c| {
             let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
             args.first().is_some_and(|a| a.ends_with(b"longhaul"))
                 && args.iter().any(|a| *a == b"emulate")
         })
     }
+}
+
+/// A process's start time, clock ticks since boot (`/proc/PID/stat` field 22), if it exists.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may itself hold spaces and ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Checks a testbed name: 1–16 characters, lower-case letters, digits and '-', starting with a
@@ -398,6 +414,7 @@ mod tests {
             name: "wan".into(),
             pid: u32::MAX,
             started_unix_s: 0,
+            start_ticks: 0,
             hosts: vec![HostInfo {
                 host: "a".into(),
                 namespace: "lh-wan-a".into(),
@@ -411,6 +428,21 @@ mod tests {
         assert!(s.host("a").is_some() && s.host("c").is_none());
         // No such process: not alive.
         assert!(!s.alive());
+        // This process, under whatever name the test binary has, by its start time; a different
+        // start time (a recycled pid) is another process.
+        let me = Session {
+            pid: std::process::id(),
+            start_ticks: process_start_ticks(std::process::id()).unwrap(),
+            ..s.clone()
+        };
+        assert!(me.alive());
+        assert!(
+            !Session {
+                start_ticks: me.start_ticks + 1,
+                ..me.clone()
+            }
+            .alive()
+        );
         let back: Session = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
     }
