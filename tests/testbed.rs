@@ -1266,7 +1266,6 @@ fn testbed_ical_feeds() {
 fn longhaul_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = Command::new(bin())
         .args(args)
-        .envs(env.iter().copied())
         .env_remove("LONGHAUL_TESTBED")
         .env_remove("LONGHAUL_TESTBED_TOKEN")
         .envs(env.iter().copied())
@@ -1385,4 +1384,175 @@ fn testbed_cli_extend_approve_preempt_audit_me() {
     );
     let (ok, _, err) = client(&t[0], &["audit", "424242"]);
     assert!(!ok && err.contains("(404 unknown_booking)"), "{err}");
+}
+
+/// Takes a named testbed down when dropped (also when an assertion fails).
+struct Down(&'static str);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(bin())
+            .args(["emulate", "down", "--name", self.0])
+            .output();
+    }
+}
+
+/// Issue 6 item 7: with a testbed service configured, `emulate up` and `lab run` proceed only for
+/// the holder of the current reservation, and say who holds it otherwise.
+#[test]
+fn testbed_emulate_up_and_lab_run_need_the_reservation() {
+    let _machine = crate::util::machine_alone();
+    if !longhaul_sys::has_net_admin() {
+        println!("skipped: needs CAP_NET_ADMIN (emulate up refuses before asking the service)");
+        return;
+    }
+    let dir = TempDir::new("ties");
+    let db = dir.0.join("t.sqlite").display().to_string();
+    let (svc, t) = Service::start_with(
+        &db,
+        &[("alice", "user", None), ("bob", "user", None)],
+        &[],
+        false,
+    );
+    // alice holds the cern-starlight link (the path of `emulate up cern-starlight` and of `lab run
+    // window-sweep`) and the whole amsterdam site, from now for an hour.
+    let now = Timestamp::from_second(Timestamp::now().as_second() - 30).unwrap();
+    let end = now + SignedDuration::from_hours(1);
+    let mut ids = Vec::new();
+    for resource in ["geneva/cern-starlight", "amsterdam"] {
+        let (s, v) = post_booking(
+            &svc,
+            &t[0],
+            &serde_json::json!({"resource": resource, "start": now.to_string(), "end": end.to_string()}),
+            None,
+        );
+        assert_eq!(s, 201, "{v}");
+        ids.push(v["id"].as_u64().unwrap());
+    }
+    let until = if end.strftime("%F").to_string() == Timestamp::now().strftime("%F").to_string() {
+        end.strftime("%H:%M UTC").to_string()
+    } else {
+        end.strftime("%F %H:%M UTC").to_string()
+    };
+    let (s, cur) = get(
+        &svc,
+        &t[1],
+        "/api/v1/current?resource=geneva/cern-starlight",
+    );
+    assert_eq!(s, 200, "{cur}");
+    assert_eq!(cur["bookings"][0]["owner"], "alice", "{cur}");
+    let (s, cur) = get(
+        &svc,
+        &t[1],
+        "/api/v1/current?resource=chicago/starlight-host",
+    );
+    assert_eq!(
+        (s, cur["bookings"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{cur}"
+    );
+    let env = |token: &str| {
+        vec![
+            ("LONGHAUL_TESTBED", svc.base.clone()),
+            ("LONGHAUL_TESTBED_TOKEN", token.to_owned()),
+        ]
+    };
+    let with = |args: &[&str], env: &[(&str, String)]| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        longhaul_env(args, &env)
+    };
+    let up = [
+        "emulate",
+        "up",
+        "cern-starlight",
+        "--name",
+        "tbtie",
+        "--no-server",
+    ];
+    // bob: refused, with who holds it and until when; exit non-zero; nothing started.
+    let (ok, _, err) = with(&up, &env(&t[1]));
+    let want = format!(
+        "testbed: geneva/cern-starlight is reserved by alice until {until} (booking {})",
+        ids[0]
+    );
+    assert!(!ok, "{err}");
+    assert_eq!(err.trim(), format!("longhaul: error: {want}"));
+    // The same with flags instead of the environment.
+    let (ok, _, err) = with(
+        &[&up[..], &["--testbed", &svc.base, "--testbed-token", &t[1]]].concat(),
+        &[],
+    );
+    assert!(!ok && err.contains(&want), "{err}");
+    // lab run checks its experiment's path the same way.
+    let (ok, _, err) = with(
+        &[
+            "lab",
+            "run",
+            "window-sweep",
+            "--reduced",
+            "--points",
+            "1",
+            "--archive",
+            &dir.0.join("archive").display().to_string(),
+        ],
+        &env(&t[1]),
+    );
+    assert!(!ok && err.contains(&want), "{err}");
+    // A booking of a whole site covers the paths from it.
+    let (ok, _, err) = with(
+        &[
+            "emulate",
+            "up",
+            "amsterdam-geneva",
+            "--name",
+            "tbtie",
+            "--no-server",
+        ],
+        &env(&t[1]),
+    );
+    assert!(
+        !ok && err.contains(&format!(
+            "testbed: amsterdam is reserved by alice until {until} (booking {})",
+            ids[1]
+        )),
+        "{err}"
+    );
+    // A token the service does not know, a service that does not answer, a URL with no token.
+    let (ok, _, err) = with(&up, &env("lh_nope"));
+    assert!(!ok && err.contains("does not know this token"), "{err}");
+    let (ok, _, err) = with(
+        &up,
+        &[
+            ("LONGHAUL_TESTBED", "http://127.0.0.1:9".into()),
+            ("LONGHAUL_TESTBED_TOKEN", t[1].clone()),
+        ],
+    );
+    assert!(
+        !ok && err.contains("cannot ask the reservation service at http://127.0.0.1:9"),
+        "{err}"
+    );
+    let (ok, _, err) = with(&up, &[("LONGHAUL_TESTBED", svc.base.clone())]);
+    assert!(!ok && err.contains("no token"), "{err}");
+    // alice, the holder: up, then down.
+    let _down = Down("tbtie");
+    let (ok, out, err) = with(&up, &env(&t[0]));
+    assert!(ok, "alice's emulate up: {err}");
+    assert!(
+        out.contains("tbtie") || out.contains("longhaul emulate down --name tbtie"),
+        "{out}"
+    );
+    let (ok, _, err) = with(&["emulate", "down", "--name", "tbtie"], &[]);
+    assert!(ok, "{err}");
+    // Once alice releases the link, bob may bring it up (nobody holds it now).
+    let (s, v) = post(
+        &svc,
+        &t[0],
+        &format!("/api/v1/bookings/{}/release", ids[0]),
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    let (ok, _, err) = with(&up, &env(&t[1]));
+    assert!(ok, "bob's emulate up after the release: {err}");
+    let (ok, _, err) = with(&["emulate", "down", "--name", "tbtie"], &[]);
+    assert!(ok, "{err}");
 }
