@@ -506,6 +506,40 @@ fn testbed_postgres_exclusion_constraint_refuses_a_direct_insert() {
 }
 
 #[test]
+fn testbed_postgres_exclusion_constraint_refuses_a_direct_extension() {
+    // An extension is a claim update; a writer that moves an end into the next booking without
+    // asking the service is refused by the constraint too.
+    let Some(pg) = Postgres::start() else { return };
+    let url = pg.database();
+    let (svc, tokens) = Service::start(&url, &users());
+    for (token, resource, from, to) in [
+        (&tokens[0], "cern/starlight-lambda", 0, 60),
+        (&tokens[1], "cern/starlight-lambda/1g-a", 120, 180),
+    ] {
+        let (s, b) = post_booking(
+            &svc,
+            token,
+            &serde_json::json!({"resource": resource, "start": at(2, from), "end": at(2, to)}),
+            None,
+        );
+        assert_eq!(s, 201, "{b}");
+    }
+    let out = Command::new(pg.tool("psql"))
+        .args(["-X", "-d", &url, "-v", "ON_ERROR_STOP=1", "-c"])
+        .arg(
+            "UPDATE claim SET during = tstzrange(lower(during), upper(during) + interval '90 minutes')
+              WHERE booking = 1",
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("parent_child"),
+        "{err}"
+    );
+}
+
+#[test]
 fn testbed_users_cannot_change_each_others_bookings() {
     let dir = TempDir::new("sqlite");
     let db = dir.0.join("d.sqlite").display().to_string();
@@ -892,7 +926,19 @@ fn extend_preempt_audit(database: &str) {
     assert_eq!(log["events"][3]["status_after"], "preempted", "{log}");
     let (s, _) = get(&svc, &t[1], "/api/v1/bookings/999999/audit");
     assert_eq!(s, 404);
-    // The same in XML.
+    // XML in and out.
+    let resp = agent()
+        .post(&svc.url(&format!("/api/v1/bookings/{b}/extend")))
+        .set("Authorization", &format!("Bearer {}", t[1]))
+        .set("Content-Type", "application/xml")
+        .set("Accept", "application/xml")
+        .send_string(&format!(
+            "<extend-booking><end>{}</end></extend-booking>",
+            at(2, 390)
+        ))
+        .unwrap();
+    let xml = resp.into_string().unwrap();
+    assert!(xml.contains(&format!("<end>{}</end>", at(2, 390))), "{xml}");
     let resp = agent()
         .get(&svc.url(&format!("/api/v1/bookings/{a}/audit")))
         .set("Authorization", &format!("Bearer {}", t[0]))

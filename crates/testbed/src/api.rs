@@ -35,10 +35,21 @@ pub struct CreateBooking {
 }
 
 impl CreateBooking {
+    fn nul_in_note() -> ErrorBody {
+        ErrorBody::bad_request(
+            "invalid_body",
+            "note: NUL characters are not allowed".into(),
+        )
+    }
+
     /// The resource id and slot, or a 400 body.
     pub fn validate(&self) -> Result<(ResourceId, Slot), ErrorBody> {
         let resource = ResourceId::parse(&self.resource).map_err(|e| ErrorBody::from(&e))?;
         let slot = Slot::parse(&self.start, &self.end).map_err(|e| ErrorBody::from(&e))?;
+        // PostgreSQL text cannot hold NUL; refuse it on every store alike.
+        if self.note.as_deref().is_some_and(|n| n.contains('\0')) {
+            return Err(Self::nul_in_note());
+        }
         Ok((resource, slot))
     }
 }
@@ -440,7 +451,11 @@ impl ErrorBody {
     /// The HTTP status for this body.
     pub fn status(&self) -> u16 {
         match self.code.as_str() {
-            "invalid_time" | "invalid_duration" | "invalid_resource" | "bad_idempotency_key" => 400,
+            "invalid_time"
+            | "invalid_duration"
+            | "invalid_resource"
+            | "bad_idempotency_key"
+            | "invalid_body" => 400,
             "not_owner" | "not_admin" | "not_approver" | "forbidden" => 403,
             "unknown_resource" | "unknown_booking" => 404,
             "conflict"
@@ -555,6 +570,13 @@ mod tests {
             ..c.clone()
         };
         assert_eq!(bad.validate().unwrap_err().code, "invalid_resource");
+        let nul = CreateBooking {
+            start: "2026-05-05T08:00:00Z".into(),
+            note: Some("a\0b".into()),
+            ..c.clone()
+        };
+        let e = nul.validate().unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("invalid_body", 400));
         let ok = CreateBooking {
             start: "2026-05-05T10:00:00+02:00".into(),
             ..c
@@ -644,6 +666,54 @@ mod tests {
             serde_json::to_value(BookingView::new(l.get(id).unwrap(), now, None, &[])).unwrap();
         assert_eq!(json["status"], "held");
         assert!(json.get("local").is_none());
+    }
+
+    #[test]
+    fn audit_view_shows_who_what_and_the_moved_end() {
+        let mut l = Ledger::new(datatag());
+        let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
+        let id = l
+            .try_book(
+                NewBooking {
+                    resource: ResourceId::parse("cern/starlight-lambda").unwrap(),
+                    owner: "alice".into(),
+                    slot: Slot::parse("2026-05-05T08:00:00Z", "2026-05-05T10:00:00Z").unwrap(),
+                    hold_until: None,
+                    note: String::new(),
+                },
+                &Actor::user("alice"),
+                now,
+            )
+            .unwrap();
+        let end: Timestamp = "2026-05-05T11:00:00Z".parse().unwrap();
+        l.extend(id, end, &Actor::user("alice"), now).unwrap();
+        l.preempt(id, &Actor::admin("root"), "fibre cut", now)
+            .unwrap();
+        let v: Vec<AuditView> = l.audit().iter().map(AuditView::new).collect();
+        assert_eq!(
+            v.iter()
+                .map(|e| (e.action.as_str(), e.actor.as_str(), e.role.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("book", "alice", "user"),
+                ("extend", "alice", "user"),
+                ("preempt", "root", "admin")
+            ]
+        );
+        assert_eq!(v[0].status_before, None);
+        assert_eq!(v[0].status_after, "confirmed");
+        assert_eq!(v[1].end_before.as_deref(), Some("2026-05-05T10:00:00Z"));
+        assert_eq!(v[1].end, "2026-05-05T11:00:00Z");
+        assert_eq!(v[2].end_before, None);
+        assert_eq!(
+            (v[2].status_after.as_str(), v[2].notice.as_deref()),
+            ("preempted", Some("fibre cut"))
+        );
+        let booking = BookingView::new(l.get(id).unwrap(), now, None, &[]);
+        assert_eq!(
+            (booking.preempted_by.as_deref(), booking.notice.as_deref()),
+            (Some("root"), Some("fibre cut"))
+        );
     }
 
     #[test]
