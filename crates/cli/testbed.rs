@@ -631,3 +631,50 @@ pub(crate) fn check_reservation(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resources_of_a_preset_are_its_hosts_and_link() {
+        let mut r = resources_of(&topology_of(Some("cern-starlight")).unwrap()).unwrap();
+        r.sort();
+        assert_eq!(
+            r,
+            [
+                "chicago/starlight-host",
+                "geneva/cern-host",
+                "geneva/cern-starlight"
+            ]
+        );
+        assert!(topology_of(None).unwrap().is_empty());
+        assert!(topology_of(Some("/nonexistent.toml")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn until_is_the_time_today_and_the_date_otherwise() {
+        let now: jiff::Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
+        assert_eq!(until_text("2026-11-21T14:00:00Z", now), "14:00 UTC");
+        assert_eq!(
+            until_text("2026-11-22T14:00:00Z", now),
+            "2026-11-22 14:00 UTC"
+        );
+    }
+
+    #[test]
+    fn no_service_configured_means_no_check() {
+        let ties = TiesArgs {
+            testbed: None,
+            testbed_token: Some("lh_x".into()),
+        };
+        let t = topology_of(Some("cern-starlight")).unwrap();
+        assert!(check_reservation(&ties, &t).is_ok());
+        let no_token = TiesArgs {
+            testbed: Some("http://127.0.0.1:9".into()),
+            testbed_token: None,
+        };
+        let e = check_reservation(&no_token, &t).unwrap_err().to_string();
+        assert!(e.contains("no token"), "{e}");
+    }
+}
