@@ -1602,3 +1602,89 @@ fn testbed_emulate_up_and_lab_run_need_the_reservation() {
     let (ok, _, err) = with(&["emulate", "down", "--name", "tbtie"], &[]);
     assert!(ok, "{err}");
 }
+
+/// An extension to 3 h racing 20 bookings inside the two hours it would add: the database lets either
+/// the extension win (and every booking is refused) or the bookings that came first (and the
+/// extension is a 409 `extend_conflict`); never both.
+fn extend_races_bookings(database: &str) {
+    let (svc, t) = Service::start(database, &users());
+    let (s, a) = post_booking(
+        &svc,
+        &t[0],
+        &serde_json::json!({"resource": "cern/starlight-lambda", "start": at(2, 0), "end": at(2, 60)}),
+        None,
+    );
+    assert_eq!(s, 201, "{a}");
+    let a = a["id"].as_u64().unwrap();
+    let barrier = Arc::new(Barrier::new(21));
+    let (ext, books) = std::thread::scope(|s| {
+        let ext = {
+            let barrier = Arc::clone(&barrier);
+            let (svc, token) = (&svc, &t[0]);
+            s.spawn(move || {
+                barrier.wait();
+                post(
+                    svc,
+                    token,
+                    &format!("/api/v1/bookings/{a}/extend"),
+                    Some(&serde_json::json!({"end": at(2, 180)})),
+                )
+            })
+        };
+        let books: Vec<_> = (0..20)
+            .map(|i| {
+                let barrier = Arc::clone(&barrier);
+                let (svc, token) = (&svc, &t[1 + i % 4]);
+                let resource = ["cern/starlight-lambda/1g-a", "cern/starlight-lambda"][i % 2];
+                s.spawn(move || {
+                    barrier.wait();
+                    post_booking(
+                        svc,
+                        token,
+                        &serde_json::json!({"resource": resource, "start": at(2, 60 + 5 * i as i64), "end": at(2, 85 + 5 * i as i64)}),
+                        None,
+                    )
+                })
+            })
+            .collect();
+        (
+            ext.join().unwrap(),
+            books
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>(),
+        )
+    });
+    let won = count(&books, 201);
+    match ext.0 {
+        200 => assert_eq!(won, 0, "the extension and a booking both won: {books:?}"),
+        409 => {
+            assert_eq!(ext.1["code"], "extend_conflict", "{:?}", ext.1);
+            assert!(won >= 1, "{books:?}");
+        }
+        other => panic!("extend: {other} {:?}", ext.1),
+    }
+    // Whatever won, no two live bookings overlap.
+    let live = live(&svc, &t[0]);
+    for (i, x) in live.iter().enumerate() {
+        for y in &live[i + 1..] {
+            let overlap =
+                x["start"].as_str() < y["end"].as_str() && y["start"].as_str() < x["end"].as_str();
+            assert!(!overlap, "{x} and {y} overlap");
+        }
+    }
+}
+
+#[test]
+fn testbed_sqlite_extend_races_bookings() {
+    let dir = TempDir::new("sqlite");
+    extend_races_bookings(&dir.0.join("r.sqlite").display().to_string());
+}
+
+#[test]
+fn testbed_postgres_extend_races_bookings() {
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    extend_races_bookings(&pg.database());
+}
