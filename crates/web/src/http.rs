@@ -1,6 +1,10 @@
 //! The HTTP API (axum): JSON by default, XML when the request says `Accept: application/xml` (or
-//! sends an XML body), bearer-token auth, one structured log line per request. The routes are
-//! exactly those of `openapi.json`, which the service serves at `/openapi.json`.
+//! sends an XML body), bearer-token auth (and `?token=` for the iCal feeds, which calendar
+//! applications fetch by URL), booking views localised to the caller's zone, one structured log line
+//! per request. The routes are exactly those of `openapi.json`, which the service serves at
+//! `/openapi.json`. The extend/approve/preempt/audit/current/iCal handlers take their path and query
+//! extractors as `Result`s, so an unreadable request is a 400 or 404 `ErrorBody` there rather than
+//! axum's plain-text rejection.
 
 use std::sync::Arc;
 use std::time::Instant;
