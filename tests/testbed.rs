@@ -42,21 +42,34 @@ struct Service {
     child: Child,
     base: String,
     _dir: TempDir,
-    _machine: std::sync::RwLockReadGuard<'static, ()>,
+    _machine: Option<std::sync::RwLockReadGuard<'static, ()>>,
 }
 
 impl Service {
     /// Creates tokens for `users` (name, role) in `database`, then starts the service on it with the
     /// cern inventory. Returns the service and the tokens, in order.
     fn start(database: &str, users: &[(&str, &str)]) -> (Self, Vec<String>) {
-        let machine = machine_shared();
+        let users: Vec<_> = users.iter().map(|&(u, r)| (u, r, None)).collect();
+        Self::start_with(database, &users, &[], true)
+    }
+
+    /// [`Service::start`] with a zone per user (`token add --tz`), extra `serve` flags, and the
+    /// shared machine lock only when `shared` (a caller holding `machine_alone` passes false).
+    fn start_with(
+        database: &str,
+        users: &[(&str, &str, Option<&str>)],
+        serve_flags: &[&str],
+        shared: bool,
+    ) -> (Self, Vec<String>) {
+        let machine = shared.then(machine_shared);
         let dir = TempDir::new("svc");
         let inventory = dir.0.join("testbed.toml");
         std::fs::write(&inventory, INVENTORY).expect("inventory");
         let tokens = users
             .iter()
-            .map(|(user, role)| {
-                run(Command::new(bin()).args([
+            .map(|(user, role, zone)| {
+                let mut cmd = Command::new(bin());
+                cmd.args([
                     "testbed",
                     "token",
                     "add",
@@ -65,9 +78,11 @@ impl Service {
                     role,
                     "--database",
                     database,
-                ]))
-                .trim()
-                .to_owned()
+                ]);
+                if let Some(z) = zone {
+                    cmd.args(["--tz", z]);
+                }
+                run(&mut cmd).trim().to_owned()
             })
             .collect();
         let mut child = Command::new(bin())
@@ -81,6 +96,7 @@ impl Service {
             ])
             .args(["--database", database, "--inventory"])
             .arg(&inventory)
+            .args(serve_flags)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -490,6 +506,40 @@ fn testbed_postgres_exclusion_constraint_refuses_a_direct_insert() {
 }
 
 #[test]
+fn testbed_postgres_exclusion_constraint_refuses_a_direct_extension() {
+    // An extension is a claim update; a writer that moves an end into the next booking without
+    // asking the service is refused by the constraint too.
+    let Some(pg) = Postgres::start() else { return };
+    let url = pg.database();
+    let (svc, tokens) = Service::start(&url, &users());
+    for (token, resource, from, to) in [
+        (&tokens[0], "cern/starlight-lambda", 0, 60),
+        (&tokens[1], "cern/starlight-lambda/1g-a", 120, 180),
+    ] {
+        let (s, b) = post_booking(
+            &svc,
+            token,
+            &serde_json::json!({"resource": resource, "start": at(2, from), "end": at(2, to)}),
+            None,
+        );
+        assert_eq!(s, 201, "{b}");
+    }
+    let out = Command::new(pg.tool("psql"))
+        .args(["-X", "-d", &url, "-v", "ON_ERROR_STOP=1", "-c"])
+        .arg(
+            "UPDATE claim SET during = tstzrange(lower(during), upper(during) + interval '90 minutes')
+              WHERE booking = 1",
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("parent_child"),
+        "{err}"
+    );
+}
+
+#[test]
 fn testbed_users_cannot_change_each_others_bookings() {
     let dir = TempDir::new("sqlite");
     let db = dir.0.join("d.sqlite").display().to_string();
@@ -659,6 +709,14 @@ fn testbed_openapi_lists_every_route() {
         ("post", "/api/v1/bookings/{id}/release"),
         ("post", "/api/v1/bookings/{id}/cancel"),
         ("get", "/api/v1/freebusy"),
+        ("post", "/api/v1/bookings/{id}/extend"),
+        ("post", "/api/v1/bookings/{id}/approve"),
+        ("post", "/api/v1/bookings/{id}/preempt"),
+        ("get", "/api/v1/bookings/{id}/audit"),
+        ("get", "/api/v1/ical/user/{user}.ics"),
+        ("get", "/api/v1/ical/resource/{id}.ics"),
+        ("get", "/api/v1/me"),
+        ("get", "/api/v1/current"),
     ];
     for (method, path) in routes {
         assert!(
@@ -675,4 +733,958 @@ fn testbed_openapi_lists_every_route() {
     assert_eq!(documented, routes.len(), "no undocumented extras");
     let (s, _) = send(agent().get(&svc.url("/api/v1/nope")), None);
     assert_eq!(s, 404);
+}
+
+fn post(
+    svc: &Service,
+    token: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    send(
+        agent()
+            .post(&svc.url(path))
+            .set("Authorization", &format!("Bearer {token}")),
+        body,
+    )
+}
+
+/// Extend up to the next booking (refused by the database beyond it, naming it), preempt with a
+/// notice the owner sees, and the audit log of it all, on one store.
+fn extend_preempt_audit(database: &str) {
+    let (svc, t) = Service::start(
+        database,
+        &[
+            ("alice", "user"),
+            ("bob", "user"),
+            ("root", "admin"),
+            ("carol", "user"),
+        ],
+    );
+    let (s, a) = post_booking(
+        &svc,
+        &t[0],
+        &serde_json::json!({"resource": "cern/starlight-lambda", "start": at(2, 0), "end": at(2, 120)}),
+        None,
+    );
+    assert_eq!(s, 201, "{a}");
+    let a = a["id"].as_u64().unwrap();
+    let (s, b) = post_booking(
+        &svc,
+        &t[1],
+        &serde_json::json!({"resource": "cern/starlight-lambda/1g-a", "start": at(2, 240), "end": at(2, 360)}),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let b = b["id"].as_u64().unwrap();
+    let extend = |token: &str, end: String| {
+        post(
+            &svc,
+            token,
+            &format!("/api/v1/bookings/{a}/extend"),
+            Some(&serde_json::json!({"end": end})),
+        )
+    };
+    // Up to the next booking: fine, and the answer echoes the effective end.
+    let (s, v) = extend(&t[0], at(2, 180));
+    assert_eq!(
+        (s, v["end"].as_str()),
+        (200, Some(at(2, 180).as_str())),
+        "{v}"
+    );
+    // Into bob's booking of a child circuit: 409 naming it and the latest possible end.
+    let (s, e) = extend(&t[0], at(2, 300));
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (409, Some("extend_conflict")),
+        "{e}"
+    );
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains(&format!("booking {b} starts at")), "{msg}");
+    assert!(
+        msg.contains(&format!("extend up to {}", at(2, 240))),
+        "{msg}"
+    );
+    // Exactly up to it: allowed (half-open slots touch).
+    let (s, v) = extend(&t[0], at(2, 240));
+    assert_eq!(s, 200, "{v}");
+    // Not longer, not yours, too long in a row.
+    let (s, e) = extend(&t[0], at(2, 60));
+    assert_eq!((s, e["code"].as_str()), (422, Some("not_longer")), "{e}");
+    let (s, e) = extend(&t[1], at(2, 250));
+    assert_eq!((s, e["code"].as_str()), (403, Some("not_owner")), "{e}");
+    let (s, e) = post(
+        &svc,
+        &t[1],
+        &format!("/api/v1/bookings/{b}/extend"),
+        Some(&serde_json::json!({"end": at(2, 240 + 9 * 60)})),
+    );
+    assert_eq!(
+        (s, e["reasons"][0]["code"].as_str()),
+        (422, Some("max_contiguous")),
+        "{e}"
+    );
+    let (s, e) = extend(&t[0], "tomorrow".into());
+    assert_eq!((s, e["code"].as_str()), (400, Some("invalid_time")), "{e}");
+    let (s, e) = post(
+        &svc,
+        &t[0],
+        &format!("/api/v1/bookings/{a}/extend"),
+        Some(&serde_json::json!({"to": 1})),
+    );
+    assert_eq!((s, e["code"].as_str()), (400, Some("invalid_body")), "{e}");
+    let (s, _) = post(
+        &svc,
+        &t[0],
+        "/api/v1/bookings/999999/extend",
+        Some(&serde_json::json!({"end": at(3, 0)})),
+    );
+    assert_eq!(s, 404);
+    // Preemption: admins only, with a notice.
+    let preempt = |token: &str, notice: &str| {
+        post(
+            &svc,
+            token,
+            &format!("/api/v1/bookings/{a}/preempt"),
+            Some(&serde_json::json!({"notice": notice})),
+        )
+    };
+    let (s, e) = preempt(&t[1], "mine now");
+    assert_eq!((s, e["code"].as_str()), (403, Some("not_admin")), "{e}");
+    let (s, e) = preempt(&t[2], "  ");
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (422, Some("notice_required")),
+        "{e}"
+    );
+    let (s, v) = preempt(&t[2], "fibre repair on the Geneva side");
+    assert_eq!((s, v["status"].as_str()), (200, Some("preempted")), "{v}");
+    // The holder sees who and why.
+    let (s, list) = get(
+        &svc,
+        &t[0],
+        "/api/v1/bookings?resource=cern/starlight-lambda",
+    );
+    assert_eq!(s, 200);
+    let mine = list["bookings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == a)
+        .unwrap()
+        .clone();
+    assert_eq!(mine["preempted_by"], "root", "{mine}");
+    assert_eq!(mine["notice"], "fibre repair on the Geneva side", "{mine}");
+    let (s, e) = preempt(&t[2], "again");
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (409, Some("invalid_transition")),
+        "{e}"
+    );
+    // The time is free again.
+    let (s, v) = post_booking(
+        &svc,
+        &t[3],
+        &serde_json::json!({"resource": "cern/starlight-lambda", "start": at(2, 0), "end": at(2, 120)}),
+        None,
+    );
+    assert_eq!(s, 201, "{v}");
+    // The audit log: who did what, when.
+    let (s, log) = get(&svc, &t[1], &format!("/api/v1/bookings/{a}/audit"));
+    assert_eq!(s, 200, "{log}");
+    let events: Vec<_> = log["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["actor"].as_str().unwrap(),
+                e["role"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("book", "alice", "user"),
+            ("extend", "alice", "user"),
+            ("extend", "alice", "user"),
+            ("preempt", "root", "admin")
+        ],
+        "{log}"
+    );
+    assert_eq!(
+        log["events"][1]["end_before"].as_str(),
+        Some(at(2, 120).as_str()),
+        "{log}"
+    );
+    assert_eq!(
+        log["events"][3]["notice"], "fibre repair on the Geneva side",
+        "{log}"
+    );
+    assert_eq!(log["events"][3]["status_after"], "preempted", "{log}");
+    let (s, _) = get(&svc, &t[1], "/api/v1/bookings/999999/audit");
+    assert_eq!(s, 404);
+    // XML in and out.
+    let resp = agent()
+        .post(&svc.url(&format!("/api/v1/bookings/{b}/extend")))
+        .set("Authorization", &format!("Bearer {}", t[1]))
+        .set("Content-Type", "application/xml")
+        .set("Accept", "application/xml")
+        .send_string(&format!(
+            "<extend-booking><end>{}</end></extend-booking>",
+            at(2, 390)
+        ))
+        .unwrap();
+    let xml = resp.into_string().unwrap();
+    assert!(xml.contains(&format!("<end>{}</end>", at(2, 390))), "{xml}");
+    let resp = agent()
+        .get(&svc.url(&format!("/api/v1/bookings/{a}/audit")))
+        .set("Authorization", &format!("Bearer {}", t[0]))
+        .set("Accept", "application/xml")
+        .call()
+        .unwrap();
+    let xml = resp.into_string().unwrap();
+    assert!(
+        xml.contains("<audit-log>") && xml.contains("<action>preempt</action>"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn testbed_sqlite_extend_preempt_audit() {
+    let dir = TempDir::new("sqlite");
+    extend_preempt_audit(&dir.0.join("e.sqlite").display().to_string());
+}
+
+#[test]
+fn testbed_postgres_extend_preempt_audit() {
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    extend_preempt_audit(&pg.database());
+}
+
+/// Beyond the 90-day horizon an event booking waits for an approver, blocking the slot meanwhile.
+fn approval(database: &str) {
+    let (svc, t) = Service::start(
+        database,
+        &[("alice", "user"), ("bob", "user"), ("ann", "approver")],
+    );
+    let body = |event: bool| serde_json::json!({"resource": "cern/starlight-lambda", "start": at(120, 0), "end": at(120, 240), "event": event});
+    let (s, e) = post_booking(&svc, &t[0], &body(false), None);
+    assert_eq!(
+        (s, e["reasons"][0]["code"].as_str()),
+        (422, Some("horizon")),
+        "{e}"
+    );
+    let (s, v) = post_booking(&svc, &t[0], &body(true), None);
+    assert_eq!(
+        (s, v["status"].as_str(), v["approval"].as_str()),
+        (202, Some("held"), Some("pending")),
+        "{v}"
+    );
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "needs_approval"),
+        "{v}"
+    );
+    let id = v["id"].as_u64().unwrap();
+    // Pending blocks others.
+    let (s, e) = post_booking(
+        &svc,
+        &t[1],
+        &serde_json::json!({"resource": "cern", "start": at(120, 60), "end": at(120, 120), "event": true}),
+        None,
+    );
+    assert_eq!((s, e["code"].as_str()), (409, Some("conflict")), "{e}");
+    let (s, e) = post(&svc, &t[0], &format!("/api/v1/bookings/{id}/confirm"), None);
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (409, Some("awaiting_approval")),
+        "{e}"
+    );
+    let (s, e) = post(&svc, &t[1], &format!("/api/v1/bookings/{id}/approve"), None);
+    assert_eq!((s, e["code"].as_str()), (403, Some("not_approver")), "{e}");
+    let (s, v) = post(&svc, &t[2], &format!("/api/v1/bookings/{id}/approve"), None);
+    assert_eq!(
+        (s, v["status"].as_str(), v["approval"].as_str()),
+        (200, Some("upcoming"), Some("approved")),
+        "{v}"
+    );
+    let (s, e) = post(&svc, &t[2], &format!("/api/v1/bookings/{id}/approve"), None);
+    assert_eq!((s, e["code"].as_str()), (409, Some("not_pending")), "{e}");
+    let (s, log) = get(&svc, &t[0], &format!("/api/v1/bookings/{id}/audit"));
+    assert_eq!(s, 200);
+    assert_eq!(log["events"][1]["action"], "approve", "{log}");
+    assert_eq!(log["events"][1]["actor"], "ann", "{log}");
+    assert_eq!(log["events"][1]["role"], "approver", "{log}");
+}
+
+#[test]
+fn testbed_sqlite_approval_workflow() {
+    let dir = TempDir::new("sqlite");
+    approval(&dir.0.join("a.sqlite").display().to_string());
+}
+
+#[test]
+fn testbed_postgres_approval_workflow() {
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    approval(&pg.database());
+}
+
+/// The sweep marks an expired hold `expired` on its own, audited as `system`.
+fn sweep(database: &str) {
+    let (svc, t) = Service::start_with(
+        database,
+        &[("alice", "user", None)],
+        &["--hold-seconds", "1", "--sweep-seconds", "1"],
+        true,
+    );
+    let (s, v) = post_booking(
+        &svc,
+        &t[0],
+        &serde_json::json!({"resource": "cern", "start": at(2, 0), "end": at(2, 60), "hold": true}),
+        None,
+    );
+    assert_eq!((s, v["status"].as_str()), (201, Some("held")), "{v}");
+    let id = v["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let log = loop {
+        let (_, log) = get(&svc, &t[0], &format!("/api/v1/bookings/{id}/audit"));
+        if log["events"].as_array().is_some_and(|e| e.len() == 2) || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let e = &log["events"][1];
+    assert_eq!(
+        (e["action"].as_str(), e["actor"].as_str()),
+        (Some("expire"), Some("system")),
+        "{log}"
+    );
+    assert_eq!(
+        (e["status_before"].as_str(), e["status_after"].as_str()),
+        (Some("held"), Some("expired")),
+        "{log}"
+    );
+    let (s, e) = post(&svc, &t[0], &format!("/api/v1/bookings/{id}/confirm"), None);
+    assert_eq!((s, e["code"].as_str()), (409, Some("hold_expired")), "{e}");
+}
+
+#[test]
+fn testbed_sqlite_hold_sweep() {
+    let dir = TempDir::new("sqlite");
+    sweep(&dir.0.join("s.sqlite").display().to_string());
+}
+
+#[test]
+fn testbed_postgres_hold_sweep() {
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    sweep(&pg.database());
+}
+
+/// The next UTC offset change of `zone` after now.
+fn next_change(zone: &str) -> Timestamp {
+    jiff::tz::TimeZone::get(zone)
+        .unwrap()
+        .following(Timestamp::now() + SignedDuration::from_hours(48))
+        .next()
+        .unwrap()
+        .timestamp()
+}
+
+#[test]
+fn testbed_me_zones_and_dst_warnings() {
+    let dir = TempDir::new("sqlite");
+    let db = dir.0.join("z.sqlite").display().to_string();
+    // A zone that does not exist: one line, non-zero exit.
+    let out = Command::new(bin())
+        .args([
+            "testbed",
+            "token",
+            "add",
+            "x",
+            "--tz",
+            "Europe/Atlantis",
+            "--database",
+            &db,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Europe/Atlantis") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    let (svc, t) = Service::start_with(
+        &db,
+        &[
+            ("alice", "user", Some("America/Chicago")),
+            ("bob", "admin", None),
+        ],
+        &[],
+        true,
+    );
+    let (s, me) = get(&svc, &t[0], "/api/v1/me");
+    assert_eq!(s, 200);
+    assert_eq!(
+        me,
+        serde_json::json!({"user": "alice", "role": "user", "zone": "America/Chicago"})
+    );
+    let (s, me) = get(&svc, &t[1], "/api/v1/me");
+    assert_eq!(
+        (s, &me),
+        (200, &serde_json::json!({"user": "bob", "role": "admin"}))
+    );
+    let (s, _) = get(&svc, "lh_nope", "/api/v1/me");
+    assert_eq!(s, 401);
+    // Across Chicago's next DST change, on a resource under cern (Europe/Zurich): the view shows the
+    // times in Chicago and warns about the change there.
+    let change = next_change("America/Chicago");
+    let start = change - SignedDuration::from_hours(2);
+    let end = change + SignedDuration::from_hours(2);
+    let (s, v) = post_booking(
+        &svc,
+        &t[0],
+        &serde_json::json!({"resource": "cern/starlight-lambda", "start": start.to_string(), "end": end.to_string(), "event": true}),
+        None,
+    );
+    assert!(s == 201 || s == 202, "{v}");
+    assert_eq!(v["local"]["zone"], "America/Chicago", "{v}");
+    let (ls, le) = (
+        v["local"]["start"].as_str().unwrap(),
+        v["local"]["end"].as_str().unwrap(),
+    );
+    assert!(
+        (ls.contains("CST") && le.contains("CDT")) || (ls.contains("CDT") && le.contains("CST")),
+        "{v}"
+    );
+    let dst: Vec<_> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "dst_change")
+        .collect();
+    assert_eq!(dst.len(), 1, "{v}");
+    assert!(
+        dst[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("America/Chicago"),
+        "{v}"
+    );
+    // Lists are localised for the reader: alice sees Chicago; bob (no zone) sees UTC only, and the
+    // site zone's warning only where Zurich changes.
+    let (_, list) = get(&svc, &t[0], "/api/v1/bookings?resource=cern");
+    assert_eq!(
+        list["bookings"][0]["local"]["zone"], "America/Chicago",
+        "{list}"
+    );
+    let (_, list) = get(&svc, &t[1], "/api/v1/bookings?resource=cern");
+    assert!(list["bookings"][0].get("local").is_none(), "{list}");
+    // Across Zurich's next change, the site zone is warned about for everyone.
+    let zurich = next_change("Europe/Zurich");
+    let (s, v) = post_booking(
+        &svc,
+        &t[1],
+        &serde_json::json!({"resource": "cern/starlight-lambda/1g-b", "start": (zurich - SignedDuration::from_hours(1)).to_string(), "end": (zurich + SignedDuration::from_hours(1)).to_string(), "event": true}),
+        None,
+    );
+    assert!(s == 201 || s == 202, "{v}");
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "dst_change"
+                && w["message"].as_str().unwrap().contains("Europe/Zurich")),
+        "{v}"
+    );
+}
+
+#[test]
+fn testbed_ical_feeds() {
+    let dir = TempDir::new("sqlite");
+    let db = dir.0.join("i.sqlite").display().to_string();
+    let (svc, t) = Service::start(
+        &db,
+        &[("alice", "user"), ("bob", "user"), ("ann", "approver")],
+    );
+    let (s, v) = post_booking(
+        &svc,
+        &t[0],
+        &serde_json::json!({"resource": "cern/starlight-lambda", "start": at(3, 0), "end": at(3, 90), "note": "fibre test; run 2"}),
+        None,
+    );
+    assert_eq!(s, 201, "{v}");
+    let id = v["id"].as_u64().unwrap();
+    let feed = |path: &str| match agent().get(&svc.url(path)).call() {
+        Ok(r) => (
+            r.status(),
+            r.header("content-type").unwrap_or("").to_owned(),
+            r.into_string().unwrap(),
+        ),
+        Err(ureq::Error::Status(c, r)) => (c, String::new(), r.into_string().unwrap()),
+        Err(e) => panic!("{e}"),
+    };
+    let dtstart = format!(
+        "DTSTART:{}",
+        at(3, 0)
+            .parse::<Timestamp>()
+            .unwrap()
+            .strftime("%Y%m%dT%H%M%SZ")
+    );
+    // The user's feed, with the token in the URL as calendar applications need.
+    let (s, ct, text) = feed(&format!("/api/v1/ical/user/alice.ics?token={}", t[0]));
+    assert_eq!(s, 200, "{text}");
+    assert!(ct.starts_with("text/calendar"), "{ct}");
+    assert!(
+        text.starts_with("BEGIN:VCALENDAR\r\n") && text.ends_with("END:VCALENDAR\r\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("UID:booking-{id}@127.0.0.1\r\n")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{dtstart}\r\n")), "{text}");
+    assert!(
+        text.contains("DESCRIPTION:fibre test\\; run 2\r\n"),
+        "{text}"
+    );
+    // Another user's feed: no; an approver's: yes; no token: 401.
+    assert_eq!(
+        feed(&format!("/api/v1/ical/user/alice.ics?token={}", t[1])).0,
+        403
+    );
+    assert_eq!(
+        feed(&format!("/api/v1/ical/user/alice.ics?token={}", t[2])).0,
+        200
+    );
+    assert_eq!(feed("/api/v1/ical/user/alice.ics").0, 401);
+    assert_eq!(feed("/api/v1/ical/user/alice.ics?token=lh_nope").0, 401);
+    // The resource's feed, with the id's slashes as they are or encoded.
+    for path in ["cern/starlight-lambda.ics", "cern%2Fstarlight-lambda.ics"] {
+        let (s, _, text) = feed(&format!("/api/v1/ical/resource/{path}?token={}", t[1]));
+        assert_eq!(s, 200, "{path}: {text}");
+        assert!(
+            text.contains(&format!("UID:booking-{id}@")) && text.contains("STATUS:CONFIRMED"),
+            "{text}"
+        );
+    }
+    let (s, _, text) = feed(&format!("/api/v1/ical/resource/cern.ics?token={}", t[1]));
+    assert_eq!(s, 200);
+    assert!(
+        !text.contains("BEGIN:VEVENT"),
+        "only the resource's own bookings: {text}"
+    );
+    assert_eq!(
+        feed(&format!("/api/v1/ical/resource/mars.ics?token={}", t[1])).0,
+        404
+    );
+    assert_eq!(
+        feed(&format!("/api/v1/ical/resource/CERN.ics?token={}", t[1])).0,
+        400
+    );
+    assert_eq!(
+        feed(&format!("/api/v1/ical/resource/cern?token={}", t[1])).0,
+        404
+    );
+    // A cancelled booking stays, as CANCELLED, so subscribed calendars drop it.
+    let (s, _) = post(&svc, &t[0], &format!("/api/v1/bookings/{id}/cancel"), None);
+    assert_eq!(s, 200);
+    let (_, _, text) = feed(&format!("/api/v1/ical/user/alice.ics?token={}", t[0]));
+    assert!(
+        text.contains("STATUS:CANCELLED") && text.contains("SEQUENCE:1"),
+        "{text}"
+    );
+}
+
+/// Runs `longhaul ARGS` with `env`; returns (success, stdout, stderr).
+fn longhaul_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .env_remove("LONGHAUL_TESTBED")
+        .env_remove("LONGHAUL_TESTBED_TOKEN")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn testbed_cli_extend_approve_preempt_audit_me() {
+    let dir = TempDir::new("sqlite");
+    let db = dir.0.join("c.sqlite").display().to_string();
+    let (svc, t) = Service::start_with(
+        &db,
+        &[
+            ("alice", "user", Some("Europe/Zurich")),
+            ("ann", "approver", None),
+            ("root", "admin", None),
+        ],
+        &[],
+        true,
+    );
+    let client = |token: &str, args: &[&str]| {
+        let mut all: Vec<&str> = vec!["testbed"];
+        all.extend_from_slice(args);
+        longhaul_env(
+            &all,
+            &[
+                ("LONGHAUL_TESTBED_URL", svc.base.as_str()),
+                ("LONGHAUL_TESTBED_TOKEN", token),
+            ],
+        )
+    };
+    let (ok, out, err) = client(&t[0], &["me"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "alice (user), time zone Europe/Zurich");
+    let (ok, out, _) = client(&t[0], &["me", "--json"]);
+    assert!(ok);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["zone"],
+        "Europe/Zurich"
+    );
+    let (ok, out, err) = client(
+        &t[0],
+        &[
+            "reserve",
+            "cern/starlight-lambda",
+            "--from",
+            &at(2, 0),
+            "--to",
+            &at(2, 60),
+            "--json",
+        ],
+    );
+    assert!(ok, "{err}");
+    let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    let (ok, out, err) = client(&t[0], &["extend", &id, "--to", &at(2, 90)]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&at(2, 90)) && out.contains("local (Europe/Zurich)"),
+        "{out}"
+    );
+    // Clear one-line errors and a non-zero exit.
+    let (ok, _, err) = client(&t[0], &["extend", &id, "--to", &at(2, 30)]);
+    assert!(
+        !ok && err.starts_with("longhaul: error: ") && err.contains("(422 not_longer)"),
+        "{err}"
+    );
+    let (ok, _, err) = client(&t[0], &["preempt", &id, "--notice", "x"]);
+    assert!(!ok && err.contains("(403 not_admin)"), "{err}");
+    let (ok, _, err) = client(&t[1], &["approve", &id]);
+    assert!(!ok && err.contains("(409 not_pending)"), "{err}");
+    let (ok, out, err) = client(
+        &t[2],
+        &["preempt", &id, "--notice", "power work in the CERN vault"],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("preempted by root: power work in the CERN vault"),
+        "{out}"
+    );
+    let (ok, out, err) = client(&t[0], &["audit", &id]);
+    assert!(ok, "{err}");
+    let lines: Vec<_> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0].contains("book") && lines[0].contains("alice (user)"),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains("extend")
+            && lines[1].contains(&format!("(end {} -> {})", at(2, 60), at(2, 90))),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains("preempt")
+            && lines[2].contains("root (admin)")
+            && lines[2].ends_with(": power work in the CERN vault"),
+        "{out}"
+    );
+    let (ok, out, _) = client(&t[0], &["audit", &id, "--json"]);
+    assert!(ok);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["events"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let (ok, _, err) = client(&t[0], &["audit", "424242"]);
+    assert!(!ok && err.contains("(404 unknown_booking)"), "{err}");
+}
+
+/// Takes a named testbed down when dropped (also when an assertion fails).
+struct Down(&'static str);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(bin())
+            .args(["emulate", "down", "--name", self.0])
+            .output();
+    }
+}
+
+/// Issue 6 item 7: with a testbed service configured, `emulate up` and `lab run` proceed only for
+/// the holder of the current reservation, and say who holds it otherwise.
+#[test]
+fn testbed_emulate_up_and_lab_run_need_the_reservation() {
+    let _machine = crate::util::machine_alone();
+    if !longhaul_sys::has_net_admin() {
+        println!("skipped: needs CAP_NET_ADMIN (emulate up refuses before asking the service)");
+        return;
+    }
+    let dir = TempDir::new("ties");
+    let db = dir.0.join("t.sqlite").display().to_string();
+    let (svc, t) = Service::start_with(
+        &db,
+        &[("alice", "user", None), ("bob", "user", None)],
+        &[],
+        false,
+    );
+    // alice holds the cern-starlight link (the path of `emulate up cern-starlight` and of `lab run
+    // window-sweep`) and the whole amsterdam site, from now for an hour.
+    let now = Timestamp::from_second(Timestamp::now().as_second() - 30).unwrap();
+    let end = now + SignedDuration::from_hours(1);
+    let mut ids = Vec::new();
+    for resource in ["geneva/cern-starlight", "amsterdam"] {
+        let (s, v) = post_booking(
+            &svc,
+            &t[0],
+            &serde_json::json!({"resource": resource, "start": now.to_string(), "end": end.to_string()}),
+            None,
+        );
+        assert_eq!(s, 201, "{v}");
+        ids.push(v["id"].as_u64().unwrap());
+    }
+    let until = if end.strftime("%F").to_string() == Timestamp::now().strftime("%F").to_string() {
+        end.strftime("%H:%M UTC").to_string()
+    } else {
+        end.strftime("%F %H:%M UTC").to_string()
+    };
+    let (s, cur) = get(
+        &svc,
+        &t[1],
+        "/api/v1/current?resource=geneva/cern-starlight",
+    );
+    assert_eq!(s, 200, "{cur}");
+    assert_eq!(cur["bookings"][0]["owner"], "alice", "{cur}");
+    let (s, cur) = get(
+        &svc,
+        &t[1],
+        "/api/v1/current?resource=chicago/starlight-host",
+    );
+    assert_eq!(
+        (s, cur["bookings"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{cur}"
+    );
+    let env = |token: &str| {
+        vec![
+            ("LONGHAUL_TESTBED", svc.base.clone()),
+            ("LONGHAUL_TESTBED_TOKEN", token.to_owned()),
+        ]
+    };
+    let with = |args: &[&str], env: &[(&str, String)]| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        longhaul_env(args, &env)
+    };
+    let up = [
+        "emulate",
+        "up",
+        "cern-starlight",
+        "--name",
+        "tbtie",
+        "--no-server",
+    ];
+    // bob: refused, with who holds it and until when; exit non-zero; nothing started.
+    let (ok, _, err) = with(&up, &env(&t[1]));
+    let want = format!(
+        "testbed: geneva/cern-starlight is reserved by alice until {until} (booking {})",
+        ids[0]
+    );
+    assert!(!ok, "{err}");
+    assert_eq!(err.trim(), format!("longhaul: error: {want}"));
+    // The same with flags instead of the environment.
+    let (ok, _, err) = with(
+        &[&up[..], &["--testbed", &svc.base, "--testbed-token", &t[1]]].concat(),
+        &[],
+    );
+    assert!(!ok && err.contains(&want), "{err}");
+    // lab run checks its experiment's path the same way.
+    let (ok, _, err) = with(
+        &[
+            "lab",
+            "run",
+            "window-sweep",
+            "--reduced",
+            "--points",
+            "1",
+            "--archive",
+            &dir.0.join("archive").display().to_string(),
+        ],
+        &env(&t[1]),
+    );
+    assert!(!ok && err.contains(&want), "{err}");
+    // A booking of a whole site covers the paths from it.
+    let (ok, _, err) = with(
+        &[
+            "emulate",
+            "up",
+            "amsterdam-geneva",
+            "--name",
+            "tbtie",
+            "--no-server",
+        ],
+        &env(&t[1]),
+    );
+    assert!(
+        !ok && err.contains(&format!(
+            "testbed: amsterdam is reserved by alice until {until} (booking {})",
+            ids[1]
+        )),
+        "{err}"
+    );
+    // A token the service does not know, a service that does not answer, a URL with no token.
+    let (ok, _, err) = with(&up, &env("lh_nope"));
+    assert!(!ok && err.contains("does not know this token"), "{err}");
+    let (ok, _, err) = with(
+        &up,
+        &[
+            ("LONGHAUL_TESTBED", "http://127.0.0.1:9".into()),
+            ("LONGHAUL_TESTBED_TOKEN", t[1].clone()),
+        ],
+    );
+    assert!(
+        !ok && err.contains("cannot ask the reservation service at http://127.0.0.1:9"),
+        "{err}"
+    );
+    let (ok, _, err) = with(&up, &[("LONGHAUL_TESTBED", svc.base.clone())]);
+    assert!(!ok && err.contains("no token"), "{err}");
+    // alice, the holder: up, then down.
+    let _down = Down("tbtie");
+    let (ok, out, err) = with(&up, &env(&t[0]));
+    assert!(ok, "alice's emulate up: {err}");
+    assert!(
+        out.contains("tbtie") || out.contains("longhaul emulate down --name tbtie"),
+        "{out}"
+    );
+    let (ok, _, err) = with(&["emulate", "down", "--name", "tbtie"], &[]);
+    assert!(ok, "{err}");
+    // Once alice releases the link, bob may bring it up (nobody holds it now).
+    let (s, v) = post(
+        &svc,
+        &t[0],
+        &format!("/api/v1/bookings/{}/release", ids[0]),
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    let (ok, _, err) = with(&up, &env(&t[1]));
+    assert!(ok, "bob's emulate up after the release: {err}");
+    let (ok, _, err) = with(&["emulate", "down", "--name", "tbtie"], &[]);
+    assert!(ok, "{err}");
+}
+
+/// An extension to 3 h racing 20 bookings inside the two hours it would add: the database lets either
+/// the extension win (and every booking is refused) or the bookings that came first (and the
+/// extension is a 409 `extend_conflict`); never both.
+fn extend_races_bookings(database: &str) {
+    let (svc, t) = Service::start(database, &users());
+    let (s, a) = post_booking(
+        &svc,
+        &t[0],
+        &serde_json::json!({"resource": "cern/starlight-lambda", "start": at(2, 0), "end": at(2, 60)}),
+        None,
+    );
+    assert_eq!(s, 201, "{a}");
+    let a = a["id"].as_u64().unwrap();
+    let barrier = Arc::new(Barrier::new(21));
+    let (ext, books) = std::thread::scope(|s| {
+        let ext = {
+            let barrier = Arc::clone(&barrier);
+            let (svc, token) = (&svc, &t[0]);
+            s.spawn(move || {
+                barrier.wait();
+                post(
+                    svc,
+                    token,
+                    &format!("/api/v1/bookings/{a}/extend"),
+                    Some(&serde_json::json!({"end": at(2, 180)})),
+                )
+            })
+        };
+        let books: Vec<_> = (0..20)
+            .map(|i| {
+                let barrier = Arc::clone(&barrier);
+                let (svc, token) = (&svc, &t[1 + i % 4]);
+                let resource = ["cern/starlight-lambda/1g-a", "cern/starlight-lambda"][i % 2];
+                s.spawn(move || {
+                    barrier.wait();
+                    post_booking(
+                        svc,
+                        token,
+                        &serde_json::json!({"resource": resource, "start": at(2, 60 + 5 * i as i64), "end": at(2, 85 + 5 * i as i64)}),
+                        None,
+                    )
+                })
+            })
+            .collect();
+        (
+            ext.join().unwrap(),
+            books
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>(),
+        )
+    });
+    let won = count(&books, 201);
+    match ext.0 {
+        200 => assert_eq!(won, 0, "the extension and a booking both won: {books:?}"),
+        409 => {
+            assert_eq!(ext.1["code"], "extend_conflict", "{:?}", ext.1);
+            assert!(won >= 1, "{books:?}");
+        }
+        other => panic!("extend: {other} {:?}", ext.1),
+    }
+    // Whatever won, no two live bookings overlap.
+    let live = live(&svc, &t[0]);
+    for (i, x) in live.iter().enumerate() {
+        for y in &live[i + 1..] {
+            let overlap =
+                x["start"].as_str() < y["end"].as_str() && y["start"].as_str() < x["end"].as_str();
+            assert!(!overlap, "{x} and {y} overlap");
+        }
+    }
+}
+
+#[test]
+fn testbed_sqlite_extend_races_bookings() {
+    let dir = TempDir::new("sqlite");
+    extend_races_bookings(&dir.0.join("r.sqlite").display().to_string());
+}
+
+#[test]
+fn testbed_postgres_extend_races_bookings() {
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    extend_races_bookings(&pg.database());
 }

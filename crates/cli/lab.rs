@@ -96,6 +96,8 @@ struct RunArgs {
     /// Print the outcome as JSON on stdout (progress stays on stderr).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    ties: crate::testbed::TiesArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -212,6 +214,9 @@ fn run_experiment(a: &RunArgs) -> anyhow::Result<ExitCode> {
              root: run it with sudo"
         );
     }
+    // The reservation check (docs/testbed.md, "Ties").
+    let topology = loaded.topology.as_ref().map(|(_, t)| t.as_str());
+    crate::testbed::check_reservation(&a.ties, &[loaded.spec.topology(topology)?])?;
     let stop = runner::stop_flag()?;
     let opts = RunOptions {
         exe: std::env::current_exe().context("cannot find the longhaul executable")?,

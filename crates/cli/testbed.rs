@@ -1,6 +1,7 @@
 //! `longhaul testbed`: the reservation service (`serve`, `token add`) and its command-line client
-//! (`reserve`, `list`, `confirm`, `cancel`, `release`), a small blocking HTTP client over the public
-//! API.
+//! (`reserve`, `list`, `confirm`, `cancel`, `release`, `extend`, `approve`, `preempt`, `audit`,
+//! `me`), a small blocking HTTP client over the public API; and the reservation check that
+//! `emulate up` and `lab run` make when a testbed service is configured ([`check_reservation`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,7 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use longhaul_testbed::api::{BookingList, BookingView, CreateBooking, ErrorBody};
+use longhaul_testbed::api::{
+    AuditLog, BookingList, BookingView, CreateBooking, ErrorBody, ExtendBooking, Me, PreemptBooking,
+};
 use longhaul_testbed::booking::Role;
 
 /// Flags of `longhaul testbed`.
@@ -38,6 +41,16 @@ enum TestbedCommand {
     Cancel(IdArgs),
     /// Give back the rest of an active booking.
     Release(IdArgs),
+    /// Move a booking's end later, up to the next booking of a conflicting resource.
+    Extend(ExtendArgs),
+    /// Approve a booking waiting for approval (an event beyond the horizon; approvers and admins).
+    Approve(IdArgs),
+    /// Take a live booking away for maintenance, with a notice for its owner (admins).
+    Preempt(PreemptArgs),
+    /// Show who changed a booking, what and when.
+    Audit(IdArgs),
+    /// Show your account: user, role, time zone.
+    Me(MeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -52,6 +65,10 @@ enum TokenCommand {
         /// Database URL (as for `serve`).
         #[arg(long)]
         database: Option<String>,
+        /// The user's IANA time zone, for display and DST warnings (e.g. Europe/Zurich); applies to
+        /// every token of USER.
+        #[arg(long, value_name = "ZONE")]
+        tz: Option<String>,
     },
 }
 
@@ -78,6 +95,12 @@ struct ServeArgs {
     /// Minutes a hold lasts before it must be confirmed.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1440))]
     hold_minutes: u32,
+    /// Seconds a hold lasts, instead of --hold-minutes (for tests and demos).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u32).range(1..=86400))]
+    hold_seconds: Option<u32>,
+    /// Seconds between sweeps that mark expired holds (audited as `system`).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    sweep_seconds: u32,
     /// Log level (error, warn, info, debug); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -144,6 +167,34 @@ struct ListArgs {
 }
 
 #[derive(Args, Debug)]
+struct ExtendArgs {
+    /// Booking id.
+    id: u64,
+    /// The new end, RFC 3339 with an offset.
+    #[arg(long)]
+    to: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args, Debug)]
+struct PreemptArgs {
+    /// Booking id.
+    id: u64,
+    /// Why, shown to the owner (required).
+    #[arg(long)]
+    notice: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args, Debug)]
+struct MeArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args, Debug)]
 struct IdArgs {
     /// Booking id.
     id: u64,
@@ -176,7 +227,11 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
                 database,
                 listen: s.listen,
                 inventory: s.inventory.clone(),
-                hold_ttl: jiff::SignedDuration::from_mins(i64::from(s.hold_minutes)),
+                hold_ttl: match s.hold_seconds {
+                    Some(secs) => jiff::SignedDuration::from_secs(i64::from(secs)),
+                    None => jiff::SignedDuration::from_mins(i64::from(s.hold_minutes)),
+                },
+                sweep_every: std::time::Duration::from_secs(u64::from(s.sweep_seconds)),
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -186,6 +241,7 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
                     user,
                     role,
                     database,
+                    tz,
                 },
         } => {
             let database = match database {
@@ -197,7 +253,7 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
                 RoleArg::Approver => Role::Approver,
                 RoleArg::Admin => Role::Admin,
             };
-            let token = longhaul_web::add_token(&database, user, role)?;
+            let token = longhaul_web::add_token(&database, user, role, tz.as_deref())?;
             println!("{token}");
             Ok(ExitCode::SUCCESS)
         }
@@ -206,11 +262,16 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
         TestbedCommand::Confirm(i) => change(i, "confirm"),
         TestbedCommand::Cancel(i) => change(i, "cancel"),
         TestbedCommand::Release(i) => change(i, "release"),
+        TestbedCommand::Extend(e) => extend(e),
+        TestbedCommand::Approve(i) => change(i, "approve"),
+        TestbedCommand::Preempt(p) => preempt(p),
+        TestbedCommand::Audit(i) => audit(i),
+        TestbedCommand::Me(m) => me(m),
     }
 }
 
 /// The service's answer: the body on 2xx; the error body's message otherwise.
-fn call(req: ureq::Request, body: Option<&CreateBooking>) -> anyhow::Result<String> {
+fn call<B: serde::Serialize>(req: ureq::Request, body: Option<&B>) -> anyhow::Result<String> {
     let url = req.url().to_owned();
     let result = match body {
         Some(b) => req.send_json(b),
@@ -257,6 +318,15 @@ fn print_booking(v: &BookingView) {
         "{:>6}  {:<12} {} .. {}  {}  ({}){}",
         v.id, v.status, v.start, v.end, v.resource, v.owner, hold
     );
+    if let Some(l) = &v.local {
+        println!("        local ({}): {} .. {}", l.zone, l.start, l.end);
+    }
+    if let Some(a) = &v.approval {
+        println!("        approval: {a}");
+    }
+    if let (Some(by), Some(n)) = (&v.preempted_by, &v.notice) {
+        println!("        preempted by {by}: {n}");
+    }
     for w in &v.warnings {
         println!("        warning {}: {}", w.code, w.message);
     }
@@ -310,7 +380,7 @@ fn list(l: &ListArgs) -> anyhow::Result<ExitCode> {
             req = req.query(k, v);
         }
     }
-    let text = call(req, None)?;
+    let text = call::<()>(req, None)?;
     if l.client.json {
         println!("{text}");
     } else {
@@ -323,7 +393,7 @@ fn list(l: &ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn change(i: &IdArgs, op: &str) -> anyhow::Result<ExitCode> {
-    let text = call(
+    let text = call::<()>(
         agent()
             .post(&url(&i.client, &format!("/api/v1/bookings/{}/{op}", i.id)))
             .set("Authorization", &format!("Bearer {}", i.client.token)),
@@ -335,4 +405,276 @@ fn change(i: &IdArgs, op: &str) -> anyhow::Result<ExitCode> {
         print_booking(&serde_json::from_str(&text).context("the service's answer")?);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn post_with<B: serde::Serialize>(
+    c: &ClientArgs,
+    path: &str,
+    body: &B,
+) -> anyhow::Result<ExitCode> {
+    let text = call(
+        agent()
+            .post(&url(c, path))
+            .set("Authorization", &format!("Bearer {}", c.token)),
+        Some(body),
+    )?;
+    if c.json {
+        println!("{text}");
+    } else {
+        print_booking(&serde_json::from_str(&text).context("the service's answer")?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn extend(e: &ExtendArgs) -> anyhow::Result<ExitCode> {
+    post_with(
+        &e.client,
+        &format!("/api/v1/bookings/{}/extend", e.id),
+        &ExtendBooking { end: e.to.clone() },
+    )
+}
+
+fn preempt(p: &PreemptArgs) -> anyhow::Result<ExitCode> {
+    post_with(
+        &p.client,
+        &format!("/api/v1/bookings/{}/preempt", p.id),
+        &PreemptBooking {
+            notice: p.notice.clone(),
+        },
+    )
+}
+
+fn audit(i: &IdArgs) -> anyhow::Result<ExitCode> {
+    let text = call::<()>(
+        agent()
+            .get(&url(&i.client, &format!("/api/v1/bookings/{}/audit", i.id)))
+            .set("Authorization", &format!("Bearer {}", i.client.token)),
+        None,
+    )?;
+    if i.client.json {
+        println!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let log: AuditLog = serde_json::from_str(&text).context("the service's answer")?;
+    for e in &log.events {
+        let from = e
+            .status_before
+            .as_deref()
+            .map(|s| format!("{s} -> "))
+            .unwrap_or_default();
+        let moved = e
+            .end_before
+            .as_deref()
+            .map(|b| format!(" (end {b} -> {})", e.end))
+            .unwrap_or_default();
+        let notice = e
+            .notice
+            .as_deref()
+            .map(|n| format!(": {n}"))
+            .unwrap_or_default();
+        println!(
+            "{:>5}  {}  {:<8} {} ({})  {from}{}{moved}{notice}",
+            e.seq, e.at, e.action, e.actor, e.role, e.status_after
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn me(m: &MeArgs) -> anyhow::Result<ExitCode> {
+    let text = call::<()>(
+        agent()
+            .get(&url(&m.client, "/api/v1/me"))
+            .set("Authorization", &format!("Bearer {}", m.client.token)),
+        None,
+    )?;
+    if m.client.json {
+        println!("{text}");
+    } else {
+        let me: Me = serde_json::from_str(&text).context("the service's answer")?;
+        println!(
+            "{} ({}), time zone {}",
+            me.user,
+            me.role,
+            me.zone.as_deref().unwrap_or("UTC (none set)")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The reservation check of `emulate up` and `lab run` (issue 6, "ties to the testbed"): with a
+/// testbed service configured, a testbed comes up only for the holder of the current booking of
+/// its resources, or when nobody holds them.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct TiesArgs {
+    /// The reservation service (`longhaul testbed serve`). When set, the testbed comes up only if
+    /// you hold the current booking of its resources (held or confirmed), or nobody does.
+    #[arg(long = "testbed", env = "LONGHAUL_TESTBED", value_name = "URL")]
+    testbed: Option<String>,
+    /// Your API token for --testbed (`longhaul testbed token add`).
+    #[arg(
+        long = "testbed-token",
+        env = "LONGHAUL_TESTBED_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    testbed_token: Option<String>,
+}
+
+/// The resources a testbed of `topologies` uses, as the service discovers them
+/// (`Inventory::from_topologies`): its hosts and links (a booking of a site covers them, as their
+/// ancestor).
+pub(crate) fn resources_of(
+    topologies: &[longhaul_topology::Topology],
+) -> anyhow::Result<Vec<String>> {
+    let inv = longhaul_testbed::resource::Inventory::from_topologies(topologies)
+        .context("the testbed's resources")?;
+    Ok(inv
+        .iter()
+        .filter(|r| r.kind != longhaul_testbed::resource::ResourceKind::Site)
+        .map(|r| r.id.to_string())
+        .collect())
+}
+
+/// The topology of `emulate up PRESET|FILE`: the preset's, or the file's; `None` without one (a
+/// plain --rtt/--rate path is no reservable resource).
+pub(crate) fn topology_of(spec: Option<&str>) -> anyhow::Result<Vec<longhaul_topology::Topology>> {
+    let Some(spec) = spec else {
+        return Ok(Vec::new());
+    };
+    if let Some(p) = longhaul_topology::preset(spec) {
+        return Ok(vec![p.topology()?]);
+    }
+    match std::fs::read_to_string(spec) {
+        Ok(text) => Ok(vec![longhaul_topology::Topology::from_toml(&text, spec)?]),
+        // The emulator refuses it with its own message.
+        Err(_) => Ok(Vec::new()),
+    }
+}
+
+/// "14:00 UTC" today, "2026-11-22 14:00 UTC" another day.
+fn until_text(end: &str, now: jiff::Timestamp) -> String {
+    match end.parse::<jiff::Timestamp>() {
+        Ok(t) if t.strftime("%F").to_string() == now.strftime("%F").to_string() => {
+            t.strftime("%H:%M UTC").to_string()
+        }
+        Ok(t) => t.strftime("%F %H:%M UTC").to_string(),
+        Err(_) => end.to_owned(),
+    }
+}
+
+/// With a testbed service configured (--testbed / LONGHAUL_TESTBED), refuses unless the caller
+/// holds the current booking of every resource in `topologies`, or nobody holds it:
+/// `testbed: geneva/cern-starlight is reserved by alice until 14:00 UTC (booking 42)`. Without a
+/// service, does nothing. An unreachable service refuses too (fail closed).
+pub(crate) fn check_reservation(
+    ties: &TiesArgs,
+    topologies: &[longhaul_topology::Topology],
+) -> anyhow::Result<()> {
+    let Some(server) = ties.testbed.as_deref().filter(|s| !s.is_empty()) else {
+        return Ok(());
+    };
+    let Some(token) = ties.testbed_token.as_deref().filter(|t| !t.is_empty()) else {
+        bail!(
+            "testbed: a reservation service is configured ({server}) but no token: set \
+             LONGHAUL_TESTBED_TOKEN or --testbed-token (from `longhaul testbed token add USER`)"
+        );
+    };
+    let resources = resources_of(topologies)?;
+    if resources.is_empty() {
+        return Ok(());
+    }
+    let base = server.trim_end_matches('/');
+    let get = |path: &str, query: Option<(&str, &str)>| {
+        let mut req = agent()
+            .get(&format!("{base}{path}"))
+            .set("Authorization", &format!("Bearer {token}"));
+        if let Some((k, v)) = query {
+            req = req.query(k, v);
+        }
+        req.call().map_err(Box::new)
+    };
+    let unreachable = |e: Box<ureq::Error>| {
+        anyhow::anyhow!(
+            "testbed: cannot ask the reservation service at {server} ({e}); unset LONGHAUL_TESTBED \
+             (or drop --testbed) to run without reservations"
+        )
+    };
+    let me: Me = match get("/api/v1/me", None) {
+        Ok(r) => r
+            .into_json()
+            .context("testbed: the service's answer to /api/v1/me")?,
+        Err(e) if matches!(*e, ureq::Error::Status(401, _)) => {
+            bail!("testbed: the reservation service at {server} does not know this token")
+        }
+        Err(e) => return Err(unreachable(e)),
+    };
+    let now = jiff::Timestamp::now();
+    for r in &resources {
+        let current: longhaul_testbed::api::CurrentBookings =
+            match get("/api/v1/current", Some(("resource", r))) {
+                Ok(resp) => resp
+                    .into_json()
+                    .context("testbed: the service's answer to /api/v1/current")?,
+                // The service does not list this resource: nothing to reserve.
+                Err(e) if matches!(*e, ureq::Error::Status(404, _)) => continue,
+                Err(e) => return Err(unreachable(e)),
+            };
+        if let Some(b) = current.bookings.iter().find(|b| b.owner != me.user) {
+            bail!(
+                "testbed: {} is reserved by {} until {} (booking {})",
+                b.resource,
+                b.owner,
+                until_text(&b.end, now),
+                b.id
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resources_of_a_preset_are_its_hosts_and_link() {
+        let mut r = resources_of(&topology_of(Some("cern-starlight")).unwrap()).unwrap();
+        r.sort();
+        assert_eq!(
+            r,
+            [
+                "chicago/starlight-host",
+                "geneva/cern-host",
+                "geneva/cern-starlight"
+            ]
+        );
+        assert!(topology_of(None).unwrap().is_empty());
+        assert!(topology_of(Some("/nonexistent.toml")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn until_is_the_time_today_and_the_date_otherwise() {
+        let now: jiff::Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
+        assert_eq!(until_text("2026-11-21T14:00:00Z", now), "14:00 UTC");
+        assert_eq!(
+            until_text("2026-11-22T14:00:00Z", now),
+            "2026-11-22 14:00 UTC"
+        );
+    }
+
+    #[test]
+    fn no_service_configured_means_no_check() {
+        let ties = TiesArgs {
+            testbed: None,
+            testbed_token: Some("lh_x".into()),
+        };
+        let t = topology_of(Some("cern-starlight")).unwrap();
+        assert!(check_reservation(&ties, &t).is_ok());
+        let no_token = TiesArgs {
+            testbed: Some("http://127.0.0.1:9".into()),
+            testbed_token: None,
+        };
+        let e = check_reservation(&no_token, &t).unwrap_err().to_string();
+        assert!(e.contains("no token"), "{e}");
+    }
 }

@@ -45,6 +45,8 @@ pub(crate) struct UpArgs {
     /// Print the testbed (name, pid, hosts, path) as JSON on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    ties: crate::testbed::TiesArgs,
 }
 
 /// `longhaul emulate exec`.
@@ -163,6 +165,9 @@ pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
         bail!(longhaul_emu::EmuError::NotPrivileged);
     }
     claim(&a.name)?;
+    // The reservation check (docs/testbed.md, "Ties").
+    let topologies = crate::testbed::topology_of(a.path.path.as_deref())?;
+    crate::testbed::check_reservation(&a.ties, &topologies)?;
     if a.foreground {
         return serve(a);
     }

@@ -35,10 +35,21 @@ pub struct CreateBooking {
 }
 
 impl CreateBooking {
+    fn nul_in_note() -> ErrorBody {
+        ErrorBody::bad_request(
+            "invalid_body",
+            "note: NUL characters are not allowed".into(),
+        )
+    }
+
     /// The resource id and slot, or a 400 body.
     pub fn validate(&self) -> Result<(ResourceId, Slot), ErrorBody> {
         let resource = ResourceId::parse(&self.resource).map_err(|e| ErrorBody::from(&e))?;
         let slot = Slot::parse(&self.start, &self.end).map_err(|e| ErrorBody::from(&e))?;
+        // PostgreSQL text cannot hold NUL; refuse it on every store alike.
+        if self.note.as_deref().is_some_and(|n| n.contains('\0')) {
+            return Err(Self::nul_in_note());
+        }
         Ok((resource, slot))
     }
 }
@@ -115,6 +126,16 @@ pub struct BookingView {
     /// The times in the user's zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalTimes>,
+    /// `pending` while a booking beyond the horizon waits for an approver
+    /// (it is held until its start meanwhile), `approved` once approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+    /// Who preempted it, when preempted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_by: Option<String>,
+    /// The notice the preempting admin gave, when preempted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 impl BookingView {
@@ -144,8 +165,141 @@ impl BookingView {
             version: b.version,
             warnings: warnings.iter().map(Note::from).collect(),
             local,
+            approval: None,
+            preempted_by: match &b.status {
+                Status::Preempted { by, .. } => Some(by.clone()),
+                _ => None,
+            },
+            notice: match &b.status {
+                Status::Preempted { notice, .. } => Some(notice.clone()),
+                _ => None,
+            },
         }
     }
+}
+
+/// `POST /bookings/{id}/extend`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtendBooking {
+    /// The new end, RFC 3339 with an offset; later than the current end.
+    pub end: String,
+}
+
+/// `POST /bookings/{id}/preempt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreemptBooking {
+    /// Why, for the owner (required, non-blank): "fibre repair on the
+    /// Geneva side, back at 14:00 UTC".
+    pub notice: String,
+}
+
+/// One audit event as the API shows it: who did what, when, and the
+/// booking's phase and times before and after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditView {
+    /// Position in the log.
+    pub seq: u64,
+    /// When, UTC RFC 3339.
+    pub at: String,
+    /// Who (`system` for the hold-expiry sweep).
+    pub actor: String,
+    /// Their role then.
+    pub role: String,
+    /// What: hold, book, confirm, release, cancel, extend, expire,
+    /// preempt, approve.
+    pub action: String,
+    /// The booking.
+    pub booking: u64,
+    /// The stored status before (absent for a new booking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_before: Option<String>,
+    /// The stored status after.
+    pub status_after: String,
+    /// The end before, when the action moved it (extend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_before: Option<String>,
+    /// Start after, UTC.
+    pub start: String,
+    /// End after, UTC.
+    pub end: String,
+    /// The preemption notice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+impl AuditView {
+    /// The view of `e`.
+    pub fn new(e: &crate::booking::AuditEvent) -> Self {
+        let name = |s: &Status| {
+            serde_json::to_value(s)
+                .ok()
+                .and_then(|v| v.get("status").and_then(|x| x.as_str()).map(str::to_owned))
+                .unwrap_or_default()
+        };
+        let end_before = e
+            .before
+            .as_ref()
+            .filter(|b| b.slot.end() != e.after.slot.end())
+            .map(|b| format_utc(b.slot.end()));
+        Self {
+            seq: e.seq,
+            at: format_utc(e.at),
+            actor: e.actor.clone(),
+            role: serde_json::to_value(e.role)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            action: serde_json::to_value(e.action)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            booking: e.booking.0,
+            status_before: e.before.as_ref().map(|b| name(&b.status)),
+            status_after: name(&e.after.status),
+            end_before,
+            start: format_utc(e.after.slot.start()),
+            end: format_utc(e.after.slot.end()),
+            notice: match &e.after.status {
+                Status::Preempted { notice, .. } => Some(notice.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// `GET /bookings/{id}/audit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditLog {
+    /// The booking.
+    pub booking: u64,
+    /// Its events, oldest first.
+    #[serde(default)]
+    pub events: Vec<AuditView>,
+}
+
+/// `GET /me`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Me {
+    /// Account name.
+    pub user: String,
+    /// user, approver or admin.
+    pub role: String,
+    /// IANA zone for display, when set (`token add --tz`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+}
+
+/// `GET /current?resource=R`: the live bookings at `now` on `R`, its
+/// ancestors and its descendants (what `emulate up` asks before starting).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurrentBookings {
+    /// The resource asked about.
+    pub resource: String,
+    /// The service's now, UTC.
+    pub now: String,
+    /// Live bookings covering `now` (held or confirmed).
+    #[serde(default)]
+    pub bookings: Vec<BookingView>,
 }
 
 /// `GET /bookings`.
@@ -297,14 +451,20 @@ impl ErrorBody {
     /// The HTTP status for this body.
     pub fn status(&self) -> u16 {
         match self.code.as_str() {
-            "invalid_time" | "invalid_duration" | "invalid_resource" | "bad_idempotency_key" => 400,
-            "not_owner" | "not_admin" => 403,
+            "invalid_time"
+            | "invalid_duration"
+            | "invalid_resource"
+            | "bad_idempotency_key"
+            | "invalid_body" => 400,
+            "not_owner" | "not_admin" | "not_approver" | "forbidden" => 403,
             "unknown_resource" | "unknown_booking" => 404,
             "conflict"
             | "extend_conflict"
             | "idempotency_in_flight"
             | "invalid_transition"
-            | "hold_expired" => 409,
+            | "hold_expired"
+            | "awaiting_approval"
+            | "not_pending" => 409,
             _ => 422,
         }
     }
@@ -410,6 +570,13 @@ mod tests {
             ..c.clone()
         };
         assert_eq!(bad.validate().unwrap_err().code, "invalid_resource");
+        let nul = CreateBooking {
+            start: "2026-05-05T08:00:00Z".into(),
+            note: Some("a\0b".into()),
+            ..c.clone()
+        };
+        let e = nul.validate().unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("invalid_body", 400));
         let ok = CreateBooking {
             start: "2026-05-05T10:00:00+02:00".into(),
             ..c
@@ -499,6 +666,54 @@ mod tests {
             serde_json::to_value(BookingView::new(l.get(id).unwrap(), now, None, &[])).unwrap();
         assert_eq!(json["status"], "held");
         assert!(json.get("local").is_none());
+    }
+
+    #[test]
+    fn audit_view_shows_who_what_and_the_moved_end() {
+        let mut l = Ledger::new(datatag());
+        let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
+        let id = l
+            .try_book(
+                NewBooking {
+                    resource: ResourceId::parse("cern/starlight-lambda").unwrap(),
+                    owner: "alice".into(),
+                    slot: Slot::parse("2026-05-05T08:00:00Z", "2026-05-05T10:00:00Z").unwrap(),
+                    hold_until: None,
+                    note: String::new(),
+                },
+                &Actor::user("alice"),
+                now,
+            )
+            .unwrap();
+        let end: Timestamp = "2026-05-05T11:00:00Z".parse().unwrap();
+        l.extend(id, end, &Actor::user("alice"), now).unwrap();
+        l.preempt(id, &Actor::admin("root"), "fibre cut", now)
+            .unwrap();
+        let v: Vec<AuditView> = l.audit().iter().map(AuditView::new).collect();
+        assert_eq!(
+            v.iter()
+                .map(|e| (e.action.as_str(), e.actor.as_str(), e.role.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("book", "alice", "user"),
+                ("extend", "alice", "user"),
+                ("preempt", "root", "admin")
+            ]
+        );
+        assert_eq!(v[0].status_before, None);
+        assert_eq!(v[0].status_after, "confirmed");
+        assert_eq!(v[1].end_before.as_deref(), Some("2026-05-05T10:00:00Z"));
+        assert_eq!(v[1].end, "2026-05-05T11:00:00Z");
+        assert_eq!(v[2].end_before, None);
+        assert_eq!(
+            (v[2].status_after.as_str(), v[2].notice.as_deref()),
+            ("preempted", Some("fibre cut"))
+        );
+        let booking = BookingView::new(l.get(id).unwrap(), now, None, &[]);
+        assert_eq!(
+            (booking.preempted_by.as_deref(), booking.notice.as_deref()),
+            (Some("root"), Some("fibre cut"))
+        );
     }
 
     #[test]

@@ -230,6 +230,9 @@ pub enum Action {
     Expire,
     /// Preempted by an admin.
     Preempt,
+    /// A booking that needed approval was approved (the service's
+    /// approval workflow; the ledger has no approval state).
+    Approve,
 }
 
 /// One change, for the audit log.

@@ -10,7 +10,10 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::{BookingList, BookingView, CreateBooking, ErrorBody, FreeBusy, FreeBusyQuery};
+use crate::api::{
+    AuditLog, BookingList, BookingView, CreateBooking, CurrentBookings, ErrorBody, ExtendBooking,
+    FreeBusy, FreeBusyQuery, Me, PreemptBooking,
+};
 
 /// A body with an XML root element name.
 pub trait XmlBody: Serialize + DeserializeOwned {
@@ -35,6 +38,21 @@ impl XmlBody for FreeBusy {
 }
 impl XmlBody for ErrorBody {
     const ROOT: &'static str = "error";
+}
+impl XmlBody for ExtendBooking {
+    const ROOT: &'static str = "extend-booking";
+}
+impl XmlBody for PreemptBooking {
+    const ROOT: &'static str = "preempt-booking";
+}
+impl XmlBody for AuditLog {
+    const ROOT: &'static str = "audit-log";
+}
+impl XmlBody for Me {
+    const ROOT: &'static str = "me";
+}
+impl XmlBody for CurrentBookings {
+    const ROOT: &'static str = "current-bookings";
 }
 
 /// An XML body that cannot be read or written.
@@ -171,8 +189,33 @@ mod tests {
                 start: "s".into(),
                 end: "e".into(),
             }),
+            approval: None,
+            preempted_by: Some("root".into()),
+            notice: Some("fibre repair; back at 14:00".into()),
         };
         assert_eq!(from_xml::<BookingView>(&to_xml(&v).unwrap()).unwrap(), v);
+    }
+
+    #[test]
+    fn the_new_bodies_round_trip() {
+        round_trip::<ExtendBooking>(serde_json::json!({"end": "2026-03-29T12:00:00Z"}));
+        round_trip::<PreemptBooking>(serde_json::json!({"notice": "fibre repair"}));
+        round_trip::<Me>(
+            serde_json::json!({"user": "alice", "role": "user", "zone": "Europe/Zurich"}),
+        );
+        round_trip::<Me>(serde_json::json!({"user": "bob", "role": "admin"}));
+        round_trip::<AuditLog>(serde_json::json!({"booking": 3, "events": [
+            {"seq": 1, "at": "2026-03-29T08:00:00Z", "actor": "alice", "role": "user",
+             "action": "book", "booking": 3, "status_after": "confirmed",
+             "start": "2026-03-29T08:00:00Z", "end": "2026-03-29T10:00:00Z"},
+            {"seq": 2, "at": "2026-03-29T08:05:00Z", "actor": "root", "role": "admin",
+             "action": "preempt", "booking": 3, "status_before": "confirmed",
+             "status_after": "preempted", "start": "2026-03-29T08:00:00Z",
+             "end": "2026-03-29T10:00:00Z", "notice": "repair"}
+        ]}));
+        round_trip::<CurrentBookings>(
+            serde_json::json!({"resource": "cern", "now": "2026-03-29T08:00:00Z", "bookings": []}),
+        );
     }
 
     #[test]

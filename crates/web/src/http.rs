@@ -1,12 +1,17 @@
 //! The HTTP API (axum): JSON by default, XML when the request says `Accept: application/xml` (or
-//! sends an XML body), bearer-token auth, one structured log line per request. The routes are
-//! exactly those of `openapi.json`, which the service serves at `/openapi.json`.
+//! sends an XML body), bearer-token auth (and `?token=` for the iCal feeds, which calendar
+//! applications fetch by URL), booking views localised to the caller's zone, one structured log line
+//! per request. The routes are exactly those of `openapi.json`, which the service serves at
+//! `/openapi.json`. The extend/approve/preempt/audit/current/iCal handlers take their path and query
+//! extractors as `Result`s, so an unreadable request is a 400 or 404 `ErrorBody` there rather than
+//! axum's plain-text rejection.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -14,23 +19,26 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use jiff::{SignedDuration, Timestamp};
 use longhaul_testbed::api::{
-    BookingList, BookingView, BusyView, CreateBooking, ErrorBody, FreeBusy, FreeBusyQuery, SlotView,
+    AuditLog, AuditView, BookingList, BookingView, BusyView, CreateBooking, CurrentBookings,
+    ErrorBody, ExtendBooking, FreeBusy, FreeBusyQuery, LocalTimes, Me, Note, PreemptBooking,
+    SlotView,
 };
 use longhaul_testbed::booking::Actor;
 use longhaul_testbed::idempotency::{Fingerprint, IdempotencyKey};
 use longhaul_testbed::policy::Policy;
+use longhaul_testbed::policy::Warning;
 use longhaul_testbed::resource::{Inventory, ResourceId};
-use longhaul_testbed::time::{format_utc, parse_instant};
+use longhaul_testbed::time::{Slot, dst_warnings, format_utc, parse_instant, render_in_zone};
 use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{BookRequest, Op, Reply, Store, free_slots};
+use crate::store::{Account, BookRequest, Op, Reply, Store, free_slots};
 
 /// The OpenAPI 3.1 document of this API.
 pub const OPENAPI: &str = include_str!("../openapi.json");
 
 /// Every route, as (method, path) in OpenAPI's path syntax.
-pub const ROUTES: [(&str, &str); 9] = [
+pub const ROUTES: [(&str, &str); 17] = [
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/api/v1/resources"),
@@ -40,6 +48,14 @@ pub const ROUTES: [(&str, &str); 9] = [
     ("post", "/api/v1/bookings/{id}/release"),
     ("post", "/api/v1/bookings/{id}/cancel"),
     ("get", "/api/v1/freebusy"),
+    ("post", "/api/v1/bookings/{id}/extend"),
+    ("post", "/api/v1/bookings/{id}/approve"),
+    ("post", "/api/v1/bookings/{id}/preempt"),
+    ("get", "/api/v1/bookings/{id}/audit"),
+    ("get", "/api/v1/ical/user/{user}.ics"),
+    ("get", "/api/v1/ical/resource/{id}.ics"),
+    ("get", "/api/v1/me"),
+    ("get", "/api/v1/current"),
 ];
 
 /// What every handler shares.
@@ -68,6 +84,14 @@ pub fn router(state: Shared) -> Router {
         .route("/api/v1/bookings/{id}/release", post(release))
         .route("/api/v1/bookings/{id}/cancel", post(cancel))
         .route("/api/v1/freebusy", get(freebusy))
+        .route("/api/v1/bookings/{id}/extend", post(extend))
+        .route("/api/v1/bookings/{id}/approve", post(approve))
+        .route("/api/v1/bookings/{id}/preempt", post(preempt))
+        .route("/api/v1/bookings/{id}/audit", get(audit))
+        .route("/api/v1/ical/user/{file}", get(ical_user))
+        .route("/api/v1/ical/resource/{*file}", get(ical_resource))
+        .route("/api/v1/me", get(me))
+        .route("/api/v1/current", get(current))
         .merge(crate::ui::routes())
         .fallback(not_found)
         .layer(middleware::from_fn(log_request))
@@ -133,14 +157,25 @@ fn internal(e: &dyn std::fmt::Display, xml: bool) -> Response {
     error(500, "internal", "internal error (logged)", xml)
 }
 
-/// The account of the request's bearer token, or a 401 response.
+/// The user and role of the request's bearer token, or a 401 response.
 async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Actor, Response> {
+    account(state, headers, None).await.map(|a| a.actor)
+}
+
+/// The account of the request's bearer token (or of `query_token`, the
+/// `?token=` of calendar feeds), or a 401 response.
+async fn account(
+    state: &AppState,
+    headers: &HeaderMap,
+    query_token: Option<&str>,
+) -> Result<Account, Response> {
     let xml = wants_xml(headers);
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .map(str::trim)
+        .or(query_token);
     let unauthorized = |msg: &str| {
         let mut r = error(401, "unauthorized", msg, xml);
         r.headers_mut().insert(
@@ -154,8 +189,8 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Actor, Re
             "send Authorization: Bearer TOKEN (create one with `longhaul testbed token add USER`)",
         ));
     };
-    match state.store.authenticate(token).await {
-        Ok(Some(actor)) => Ok(actor),
+    match state.store.account(token).await {
+        Ok(Some(account)) => Ok(account),
         Ok(None) => Err(unauthorized("unknown API token")),
         Err(e) => Err(internal(&e, xml)),
     }
@@ -207,10 +242,11 @@ async fn resources(State(state): State<Shared>, headers: HeaderMap) -> Response 
 
 async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     let xml = wants_xml(&headers);
-    let actor = match authenticate(&state, &headers).await {
+    let account = match account(&state, &headers, None).await {
         Ok(a) => a,
         Err(r) => return r,
     };
+    let actor = account.actor.clone();
     let is_xml_body = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -253,9 +289,11 @@ async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: B
         now: Timestamp::now(),
         hold_ttl: state.hold_ttl,
         idempotency,
+        zone: account.zone.clone(),
     };
     match state.store.book(&req).await {
-        Ok(r) => {
+        Ok(mut r) => {
+            localize_reply(&mut r, &account, &state.inventory);
             if let Ok(v) = &r.body {
                 tracing::info!(target: "longhaul::testbed::booking", id = v.id, user = %actor.user,
                     resource = %v.resource, start = %v.start, end = %v.end, status = %v.status, "booked");
@@ -268,15 +306,17 @@ async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: B
 
 async fn change(state: Shared, headers: HeaderMap, id: String, op: Op) -> Response {
     let xml = wants_xml(&headers);
-    let actor = match authenticate(&state, &headers).await {
+    let account = match account(&state, &headers, None).await {
         Ok(a) => a,
         Err(r) => return r,
     };
+    let actor = &account.actor;
     let Ok(id) = id.parse::<i64>() else {
         return error(404, "unknown_booking", format!("no booking {id}"), xml);
     };
-    match state.store.change(id, op, &actor, Timestamp::now()).await {
-        Ok(r) => {
+    match state.store.change(id, op, actor, Timestamp::now()).await {
+        Ok(mut r) => {
+            localize_reply(&mut r, &account, &state.inventory);
             tracing::info!(target: "longhaul::testbed::booking", id, user = %actor.user,
                 op = op.as_str(), status = r.status, "change");
             reply(&r, xml)
@@ -311,9 +351,10 @@ async fn list_bookings(
     Query(q): Query<ListQuery>,
 ) -> Response {
     let xml = wants_xml(&headers);
-    if let Err(r) = authenticate(&state, &headers).await {
-        return r;
-    }
+    let account = match account(&state, &headers, None).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
     let resource = match q.resource.as_deref().map(ResourceId::parse).transpose() {
         Ok(r) => r,
         Err(e) => return respond(400, &ErrorBody::from(&e), xml),
@@ -325,13 +366,18 @@ async fn list_bookings(
         (Err(e), _) | (_, Err(e)) => return respond(400, &ErrorBody::from(&e), xml),
     };
     let now = Timestamp::now();
-    match state.store.list(resource.as_ref(), from, to).await {
+    match state.store.list_stored(resource.as_ref(), from, to).await {
         Ok(list) => respond(
             200,
             &BookingList {
                 bookings: list
                     .iter()
-                    .map(|b| BookingView::new(b, now, None, &[]))
+                    .map(|(b, approval)| {
+                        let mut v = BookingView::new(b, now, None, &[]);
+                        v.approval.clone_from(approval);
+                        localize(&mut v, &account, &state.inventory);
+                        v
+                    })
                     .collect(),
             },
             xml,
@@ -404,4 +450,436 @@ async fn freebusy(
         },
         xml,
     )
+}
+
+/// Adds the times in the user's zone and a `dst_change` warning for every
+/// offset change inside the booking in the user's zone or the zone of a site
+/// above the resource (unless the policy check already gave it).
+fn localize(v: &mut BookingView, account: &Account, inventory: &Inventory) {
+    let (Ok(start), Ok(end)) = (
+        parse_instant(&v.start, "start"),
+        parse_instant(&v.end, "end"),
+    ) else {
+        return;
+    };
+    if let Some(z) = &account.zone
+        && let (Ok(s), Ok(e)) = (render_in_zone(start, z), render_in_zone(end, z))
+    {
+        v.local = Some(LocalTimes {
+            zone: z.clone(),
+            start: s,
+            end: e,
+        });
+    }
+    let Ok(slot) = Slot::new(start, end) else {
+        return;
+    };
+    let mut zones: Vec<String> = account.zone.iter().cloned().collect();
+    if let Ok(r) = ResourceId::parse(&v.resource) {
+        zones.extend(inventory.zones(&r));
+    }
+    for transition in dst_warnings(&zones, &slot).unwrap_or_default() {
+        let note = Note::from(&Warning::DstChange { transition });
+        if !v.warnings.contains(&note) {
+            v.warnings.push(note);
+        }
+    }
+}
+
+fn localize_reply(r: &mut Reply, account: &Account, inventory: &Inventory) {
+    if let Ok(v) = &mut r.body {
+        localize(v, account, inventory);
+    }
+}
+
+/// A JSON body, or an XML one when the request says `Content-Type: …xml`.
+fn parse_body<T: XmlBody>(headers: &HeaderMap, body: &[u8]) -> Result<T, String> {
+    let is_xml_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("xml"));
+    if is_xml_body {
+        std::str::from_utf8(body)
+            .map_err(|e| e.to_string())
+            .and_then(|t| from_xml(t).map_err(|e| e.to_string()))
+    } else {
+        serde_json::from_slice(body).map_err(|e| format!("JSON body: {e}"))
+    }
+}
+
+/// A booking id from the path, or a 404.
+fn booking_id(id: &str, xml: bool) -> Result<i64, Box<Response>> {
+    id.parse::<i64>().map_err(|_| {
+        Box::new(error(
+            404,
+            "unknown_booking",
+            format!("no booking {id}"),
+            xml,
+        ))
+    })
+}
+
+fn log_change(r: &Reply, id: i64, user: &str, op: &str) {
+    tracing::info!(target: "longhaul::testbed::booking", id, user, op, status = r.status, "change");
+}
+
+async fn extend(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Response {
+    let xml = wants_xml(&headers);
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(e) => return error(404, "unknown_booking", e.body_text(), xml),
+    };
+    let account = match account(&state, &headers, None).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let id = match booking_id(&id, xml) {
+        Ok(i) => i,
+        Err(r) => return *r,
+    };
+    let ext: ExtendBooking = match parse_body(&headers, &body) {
+        Ok(b) => b,
+        Err(e) => return error(400, "invalid_body", e, xml),
+    };
+    let new_end = match parse_instant(&ext.end, "end") {
+        Ok(t) => t,
+        Err(e) => return respond(400, &ErrorBody::from(&e), xml),
+    };
+    let now = Timestamp::now();
+    let r = state
+        .store
+        .extend(id, new_end, &account, &state.policy, &state.inventory, now)
+        .await;
+    match r {
+        Ok(mut r) => {
+            log_change(&r, id, &account.actor.user, "extend");
+            localize_reply(&mut r, &account, &state.inventory);
+            reply(&r, xml)
+        }
+        Err(e) => internal(&e, xml),
+    }
+}
+
+async fn approve(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(e) => return error(404, "unknown_booking", e.body_text(), xml),
+    };
+    let account = match account(&state, &headers, None).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let id = match booking_id(&id, xml) {
+        Ok(i) => i,
+        Err(r) => return *r,
+    };
+    match state
+        .store
+        .approve(id, &account.actor, Timestamp::now())
+        .await
+    {
+        Ok(mut r) => {
+            log_change(&r, id, &account.actor.user, "approve");
+            localize_reply(&mut r, &account, &state.inventory);
+            reply(&r, xml)
+        }
+        Err(e) => internal(&e, xml),
+    }
+}
+
+async fn preempt(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Response {
+    let xml = wants_xml(&headers);
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(e) => return error(404, "unknown_booking", e.body_text(), xml),
+    };
+    let account = match account(&state, &headers, None).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let id = match booking_id(&id, xml) {
+        Ok(i) => i,
+        Err(r) => return *r,
+    };
+    let p: PreemptBooking = match parse_body(&headers, &body) {
+        Ok(b) => b,
+        Err(e) => return error(400, "invalid_body", e, xml),
+    };
+    if p.notice
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return error(
+            400,
+            "invalid_body",
+            "notice: control characters other than newline and tab are not allowed",
+            xml,
+        );
+    }
+    match state
+        .store
+        .preempt(id, &p.notice, &account.actor, Timestamp::now())
+        .await
+    {
+        Ok(mut r) => {
+            if r.status == 200 {
+                tracing::warn!(target: "longhaul::testbed::booking", id, admin = %account.actor.user,
+                    notice = %p.notice.trim(), "preempted");
+            }
+            log_change(&r, id, &account.actor.user, "preempt");
+            localize_reply(&mut r, &account, &state.inventory);
+            reply(&r, xml)
+        }
+        Err(e) => internal(&e, xml),
+    }
+}
+
+async fn audit(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(e) => return error(404, "unknown_booking", e.body_text(), xml),
+    };
+    if let Err(r) = authenticate(&state, &headers).await {
+        return r;
+    }
+    let id = match booking_id(&id, xml) {
+        Ok(i) => i,
+        Err(r) => return *r,
+    };
+    match state.store.audit(id).await {
+        Ok(Some(events)) => respond(
+            200,
+            &AuditLog {
+                booking: u64::try_from(id).unwrap_or(0),
+                events: events.iter().map(AuditView::new).collect(),
+            },
+            xml,
+        ),
+        Ok(None) => error(404, "unknown_booking", format!("no booking {id}"), xml),
+        Err(e) => internal(&e, xml),
+    }
+}
+
+async fn me(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let xml = wants_xml(&headers);
+    match account(&state, &headers, None).await {
+        Ok(a) => respond(
+            200,
+            &Me {
+                user: a.actor.user.clone(),
+                role: crate::store::role_name(a.actor.role).to_owned(),
+                zone: a.zone,
+            },
+            xml,
+        ),
+        Err(r) => r,
+    }
+}
+
+/// `GET /api/v1/current` parameters.
+#[derive(Debug, Deserialize)]
+struct CurrentQuery {
+    resource: String,
+}
+
+async fn current(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    q: Result<Query<CurrentQuery>, QueryRejection>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return error(400, "invalid_query", e.body_text(), xml),
+    };
+    let account = match account(&state, &headers, None).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let resource = match ResourceId::parse(&q.resource) {
+        Ok(r) => r,
+        Err(e) => return respond(400, &ErrorBody::from(&e), xml),
+    };
+    if state.inventory.get(&resource).is_none() {
+        let e = ErrorBody::from(&longhaul_testbed::booking::LedgerError::UnknownResource(
+            resource,
+        ));
+        return respond(404, &e, xml);
+    }
+    let now = Timestamp::now();
+    let until = longhaul_testbed::time::sat_add(now, SignedDuration::from_micros(1));
+    match state
+        .store
+        .list_stored(Some(&resource), Some(now), Some(until))
+        .await
+    {
+        Ok(list) => respond(
+            200,
+            &CurrentBookings {
+                resource: resource.to_string(),
+                now: format_utc(now),
+                bookings: list
+                    .iter()
+                    .filter(|(b, _)| b.is_live(now) && b.slot.contains(now))
+                    .map(|(b, approval)| {
+                        let mut v = BookingView::new(b, now, None, &[]);
+                        v.approval.clone_from(approval);
+                        localize(&mut v, &account, &state.inventory);
+                        v
+                    })
+                    .collect(),
+            },
+            xml,
+        ),
+        Err(e) => internal(&e, xml),
+    }
+}
+
+/// `?token=` of the calendar feeds (calendar applications cannot send an
+/// `Authorization` header).
+#[derive(Debug, Deserialize)]
+struct FeedQuery {
+    token: Option<String>,
+}
+
+/// The domain of iCal UIDs: the `Host` the client used, without the port.
+fn feed_domain(headers: &HeaderMap) -> String {
+    headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(|h| h.rsplit_once(':').map_or(h, |(host, _)| host))
+        .filter(|h| {
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-[]".contains(c))
+        })
+        .unwrap_or("longhaul-testbed")
+        .to_owned()
+}
+
+fn calendar_response(text: String) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/calendar; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn ical_user(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    file: Result<Path<String>, PathRejection>,
+    q: Result<Query<FeedQuery>, QueryRejection>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    let file = match file {
+        Ok(Path(f)) => f,
+        Err(e) => return error(404, "not_found", e.body_text(), xml),
+    };
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return error(400, "invalid_query", e.body_text(), xml),
+    };
+    let account = match account(&state, &headers, q.token.as_deref()).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let Some(user) = file.strip_suffix(".ics").filter(|u| !u.is_empty()) else {
+        return error(
+            404,
+            "not_found",
+            "the feed is /api/v1/ical/user/USER.ics",
+            xml,
+        );
+    };
+    if user != account.actor.user && account.actor.role == longhaul_testbed::booking::Role::User {
+        return error(
+            403,
+            "forbidden",
+            format!("only {user}, an approver or an admin can read {user}'s feed"),
+            xml,
+        );
+    }
+    if user.contains('\0') {
+        return error(404, "not_found", "no such user", xml);
+    }
+    match state.store.of_owner(user).await {
+        Ok(list) => calendar_response(longhaul_testbed::ical::calendar(
+            &format!("longhaul testbed: {user}"),
+            &list,
+            Timestamp::now(),
+            &feed_domain(&headers),
+        )),
+        Err(e) => internal(&e, xml),
+    }
+}
+
+async fn ical_resource(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    file: Result<Path<String>, PathRejection>,
+    q: Result<Query<FeedQuery>, QueryRejection>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    let file = match file {
+        Ok(Path(f)) => f,
+        Err(e) => return error(404, "not_found", e.body_text(), xml),
+    };
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return error(400, "invalid_query", e.body_text(), xml),
+    };
+    if let Err(r) = account(&state, &headers, q.token.as_deref()).await {
+        return r;
+    }
+    let Some(id) = file.strip_suffix(".ics") else {
+        return error(
+            404,
+            "not_found",
+            "the feed is /api/v1/ical/resource/ID.ics",
+            xml,
+        );
+    };
+    let resource = match ResourceId::parse(id) {
+        Ok(r) => r,
+        Err(e) => return respond(400, &ErrorBody::from(&e), xml),
+    };
+    if state.inventory.get(&resource).is_none() {
+        let e = ErrorBody::from(&longhaul_testbed::booking::LedgerError::UnknownResource(
+            resource,
+        ));
+        return respond(404, &e, xml);
+    }
+    match state.store.list(Some(&resource), None, None).await {
+        Ok(list) => calendar_response(longhaul_testbed::ical::calendar(
+            &format!("longhaul testbed: {resource}"),
+            list.iter().filter(|b| b.resource == resource),
+            Timestamp::now(),
+            &feed_domain(&headers),
+        )),
+        Err(e) => internal(&e, xml),
+    }
 }

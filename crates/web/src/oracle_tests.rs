@@ -1,17 +1,41 @@
-//! The stores against the oracle: random sequences of book / hold / confirm / cancel / release
-//! (seeded, replayable) applied to a [`Ledger`] and to a store give the same outcome at every step
+//! The stores against the oracle: random sequences of book / hold / confirm / cancel / release /
+//! extend / preempt / the expiry sweep (seeded, replayable) applied to a [`Ledger`] and to a store give the same outcome at every step
 //! and the same bookings afterwards (docs/testbed.md §5: "each store must accept and refuse exactly
 //! what the ledger does"). On SQLite, and on a PostgreSQL cluster the test starts itself
 //! ([`crate::testing::Postgres`]; skipped with the reason when it cannot).
 
+use std::collections::BTreeMap;
+
 use jiff::{SignedDuration, Timestamp};
 use longhaul_testbed::api::{CreateBooking, ErrorBody};
-use longhaul_testbed::booking::{Actor, BookingId, Ledger, NewBooking};
+use longhaul_testbed::booking::{Actor, Booking, BookingId, Ledger, NewBooking, Status};
 use longhaul_testbed::policy::Policy;
 use longhaul_testbed::resource::{Inventory, ResourceId};
 use longhaul_testbed::time::{Slot, format_utc};
 
-use crate::store::{BookRequest, Op, Store};
+use crate::store::{Account, BookRequest, Op, Reply, Store, view};
+
+/// What the comparison looks at: status and id, or the error code.
+fn outcome(r: &Reply) -> Result<(u16, u64), String> {
+    match &r.body {
+        Ok(v) => Ok((r.status, v.id)),
+        Err(e) => Err(e.code.clone()),
+    }
+}
+
+/// A booking to build a placeholder view from (id 0).
+fn sample(now: Timestamp) -> Booking {
+    Booking {
+        id: BookingId(0),
+        resource: ResourceId::parse("cern").unwrap(),
+        owner: String::new(),
+        slot: Slot::new(now, now + mins(1)).unwrap(),
+        status: Status::Confirmed,
+        note: String::new(),
+        created_at: now,
+        version: 1,
+    }
+}
 
 const RESOURCES: [&str; 5] = [
     "cern",
@@ -66,7 +90,11 @@ fn mins(n: u64) -> SignedDuration {
     SignedDuration::from_mins(i64::try_from(n).unwrap())
 }
 
-async fn replay(store: &Store, seed: u64, steps: usize) {
+/// Replays `steps` random operations; returns how often each (operation, outcome) happened, so the
+/// tests can check that the interesting cases (an extension refused by the next booking, a
+/// preemption) were exercised.
+async fn replay(store: &Store, seed: u64, steps: usize) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
     let inv = inventory();
     store.sync_inventory(&inv).await.unwrap();
     let policy = permissive();
@@ -120,32 +148,80 @@ async fn replay(store: &Store, seed: u64, steps: usize) {
                     now,
                     hold_ttl: ttl,
                     idempotency: None,
+                    zone: None,
                 })
                 .await
                 .unwrap();
             (want, reply)
+        } else if rng.below(6) == 0 {
+            // The sweep: every due hold is marked expired, in the store as in the ledger.
+            ledger.expire_holds(now);
+            store.expire_holds(now).await.unwrap();
+            let stored = store.list(None, None, None).await.unwrap();
+            assert!(
+                stored
+                    .iter()
+                    .all(|b| !matches!(b.status, Status::Held { until } if until <= now)),
+                "{ctx}: a due hold survived the sweep"
+            );
+            (
+                Ok((200, 0)),
+                Reply::ok(200, view(&sample(now), now, Vec::new())),
+            )
         } else {
             let n = ledger.bookings().count() as u64;
             let id = 1 + rng.below(n + 1);
-            let op = [Op::Confirm, Op::Cancel, Op::Release][usize::try_from(rng.below(3)).unwrap()];
             let bid = BookingId(id);
-            let want = match op {
-                Op::Confirm => ledger.confirm(bid, &actor, now),
-                Op::Cancel => ledger.cancel(bid, &actor, now),
-                Op::Release => ledger.release(bid, &actor, now),
+            let sid = i64::try_from(id).unwrap();
+            let which = rng.below(5);
+            if which == 3 {
+                let end = ledger.get(bid).map_or(now, |b| b.slot.end());
+                let new_end = end + mins(rng.below(240)) - mins(10);
+                let want = ledger
+                    .extend(bid, new_end, &actor, now)
+                    .map(|()| (200, id))
+                    .map_err(|e| ErrorBody::from(&e).code);
+                let account = Account {
+                    actor: actor.clone(),
+                    zone: None,
+                };
+                let reply = store
+                    .extend(sid, new_end, &account, &policy, &inv, now)
+                    .await
+                    .unwrap();
+                *seen
+                    .entry(format!("extend {:?}", outcome(&reply).map(|(s, _)| s)))
+                    .or_default() += 1;
+                (want, reply)
+            } else if which == 4 {
+                let notice = if rng.below(4) == 0 {
+                    " "
+                } else {
+                    "maintenance"
+                };
+                let want = ledger
+                    .preempt(bid, &actor, notice, now)
+                    .map(|()| (200, id))
+                    .map_err(|e| ErrorBody::from(&e).code);
+                let reply = store.preempt(sid, notice, &actor, now).await.unwrap();
+                *seen
+                    .entry(format!("preempt {:?}", outcome(&reply).map(|(s, _)| s)))
+                    .or_default() += 1;
+                (want, reply)
+            } else {
+                let op = [Op::Confirm, Op::Cancel, Op::Release][usize::try_from(which).unwrap()];
+                let want = match op {
+                    Op::Confirm => ledger.confirm(bid, &actor, now),
+                    Op::Cancel => ledger.cancel(bid, &actor, now),
+                    Op::Release => ledger.release(bid, &actor, now),
+                }
+                .map(|()| (200, id))
+                .map_err(|e| ErrorBody::from(&e).code);
+                let reply = store.change(sid, op, &actor, now).await.unwrap();
+                (want, reply)
             }
-            .map(|()| (200, id))
-            .map_err(|e| ErrorBody::from(&e).code);
-            let reply = store
-                .change(i64::try_from(id).unwrap(), op, &actor, now)
-                .await
-                .unwrap();
-            (want, reply)
         };
-        let got = match &got.body {
-            Ok(v) => Ok((got.status, v.id)),
-            Err(e) => Err(e.code.clone()),
-        };
+        let got = outcome(&got);
         assert_eq!(got, want, "{ctx}");
         if step % 10 == 9 || step + 1 == steps {
             let mut stored = store.list(None, None, None).await.unwrap();
@@ -161,6 +237,7 @@ async fn replay(store: &Store, seed: u64, steps: usize) {
             }
         }
     }
+    seen
 }
 
 fn temp_sqlite(seed: u64) -> String {
@@ -172,11 +249,26 @@ fn temp_sqlite(seed: u64) -> String {
 
 #[tokio::test]
 async fn sqlite_store_matches_the_ledger() {
+    let mut seen = BTreeMap::new();
     for seed in 1..=12 {
         let path = temp_sqlite(seed);
         let store = Store::open(&path).await.unwrap();
-        replay(&store, seed, 120).await;
+        for (k, n) in replay(&store, seed, 120).await {
+            *seen.entry(k).or_default() += n;
+        }
         let _ = std::fs::remove_dir_all(std::path::Path::new(&path).parent().unwrap());
+    }
+    for case in [
+        "extend Ok(200)",
+        "extend Err(\"extend_conflict\")",
+        "preempt Err(\"notice_required\")",
+        "preempt Ok(200)",
+        "preempt Err(\"not_admin\")",
+    ] {
+        assert!(
+            seen.get(case).copied().unwrap_or(0) > 0,
+            "{case} never happened: {seen:?}"
+        );
     }
 }
 

@@ -7,22 +7,22 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use longhaul_testbed::booking::{Action, Actor, Booking, BookingId, LedgerError, Role};
+use longhaul_testbed::booking::{Action, Actor, AuditEvent, Booking, BookingId, Role, Status};
 use longhaul_testbed::resource::{Inventory, ResourceId, ResourceState};
 use longhaul_testbed::time::Slot;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, Postgres, Row, Transaction};
 
 use crate::store::{
-    BookRequest, BookingRow, Op, Reply, StoreError, anonymous_conflict, check_policy,
-    conflict_reply, mismatch, new_status, parse_role, policy_window, role_name, status_columns,
-    transition, view,
+    Account, BookRequest, BookingRow, Decide, Reply, StoreError, anonymous_conflict, audit_event,
+    check_policy, conflict_reply, mismatch, new_status, parse_role, policy_window, refused_change,
+    role_name, status_columns, system, unknown_booking, view_with,
 };
 
 const COLS: &str = "b.id, b.resource, b.owner, lh_us_of(lower(b.during)) AS start_us, \
     lh_us_of(upper(b.during)) AS end_us, b.status, lh_us_of(b.hold_until) AS hold_until_us, \
     lh_us_of(b.status_at) AS status_at_us, b.preempted_by, b.notice, b.note, \
-    lh_us_of(b.created_at) AS created_at_us, b.version";
+    lh_us_of(b.created_at) AS created_at_us, b.version, b.approval";
 
 /// SQLSTATE exclusion_violation.
 const EXCLUSION_VIOLATION: &str = "23P01";
@@ -31,11 +31,18 @@ const EXCLUSION_VIOLATION: &str = "23P01";
 const RETRIES: u32 = 8;
 
 fn migrator() -> sqlx::migrate::Migrator {
-    crate::migrator(&[(
-        1,
-        "init",
-        include_str!("../migrations/postgres/0001_init.sql"),
-    )])
+    crate::migrator(&[
+        (
+            1,
+            "init",
+            include_str!("../migrations/postgres/0001_init.sql"),
+        ),
+        (
+            2,
+            "accounts approval",
+            include_str!("../migrations/postgres/0002_accounts_approval.sql"),
+        ),
+    ])
 }
 
 fn row(r: &PgRow) -> Result<BookingRow, sqlx::Error> {
@@ -53,6 +60,7 @@ fn row(r: &PgRow) -> Result<BookingRow, sqlx::Error> {
         note: r.try_get("note")?,
         created_at_us: r.try_get("created_at_us")?,
         version: r.try_get("version")?,
+        approval: r.try_get("approval")?,
     })
 }
 
@@ -137,31 +145,46 @@ impl PgStore {
         hash: &str,
         user: &str,
         role: Role,
+        zone: Option<&str>,
         now: Timestamp,
     ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO token (hash, username, role, created_at) VALUES ($1, $2, $3, lh_us($4))",
+            "INSERT INTO token (hash, username, role, created_at, zone)
+             VALUES ($1, $2, $3, lh_us($4), $5)",
         )
         .bind(hash)
         .bind(user)
         .bind(role_name(role))
         .bind(now.as_microsecond())
-        .execute(&self.pool)
+        .bind(zone)
+        .execute(&mut *tx)
         .await?;
+        if zone.is_some() {
+            sqlx::query("UPDATE token SET zone = $1 WHERE username = $2")
+                .bind(zone)
+                .bind(user)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
-    pub(crate) async fn authenticate(&self, hash: &str) -> Result<Option<Actor>, StoreError> {
-        let Some(r) = sqlx::query("SELECT username, role FROM token WHERE hash = $1")
+    pub(crate) async fn account(&self, hash: &str) -> Result<Option<Account>, StoreError> {
+        let Some(r) = sqlx::query("SELECT username, role, zone FROM token WHERE hash = $1")
             .bind(hash)
             .fetch_optional(&self.pool)
             .await?
         else {
             return Ok(None);
         };
-        Ok(Some(Actor {
-            user: r.try_get("username")?,
-            role: parse_role(r.try_get("role")?)?,
+        Ok(Some(Account {
+            actor: Actor {
+                user: r.try_get("username")?,
+                role: parse_role(r.try_get("role")?)?,
+            },
+            zone: r.try_get("zone")?,
         }))
     }
 
@@ -202,6 +225,17 @@ impl PgStore {
         slot: &Slot,
         now: Timestamp,
     ) -> Result<Option<Booking>, StoreError> {
+        Self::first_conflict_except(conn, resource, slot, now, 0).await
+    }
+
+    /// [`Self::first_conflict`], ignoring booking `except`.
+    async fn first_conflict_except(
+        conn: &mut PgConnection,
+        resource: &ResourceId,
+        slot: &Slot,
+        now: Timestamp,
+        except: i64,
+    ) -> Result<Option<Booking>, StoreError> {
         let ancestors: Vec<String> = names(&resource.self_and_ancestors())
             .into_iter()
             .filter(|r| r != resource.as_str())
@@ -211,6 +245,7 @@ impl PgStore {
              WHERE c.during && tstzrange(lh_us($1), lh_us($2), '[)')
                AND (c.resource = $3 OR (c.resource = ANY($4) AND c.exact = 1))
                AND (b.status = 'confirmed' OR (b.status = 'held' AND b.hold_until > lh_us($5)))
+               AND b.id <> $6
              ORDER BY lower(c.during) LIMIT 1"
         ))
         .bind(slot.start().as_microsecond())
@@ -218,6 +253,7 @@ impl PgStore {
         .bind(resource.as_str())
         .bind(ancestors)
         .bind(now.as_microsecond())
+        .bind(except)
         .fetch_optional(conn)
         .await?;
         r.map(|r| row(&r)?.into_booking()).transpose()
@@ -317,22 +353,7 @@ impl PgStore {
         let (start_us, end_us) = (slot.start().as_microsecond(), slot.end().as_microsecond());
         let lineage = names(&resource.self_and_ancestors());
         // Expired holds in the way stop claiming (the rest is the sweep's).
-        sqlx::query(
-            "WITH due AS (
-               UPDATE booking SET status = 'expired', status_at = hold_until, hold_until = NULL,
-                 version = version + 1
-               WHERE status = 'held' AND hold_until <= lh_us($1)
-                 AND id IN (SELECT booking FROM claim WHERE resource = ANY($2)
-                            AND during && tstzrange(lh_us($3), lh_us($4), '[)'))
-               RETURNING id)
-             DELETE FROM claim WHERE booking IN (SELECT id FROM due)",
-        )
-        .bind(now_us)
-        .bind(&lineage)
-        .bind(start_us)
-        .bind(end_us)
-        .execute(&mut **tx)
-        .await?;
+        Self::expire_due(tx, req.now, Some((&lineage, start_us, end_us))).await?;
         if let Some(c) = Self::first_conflict(tx, resource, slot, req.now).await? {
             return Ok(conflict_reply(resource, &c));
         }
@@ -349,7 +370,7 @@ impl PgStore {
         .iter()
         .map(|r| row(r).map_err(StoreError::from)?.into_booking())
         .collect::<Result<Vec<_>, _>>()?;
-        let warnings = match check_policy(req, resource, slot, &mine) {
+        let (warnings, needs_approval) = match check_policy(req, resource, slot, &mine) {
             Ok(w) => w,
             Err(e) => {
                 // A conflicting booking committed since the check above (READ COMMITTED: this
@@ -362,7 +383,8 @@ impl PgStore {
                 );
             }
         };
-        let status = new_status(req);
+        let status = new_status(req, slot, needs_approval);
+        let approval = needs_approval.then_some("pending");
         let (status_name, hold_us, _) = status_columns(&status);
         let note = req.create.note.clone().unwrap_or_default();
         // A savepoint, so that an exclusion violation leaves the
@@ -370,8 +392,10 @@ impl PgStore {
         let mut sp = Connection::begin(&mut **tx).await?;
         let inserted: Result<i64, sqlx::Error> = async {
             let id: i64 = sqlx::query(
-                "INSERT INTO booking (resource, owner, during, status, hold_until, note, created_at)
-                 VALUES ($1, $2, tstzrange(lh_us($3), lh_us($4), '[)'), $5, lh_us($6), $7, lh_us($8))
+                "INSERT INTO booking (resource, owner, during, status, hold_until, note, created_at,
+                   approval)
+                 VALUES ($1, $2, tstzrange(lh_us($3), lh_us($4), '[)'), $5, lh_us($6), $7, lh_us($8),
+                   $9)
                  RETURNING id",
             )
             .bind(resource.as_str())
@@ -382,6 +406,7 @@ impl PgStore {
             .bind(hold_us)
             .bind(&note)
             .bind(now_us)
+            .bind(approval)
             .fetch_one(&mut *sp)
             .await?
             .try_get(0)?;
@@ -415,13 +440,17 @@ impl PgStore {
             created_at: req.now,
             version: 1,
         };
-        let action = if req.create.hold {
+        let action = if req.create.hold || needs_approval {
             Action::Hold
         } else {
             Action::Book
         };
         Self::audit(tx, req.actor, action, req.now, None, &booking).await?;
-        Ok(Reply::ok(201, view(&booking, req.now, warnings)))
+        let status = if needs_approval { 202 } else { 201 };
+        Ok(Reply::ok(
+            status,
+            view_with(&booking, approval, req.now, warnings),
+        ))
     }
 
     /// One claim per ancestor-or-self of `resource`, `exact = 1` on the
@@ -449,16 +478,71 @@ impl PgStore {
         Ok(())
     }
 
-    pub(crate) async fn change(
-        &self,
-        id: i64,
-        op: Op,
-        actor: &Actor,
+    /// Marks the holds due at `now` expired (only those with claims on
+    /// `lineage` during `[start, end)` when given), deleting their claims,
+    /// each with an audit event by `system`; returns their ids.
+    async fn expire_due(
+        conn: &mut PgConnection,
         now: Timestamp,
-    ) -> Result<Reply, StoreError> {
+        within: Option<(&[String], i64, i64)>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let now_us = now.as_microsecond();
+        let (all, lineage, start_us, end_us) = match within {
+            None => (true, Vec::new(), 0, 0),
+            Some((l, s, e)) => (false, l.to_vec(), s, e),
+        };
+        let due = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking b
+             WHERE b.status = 'held' AND b.hold_until <= lh_us($1)
+               AND ($2 OR b.id IN (SELECT booking FROM claim WHERE resource = ANY($3)
+                                   AND during && tstzrange(lh_us($4), lh_us($5), '[)')))
+             ORDER BY b.id FOR UPDATE"
+        ))
+        .bind(now_us)
+        .bind(all)
+        .bind(&lineage)
+        .bind(start_us)
+        .bind(end_us)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut ids = Vec::new();
+        for r in &due {
+            let (before, _) = row(r)?.into_stored()?;
+            let Status::Held { until } = before.status else {
+                continue;
+            };
+            let id: i64 = r.try_get("id")?;
+            sqlx::query(
+                "UPDATE booking SET status = 'expired', status_at = hold_until, hold_until = NULL,
+                   version = version + 1 WHERE id = $1",
+            )
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query("DELETE FROM claim WHERE booking = $1")
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+            let mut after = before.clone();
+            after.status = Status::Expired { at: until };
+            after.version += 1;
+            Self::audit(conn, &system(), Action::Expire, now, Some(&before), &after).await?;
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    pub(crate) async fn expire_holds(&self, now: Timestamp) -> Result<Vec<i64>, StoreError> {
         let mut attempt = 0;
         loop {
-            match self.change_once(id, op, actor, now).await {
+            let r = async {
+                let mut tx = self.pool.begin().await?;
+                let ids = Self::expire_due(&mut tx, now, None).await?;
+                tx.commit().await?;
+                Ok(ids)
+            }
+            .await;
+            match r {
                 Err(e) if attempt < RETRIES && is_retryable(&e) => {
                     attempt += 1;
                     backoff(attempt).await;
@@ -468,12 +552,31 @@ impl PgStore {
         }
     }
 
-    async fn change_once(
+    pub(crate) async fn modify(
         &self,
         id: i64,
-        op: Op,
         actor: &Actor,
         now: Timestamp,
+        decide: &Decide<'_>,
+    ) -> Result<Reply, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.modify_once(id, actor, now, decide).await {
+                Err(e) if attempt < RETRIES && is_retryable(&e) => {
+                    attempt += 1;
+                    backoff(attempt).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn modify_once(
+        &self,
+        id: i64,
+        actor: &Actor,
+        now: Timestamp,
+        decide: &Decide<'_>,
     ) -> Result<Reply, StoreError> {
         let mut tx = self.pool.begin().await?;
         let before = sqlx::query(&format!(
@@ -482,66 +585,120 @@ impl PgStore {
         .bind(id)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(before) = before.map(|r| row(&r)?.into_booking()).transpose()? else {
-            return Ok(Reply::error(
-                (&LedgerError::UnknownBooking(BookingId(u64::try_from(id).unwrap_or(0)))).into(),
-            ));
+        let Some((before, approval)) = before.map(|r| row(&r)?.into_stored()).transpose()? else {
+            return Ok(unknown_booking(id));
         };
-        let status = match transition(op, &before, actor, now) {
-            Ok(s) => s,
+        let (from, to) = policy_window(&before.slot);
+        let mine = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking b
+             WHERE b.owner = $1 AND b.during && tstzrange(lh_us($2), lh_us($3), '[)')"
+        ))
+        .bind(&before.owner)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| row(r).map_err(StoreError::from)?.into_booking())
+        .collect::<Result<Vec<_>, _>>()?;
+        let change = match decide(&before, approval.as_deref(), &mine) {
+            Ok(c) => c,
             Err(e) => return Ok(Reply::error(e)),
         };
-        let (name, hold_us, at_us) = status_columns(&status);
+        let mut after = change.after;
+        after.version = before.version + 1;
+        let (name, hold_us, at_us) = status_columns(&after.status);
+        let (by, notice) = match &after.status {
+            Status::Preempted { by, notice, .. } => (Some(by.as_str()), Some(notice.as_str())),
+            _ => (None, None),
+        };
+        let (start_us, end_us) = (
+            after.slot.start().as_microsecond(),
+            after.slot.end().as_microsecond(),
+        );
         sqlx::query(
             "UPDATE booking SET status = $2, hold_until = lh_us($3), status_at = lh_us($4),
-               version = version + 1 WHERE id = $1",
+               preempted_by = $5, notice = $6, during = tstzrange(lh_us($7), lh_us($8), '[)'),
+               approval = $9, version = version + 1
+             WHERE id = $1",
         )
         .bind(id)
         .bind(name)
         .bind(hold_us)
         .bind(at_us)
+        .bind(by)
+        .bind(notice)
+        .bind(start_us)
+        .bind(end_us)
+        .bind(change.approval.as_deref())
         .execute(&mut *tx)
         .await?;
-        if op == Op::Confirm {
-            // The claims of an unexpired hold are in place; should they be
-            // missing, re-claiming lets the constraints decide.
-            let missing = sqlx::query("SELECT 1 FROM claim WHERE booking = $1 LIMIT 1")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .is_none();
-            if missing {
-                let (s, e) = (
-                    before.slot.start().as_microsecond(),
-                    before.slot.end().as_microsecond(),
-                );
-                if let Err(err) = Self::insert_claims(&mut tx, id, &before.resource, s, e).await {
-                    if is_exclusion_violation(&err) {
-                        tx.rollback().await?;
-                        return Ok(Reply::error(
-                            (&LedgerError::HoldExpired(before.slot.start())).into(),
-                        ));
-                    }
-                    return Err(err.into());
-                }
-            }
-        } else {
+        // The claims follow the booking: re-written for a live booking (the
+        // exclusion constraints check the new range, so an extension into
+        // the next booking is refused by the database itself), deleted
+        // otherwise (history stays in `booking` and `audit`).
+        let mut sp = Connection::begin(&mut *tx).await?;
+        let claimed: Result<(), sqlx::Error> = async {
             sqlx::query("DELETE FROM claim WHERE booking = $1")
                 .bind(id)
-                .execute(&mut *tx)
+                .execute(&mut *sp)
                 .await?;
+            if after.is_live(now) {
+                Self::insert_claims(&mut sp, id, &after.resource, start_us, end_us).await?;
+            }
+            Ok(())
         }
-        let mut after = before.clone();
-        after.status = status;
-        after.version += 1;
-        let action = match op {
-            Op::Confirm => Action::Confirm,
-            Op::Release => Action::Release,
-            Op::Cancel => Action::Cancel,
-        };
-        Self::audit(&mut tx, actor, action, now, Some(&before), &after).await?;
+        .await;
+        match claimed {
+            Ok(()) => sp.commit().await?,
+            Err(e) if is_exclusion_violation(&e) => {
+                sp.rollback().await?;
+                let probe = Slot::new(before.slot.end(), after.slot.end()).unwrap_or(after.slot);
+                let next =
+                    Self::first_conflict_except(&mut tx, &after.resource, &probe, now, id).await?;
+                tx.rollback().await?;
+                return Ok(refused_change(&before, &after, next.as_ref()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Self::audit(&mut tx, actor, change.action, now, Some(&before), &after).await?;
         tx.commit().await?;
-        Ok(Reply::ok(200, view(&after, now, Vec::new())))
+        Ok(Reply::ok(
+            200,
+            view_with(&after, change.approval.as_deref(), now, change.warnings),
+        ))
+    }
+
+    pub(crate) async fn audit_of(&self, id: i64) -> Result<Option<Vec<AuditEvent>>, StoreError> {
+        let exists = sqlx::query("SELECT 1 FROM booking WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        let rows = sqlx::query(
+            "SELECT seq, lh_us_of(at) AS at_us, actor, role, action, booking,
+                    before::text AS before, after::text AS after
+             FROM audit WHERE booking = $1 ORDER BY seq",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(audit_event)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    pub(crate) async fn of_owner(&self, user: &str) -> Result<Vec<BookingRow>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking b WHERE b.owner = $1 ORDER BY lower(b.during), b.id"
+        ))
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(row(r)?)).collect()
     }
 
     pub(crate) async fn list(

@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use longhaul_testbed::booking::{Action, Actor, Booking, BookingId, Role};
+use longhaul_testbed::booking::{Action, Actor, AuditEvent, Booking, BookingId, Role, Status};
 use longhaul_testbed::resource::{Inventory, ResourceId, ResourceState};
 use longhaul_testbed::time::Slot;
 use sqlx::sqlite::{
@@ -17,22 +17,30 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, Transaction};
 
 use crate::store::{
-    BookRequest, BookingRow, Op, Reply, StoreError, check_policy, conflict_reply, mismatch,
-    new_status, parse_role, policy_window, role_name, status_columns, transition, view,
+    Account, BookRequest, BookingRow, Decide, Reply, StoreError, audit_event, check_policy,
+    conflict_reply, mismatch, new_status, parse_role, policy_window, refused_change, role_name,
+    status_columns, system, unknown_booking, view_with,
 };
 
 const COLS: &str = "id, resource, owner, start_us, end_us, status, hold_until_us, status_at_us, \
-                    preempted_by, notice, note, created_at_us, version";
+                    preempted_by, notice, note, created_at_us, version, approval";
 
 /// Live at `?now`: confirmed, or an unexpired hold.
 const LIVE: &str = "(status = 'confirmed' OR (status = 'held' AND hold_until_us > ?))";
 
 fn migrator() -> sqlx::migrate::Migrator {
-    crate::migrator(&[(
-        1,
-        "init",
-        include_str!("../migrations/sqlite/0001_init.sql"),
-    )])
+    crate::migrator(&[
+        (
+            1,
+            "init",
+            include_str!("../migrations/sqlite/0001_init.sql"),
+        ),
+        (
+            2,
+            "accounts approval",
+            include_str!("../migrations/sqlite/0002_accounts_approval.sql"),
+        ),
+    ])
 }
 
 fn row(r: &SqliteRow) -> Result<BookingRow, sqlx::Error> {
@@ -50,6 +58,7 @@ fn row(r: &SqliteRow) -> Result<BookingRow, sqlx::Error> {
         note: r.try_get("note")?,
         created_at_us: r.try_get("created_at_us")?,
         version: r.try_get("version")?,
+        approval: r.try_get("approval")?,
     })
 }
 
@@ -119,40 +128,136 @@ impl SqliteStore {
         hash: &str,
         user: &str,
         role: Role,
+        zone: Option<&str>,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO token (hash, username, role, created_at_us) VALUES (?, ?, ?, ?)")
-            .bind(hash)
-            .bind(user)
-            .bind(role_name(role))
-            .bind(now.as_microsecond())
-            .execute(&self.pool)
-            .await?;
+        let mut tx = self.write().await?;
+        sqlx::query(
+            "INSERT INTO token (hash, username, role, created_at_us, zone) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(hash)
+        .bind(user)
+        .bind(role_name(role))
+        .bind(now.as_microsecond())
+        .bind(zone)
+        .execute(&mut *tx)
+        .await?;
+        if zone.is_some() {
+            sqlx::query("UPDATE token SET zone = ? WHERE username = ?")
+                .bind(zone)
+                .bind(user)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
-    pub(crate) async fn authenticate(&self, hash: &str) -> Result<Option<Actor>, StoreError> {
-        let Some(r) = sqlx::query("SELECT username, role FROM token WHERE hash = ?")
+    pub(crate) async fn account(&self, hash: &str) -> Result<Option<Account>, StoreError> {
+        let Some(r) = sqlx::query("SELECT username, role, zone FROM token WHERE hash = ?")
             .bind(hash)
             .fetch_optional(&self.pool)
             .await?
         else {
             return Ok(None);
         };
-        Ok(Some(Actor {
-            user: r.try_get("username")?,
-            role: parse_role(r.try_get("role")?)?,
+        Ok(Some(Account {
+            actor: Actor {
+                user: r.try_get("username")?,
+                role: parse_role(r.try_get("role")?)?,
+            },
+            zone: r.try_get("zone")?,
         }))
     }
 
     async fn get(
         tx: &mut Transaction<'static, Sqlite>,
         id: i64,
-    ) -> Result<Option<Booking>, StoreError> {
+    ) -> Result<Option<(Booking, Option<String>)>, StoreError> {
         let r = sqlx::query(&format!("SELECT {COLS} FROM booking WHERE id = ?"))
             .bind(id)
             .fetch_optional(&mut **tx)
             .await?;
+        r.map(|r| row(&r)?.into_stored()).transpose()
+    }
+
+    /// Marks the holds due at `now` expired, each with an audit event by
+    /// `system`; returns their ids.
+    async fn expire_due(
+        tx: &mut Transaction<'static, Sqlite>,
+        now: Timestamp,
+    ) -> Result<Vec<i64>, StoreError> {
+        let now_us = now.as_microsecond();
+        let due = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking WHERE status = 'held' AND hold_until_us <= ?"
+        ))
+        .bind(now_us)
+        .fetch_all(&mut **tx)
+        .await?;
+        let mut ids = Vec::new();
+        for r in &due {
+            let (before, _) = row(r)?.into_stored()?;
+            let Status::Held { until } = before.status else {
+                continue;
+            };
+            let id = r.try_get::<i64, _>("id")?;
+            sqlx::query(
+                "UPDATE booking SET status = 'expired', status_at_us = hold_until_us,
+                   hold_until_us = NULL, version = version + 1, updated_at_us = ? WHERE id = ?",
+            )
+            .bind(now_us)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+            let mut after = before.clone();
+            after.status = Status::Expired { at: until };
+            after.version += 1;
+            Self::audit(tx, &system(), Action::Expire, now, Some(&before), &after).await?;
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    pub(crate) async fn expire_holds(&self, now: Timestamp) -> Result<Vec<i64>, StoreError> {
+        let mut tx = self.write().await?;
+        let ids = Self::expire_due(&mut tx, now).await?;
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    /// The first live booking (by start) on a resource conflicting with
+    /// `resource` overlapping `slot`, other than `except`.
+    async fn first_conflict(
+        tx: &mut Transaction<'static, Sqlite>,
+        resource: &ResourceId,
+        slot: &Slot,
+        now: Timestamp,
+        except: i64,
+    ) -> Result<Option<Booking>, StoreError> {
+        let ancestors = serde_json::to_string(
+            &resource
+                .self_and_ancestors()
+                .iter()
+                .map(ResourceId::as_str)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_default();
+        let r = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking
+             WHERE id <> ? AND {LIVE} AND start_us < ? AND end_us > ?
+               AND (resource IN (SELECT value FROM json_each(?))
+                    OR substr(resource, 1, length(?) + 1) = ? || '/')
+             ORDER BY start_us LIMIT 1"
+        ))
+        .bind(except)
+        .bind(now.as_microsecond())
+        .bind(slot.end().as_microsecond())
+        .bind(slot.start().as_microsecond())
+        .bind(&ancestors)
+        .bind(resource.as_str())
+        .bind(resource.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
         r.map(|r| row(&r)?.into_booking()).transpose()
     }
 
@@ -252,15 +357,7 @@ impl SqliteStore {
     ) -> Result<Reply, StoreError> {
         let now_us = req.now.as_microsecond();
         let (start_us, end_us) = (slot.start().as_microsecond(), slot.end().as_microsecond());
-        sqlx::query(
-            "UPDATE booking SET status = 'expired', status_at_us = hold_until_us, hold_until_us = NULL,
-               version = version + 1, updated_at_us = ?
-             WHERE status = 'held' AND hold_until_us <= ?",
-        )
-        .bind(now_us)
-        .bind(now_us)
-        .execute(&mut **tx)
-        .await?;
+        Self::expire_due(tx, req.now).await?;
         let ancestors = serde_json::to_string(
             &resource
                 .self_and_ancestors()
@@ -299,17 +396,18 @@ impl SqliteStore {
         .iter()
         .map(|r| row(r).map_err(StoreError::from)?.into_booking())
         .collect::<Result<Vec<_>, _>>()?;
-        let warnings = match check_policy(req, resource, slot, &mine) {
+        let (warnings, needs_approval) = match check_policy(req, resource, slot, &mine) {
             Ok(w) => w,
             Err(e) => return Ok(Reply::error(e)),
         };
-        let status = new_status(req);
+        let status = new_status(req, slot, needs_approval);
+        let approval = needs_approval.then_some("pending");
         let (status_name, hold_us, _) = status_columns(&status);
         let note = req.create.note.clone().unwrap_or_default();
         let id: i64 = sqlx::query(
             "INSERT INTO booking (resource, owner, start_us, end_us, status, hold_until_us, note,
-               created_at_us, updated_at_us)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+               created_at_us, updated_at_us, approval)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(resource.as_str())
         .bind(&req.actor.user)
@@ -320,6 +418,7 @@ impl SqliteStore {
         .bind(&note)
         .bind(now_us)
         .bind(now_us)
+        .bind(approval)
         .fetch_one(&mut **tx)
         .await?
         .try_get(0)?;
@@ -333,58 +432,119 @@ impl SqliteStore {
             created_at: req.now,
             version: 1,
         };
-        let action = if req.create.hold {
+        let action = if req.create.hold || needs_approval {
             Action::Hold
         } else {
             Action::Book
         };
         Self::audit(tx, req.actor, action, req.now, None, &booking).await?;
-        Ok(Reply::ok(201, view(&booking, req.now, warnings)))
+        let status = if needs_approval { 202 } else { 201 };
+        Ok(Reply::ok(
+            status,
+            view_with(&booking, approval, req.now, warnings),
+        ))
     }
 
-    pub(crate) async fn change(
+    pub(crate) async fn modify(
         &self,
         id: i64,
-        op: Op,
         actor: &Actor,
         now: Timestamp,
+        decide: &Decide<'_>,
     ) -> Result<Reply, StoreError> {
         let mut tx = self.write().await?;
-        let Some(before) = Self::get(&mut tx, id).await? else {
-            return Ok(Reply::error(
-                (&longhaul_testbed::booking::LedgerError::UnknownBooking(BookingId(
-                    u64::try_from(id).unwrap_or(0),
-                )))
-                    .into(),
-            ));
+        let Some((before, approval)) = Self::get(&mut tx, id).await? else {
+            return Ok(unknown_booking(id));
         };
-        let status = match transition(op, &before, actor, now) {
-            Ok(s) => s,
+        let (from, to) = policy_window(&before.slot);
+        let mine = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking WHERE owner = ? AND start_us < ? AND end_us > ?"
+        ))
+        .bind(&before.owner)
+        .bind(to)
+        .bind(from)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| row(r).map_err(StoreError::from)?.into_booking())
+        .collect::<Result<Vec<_>, _>>()?;
+        let change = match decide(&before, approval.as_deref(), &mine) {
+            Ok(c) => c,
             Err(e) => return Ok(Reply::error(e)),
         };
-        let (name, hold_us, at_us) = status_columns(&status);
-        sqlx::query(
-            "UPDATE booking SET status = ?, hold_until_us = ?, status_at_us = ?,
-               version = version + 1, updated_at_us = ? WHERE id = ?",
+        let mut after = change.after;
+        after.version = before.version + 1;
+        let (name, hold_us, at_us) = status_columns(&after.status);
+        let (by, notice) = match &after.status {
+            Status::Preempted { by, notice, .. } => (Some(by.as_str()), Some(notice.as_str())),
+            _ => (None, None),
+        };
+        // The trigger checks the new end and status against every other
+        // live booking, with updated_at_us as "now": the database refuses an
+        // extension into the next booking, whatever the caller checked.
+        let updated = sqlx::query(
+            "UPDATE booking SET status = ?, hold_until_us = ?, status_at_us = ?, preempted_by = ?,
+               notice = ?, end_us = ?, approval = ?, version = version + 1, updated_at_us = ?
+             WHERE id = ?",
         )
         .bind(name)
         .bind(hold_us)
         .bind(at_us)
+        .bind(by)
+        .bind(notice)
+        .bind(after.slot.end().as_microsecond())
+        .bind(change.approval.as_deref())
         .bind(now.as_microsecond())
         .bind(id)
         .execute(&mut *tx)
-        .await?;
-        let mut after = before.clone();
-        after.status = status;
-        after.version += 1;
-        let action = match op {
-            Op::Confirm => Action::Confirm,
-            Op::Release => Action::Release,
-            Op::Cancel => Action::Cancel,
-        };
-        Self::audit(&mut tx, actor, action, now, Some(&before), &after).await?;
+        .await;
+        match updated {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(d)) if d.message().contains("conflict") => {
+                let probe = Slot::new(before.slot.end(), after.slot.end()).unwrap_or(after.slot);
+                let next = Self::first_conflict(&mut tx, &after.resource, &probe, now, id).await?;
+                tx.rollback().await?;
+                return Ok(refused_change(&before, &after, next.as_ref()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Self::audit(&mut tx, actor, change.action, now, Some(&before), &after).await?;
         tx.commit().await?;
-        Ok(Reply::ok(200, view(&after, now, Vec::new())))
+        Ok(Reply::ok(
+            200,
+            view_with(&after, change.approval.as_deref(), now, change.warnings),
+        ))
+    }
+
+    pub(crate) async fn audit_of(&self, id: i64) -> Result<Option<Vec<AuditEvent>>, StoreError> {
+        let exists = sqlx::query("SELECT 1 FROM booking WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        let rows = sqlx::query(
+            "SELECT seq, at_us, actor, role, action, booking, before, after FROM audit
+             WHERE booking = ? ORDER BY seq",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(audit_event)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    pub(crate) async fn of_owner(&self, user: &str) -> Result<Vec<BookingRow>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLS} FROM booking WHERE owner = ? ORDER BY start_us, id"
+        ))
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(row(r)?)).collect()
     }
 
     pub(crate) async fn list(

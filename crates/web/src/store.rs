@@ -6,9 +6,11 @@
 
 use jiff::{SignedDuration, Timestamp};
 use longhaul_testbed::api::{BookingView, CreateBooking, ErrorBody, Note};
-use longhaul_testbed::booking::{Actor, Booking, BookingId, LedgerError, Phase, Role, Status};
+use longhaul_testbed::booking::{
+    Action, Actor, AuditEvent, Booking, BookingId, LedgerError, Phase, Role, Status,
+};
 use longhaul_testbed::idempotency::{Fingerprint, IdempotencyError, IdempotencyKey};
-use longhaul_testbed::policy::{Decision, Policy, Request, UserContext};
+use longhaul_testbed::policy::{Decision, Policy, Reason, Request, UserContext};
 use longhaul_testbed::resource::{Inventory, ResourceId};
 use longhaul_testbed::time::Slot;
 use serde::{Deserialize, Serialize};
@@ -83,6 +85,8 @@ pub struct BookRequest<'a> {
     pub hold_ttl: SignedDuration,
     /// The `Idempotency-Key`, when sent, with the request's fingerprint.
     pub idempotency: Option<(IdempotencyKey, Fingerprint)>,
+    /// The user's display zone (DST warnings for it).
+    pub zone: Option<String>,
 }
 
 /// A change of an existing booking.
@@ -110,7 +114,7 @@ impl Op {
 /// A booking row in the column names both stores select (`id`, `resource`,
 /// `owner`, `start_us`, `end_us`, `status`, `hold_until_us`,
 /// `status_at_us`, `preempted_by`, `notice`, `note`, `created_at_us`,
-/// `version`).
+/// `version`, `approval`).
 #[derive(Debug, Clone)]
 pub(crate) struct BookingRow {
     pub(crate) id: i64,
@@ -126,6 +130,7 @@ pub(crate) struct BookingRow {
     pub(crate) note: String,
     pub(crate) created_at_us: i64,
     pub(crate) version: i32,
+    pub(crate) approval: Option<String>,
 }
 
 fn ts(us: i64) -> Result<Timestamp, StoreError> {
@@ -133,6 +138,12 @@ fn ts(us: i64) -> Result<Timestamp, StoreError> {
 }
 
 impl BookingRow {
+    /// The booking and its approval state (`pending`, `approved` or none).
+    pub(crate) fn into_stored(mut self) -> Result<(Booking, Option<String>), StoreError> {
+        let approval = self.approval.take();
+        Ok((self.into_booking()?, approval))
+    }
+
     pub(crate) fn into_booking(self) -> Result<Booking, StoreError> {
         let corrupt = |what: &str| StoreError::Corrupt(format!("booking {}: {what}", self.id));
         let at = || -> Result<Timestamp, StoreError> {
@@ -275,13 +286,15 @@ pub(crate) fn policy_window(slot: &Slot) -> (i64, i64) {
     )
 }
 
-/// Policy at booking time: `Ok(warnings)` or the refusal.
+/// Policy at booking time: `Ok((warnings, needs_approval))` or the
+/// refusal. A booking that needs approval (an event beyond the horizon) is
+/// made as a pending hold until its start ([`new_status`]).
 pub(crate) fn check_policy(
     req: &BookRequest<'_>,
     resource: &ResourceId,
     slot: &Slot,
     existing: &[Booking],
-) -> Result<Vec<Note>, ErrorBody> {
+) -> Result<(Vec<Note>, bool), ErrorBody> {
     let request = Request {
         resource: resource.clone(),
         slot: *slot,
@@ -290,14 +303,24 @@ pub(crate) fn check_policy(
     let user = UserContext {
         user: req.actor.user.clone(),
         role: req.actor.role,
-        zone: None,
+        zone: req.zone.clone(),
         override_policy: false,
     };
     let decision = req
         .policy
         .check(&request, &user, req.inventory, existing, req.now);
     match &decision {
-        Decision::Allow { warnings } => Ok(warnings.iter().map(Note::from).collect()),
+        Decision::Allow { warnings } => Ok((warnings.iter().map(Note::from).collect(), false)),
+        Decision::NeedsApproval { reason, warnings } => {
+            let mut notes: Vec<Note> = warnings.iter().map(Note::from).collect();
+            notes.push(Note {
+                code: "needs_approval".into(),
+                message: format!(
+                    "needs approval: {reason}; held until its start while an approver decides"
+                ),
+            });
+            Ok((notes, true))
+        }
         _ => Err(
             ErrorBody::from_decision(&decision).unwrap_or_else(|| ErrorBody {
                 code: "policy".into(),
@@ -308,9 +331,14 @@ pub(crate) fn check_policy(
     }
 }
 
-/// The new booking's status: held until now + ttl, or confirmed.
-pub(crate) fn new_status(req: &BookRequest<'_>) -> Status {
-    if req.create.hold {
+/// The new booking's status: held until its start when it needs approval,
+/// held until now + ttl, or confirmed.
+pub(crate) fn new_status(req: &BookRequest<'_>, slot: &Slot, needs_approval: bool) -> Status {
+    if needs_approval {
+        Status::Held {
+            until: slot.start(),
+        }
+    } else if req.create.hold {
         Status::Held {
             until: longhaul_testbed::api::hold_until(req.now, req.hold_ttl),
         }
@@ -332,6 +360,298 @@ pub(crate) fn view(b: &Booking, now: Timestamp, warnings: Vec<Note>) -> BookingV
     let mut v = BookingView::new(b, now, None, &[]);
     v.warnings = warnings;
     v
+}
+
+/// [`view`] with the approval state.
+pub(crate) fn view_with(
+    b: &Booking,
+    approval: Option<&str>,
+    now: Timestamp,
+    warnings: Vec<Note>,
+) -> BookingView {
+    let mut v = view(b, now, warnings);
+    v.approval = approval.map(str::to_owned);
+    v
+}
+
+/// An account: who a token belongs to, and their display zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// User and role.
+    pub actor: Actor,
+    /// IANA zone for display, when set.
+    pub zone: Option<String>,
+}
+
+/// The system actor of the hold-expiry sweep.
+pub(crate) fn system() -> Actor {
+    Actor {
+        user: "system".into(),
+        role: Role::Admin,
+    }
+}
+
+/// A change of a stored booking, decided from the booking before.
+#[derive(Debug, Clone)]
+pub(crate) struct Change {
+    /// The booking after (status, slot; the version is bumped by the
+    /// store).
+    pub(crate) after: Booking,
+    /// Its approval state after.
+    pub(crate) approval: Option<String>,
+    /// What the audit log records.
+    pub(crate) action: Action,
+    /// Warnings for the response.
+    pub(crate) warnings: Vec<Note>,
+}
+
+/// Decides a change from (the booking, its approval state, the owner's
+/// bookings near it); `Err` is the refusal.
+pub(crate) type Decide<'a> =
+    dyn Fn(&Booking, Option<&str>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a;
+
+fn unchanged(before: &Booking, approval: Option<&str>, action: Action) -> Change {
+    Change {
+        after: before.clone(),
+        approval: approval.map(str::to_owned),
+        action,
+        warnings: Vec::new(),
+    }
+}
+
+/// Confirm, release or cancel, as [`transition`] decides; a booking waiting
+/// for approval cannot be confirmed by its owner.
+pub(crate) fn decide_op(
+    op: Op,
+    actor: &Actor,
+    now: Timestamp,
+) -> impl Fn(&Booking, Option<&str>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + '_ {
+    move |b, approval, _| {
+        let status = transition(op, b, actor, now)?;
+        if op == Op::Confirm && approval == Some("pending") {
+            return Err(ErrorBody {
+                code: "awaiting_approval".into(),
+                message: format!(
+                    "booking {} is waiting for an approver (it starts beyond the booking horizon); \
+                     an approver or admin confirms it with `approve`",
+                    b.id
+                ),
+                reasons: Vec::new(),
+            });
+        }
+        let action = match op {
+            Op::Confirm => Action::Confirm,
+            Op::Release => Action::Release,
+            Op::Cancel => Action::Cancel,
+        };
+        let mut c = unchanged(b, approval, action);
+        c.after.status = status;
+        Ok(c)
+    }
+}
+
+/// Extend to `new_end`: the owner (or an admin), a live booking, a later
+/// end, and the policy's rules for the longer slot. The database decides
+/// whether it collides with the next booking.
+pub(crate) fn decide_extend<'a>(
+    new_end: Timestamp,
+    account: &'a Account,
+    policy: &'a Policy,
+    inventory: &'a Inventory,
+    now: Timestamp,
+) -> impl Fn(&Booking, Option<&str>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a {
+    move |b, approval, mine| {
+        let actor = &account.actor;
+        let refuse = |e: LedgerError| Err(ErrorBody::from(&e));
+        if b.owner != actor.user && actor.role != Role::Admin {
+            return refuse(LedgerError::NotOwner {
+                booking: b.id,
+                owner: b.owner.clone(),
+            });
+        }
+        let phase = b.phase(now);
+        if !matches!(phase, Phase::Held | Phase::Upcoming | Phase::Active) {
+            return refuse(LedgerError::InvalidTransition {
+                op: "extend",
+                phase,
+                hint: "",
+            });
+        }
+        if new_end <= b.slot.end() {
+            return refuse(LedgerError::NotLonger {
+                end: b.slot.end(),
+                new_end,
+            });
+        }
+        let user = UserContext {
+            user: b.owner.clone(),
+            role: actor.role,
+            zone: account.zone.clone(),
+            override_policy: false,
+        };
+        let slot = Slot::new(b.slot.start(), new_end).map_err(|e| ErrorBody::from(&e))?;
+        let warnings = match policy.check_extend(b, new_end, &user, inventory, mine, now) {
+            Decision::Allow { warnings } | Decision::NeedsApproval { warnings, .. } => warnings,
+            Decision::Refuse { reasons } => {
+                // "Stacking" against one of the owner's bookings that the longer slot overlaps
+                // is a conflict: the database refuses it with a 409 naming that booking, as it
+                // would for anyone's (a conflict comes before policy, as for new bookings).
+                let reasons: Vec<Reason> = reasons
+                    .into_iter()
+                    .filter(|r| !matches!(r, Reason::Stacking { slot: other, .. } if other.overlaps(&slot)))
+                    .collect();
+                if reasons.is_empty() {
+                    Vec::new()
+                } else {
+                    let d = Decision::Refuse { reasons };
+                    return Err(ErrorBody::from_decision(&d).unwrap_or_else(|| ErrorBody {
+                        code: "policy".into(),
+                        message: "refused by policy".into(),
+                        reasons: Vec::new(),
+                    }));
+                }
+            }
+        };
+        let mut c = unchanged(b, approval, Action::Extend);
+        c.after.slot = slot;
+        c.warnings = warnings.iter().map(Note::from).collect();
+        Ok(c)
+    }
+}
+
+/// An admin takes a live booking away, with a notice for its owner.
+pub(crate) fn decide_preempt<'a>(
+    notice: &'a str,
+    actor: &'a Actor,
+    now: Timestamp,
+) -> impl Fn(&Booking, Option<&str>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a {
+    move |b, approval, _| {
+        if actor.role != Role::Admin {
+            return Err(ErrorBody::from(&LedgerError::NotAdmin("preempt a booking")));
+        }
+        if notice.trim().is_empty() {
+            return Err(ErrorBody::from(&LedgerError::NoticeRequired));
+        }
+        let phase = b.phase(now);
+        if !matches!(phase, Phase::Held | Phase::Upcoming | Phase::Active) {
+            return Err(ErrorBody::from(&LedgerError::InvalidTransition {
+                op: "preempt",
+                phase,
+                hint: "",
+            }));
+        }
+        let mut c = unchanged(b, approval, Action::Preempt);
+        c.after.status = Status::Preempted {
+            at: now,
+            by: actor.user.clone(),
+            notice: notice.trim().to_owned(),
+        };
+        Ok(c)
+    }
+}
+
+/// An approver or admin approves a booking waiting for approval: it is
+/// confirmed.
+pub(crate) fn decide_approve(
+    actor: &Actor,
+    now: Timestamp,
+) -> impl Fn(&Booking, Option<&str>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + '_ {
+    move |b, approval, _| {
+        if actor.role == Role::User {
+            return Err(ErrorBody {
+                code: "not_approver".into(),
+                message: "only an approver or an admin can approve a booking".into(),
+                reasons: Vec::new(),
+            });
+        }
+        if approval != Some("pending") {
+            return Err(ErrorBody {
+                code: "not_pending".into(),
+                message: format!("booking {} is not waiting for approval", b.id),
+                reasons: Vec::new(),
+            });
+        }
+        match b.status {
+            Status::Held { until } if now < until => {}
+            Status::Held { until } | Status::Expired { at: until } => {
+                return Err(ErrorBody::from(&LedgerError::HoldExpired(until)));
+            }
+            _ => {
+                return Err(ErrorBody {
+                    code: "not_pending".into(),
+                    message: format!(
+                        "booking {} is {}, not waiting for approval",
+                        b.id,
+                        b.phase(now)
+                    ),
+                    reasons: Vec::new(),
+                });
+            }
+        }
+        let mut c = unchanged(b, Some("approved"), Action::Approve);
+        c.after.status = Status::Confirmed;
+        Ok(c)
+    }
+}
+
+/// The refusal when the database refused a change (an extension into the
+/// next booking; a re-claim of a hold someone else took meanwhile).
+pub(crate) fn refused_change(before: &Booking, after: &Booking, next: Option<&Booking>) -> Reply {
+    if after.slot.end() > before.slot.end() {
+        return match next {
+            Some(n) => Reply::error(ErrorBody::from(&LedgerError::ExtendConflict {
+                new_end: after.slot.end(),
+                max_end: n.slot.start().max(before.slot.end()),
+                with: n.id,
+            })),
+            None => anonymous_conflict(&after.resource, &after.slot),
+        };
+    }
+    match next {
+        Some(n) => conflict_reply(&after.resource, n),
+        None => anonymous_conflict(&after.resource, &after.slot),
+    }
+}
+
+/// The 404 for an unknown booking id.
+pub(crate) fn unknown_booking(id: i64) -> Reply {
+    Reply::error(ErrorBody::from(&LedgerError::UnknownBooking(BookingId(
+        u64::try_from(id).unwrap_or(0),
+    ))))
+}
+
+/// An audit row, as both stores select it (`seq`, `at_us`, `actor`,
+/// `role`, `action`, `booking`, `before` and `after` as JSON text).
+pub(crate) fn audit_event<'r, R: sqlx::Row>(r: &'r R) -> Result<AuditEvent, StoreError>
+where
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    &'r str: sqlx::ColumnIndex<R>,
+{
+    let seq: i64 = r.try_get("seq")?;
+    let at_us: i64 = r.try_get("at_us")?;
+    let actor: String = r.try_get("actor")?;
+    let role: String = r.try_get("role")?;
+    let action: String = r.try_get("action")?;
+    let booking: i64 = r.try_get("booking")?;
+    let before: Option<String> = r.try_get("before")?;
+    let after: String = r.try_get("after")?;
+    let (role, action, before, after) = (&role, &action, before.as_deref(), &after);
+    let corrupt = |what: String| StoreError::Corrupt(format!("audit {seq}: {what}"));
+    Ok(AuditEvent {
+        seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".into()))?,
+        at: ts(at_us)?,
+        actor,
+        role: parse_role(role)?,
+        action: serde_json::from_value(serde_json::Value::String(action.to_owned()))
+            .map_err(|e| corrupt(e.to_string()))?,
+        booking: BookingId(u64::try_from(booking).map_err(|_| corrupt("negative id".into()))?),
+        before: before
+            .map(serde_json::from_str::<Booking>)
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?,
+        after: serde_json::from_str(after).map_err(|e| corrupt(e.to_string()))?,
+    })
 }
 
 /// A token's role as stored.
@@ -410,28 +730,36 @@ impl Store {
     }
 
     /// Creates a token for `user` with `role`; returns it (shown once).
+    /// `zone` (an IANA name, checked by the caller) becomes the display zone
+    /// of every token of `user`.
     pub async fn add_token(
         &self,
         user: &str,
         role: Role,
+        zone: Option<&str>,
         now: Timestamp,
     ) -> anyhow::Result<String> {
         let token = new_token()?;
         let hash = token_hash(&token);
         match self {
-            Self::Sqlite(s) => s.add_token(&hash, user, role, now).await?,
-            Self::Postgres(s) => s.add_token(&hash, user, role, now).await?,
+            Self::Sqlite(s) => s.add_token(&hash, user, role, zone, now).await?,
+            Self::Postgres(s) => s.add_token(&hash, user, role, zone, now).await?,
         }
         Ok(token)
     }
 
     /// The account of a bearer token.
-    pub async fn authenticate(&self, token: &str) -> Result<Option<Actor>, StoreError> {
+    pub async fn account(&self, token: &str) -> Result<Option<Account>, StoreError> {
         let hash = token_hash(token);
         match self {
-            Self::Sqlite(s) => s.authenticate(&hash).await,
-            Self::Postgres(s) => s.authenticate(&hash).await,
+            Self::Sqlite(s) => s.account(&hash).await,
+            Self::Postgres(s) => s.account(&hash).await,
         }
+    }
+
+    /// The user and role of a bearer token.
+    pub async fn authenticate(&self, token: &str) -> Result<Option<Actor>, StoreError> {
+        Ok(self.account(token).await?.map(|a| a.actor))
     }
 
     /// Books or holds, exactly once per idempotency key.
@@ -446,6 +774,21 @@ impl Store {
         }
     }
 
+    /// Applies a decided change to booking `id` in one transaction, with
+    /// its audit event; the database has the last word on overlaps.
+    pub(crate) async fn modify(
+        &self,
+        id: i64,
+        actor: &Actor,
+        now: Timestamp,
+        decide: &Decide<'_>,
+    ) -> Result<Reply, StoreError> {
+        match self {
+            Self::Sqlite(s) => s.modify(id, actor, now, decide).await,
+            Self::Postgres(s) => s.modify(id, actor, now, decide).await,
+        }
+    }
+
     /// Confirms, releases or cancels booking `id`.
     pub async fn change(
         &self,
@@ -454,10 +797,99 @@ impl Store {
         actor: &Actor,
         now: Timestamp,
     ) -> Result<Reply, StoreError> {
-        match self {
-            Self::Sqlite(s) => s.change(id, op, actor, now).await,
-            Self::Postgres(s) => s.change(id, op, actor, now).await,
+        self.modify(id, actor, now, &decide_op(op, actor, now))
+            .await
+    }
+
+    /// Moves the end of booking `id` to `new_end`, up to the next booking of
+    /// a conflicting resource (409 `extend_conflict` naming it otherwise).
+    pub async fn extend(
+        &self,
+        id: i64,
+        new_end: Timestamp,
+        account: &Account,
+        policy: &Policy,
+        inventory: &Inventory,
+        now: Timestamp,
+    ) -> Result<Reply, StoreError> {
+        let decide = decide_extend(new_end, account, policy, inventory, now);
+        self.modify(id, &account.actor, now, &decide).await
+    }
+
+    /// An admin preempts booking `id` with `notice` for its owner.
+    pub async fn preempt(
+        &self,
+        id: i64,
+        notice: &str,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<Reply, StoreError> {
+        // As the ledger: who and why before which.
+        if actor.role != Role::Admin {
+            return Ok(Reply::error(ErrorBody::from(&LedgerError::NotAdmin(
+                "preempt a booking",
+            ))));
         }
+        if notice.trim().is_empty() {
+            return Ok(Reply::error(ErrorBody::from(&LedgerError::NoticeRequired)));
+        }
+        self.modify(id, actor, now, &decide_preempt(notice, actor, now))
+            .await
+    }
+
+    /// An approver approves booking `id`, which was waiting for approval.
+    pub async fn approve(
+        &self,
+        id: i64,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<Reply, StoreError> {
+        self.modify(id, actor, now, &decide_approve(actor, now))
+            .await
+    }
+
+    /// The audit events of booking `id`, oldest first; `None` when there is
+    /// no such booking.
+    pub async fn audit(&self, id: i64) -> Result<Option<Vec<AuditEvent>>, StoreError> {
+        match self {
+            Self::Sqlite(s) => s.audit_of(id).await,
+            Self::Postgres(s) => s.audit_of(id).await,
+        }
+    }
+
+    /// Marks every hold whose time ran out at `now` as expired, audited as
+    /// `system`; returns their ids. (They stopped blocking at expiry
+    /// already: this makes it visible.)
+    pub async fn expire_holds(&self, now: Timestamp) -> Result<Vec<i64>, StoreError> {
+        match self {
+            Self::Sqlite(s) => s.expire_holds(now).await,
+            Self::Postgres(s) => s.expire_holds(now).await,
+        }
+    }
+
+    /// Every booking of `user` (any status), by start.
+    pub async fn of_owner(&self, user: &str) -> Result<Vec<Booking>, StoreError> {
+        let rows = match self {
+            Self::Sqlite(s) => s.of_owner(user).await?,
+            Self::Postgres(s) => s.of_owner(user).await?,
+        };
+        rows.into_iter().map(BookingRow::into_booking).collect()
+    }
+
+    /// [`Store::list`] with each booking's approval state.
+    pub async fn list_stored(
+        &self,
+        resource: Option<&ResourceId>,
+        from: Option<Timestamp>,
+        to: Option<Timestamp>,
+    ) -> Result<Vec<(Booking, Option<String>)>, StoreError> {
+        let from = from.map_or(i64::MIN, |t| t.as_microsecond());
+        let to = to.map_or(i64::MAX, |t| t.as_microsecond());
+        let rows = match self {
+            Self::Sqlite(s) => s.list(resource, from, to).await?,
+            Self::Postgres(s) => s.list(resource, from, to).await?,
+        };
+        rows.into_iter().map(BookingRow::into_stored).collect()
     }
 
     /// Bookings (any status) on resources conflicting with `resource` (all
