@@ -659,6 +659,7 @@ fn testbed_openapi_lists_every_route() {
         ("post", "/api/v1/bookings/{id}/release"),
         ("post", "/api/v1/bookings/{id}/cancel"),
         ("get", "/api/v1/freebusy"),
+        ("get", "/api/v1/preview"),
     ];
     for (method, path) in routes {
         assert!(

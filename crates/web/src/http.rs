@@ -30,7 +30,7 @@ use crate::store::{BookRequest, Op, Reply, Store, free_slots};
 pub const OPENAPI: &str = include_str!("../openapi.json");
 
 /// Every route, as (method, path) in OpenAPI's path syntax.
-pub const ROUTES: [(&str, &str); 9] = [
+pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/api/v1/resources"),
@@ -40,6 +40,7 @@ pub const ROUTES: [(&str, &str); 9] = [
     ("post", "/api/v1/bookings/{id}/release"),
     ("post", "/api/v1/bookings/{id}/cancel"),
     ("get", "/api/v1/freebusy"),
+    ("get", "/api/v1/preview"),
 ];
 
 /// What every handler shares.
