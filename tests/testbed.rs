@@ -38,7 +38,7 @@ capacity = "1G"
 "#;
 
 /// A running `longhaul testbed serve`; killed on drop.
-struct Service {
+pub(crate) struct Service {
     child: Child,
     base: String,
     _dir: TempDir,
@@ -49,10 +49,19 @@ impl Service {
     /// Creates tokens for `users` (name, role) in `database`, then starts the service on it with the
     /// cern inventory. Returns the service and the tokens, in order.
     fn start(database: &str, users: &[(&str, &str)]) -> (Self, Vec<String>) {
+        Self::start_with(database, users, INVENTORY)
+    }
+
+    /// [`Service::start`] with another inventory file's text.
+    pub(crate) fn start_with(
+        database: &str,
+        users: &[(&str, &str)],
+        inventory_toml: &str,
+    ) -> (Self, Vec<String>) {
         let machine = machine_shared();
         let dir = TempDir::new("svc");
         let inventory = dir.0.join("testbed.toml");
-        std::fs::write(&inventory, INVENTORY).expect("inventory");
+        std::fs::write(&inventory, inventory_toml).expect("inventory");
         let tokens = users
             .iter()
             .map(|(user, role)| {
@@ -113,7 +122,7 @@ impl Service {
         (svc, tokens)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 }
@@ -125,14 +134,17 @@ impl Drop for Service {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(120))
         .build()
 }
 
 /// Status and body of a request (4xx and 5xx included).
-fn send(req: ureq::Request, body: Option<&serde_json::Value>) -> (u16, serde_json::Value) {
+pub(crate) fn send(
+    req: ureq::Request,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
     let r = match body {
         Some(b) => req.send_json(b),
         None => req.call(),
@@ -150,7 +162,7 @@ fn send(req: ureq::Request, body: Option<&serde_json::Value>) -> (u16, serde_jso
     )
 }
 
-fn post_booking(
+pub(crate) fn post_booking(
     svc: &Service,
     token: &str,
     body: &serde_json::Value,
@@ -165,7 +177,7 @@ fn post_booking(
     send(req, Some(body))
 }
 
-fn get(svc: &Service, token: &str, path: &str) -> (u16, serde_json::Value) {
+pub(crate) fn get(svc: &Service, token: &str, path: &str) -> (u16, serde_json::Value) {
     send(
         agent()
             .get(&svc.url(path))

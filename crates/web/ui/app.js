@@ -23,6 +23,7 @@
     collapsed: new Set(),
     zone: null,
     anchor: null, // first day shown, as {y, m, d} in the display zone
+    days: 7, // days shown
     bookings: [],
     selectedBooking: null,
     preview: null,
@@ -305,7 +306,7 @@
 
   function viewDays() {
     const days = [];
-    for (let i = 0; i <= 7; i++) {
+    for (let i = 0; i <= state.days; i++) {
       const a = state.anchor;
       days.push(fromWall(a.y, a.m, a.d + i, 0, 0, 0, state.zone).ms);
     }
@@ -314,7 +315,7 @@
 
   function viewRange() {
     const days = viewDays();
-    return [days[0], days[7]];
+    return [days[0], days[days.length - 1]];
   }
 
   function setAnchorTo(ms) {
@@ -361,12 +362,16 @@
     const now = Date.now();
     const today = fmtDay(now, state.zone);
 
-    $("range").textContent =
-      `${fmtDay(days[0], state.zone)} – ${fmtDay(days[7] - 1, state.zone)} ${wall(days[7] - 1, state.zone).y} · ${state.zone}`;
+    const n = state.days;
+    const last = days[n] - 1;
+    $("range").textContent = n === 1
+      ? `${fmtDay(days[0], state.zone)} ${wall(last, state.zone).y} · ${state.zone}`
+      : `${fmtDay(days[0], state.zone)} – ${fmtDay(last, state.zone)} ${wall(last, state.zone).y} · ${state.zone}`;
+    const ticks = { 1: [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22], 3: [3, 6, 9, 12, 15, 18, 21] }[n] || [6, 12, 18];
 
     const axis = el("div", { class: "g-axis" });
     const dayShades = [];
-    for (let i = 0; i < 7; i++) {
+    for (let i = 0; i < n; i++) {
       const w = wall(days[i], state.zone);
       const weekend = [0, 6].includes(weekday(w));
       const dayEl = el(
@@ -381,7 +386,7 @@
       dayEl.style.width = width(days[i], days[i + 1]);
       axis.append(dayEl);
       if (weekend) dayShades.push([days[i], days[i + 1]]);
-      for (const h of [6, 12, 18]) {
+      for (const h of ticks) {
         const t = fromWall(w.y, w.m, w.d, h, 0, 0, state.zone).ms;
         const tick = el("span", { class: "g-tick", text: pad(h) });
         tick.style.left = pct(t);
@@ -411,7 +416,7 @@
         s.style.width = width(a, b);
         track.append(s);
       }
-      for (let i = 1; i < 7; i++) {
+      for (let i = 1; i < n; i++) {
         const v = el("div", { class: "vline day" });
         v.style.left = pct(days[i]);
         track.append(v);
@@ -782,8 +787,15 @@
         el("li", {}, el("span", { class: "rule", text: `[${r.rule}] ` }), r.reason))));
     }
     for (const w of pv.warnings) {
-      const head = w.code === "dst_change" ? "Daylight saving change inside this slot: " : `${w.code}: `;
-      parts.push(el("div", { class: "warning", data: { code: w.code } }, el("strong", { text: head }), w.message));
+      // Messages start with their code ("degraded: …"); DST ones say it in words.
+      let head = `${w.code}: `;
+      let body = w.message.startsWith(head) ? w.message.slice(head.length) : w.message;
+      if (w.code === "dst_change") {
+        head = "Daylight saving change inside this slot: ";
+        body = body.replace(/^daylight saving change inside the booking: /, "");
+      }
+      head = head[0].toUpperCase() + head.slice(1).replace("_", " ");
+      parts.push(el("div", { class: "warning", data: { code: w.code } }, el("strong", { text: head }), body));
     }
     p.replaceChildren(...parts);
   }
@@ -1021,6 +1033,10 @@
     $("next-day").addEventListener("click", () => { shiftAnchor(1); loadBookings(); });
     $("today").addEventListener("click", () => { setAnchorTo(Date.now()); loadBookings(); });
     $("refresh").addEventListener("click", loadBookings);
+    $("span").addEventListener("change", () => {
+      state.days = +$("span").value;
+      loadBookings();
+    });
     $("f-resource").addEventListener("change", () => { $("q-resource").value = $("f-resource").value; formChanged(); });
     $("f-start").addEventListener("input", onStartOrLength);
     $("f-length").addEventListener("input", onStartOrLength);
