@@ -391,7 +391,53 @@ async fn drive(
     let png = c.screenshot().await.expect("screenshot");
     std::fs::write(screenshot, &png).expect("write the screenshot");
 
-    // Now, for 30 minutes: free (bob starts in 2 h or more); the preview says so.
+    // A slot over the next spring-forward in Zurich is warned about (it is also beyond the booking
+    // horizon, which the preview lists as a refusal).
+    let change = jiff::tz::TimeZone::get(ZONE)
+        .expect("zone")
+        .following(Timestamp::now())
+        .map(|t| t.timestamp())
+        .find(|&t| {
+            let tz = jiff::tz::TimeZone::get(ZONE).expect("zone");
+            tz.to_offset(t) > tz.to_offset(t - SignedDuration::from_secs(1))
+        })
+        .expect("a spring-forward ahead");
+    type_into(
+        c,
+        "#f-start",
+        &local(change - SignedDuration::from_hours(1)),
+    )
+    .await;
+    let dst = text(
+        c,
+        r#"#preview[data-state="refused"] .warning[data-code="dst_change"]"#,
+    )
+    .await;
+    assert!(
+        dst.contains("Daylight saving") && dst.contains(ZONE),
+        "{dst}"
+    );
+    let rule = text(c, r#"#preview .refusals li"#).await;
+    assert!(rule.contains("[horizon]"), "{rule}");
+
+    // Free time in the days shown, at least 1 h: the first free interval starts now (bob's booking
+    // starts in 2 h or more); "Book this" fills the form and the preview agrees it is free.
+    wait_for(c, "#q-window")
+        .await
+        .select_by_value("shown")
+        .await
+        .expect("window");
+    type_into(c, "#q-length", "1h").await;
+    click(c, "#find").await;
+    click(c, "#free-list .book-this").await;
+    wait_for(c, r#"#preview[data-state="ok"]"#).await;
+    let resource = wait_for(c, "#f-resource").await.prop("value").await;
+    assert_eq!(
+        resource.expect("value").as_deref(),
+        Some("cern/starlight-lambda")
+    );
+
+    // Now, for 30 minutes: free; the preview says so.
     type_into(c, "#f-length", "30m").await;
     click(c, "#f-now").await;
     wait_for(c, r#"#preview[data-state="ok"]"#).await;

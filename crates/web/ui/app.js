@@ -196,6 +196,13 @@
     return `${fmtDay(a, zone)} ${fmtTime(a, zone)} – ${end} ${off}`;
   }
 
+  /** `10:42 (in 9 min)`: when a hold runs out. */
+  function holdLeft(until) {
+    const t = Date.parse(until);
+    const mins = Math.max(0, Math.round((t - Date.now()) / MIN));
+    return `${fmtTime(t, state.zone)} (in ${mins} min)`;
+  }
+
   const iso = (ms) => new Date(ms).toISOString().replace(".000Z", "Z");
   const utcRange = (a, b) => `${iso(a)} – ${iso(b)}`;
 
@@ -347,7 +354,7 @@
     ];
     const sz = siteZone(b.resource);
     if (sz && sz !== state.zone) lines.push(`site (${sz}): ${fmtRange(a, e, sz)}`);
-    if (b.hold_until) lines.push(`hold expires ${fmtLocal(Date.parse(b.hold_until), state.zone)}`);
+    if (b.hold_until) lines.push(`hold expires ${holdLeft(b.hold_until)}`);
     if (b.note) lines.push(`note: ${b.note}`);
     return lines.join("\n");
   }
@@ -364,9 +371,12 @@
 
     const n = state.days;
     const last = days[n] - 1;
-    $("range").textContent = n === 1
-      ? `${fmtDay(days[0], state.zone)} ${wall(last, state.zone).y} · ${state.zone}`
-      : `${fmtDay(days[0], state.zone)} – ${fmtDay(last, state.zone)} ${wall(last, state.zone).y} · ${state.zone}`;
+    $("range").replaceChildren(
+      n === 1
+        ? `${fmtDay(days[0], state.zone)} ${wall(last, state.zone).y} `
+        : `${fmtDay(days[0], state.zone)} – ${fmtDay(last, state.zone)} ${wall(last, state.zone).y} `,
+      el("span", { class: "muted", text: state.zone }),
+    );
     const ticks = { 1: [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22], 3: [3, 6, 9, 12, 15, 18, 21] }[n] || [6, 12, 18];
 
     const axis = el("div", { class: "g-axis" });
@@ -548,6 +558,9 @@
             title: `UTC: ${utcRange(Date.parse(b.start), Date.parse(b.end))}`,
             text: fmtRange(Date.parse(b.start), Date.parse(b.end), state.zone),
           }),
+          b.hold_until
+            ? el("span", { class: "muted small-text", text: ` · hold runs out at ${holdLeft(b.hold_until)}` })
+            : null,
         ),
         el("span", { class: "actions" }, actionButtons(b)),
       ),
@@ -600,11 +613,11 @@
       ["UTC", utcRange(a, e)],
     ];
     if (sz && sz !== state.zone) rows.push([`Site (${sz})`, fmtRange(a, e, sz)]);
-    if (b.hold_until) rows.push(["Hold until", fmtLocal(Date.parse(b.hold_until), state.zone)]);
+    if (b.hold_until) rows.push(["Hold until", holdLeft(b.hold_until)]);
     if (b.note) rows.push(["Note", b.note]);
     box.replaceChildren(
       el("strong", { text: `Booking #${b.id}` }),
-      el("dl", {}, rows.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })])),
+      el("dl", {}, rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })])),
       el("div", { class: "actions" }, actionButtons(b), el("button", {
         type: "button",
         class: "quiet small",
@@ -771,7 +784,7 @@
           }
           return el("li", { data: { booking: String(c.booking) }, title: `UTC: ${utcRange(a, e)}` },
             el("strong", { text: `#${c.booking}` }),
-            ` by ${c.user} on ${c.resource}${rel}, ${c.status}: ${fmtRange(a, e, state.zone)}`);
+            ` by ${c.user}${c.user === state.user ? " (yours)" : ""} on ${c.resource}${rel}, ${c.status}: ${fmtRange(a, e, state.zone)}`);
         })),
       );
     } else if (pv.refusals.length) {
@@ -830,7 +843,7 @@
     try {
       const key = crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`;
       const b = await api("POST", "/api/v1/bookings", body, { "Idempotency-Key": key });
-      const until = b.hold_until ? ` until ${fmtLocal(Date.parse(b.hold_until), state.zone)}` : "";
+      const until = b.hold_until ? ` until ${holdLeft(b.hold_until)}` : "";
       const r = $("book-result");
       r.dataset.booking = String(b.id);
       show("book-result", `Held #${b.id} on ${b.resource}${until}: confirm it under Bookings.`);
@@ -891,8 +904,9 @@
           el("span", {}, fmtRange(a, e, state.zone), el("span", { class: "muted", text: ` · ${fmtLength(e - a)}` })),
           el("button", {
             type: "button",
-            class: "small secondary",
+            class: "small secondary book-this",
             text: "Book this",
+            data: { start: s.start, end: s.end },
             "aria-label": `Book ${resource} from ${fmtLocal(a, state.zone)}`,
             onclick: () => fillFromFree(resource, a, e, len),
           }));
@@ -989,6 +1003,7 @@
     $("who").title = `signed in as ${me.user} (${me.role})`;
     $("who").hidden = false;
     $("signout").hidden = false;
+    $("zone-box").hidden = false;
     $("signin-view").hidden = true;
     $("app-view").hidden = false;
     fillZones();
