@@ -26,8 +26,9 @@ use crate::testbed::{Service, get, post_booking};
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
-/// The browser shows times in this zone (its `TZ`), so the test types local times in it.
-const ZONE: &str = "Europe/Zurich";
+/// The browser's zone (its `TZ`): the UI shows and takes times in it, so the test types local
+/// times in it. Not the sites' zone (Europe/Zurich), so the UI must show both (DataTAG lesson L4).
+const ZONE: &str = "America/Chicago";
 
 const INVENTORY: &str = r#"
 [[resource]]
@@ -488,4 +489,130 @@ async fn drive(
         errors.text().await.unwrap_or_default()
     );
     id
+}
+
+/// `GET /api/v1/preview` over HTTP, and the page's assets with their types and CSP (no browser).
+#[test]
+fn testbed_preview_endpoint_and_ui_assets() {
+    let dir = TempDir::new("preview");
+    let db = dir.0.join("p.sqlite").display().to_string();
+    let (svc, tokens) = Service::start_with(&db, &[("alice", "user"), ("bob", "user")], INVENTORY);
+    let (alice, bob) = (&tokens[0], &tokens[1]);
+    let start = hour_from_now(3);
+    let end = start + SignedDuration::from_hours(2);
+    let (s, b) = post_booking(
+        &svc,
+        bob,
+        &serde_json::json!({"resource": "cern/starlight-lambda/1g-a",
+            "start": start.to_string(), "end": end.to_string()}),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let bob_id = b["id"].as_u64().expect("id");
+    let preview = |token: &str, query: &str| get(&svc, token, &format!("/api/v1/preview?{query}"));
+
+    // The lambda over bob's booking of one of its circuits, 9 h: the conflict and the rule, together.
+    let long_end = start + SignedDuration::from_hours(9);
+    let (s, p) = preview(
+        alice,
+        &format!(
+            "resource=cern/starlight-lambda&start={start}&end={long_end}&zone=America/Chicago"
+        ),
+    );
+    assert_eq!(s, 200, "{p}");
+    assert_eq!(p["ok"], false);
+    assert_eq!(
+        (p["user"].as_str(), p["role"].as_str()),
+        (Some("alice"), Some("user"))
+    );
+    let conflicts = p["conflicts"].as_array().expect("conflicts");
+    assert_eq!(conflicts.len(), 1, "{p}");
+    assert_eq!(conflicts[0]["booking"].as_u64(), Some(bob_id));
+    assert_eq!(conflicts[0]["user"], "bob");
+    assert_eq!(conflicts[0]["resource"], "cern/starlight-lambda/1g-a");
+    assert_eq!(conflicts[0]["status"], "upcoming");
+    assert_eq!(p["refusals"][0]["rule"], "max_contiguous", "{p}");
+    // Nothing was written: the same question gives the same answer, and bob's booking is alone.
+    let (_, again) = preview(
+        alice,
+        &format!(
+            "resource=cern/starlight-lambda&start={start}&end={long_end}&zone=America/Chicago"
+        ),
+    );
+    assert_eq!(again, p);
+    let (_, list) = get(&svc, alice, "/api/v1/bookings");
+    assert_eq!(list["bookings"].as_array().map(Vec::len), Some(1), "{list}");
+
+    // The other half is free (but degraded): ok, with the warning.
+    let (s, p) = preview(
+        alice,
+        &format!("resource=cern/starlight-lambda/1g-b&start={start}&end={end}"),
+    );
+    assert_eq!(s, 200, "{p}");
+    assert_eq!(p["ok"], true, "{p}");
+    assert_eq!(p["warnings"][0]["code"], "degraded", "{p}");
+
+    // Refusals of the request itself, with the statuses booking gives.
+    let (s, e) = get(&svc, "not-a-token", "/api/v1/preview?resource=cern");
+    assert_eq!((s, e["code"].as_str()), (401, Some("unauthorized")));
+    let (s, e) = preview(alice, "resource=cern");
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (400, Some("missing_parameter")),
+        "{e}"
+    );
+    let (s, e) = preview(
+        alice,
+        "resource=cern&start=2026-12-01T10:00:00&end=2026-12-01T11:00:00Z",
+    );
+    assert_eq!((s, e["code"].as_str()), (400, Some("invalid_time")), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no UTC offset"),
+        "{e}"
+    );
+    let (s, e) = preview(
+        alice,
+        &format!("resource=cern&start={start}&end={end}&zone=Mars/Olympus"),
+    );
+    assert_eq!((s, e["code"].as_str()), (400, Some("invalid_time")), "{e}");
+    let (s, e) = preview(
+        alice,
+        &format!("resource=cern/nowhere&start={start}&end={end}"),
+    );
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (404, Some("unknown_resource")),
+        "{e}"
+    );
+
+    // The page and its assets: right types, the strict CSP, no sniffing.
+    for (path, kind, needle) in [
+        ("/", "text/html", "<title>longhaul testbed"),
+        ("/ui/app.js", "text/javascript", "/api/v1/preview"),
+        ("/ui/style.css", "text/css", ".gantt"),
+    ] {
+        let resp = crate::testbed::agent()
+            .get(&svc.url(path))
+            .call()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        assert!(
+            resp.content_type().starts_with(kind),
+            "{path}: {}",
+            resp.content_type()
+        );
+        let csp = resp
+            .header("content-security-policy")
+            .unwrap_or("")
+            .to_owned();
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+            "{path}: {csp}"
+        );
+        assert_eq!(resp.header("x-content-type-options"), Some("nosniff"));
+        let body = resp.into_string().expect("body");
+        assert!(body.contains(needle), "{path}");
+    }
 }
