@@ -936,18 +936,22 @@
 
   // ---- Zones, sign-in, start-up ------------------------------------------------------------------
 
-  function fillZones() {
+  /** The zone choices; the display zone is the one chosen before, else the account's, else the browser's. */
+  function fillZones(accountZone) {
     const browser = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
     const zones = [browser, "UTC"];
+    const account = accountZone && validZone(accountZone) ? accountZone : null;
+    if (account && !zones.includes(account)) zones.push(account);
     for (const r of state.resources) if (r.zone && !zones.includes(r.zone)) zones.push(r.zone);
     for (const z of ["Europe/Zurich", "Europe/Amsterdam", "America/Chicago", "America/New_York", "America/Los_Angeles", "Asia/Tokyo"]) {
       if (!zones.includes(z)) zones.push(z);
     }
     const saved = localStorage.getItem("lh.zone");
     if (saved && validZone(saved) && !zones.includes(saved)) zones.push(saved);
-    state.zone = saved && validZone(saved) ? saved : browser;
+    state.zone = saved && validZone(saved) ? saved : account || browser;
+    const note = (z) => [z === browser && "this browser", z === account && "your account"].filter(Boolean).join(", ");
     $("zone").replaceChildren(...zones.map((z) =>
-      el("option", { value: z, text: z === browser ? `${z} (this browser)` : z })));
+      el("option", { value: z, text: note(z) ? `${z} (${note(z)})` : z })));
     $("zone").value = state.zone;
   }
 
@@ -979,14 +983,14 @@
   async function whoAmI() {
     try {
       const me = await api("GET", "/api/v1/me");
-      if (me && me.user) return { user: me.user, role: me.role || "user" };
+      if (me && me.user) return { user: me.user, role: me.role || "user", zone: me.zone || null };
     } catch (e) {
       if (e.status === 401) throw e;
     }
     const r = state.resources[0];
     const t = Math.ceil(Date.now() / HOUR) * HOUR + DAY;
     const pv = await api("GET", `/api/v1/preview?${query({ resource: r.id, start: iso(t), end: iso(t + HOUR) })}`);
-    return { user: pv.user, role: pv.role };
+    return { user: pv.user, role: pv.role, zone: null };
   }
 
   async function signIn(token) {
@@ -1006,7 +1010,7 @@
     $("zone-box").hidden = false;
     $("signin-view").hidden = true;
     $("app-view").hidden = false;
-    fillZones();
+    fillZones(me.zone);
     fillResourceSelects();
     setAnchorTo(Date.now());
     const start = Math.ceil(Date.now() / HOUR) * HOUR + HOUR;
