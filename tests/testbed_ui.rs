@@ -11,6 +11,7 @@
 //! missing (`.ci/run` installs the `chromium` and `chromium-driver` packages).
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -78,6 +79,8 @@ impl ChromeDriver {
         let mut child = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
             .env("TZ", zone)
+            // Its own process group, with the browser it starts: a failing test kills them all.
+            .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -102,7 +105,11 @@ impl ChromeDriver {
 }
 
 impl Drop for ChromeDriver {
+    /// Kills chromedriver's process group: chromedriver and, when the test failed before closing
+    /// the session, the browser it started (which would otherwise outlive the test).
     fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -240,6 +247,9 @@ fn testbed_ui_books_previews_conflicts_and_releases_in_chromium() {
     );
     assert_eq!(s, 201, "{m}");
 
+    // Dropped after the driver (which takes the browser down with it), so nothing writes into the
+    // profile while it is removed.
+    let profile = TempDir::new("chromium-profile");
     let driver = ChromeDriver::start(ZONE);
     let screenshot = if std::env::var_os("LONGHAUL_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
         PathBuf::from(concat!(
@@ -249,7 +259,6 @@ fn testbed_ui_books_previews_conflicts_and_releases_in_chromium() {
     } else {
         dir.0.join("testbed-ui.png")
     };
-    let profile = TempDir::new("chromium-profile");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
