@@ -364,11 +364,17 @@ async fn drive(
 
     // A slot on the parent lambda overlapping bob's circuit booking: the preview names it before
     // anything is booked.
-    wait_for(c, "#f-resource")
-        .await
-        .select_by_value("cern/starlight-lambda")
-        .await
-        .expect("choose the lambda");
+    // Choosing the lambda in the resource tree puts it in the booking form.
+    click(
+        c,
+        r#".g-row[data-resource="cern/starlight-lambda"] .res-label button.name"#,
+    )
+    .await;
+    let chosen = wait_for(c, "#f-resource").await.prop("value").await;
+    assert_eq!(
+        chosen.expect("value").as_deref(),
+        Some("cern/starlight-lambda")
+    );
     type_into(c, "#f-length", "2h").await;
     type_into(
         c,

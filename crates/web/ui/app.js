@@ -497,22 +497,18 @@
       });
       const labelEl = el(
         "div",
-        {
-          class: "res-label",
-          role: "button",
-          tabindex: "0",
-          title: resourceTitle(r),
-          "aria-label": `${r.id}, ${r.kind}${r.state !== "available" ? `, ${r.state}` : ""}: book it`,
-          onclick: () => pickResource(r.id),
-          onkeydown: (ev) => {
-            if (ev.key === "Enter" || ev.key === " ") {
-              ev.preventDefault();
-              pickResource(r.id);
-            }
-          },
-        },
+        { class: "res-label", title: resourceTitle(r), onclick: () => pickResource(r.id) },
         toggle,
-        el("span", { class: "name", text: label(r) }),
+        el("button", {
+          type: "button",
+          class: "name",
+          text: label(r),
+          "aria-label": `${r.id} (${r.kind}${r.state !== "available" ? `, ${r.state}` : ""}): choose it in the booking form`,
+          onclick: (ev) => {
+            ev.stopPropagation();
+            pickResource(r.id);
+          },
+        }),
         el("span", { class: "kind", text: r.kind }),
         r.capacity_bps ? el("span", { class: "muted small-text", text: fmtRate(r.capacity_bps) }) : null,
         r.state !== "available" ? el("span", { class: `state ${r.state}`, text: r.state }) : null,
