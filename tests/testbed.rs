@@ -38,7 +38,7 @@ capacity = "1G"
 "#;
 
 /// A running `longhaul testbed serve`; killed on drop.
-struct Service {
+pub(crate) struct Service {
     child: Child,
     base: String,
     _dir: TempDir,
@@ -50,21 +50,23 @@ impl Service {
     /// cern inventory. Returns the service and the tokens, in order.
     fn start(database: &str, users: &[(&str, &str)]) -> (Self, Vec<String>) {
         let users: Vec<_> = users.iter().map(|&(u, r)| (u, r, None)).collect();
-        Self::start_with(database, &users, &[], true)
+        Self::start_with(database, &users, &[], true, INVENTORY)
     }
 
-    /// [`Service::start`] with a zone per user (`token add --tz`), extra `serve` flags, and the
-    /// shared machine lock only when `shared` (a caller holding `machine_alone` passes false).
-    fn start_with(
+    /// [`Service::start`] with a zone per user (`token add --tz`), extra `serve` flags, the shared
+    /// machine lock only when `shared` (a caller holding `machine_alone` passes false), and another
+    /// inventory file's text.
+    pub(crate) fn start_with(
         database: &str,
         users: &[(&str, &str, Option<&str>)],
         serve_flags: &[&str],
         shared: bool,
+        inventory_toml: &str,
     ) -> (Self, Vec<String>) {
         let machine = shared.then(machine_shared);
         let dir = TempDir::new("svc");
         let inventory = dir.0.join("testbed.toml");
-        std::fs::write(&inventory, INVENTORY).expect("inventory");
+        std::fs::write(&inventory, inventory_toml).expect("inventory");
         let tokens = users
             .iter()
             .map(|(user, role, zone)| {
@@ -129,7 +131,7 @@ impl Service {
         (svc, tokens)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 }
@@ -141,7 +143,7 @@ impl Drop for Service {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(120))
         .build()
@@ -166,7 +168,7 @@ fn send(req: ureq::Request, body: Option<&serde_json::Value>) -> (u16, serde_jso
     )
 }
 
-fn post_booking(
+pub(crate) fn post_booking(
     svc: &Service,
     token: &str,
     body: &serde_json::Value,
@@ -181,7 +183,7 @@ fn post_booking(
     send(req, Some(body))
 }
 
-fn get(svc: &Service, token: &str, path: &str) -> (u16, serde_json::Value) {
+pub(crate) fn get(svc: &Service, token: &str, path: &str) -> (u16, serde_json::Value) {
     send(
         agent()
             .get(&svc.url(path))
@@ -717,6 +719,7 @@ fn testbed_openapi_lists_every_route() {
         ("get", "/api/v1/ical/resource/{id}.ics"),
         ("get", "/api/v1/me"),
         ("get", "/api/v1/current"),
+        ("get", "/api/v1/preview"),
     ];
     for (method, path) in routes {
         assert!(
@@ -1046,6 +1049,7 @@ fn sweep(database: &str) {
         &[("alice", "user", None)],
         &["--hold-seconds", "1", "--sweep-seconds", "1"],
         true,
+        INVENTORY,
     );
     let (s, v) = post_booking(
         &svc,
@@ -1133,6 +1137,7 @@ fn testbed_me_zones_and_dst_warnings() {
         ],
         &[],
         true,
+        INVENTORY,
     );
     let (s, me) = get(&svc, &t[0], "/api/v1/me");
     assert_eq!(s, 200);
@@ -1337,6 +1342,7 @@ fn testbed_cli_extend_approve_preempt_audit_me() {
         ],
         &[],
         true,
+        INVENTORY,
     );
     let client = |token: &str, args: &[&str]| {
         let mut all: Vec<&str> = vec!["testbed"];
@@ -1459,6 +1465,7 @@ fn testbed_emulate_up_and_lab_run_need_the_reservation() {
         &[("alice", "user", None), ("bob", "user", None)],
         &[],
         false,
+        INVENTORY,
     );
     // alice holds the cern-starlight link (the path of `emulate up cern-starlight` and of `lab run
     // window-sweep`) and the whole amsterdam site, from now for an hour.

@@ -38,7 +38,7 @@ use crate::store::{Account, BookRequest, Op, Reply, Store, free_slots};
 pub const OPENAPI: &str = include_str!("../openapi.json");
 
 /// Every route, as (method, path) in OpenAPI's path syntax.
-pub const ROUTES: [(&str, &str); 17] = [
+pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/api/v1/resources"),
@@ -56,6 +56,7 @@ pub const ROUTES: [(&str, &str); 17] = [
     ("get", "/api/v1/ical/resource/{id}.ics"),
     ("get", "/api/v1/me"),
     ("get", "/api/v1/current"),
+    ("get", "/api/v1/preview"),
 ];
 
 /// What every handler shares.

@@ -21,6 +21,7 @@ pub mod http;
 #[cfg(test)]
 mod oracle_tests;
 pub mod postgres;
+pub mod preview;
 pub mod sqlite;
 pub mod store;
 pub mod testing;

@@ -1,0 +1,638 @@
+//! The testbed's web UI in a real browser (issue 6's "Done means"): `longhaul testbed serve` on
+//! SQLite on a loopback port, Debian's headless Chromium driven through `chromedriver` (WebDriver)
+//! with `fantoccini`. User A signs in with a token, sees user B's booking on the timeline, picks a slot
+//! on the parent of B's circuit and sees the live conflict preview name B's booking, sees the DST
+//! warning on a slot over a spring-forward, finds free time, moves to a free slot, books it (a hold),
+//! confirms it, sees it on the timeline, releases it, and the API agrees it is released. Every wait
+//! is on an element or attribute the UI sets, never a fixed sleep. A second test checks the preview
+//! endpoint and the page's assets over plain HTTP.
+//!
+//! The screenshot (taken when the conflict preview is showing) goes to the test's temporary
+//! directory; with `LONGHAUL_UPDATE_SCREENSHOT=1` it replaces `docs/img/testbed-ui.png`, which the
+//! README shows. Skipped, with the reason, when `/usr/bin/chromium` or `/usr/bin/chromedriver` is
+//! missing (`.ci/run` installs the `chromium` and `chromium-driver` packages).
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use fantoccini::error::CmdError;
+use fantoccini::{Client, ClientBuilder, Locator};
+use jiff::{SignedDuration, Timestamp};
+use longhaul_web::testing::TempDir;
+
+use crate::testbed::{Service, get, post_booking};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// The browser's zone (its `TZ`): the UI shows and takes times in it, so the test types local
+/// times in it. Not the sites' zone (Europe/Zurich), so the UI must show both (DataTAG lesson L4).
+const ZONE: &str = "America/Chicago";
+
+const INVENTORY: &str = r#"
+[[resource]]
+id = "cern"
+kind = "site"
+name = "CERN, Geneva"
+zone = "Europe/Zurich"
+
+[[resource]]
+id = "cern/host-1"
+kind = "host"
+state = "maintenance"
+reason = "disk swap"
+
+[[resource]]
+id = "cern/starlight-lambda"
+kind = "lambda"
+name = "CERN - StarLight 2.5G"
+capacity = "2.5G"
+
+[[resource]]
+id = "cern/starlight-lambda/1g-a"
+kind = "circuit"
+capacity = "1G"
+
+[[resource]]
+id = "cern/starlight-lambda/1g-b"
+kind = "circuit"
+capacity = "1G"
+state = "degraded"
+reason = "CRC errors on the Alcatel 1670"
+"#;
+
+/// `chromedriver` on a free loopback port; killed on drop.
+struct ChromeDriver {
+    child: Child,
+    url: String,
+}
+
+impl ChromeDriver {
+    fn start(zone: &str) -> Self {
+        // chromedriver has no "any free port": take one from the kernel and hand it over.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let mut child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .env("TZ", zone)
+            // Its own process group, with the browser it starts: a failing test kills them all.
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start chromedriver");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("started successfully") {
+                    let _ = tx.send(());
+                }
+                eprintln!("[chromedriver] {line}");
+            }
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("chromedriver says it started");
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for ChromeDriver {
+    /// Kills chromedriver's process group: chromedriver and, when the test failed before closing
+    /// the session, the browser it started (which would otherwise outlive the test).
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `t` as typed into the UI: `YYYY-MM-DD HH:MM` in [`ZONE`].
+fn local(t: Timestamp) -> String {
+    t.in_tz(ZONE)
+        .expect("zone")
+        .strftime("%Y-%m-%d %H:%M")
+        .to_string()
+}
+
+/// The next whole hour after now, plus `hours`.
+fn hour_from_now(hours: i64) -> Timestamp {
+    let h = Timestamp::now().as_second() / 3600 + 1 + hours;
+    Timestamp::from_second(h * 3600).expect("time")
+}
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn wait_for(c: &Client, css: &str) -> fantoccini::elements::Element {
+    c.wait()
+        .at_most(WAIT)
+        .every(Duration::from_millis(50))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("waiting for {css}: {e}"))
+}
+
+/// Clicks the element `css` once it exists; the UI re-renders lists, so a handle that went stale
+/// between finding and clicking is looked up again.
+async fn click(c: &Client, css: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let e = wait_for(c, css).await;
+        match e.click().await {
+            Ok(()) => return,
+            Err(e) if is_stale(&e) && std::time::Instant::now() < deadline => {}
+            Err(e) => panic!("clicking {css}: {e}"),
+        }
+    }
+}
+
+fn is_stale(e: &CmdError) -> bool {
+    matches!(e, CmdError::Standard(w) if w.error == fantoccini::error::ErrorStatus::StaleElementReference)
+}
+
+/// The text of `css` once it exists (looked up again if the UI re-rendered it meanwhile).
+async fn text(c: &Client, css: &str) -> String {
+    loop {
+        match wait_for(c, css).await.text().await {
+            Ok(t) => return t,
+            Err(e) if is_stale(&e) => {}
+            Err(e) => panic!("text of {css}: {e}"),
+        }
+    }
+}
+
+/// Attribute `name` of `css` once it exists (looked up again if re-rendered meanwhile).
+async fn attr(c: &Client, css: &str, name: &str) -> Option<String> {
+    loop {
+        match wait_for(c, css).await.attr(name).await {
+            Ok(v) => return v,
+            Err(e) if is_stale(&e) => {}
+            Err(e) => panic!("attribute {name} of {css}: {e}"),
+        }
+    }
+}
+
+/// Replaces the text of input `css` by typing `text` (which fires the UI's input events).
+async fn type_into(c: &Client, css: &str, text: &str) {
+    let e = wait_for(c, css).await;
+    e.clear().await.expect("clear");
+    e.send_keys(text).await.expect("type");
+}
+
+/// A PNG's width and height from its IHDR chunk (after checking the signature).
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    assert!(
+        bytes.len() > 24 && bytes.starts_with(b"\x89PNG\r\n\x1a\n") && &bytes[12..16] == b"IHDR",
+        "not a PNG ({} bytes)",
+        bytes.len()
+    );
+    let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+    (be(16), be(20))
+}
+
+#[test]
+fn testbed_ui_books_previews_conflicts_and_releases_in_chromium() {
+    for bin in [CHROMIUM, CHROMEDRIVER] {
+        if !Path::new(bin).exists() {
+            eprintln!(
+                "skipped: {bin} is missing (apt-get install --no-install-recommends chromium chromium-driver)"
+            );
+            return;
+        }
+    }
+    let dir = TempDir::new("ui");
+    let db = dir.0.join("ui.sqlite").display().to_string();
+    let (svc, tokens) = Service::start_with(
+        &db,
+        &[("alice", "user", None), ("bob", "user", None)],
+        &[],
+        true,
+        INVENTORY,
+    );
+    let (alice, bob) = (&tokens[0], &tokens[1]);
+
+    // Bob's bookings: one of the circuit under the lambda (the one the preview must name), and a
+    // hold elsewhere so the timeline has more than one kind of bar.
+    let b_start = hour_from_now(2);
+    let b_end = b_start + SignedDuration::from_hours(5);
+    let (s, b) = post_booking(
+        &svc,
+        bob,
+        &serde_json::json!({"resource": "cern/starlight-lambda/1g-a",
+            "start": b_start.to_string(), "end": b_end.to_string(), "note": "SC2026 demo rehearsal"}),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let bob_id = b["id"].as_u64().expect("id");
+    let h_start = hour_from_now(26);
+    let (s, h) = post_booking(
+        &svc,
+        bob,
+        &serde_json::json!({"resource": "geneva/cern-starlight", "hold": true,
+            "start": h_start.to_string(), "end": (h_start + SignedDuration::from_hours(6)).to_string()}),
+        None,
+    );
+    assert_eq!(s, 201, "{h}");
+
+    // One of alice's own, so the timeline shows "mine" too.
+    let m_start = hour_from_now(20);
+    let (s, m) = post_booking(
+        &svc,
+        alice,
+        &serde_json::json!({"resource": "tokyo/tokyo-loop-30000km",
+            "start": m_start.to_string(), "end": (m_start + SignedDuration::from_hours(5)).to_string()}),
+        None,
+    );
+    assert_eq!(s, 201, "{m}");
+
+    // Dropped after the driver (which takes the browser down with it), so nothing writes into the
+    // profile while it is removed.
+    let profile = TempDir::new("chromium-profile");
+    let driver = ChromeDriver::start(ZONE);
+    let screenshot = if std::env::var_os("LONGHAUL_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/img/testbed-ui.png"
+        ))
+    } else {
+        dir.0.join("testbed-ui.png")
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let alice_id = rt.block_on(async {
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), "chrome".into());
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    format!("--user-data-dir={}", profile.0.display()),
+                    "--window-size=1600,1140", "--hide-scrollbars", "--lang=en-US",
+                ],
+            }),
+        );
+        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&driver.url)
+            .await
+            .expect("a WebDriver session with chromium");
+        let id = drive(&c, &svc, alice, bob_id, b_start, &screenshot).await;
+        c.close().await.expect("close the browser");
+        id
+    });
+
+    // The API agrees: alice's booking was released (it ran from its start to the release), and
+    // bob's is untouched.
+    let (s, list) = get(
+        &svc,
+        alice,
+        "/api/v1/bookings?resource=cern/starlight-lambda",
+    );
+    assert_eq!(s, 200, "{list}");
+    let status = |id: u64| {
+        list["bookings"]
+            .as_array()
+            .expect("bookings")
+            .iter()
+            .find(|b| b["id"].as_u64() == Some(id))
+            .unwrap_or_else(|| panic!("booking {id} listed: {list}"))["status"]
+            .clone()
+    };
+    assert_eq!(status(alice_id), "released");
+    assert_eq!(status(bob_id), "upcoming");
+
+    let png = std::fs::read(&screenshot).expect("the screenshot was written");
+    let (w, h) = png_size(&png);
+    assert!(w >= 1200 && h >= 800, "screenshot is {w}x{h}");
+    assert!(png.len() > 20_000, "screenshot of {} bytes", png.len());
+}
+
+/// The browser part; returns the id of the booking alice made.
+async fn drive(
+    c: &Client,
+    svc: &Service,
+    token: &str,
+    bob_id: u64,
+    b_start: Timestamp,
+    screenshot: &Path,
+) -> u64 {
+    c.goto(&svc.url("/")).await.expect("open the UI");
+
+    // Sign in with a token: the header then names the user and role.
+    type_into(c, "#token", token).await;
+    click(c, "#signin").await;
+    assert_eq!(text(c, "#who:not([hidden]) .user").await, "alice");
+    assert_eq!(text(c, "#who .role").await, "user");
+    let zone = wait_for(c, "#zone").await;
+    assert_eq!(
+        zone.prop("value").await.expect("zone").as_deref(),
+        Some(ZONE)
+    );
+
+    // Bob's booking is on the timeline, in its circuit's row, labelled with its owner; hovering
+    // shows its times in UTC.
+    let bar = format!(
+        r#".g-row[data-resource="cern/starlight-lambda/1g-a"] .bar[data-booking="{bob_id}"][data-owner="bob"]"#
+    );
+    assert!(text(c, &bar).await.contains("bob"));
+    let title = attr(c, &bar, "title").await.unwrap_or_default();
+    assert!(title.contains("UTC: "), "hover shows UTC: {title}");
+    wait_for(
+        c,
+        r#".g-row[data-resource="cern/host-1"] .state.maintenance"#,
+    )
+    .await;
+    wait_for(
+        c,
+        r#".g-row[data-resource="cern/starlight-lambda/1g-b"] .state.degraded"#,
+    )
+    .await;
+
+    // Three days rather than the week: bars wide enough to read in the screenshot.
+    wait_for(c, "#span")
+        .await
+        .select_by_value("3")
+        .await
+        .expect("3-day view");
+
+    // A slot on the parent lambda overlapping bob's circuit booking: the preview names it before
+    // anything is booked.
+    // Choosing the lambda in the resource tree puts it in the booking form.
+    click(
+        c,
+        r#".g-row[data-resource="cern/starlight-lambda"] .res-label button.name"#,
+    )
+    .await;
+    let chosen = wait_for(c, "#f-resource").await.prop("value").await;
+    assert_eq!(
+        chosen.expect("value").as_deref(),
+        Some("cern/starlight-lambda")
+    );
+    type_into(c, "#f-length", "2h").await;
+    type_into(
+        c,
+        "#f-start",
+        &local(b_start + SignedDuration::from_hours(1)),
+    )
+    .await;
+    let named = text(
+        c,
+        &format!(r#"#preview[data-state="conflict"] li[data-booking="{bob_id}"]"#),
+    )
+    .await;
+    assert!(
+        named.contains(&format!("#{bob_id}"))
+            && named.contains("bob")
+            && named.contains("cern/starlight-lambda/1g-a"),
+        "the preview names bob's booking: {named}"
+    );
+    wait_for(c, ".ghost.conflict").await;
+    wait_for(
+        c,
+        r#".g-row[data-resource="cern/starlight-lambda"] .ghost.conflict"#,
+    )
+    .await;
+    wait_for(
+        c,
+        &format!(r#"#preview[data-state="conflict"] li[data-booking="{bob_id}"]"#),
+    )
+    .await;
+    let png = c.screenshot().await.expect("screenshot");
+    std::fs::write(screenshot, &png).expect("write the screenshot");
+
+    // A slot over the browser zone's next spring-forward gets the DST warning (whether or not it is
+    // also beyond the booking horizon depends on today's date: only the warning is checked).
+    let tz = jiff::tz::TimeZone::get(ZONE).expect("zone");
+    let change = tz
+        .following(Timestamp::now())
+        .map(|t| t.timestamp())
+        .find(|&t| tz.to_offset(t) > tz.to_offset(t - SignedDuration::from_secs(1)))
+        .expect("a spring-forward ahead");
+    type_into(
+        c,
+        "#f-start",
+        &local(change - SignedDuration::from_hours(1)),
+    )
+    .await;
+    let dst = text(c, r#"#preview .warning[data-code="dst_change"]"#).await;
+    assert!(
+        dst.contains("Daylight saving") && dst.contains(ZONE),
+        "{dst}"
+    );
+
+    // Free time in the days shown, at least 1 h: the first free interval starts now (bob's booking
+    // starts in 2 h or more); "Book this" fills the form and the preview agrees it is free.
+    wait_for(c, "#q-window")
+        .await
+        .select_by_value("shown")
+        .await
+        .expect("window");
+    type_into(c, "#q-length", "1h").await;
+    click(c, "#find").await;
+    click(c, "#free-list .book-this").await;
+    wait_for(c, r#"#preview[data-state="ok"]"#).await;
+    let resource = wait_for(c, "#f-resource").await.prop("value").await;
+    assert_eq!(
+        resource.expect("value").as_deref(),
+        Some("cern/starlight-lambda")
+    );
+
+    // Now, for 30 minutes: free; the preview says so.
+    type_into(c, "#f-length", "30m").await;
+    click(c, "#f-now").await;
+    wait_for(c, r#"#preview[data-state="ok"]"#).await;
+
+    // Book (a hold), confirm it, see it on the timeline, release it.
+    click(c, "#book").await;
+    let result = "#book-result[data-booking]:not([hidden])";
+    let id: u64 = attr(c, result, "data-booking")
+        .await
+        .expect("data-booking")
+        .parse()
+        .expect("numeric id");
+    assert!(text(c, result).await.contains(&format!("Held #{id}")));
+    wait_for(
+        c,
+        &format!(r#".bar.mine.held[data-booking="{id}"][data-status="held"]"#),
+    )
+    .await;
+    click(
+        c,
+        &format!(r#"#mine-list button[data-action="confirm"][data-booking="{id}"]"#),
+    )
+    .await;
+    wait_for(
+        c,
+        &format!(
+            r#".g-row[data-resource="cern/starlight-lambda"] .bar.mine[data-booking="{id}"][data-status="active"]"#
+        ),
+    )
+    .await;
+    click(
+        c,
+        &format!(r#"#mine-list button[data-action="release"][data-booking="{id}"]"#),
+    )
+    .await;
+    wait_for(
+        c,
+        &format!(r#".bar[data-booking="{id}"][data-status="released"]"#),
+    )
+    .await;
+    let errors = c
+        .find(Locator::Css("#action-error"))
+        .await
+        .expect("error box");
+    assert!(
+        !errors.is_displayed().await.expect("displayed"),
+        "no action failed: {}",
+        errors.text().await.unwrap_or_default()
+    );
+    id
+}
+
+/// `GET /api/v1/preview` over HTTP, and the page's assets with their types and CSP (no browser).
+#[test]
+fn testbed_preview_endpoint_and_ui_assets() {
+    let dir = TempDir::new("preview");
+    let db = dir.0.join("p.sqlite").display().to_string();
+    let (svc, tokens) = Service::start_with(
+        &db,
+        &[("alice", "user", None), ("bob", "user", None)],
+        &[],
+        true,
+        INVENTORY,
+    );
+    let (alice, bob) = (&tokens[0], &tokens[1]);
+    let start = hour_from_now(3);
+    let end = start + SignedDuration::from_hours(2);
+    let (s, b) = post_booking(
+        &svc,
+        bob,
+        &serde_json::json!({"resource": "cern/starlight-lambda/1g-a",
+            "start": start.to_string(), "end": end.to_string()}),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let bob_id = b["id"].as_u64().expect("id");
+    let preview = |token: &str, query: &str| get(&svc, token, &format!("/api/v1/preview?{query}"));
+
+    // The lambda over bob's booking of one of its circuits, 9 h: the conflict and the rule, together.
+    let long_end = start + SignedDuration::from_hours(9);
+    let (s, p) = preview(
+        alice,
+        &format!(
+            "resource=cern/starlight-lambda&start={start}&end={long_end}&zone=America/Chicago"
+        ),
+    );
+    assert_eq!(s, 200, "{p}");
+    assert_eq!(p["ok"], false);
+    assert_eq!(
+        (p["user"].as_str(), p["role"].as_str()),
+        (Some("alice"), Some("user"))
+    );
+    let conflicts = p["conflicts"].as_array().expect("conflicts");
+    assert_eq!(conflicts.len(), 1, "{p}");
+    assert_eq!(conflicts[0]["booking"].as_u64(), Some(bob_id));
+    assert_eq!(conflicts[0]["user"], "bob");
+    assert_eq!(conflicts[0]["resource"], "cern/starlight-lambda/1g-a");
+    assert_eq!(conflicts[0]["status"], "upcoming");
+    assert_eq!(p["refusals"][0]["rule"], "max_contiguous", "{p}");
+    // Nothing was written: the same question gives the same answer, and bob's booking is alone.
+    let (_, again) = preview(
+        alice,
+        &format!(
+            "resource=cern/starlight-lambda&start={start}&end={long_end}&zone=America/Chicago"
+        ),
+    );
+    assert_eq!(again, p);
+    let (_, list) = get(&svc, alice, "/api/v1/bookings");
+    assert_eq!(list["bookings"].as_array().map(Vec::len), Some(1), "{list}");
+
+    // The other half is free (but degraded): ok, with the warning.
+    let (s, p) = preview(
+        alice,
+        &format!("resource=cern/starlight-lambda/1g-b&start={start}&end={end}"),
+    );
+    assert_eq!(s, 200, "{p}");
+    assert_eq!(p["ok"], true, "{p}");
+    assert_eq!(p["warnings"][0]["code"], "degraded", "{p}");
+
+    // Refusals of the request itself, with the statuses booking gives.
+    let (s, e) = get(&svc, "not-a-token", "/api/v1/preview?resource=cern");
+    assert_eq!((s, e["code"].as_str()), (401, Some("unauthorized")));
+    let (s, e) = preview(alice, "resource=cern");
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (400, Some("missing_parameter")),
+        "{e}"
+    );
+    let (s, e) = preview(
+        alice,
+        "resource=cern&start=2026-12-01T10:00:00&end=2026-12-01T11:00:00Z",
+    );
+    assert_eq!((s, e["code"].as_str()), (400, Some("invalid_time")), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no UTC offset"),
+        "{e}"
+    );
+    let (s, e) = preview(
+        alice,
+        &format!("resource=cern&start={start}&end={end}&zone=Mars/Olympus"),
+    );
+    assert_eq!((s, e["code"].as_str()), (400, Some("invalid_time")), "{e}");
+    let (s, e) = preview(
+        alice,
+        &format!("resource=cern/nowhere&start={start}&end={end}"),
+    );
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (404, Some("unknown_resource")),
+        "{e}"
+    );
+
+    // The page and its assets: right types, the strict CSP, no sniffing.
+    for (path, kind, needle) in [
+        ("/", "text/html", "<title>longhaul testbed"),
+        ("/ui/app.js", "text/javascript", "/api/v1/preview"),
+        ("/ui/style.css", "text/css", ".gantt"),
+    ] {
+        let resp = crate::testbed::agent()
+            .get(&svc.url(path))
+            .call()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        assert!(
+            resp.content_type().starts_with(kind),
+            "{path}: {}",
+            resp.content_type()
+        );
+        let csp = resp
+            .header("content-security-policy")
+            .unwrap_or("")
+            .to_owned();
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+            "{path}: {csp}"
+        );
+        assert_eq!(resp.header("x-content-type-options"), Some("nosniff"));
+        let body = resp.into_string().expect("body");
+        assert!(body.contains(needle), "{path}");
+    }
+}
