@@ -38,7 +38,7 @@ capacity = "1G"
 "#;
 
 /// A running `longhaul testbed serve`; killed on drop.
-struct Service {
+pub(crate) struct Service {
     child: Child,
     base: String,
     _dir: TempDir,
@@ -48,7 +48,7 @@ struct Service {
 impl Service {
     /// Creates tokens for `users` (name, role) in `database`, then starts the service on it with the
     /// cern inventory. Returns the service and the tokens, in order.
-    fn start(database: &str, users: &[(&str, &str)]) -> (Self, Vec<String>) {
+    pub(crate) fn start(database: &str, users: &[(&str, &str)]) -> (Self, Vec<String>) {
         let machine = machine_shared();
         let dir = TempDir::new("svc");
         let inventory = dir.0.join("testbed.toml");
@@ -113,7 +113,7 @@ impl Service {
         (svc, tokens)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 }
@@ -125,7 +125,7 @@ impl Drop for Service {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(120))
         .build()
@@ -150,7 +150,7 @@ fn send(req: ureq::Request, body: Option<&serde_json::Value>) -> (u16, serde_jso
     )
 }
 
-fn post_booking(
+pub(crate) fn post_booking(
     svc: &Service,
     token: &str,
     body: &serde_json::Value,
@@ -175,7 +175,7 @@ fn get(svc: &Service, token: &str, path: &str) -> (u16, serde_json::Value) {
 }
 
 /// A whole hour `days` days from now, as RFC 3339 UTC.
-fn at(days: i64, plus_minutes: i64) -> String {
+pub(crate) fn at(days: i64, plus_minutes: i64) -> String {
     let now = Timestamp::now().as_second();
     let hour = (now / 3600 + days * 24) * 3600;
     Timestamp::from_second(hour)

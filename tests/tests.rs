@@ -7,5 +7,6 @@ mod server_cmd;
 mod server_faults;
 mod test_cmd;
 mod testbed;
+mod testbed_api_fuzz;
 mod transfer;
 mod util;

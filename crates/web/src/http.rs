@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -128,9 +129,23 @@ fn reply(r: &Reply, xml: bool) -> Response {
     }
 }
 
+/// A query string that does not deserialize (a missing or repeated parameter): 400 with the usual
+/// error body, not axum's plain-text rejection, so every 4xx has the documented content type.
+fn bad_query(e: &QueryRejection, xml: bool) -> Response {
+    error(400, "invalid_query", e.body_text(), xml)
+}
+
 fn internal(e: &dyn std::fmt::Display, xml: bool) -> Response {
     tracing::error!(target: "longhaul::testbed::http", error = %e, "internal error");
     error(500, "internal", "internal error (logged)", xml)
+}
+
+/// The service's clock, truncated to the microsecond: the API refuses times with more than six
+/// fractional digits (the stores keep microseconds), so every time it writes (a free interval
+/// starting now, a hold's end) must be one it would read back.
+fn now_us() -> Timestamp {
+    let t = Timestamp::now();
+    Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
 }
 
 /// The account of the request's bearer token, or a 401 response.
@@ -250,7 +265,7 @@ async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: B
         create: &create,
         inventory: &state.inventory,
         policy: &state.policy,
-        now: Timestamp::now(),
+        now: now_us(),
         hold_ttl: state.hold_ttl,
         idempotency,
     };
@@ -275,7 +290,7 @@ async fn change(state: Shared, headers: HeaderMap, id: String, op: Op) -> Respon
     let Ok(id) = id.parse::<i64>() else {
         return error(404, "unknown_booking", format!("no booking {id}"), xml);
     };
-    match state.store.change(id, op, &actor, Timestamp::now()).await {
+    match state.store.change(id, op, &actor, now_us()).await {
         Ok(r) => {
             tracing::info!(target: "longhaul::testbed::booking", id, user = %actor.user,
                 op = op.as_str(), status = r.status, "change");
@@ -308,12 +323,16 @@ struct ListQuery {
 async fn list_bookings(
     State(state): State<Shared>,
     headers: HeaderMap,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
     let xml = wants_xml(&headers);
     if let Err(r) = authenticate(&state, &headers).await {
         return r;
     }
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e, xml),
+    };
     let resource = match q.resource.as_deref().map(ResourceId::parse).transpose() {
         Ok(r) => r,
         Err(e) => return respond(400, &ErrorBody::from(&e), xml),
@@ -324,7 +343,7 @@ async fn list_bookings(
         (Ok(f), Ok(t)) => (f, t),
         (Err(e), _) | (_, Err(e)) => return respond(400, &ErrorBody::from(&e), xml),
     };
-    let now = Timestamp::now();
+    let now = now_us();
     match state.store.list(resource.as_ref(), from, to).await {
         Ok(list) => respond(
             200,
@@ -352,12 +371,16 @@ struct FreeBusyParams {
 async fn freebusy(
     State(state): State<Shared>,
     headers: HeaderMap,
-    Query(q): Query<FreeBusyParams>,
+    q: Result<Query<FreeBusyParams>, QueryRejection>,
 ) -> Response {
     let xml = wants_xml(&headers);
     if let Err(r) = authenticate(&state, &headers).await {
         return r;
     }
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e, xml),
+    };
     let query = FreeBusyQuery {
         resource: q.resource,
         from: q.from,
@@ -374,7 +397,7 @@ async fn freebusy(
         ));
         return respond(404, &e, xml);
     }
-    let now = Timestamp::now();
+    let now = now_us();
     let busy: Vec<_> = match state
         .store
         .list(Some(&resource), Some(window.start()), Some(window.end()))
