@@ -124,17 +124,17 @@ stop_server() {
 # run REP DB CASE CONNS TOKENS TARGET: one wrk run, a row in raw.csv.
 run() {
     local rep=$1 db=$2 case=$3 c=$4 toks=$5 target=$6
-    local mode=$case
-    local cmd="wrk -t $THREADS -c $c -d ${DURATION}s --latency --timeout 10s -s bench/testbed_http.lua $url -- $mode $toks $t0 $THREADS $target"
+    local mode=$case t=$((c < THREADS ? c : THREADS)) # wrk needs a connection per thread
+    local cmd="wrk -t $t -c $c -d ${DURATION}s --latency --timeout 10s -s bench/testbed_http.lua $url -- $mode $toks $t0 $t $target"
     local log=$out/$db-$case-c$c-rep$rep.txt
     local load
     load=$(cut -d' ' -f1 /proc/loadavg)
     echo "$cmd" >"$log"
-    wrk -t "$THREADS" -c "$c" -d "${DURATION}s" --latency --timeout 10s -s "$LUA" "$url" -- \
-        "$mode" "$toks" "$t0" "$THREADS" "$target" >>"$log" 2>&1
+    wrk -t "$t" -c "$c" -d "${DURATION}s" --latency --timeout 10s -s "$LUA" "$url" -- \
+        "$mode" "$toks" "$t0" "$t" "$target" >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
     local line
     line=$(grep '^RESULT ' "$log") || { cat "$log" >&2; exit 1; }
-    python3 - "$line" "$rep" "$db" "$case" "$c" "$THREADS" "$load" "$cmd" >>"$raw" <<'EOF'
+    python3 - "$line" "$rep" "$db" "$case" "$c" "$t" "$load" "$cmd" >>"$raw" <<'EOF'
 import csv, sys
 line, rep, db, case, c, threads, load, cmd = sys.argv[1:]
 kv = dict(p.split("=", 1) for p in line.split()[1:])
@@ -232,7 +232,7 @@ EOF
 done
 
 # --- medians over the repetitions -----------------------------------------------------------------
-python3 - "$raw" <<'EOF'
+python3 - "$raw" <<'EOF' | tee "$out/table.md"
 import csv, statistics, sys
 from collections import defaultdict
 rows = list(csv.DictReader(open(sys.argv[1])))
