@@ -48,7 +48,7 @@ pub(crate) struct Service {
 impl Service {
     /// Creates tokens for `users` (name, role) in `database`, then starts the service on it with the
     /// cern inventory. Returns the service and the tokens, in order.
-    fn start(database: &str, users: &[(&str, &str)]) -> (Self, Vec<String>) {
+    pub(crate) fn start(database: &str, users: &[(&str, &str)]) -> (Self, Vec<String>) {
         let users: Vec<_> = users.iter().map(|&(u, r)| (u, r, None)).collect();
         Self::start_with(database, &users, &[], true, INVENTORY)
     }
@@ -193,7 +193,7 @@ pub(crate) fn get(svc: &Service, token: &str, path: &str) -> (u16, serde_json::V
 }
 
 /// A whole hour `days` days from now, as RFC 3339 UTC.
-fn at(days: i64, plus_minutes: i64) -> String {
+pub(crate) fn at(days: i64, plus_minutes: i64) -> String {
     let now = Timestamp::now().as_second();
     let hour = (now / 3600 + days * 24) * 3600;
     Timestamp::from_second(hour)

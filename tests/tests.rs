@@ -7,6 +7,7 @@ mod server_cmd;
 mod server_faults;
 mod test_cmd;
 mod testbed;
+mod testbed_api_fuzz;
 mod testbed_ui;
 mod transfer;
 mod util;

@@ -153,9 +153,23 @@ fn reply(r: &Reply, xml: bool) -> Response {
     }
 }
 
+/// A query string that does not deserialize (a missing or repeated parameter): 400 with the usual
+/// error body, not axum's plain-text rejection, so every 4xx has the documented content type.
+fn bad_query(e: &QueryRejection, xml: bool) -> Response {
+    error(400, "invalid_query", e.body_text(), xml)
+}
+
 fn internal(e: &dyn std::fmt::Display, xml: bool) -> Response {
     tracing::error!(target: "longhaul::testbed::http", error = %e, "internal error");
     error(500, "internal", "internal error (logged)", xml)
+}
+
+/// The service's clock, truncated to the microsecond: the API refuses times with more than six
+/// fractional digits (the stores keep microseconds), so every time it writes (a free interval
+/// starting now, a hold's end) must be one it would read back.
+fn now_us() -> Timestamp {
+    let t = Timestamp::now();
+    Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
 }
 
 /// The user and role of the request's bearer token, or a 401 response.
@@ -287,7 +301,7 @@ async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: B
         create: &create,
         inventory: &state.inventory,
         policy: &state.policy,
-        now: Timestamp::now(),
+        now: now_us(),
         hold_ttl: state.hold_ttl,
         idempotency,
         zone: account.zone.clone(),
@@ -315,7 +329,7 @@ async fn change(state: Shared, headers: HeaderMap, id: String, op: Op) -> Respon
     let Ok(id) = id.parse::<i64>() else {
         return error(404, "unknown_booking", format!("no booking {id}"), xml);
     };
-    match state.store.change(id, op, actor, Timestamp::now()).await {
+    match state.store.change(id, op, actor, now_us()).await {
         Ok(mut r) => {
             localize_reply(&mut r, &account, &state.inventory);
             tracing::info!(target: "longhaul::testbed::booking", id, user = %actor.user,
@@ -349,12 +363,16 @@ struct ListQuery {
 async fn list_bookings(
     State(state): State<Shared>,
     headers: HeaderMap,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
     let xml = wants_xml(&headers);
     let account = match account(&state, &headers, None).await {
         Ok(a) => a,
         Err(r) => return r,
+    };
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e, xml),
     };
     let resource = match q.resource.as_deref().map(ResourceId::parse).transpose() {
         Ok(r) => r,
@@ -366,7 +384,7 @@ async fn list_bookings(
         (Ok(f), Ok(t)) => (f, t),
         (Err(e), _) | (_, Err(e)) => return respond(400, &ErrorBody::from(&e), xml),
     };
-    let now = Timestamp::now();
+    let now = now_us();
     match state.store.list_stored(resource.as_ref(), from, to).await {
         Ok(list) => respond(
             200,
@@ -399,12 +417,16 @@ struct FreeBusyParams {
 async fn freebusy(
     State(state): State<Shared>,
     headers: HeaderMap,
-    Query(q): Query<FreeBusyParams>,
+    q: Result<Query<FreeBusyParams>, QueryRejection>,
 ) -> Response {
     let xml = wants_xml(&headers);
     if let Err(r) = authenticate(&state, &headers).await {
         return r;
     }
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e, xml),
+    };
     let query = FreeBusyQuery {
         resource: q.resource,
         from: q.from,
@@ -421,7 +443,7 @@ async fn freebusy(
         ));
         return respond(404, &e, xml);
     }
-    let now = Timestamp::now();
+    let now = now_us();
     let busy: Vec<_> = match state
         .store
         .list(Some(&resource), Some(window.start()), Some(window.end()))
@@ -551,7 +573,7 @@ async fn extend(
         Ok(t) => t,
         Err(e) => return respond(400, &ErrorBody::from(&e), xml),
     };
-    let now = Timestamp::now();
+    let now = now_us();
     let r = state
         .store
         .extend(id, new_end, &account, &state.policy, &state.inventory, now)
@@ -586,7 +608,7 @@ async fn approve(
     };
     match state
         .store
-        .approve(id, &account.actor, Timestamp::now())
+        .approve(id, &account.actor, now_us())
         .await
     {
         Ok(mut r) => {
@@ -634,7 +656,7 @@ async fn preempt(
     }
     match state
         .store
-        .preempt(id, &p.notice, &account.actor, Timestamp::now())
+        .preempt(id, &p.notice, &account.actor, now_us())
         .await
     {
         Ok(mut r) => {
@@ -727,7 +749,7 @@ async fn current(
         ));
         return respond(404, &e, xml);
     }
-    let now = Timestamp::now();
+    let now = now_us();
     let until = longhaul_testbed::time::sat_add(now, SignedDuration::from_micros(1));
     match state
         .store
@@ -831,7 +853,7 @@ async fn ical_user(
         Ok(list) => calendar_response(longhaul_testbed::ical::calendar(
             &format!("longhaul testbed: {user}"),
             &list,
-            Timestamp::now(),
+            now_us(),
             &feed_domain(&headers),
         )),
         Err(e) => internal(&e, xml),
@@ -878,7 +900,7 @@ async fn ical_resource(
         Ok(list) => calendar_response(longhaul_testbed::ical::calendar(
             &format!("longhaul testbed: {resource}"),
             list.iter().filter(|b| b.resource == resource),
-            Timestamp::now(),
+            now_us(),
             &feed_domain(&headers),
         )),
         Err(e) => internal(&e, xml),
