@@ -597,7 +597,7 @@ fn testbed_preview_endpoint_and_ui_assets() {
         alice,
         &format!("resource=cern&start={start}&end={end}&zone=Mars/Olympus"),
     );
-    assert_eq!((s, e["code"].as_str()), (400, Some("invalid_time")), "{e}");
+    assert_eq!((s, e["code"].as_str()), (422, Some("unknown_zone")), "{e}");
     let (s, e) = preview(
         alice,
         &format!("resource=cern/nowhere&start={start}&end={end}"),

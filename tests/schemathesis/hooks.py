@@ -38,4 +38,4 @@ def filter_body(ctx, body):
 
 @schemathesis.hook
 def filter_query(ctx, query):
-    return _ends_after_start(query, "from", "to")
+    return _ends_after_start(query, "from", "to") and _ends_after_start(query, "start", "end")

@@ -1,8 +1,9 @@
 //! Time done right (DataTAG lesson L4): a booking's [`Slot`] is a half-open
 //! UTC interval `[start, end)`, so back-to-back bookings touch without
 //! overlapping. The API accepts RFC 3339 timestamps *with* an offset only
-//! (`Z` or `±HH:MM`); a naive time is refused rather than guessed, and so is
-//! RFC 3339's "unknown local offset" `-00:00`. Times are shown in the user's
+//! (`Z` or `±HH:MM`); a naive time is refused rather than guessed. RFC 3339's
+//! `-00:00` ("the time in UTC is known, the local offset is not", §4.3) names
+//! an exact instant, so it is read as UTC. Times are shown in the user's
 //! IANA zone, and [`dst_transitions`] lists the offset changes inside a slot
 //! in any zone (the user's, the site's), for the warning the UI must show
 //! when, say, Chicago has moved to summer time and Geneva has not yet. The
@@ -38,16 +39,6 @@ pub enum TimeError {
         /// What was sent.
         value: String,
     },
-    /// RFC 3339 `-00:00` ("offset unknown").
-    #[error(
-        "{field}: {value:?} uses -00:00, which RFC 3339 defines as \"local offset unknown\"; send Z for UTC or the real offset"
-    )]
-    UnknownOffset {
-        /// Which field.
-        field: String,
-        /// What was sent.
-        value: String,
-    },
     /// Finer than a microsecond, the resolution of PostgreSQL `timestamptz`:
     /// refused so the stores and the in-memory ledger see the same instants.
     #[error(
@@ -74,9 +65,9 @@ pub enum TimeError {
 
 /// Parses an RFC 3339 date-time that carries an offset, into UTC. `field`
 /// names the API field in errors. Accepts `T`/`t`/space as separator,
-/// fractional seconds down to the microsecond, `Z`/`z` or `±HH:MM`; refuses naive times, dates
-/// alone, `-00:00` and ISO 8601 forms outside RFC 3339 (basic format,
-/// bracketed zone names).
+/// fractional seconds down to the microsecond, `Z`/`z` or `±HH:MM` (`-00:00`, RFC 3339's "UTC, local
+/// offset unknown", is UTC); refuses naive times, dates alone and ISO 8601 forms outside RFC 3339
+/// (basic format, bracketed zone names).
 pub fn parse_instant(value: &str, field: &str) -> Result<Timestamp, TimeError> {
     let malformed = || TimeError::Malformed {
         field: field.to_owned(),
@@ -126,13 +117,7 @@ pub fn parse_instant(value: &str, field: &str) -> Result<Timestamp, TimeError> {
                 value: value.to_owned(),
             });
         }
-        "Z" | "z" => {}
-        "-00:00" => {
-            return Err(TimeError::UnknownOffset {
-                field: field.to_owned(),
-                value: value.to_owned(),
-            });
-        }
+        "Z" | "z" | "-00:00" => {}
         o => {
             let ob = o.as_bytes();
             let ok = ob.len() == 6
@@ -376,10 +361,11 @@ mod tests {
             msg.contains("no UTC offset") && msg.contains("2026-03-29T10:00:00Z"),
             "{msg}"
         );
-        assert!(matches!(
-            parse_instant("2026-03-29T10:00:00-00:00", "end"),
-            Err(TimeError::UnknownOffset { .. })
-        ));
+        // RFC 3339 §4.3: -00:00 is a time in UTC whose local offset is unknown — an exact instant.
+        assert_eq!(
+            parse_instant("2026-03-29T10:00:00-00:00", "end").unwrap(),
+            parse_instant("2026-03-29T10:00:00Z", "end").unwrap()
+        );
         for bad in [
             "2026-03-29",
             "20260329T100000Z",

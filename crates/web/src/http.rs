@@ -606,11 +606,7 @@ async fn approve(
         Ok(i) => i,
         Err(r) => return *r,
     };
-    match state
-        .store
-        .approve(id, &account.actor, now_us())
-        .await
-    {
+    match state.store.approve(id, &account.actor, now_us()).await {
         Ok(mut r) => {
             log_change(&r, id, &account.actor.user, "approve");
             localize_reply(&mut r, &account, &state.inventory);

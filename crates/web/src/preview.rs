@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -141,11 +142,16 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Actor, Re
 pub async fn preview(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Query(q): Query<PreviewQuery>,
+    q: Result<Query<PreviewQuery>, QueryRejection>,
 ) -> Response {
     let actor = match authenticate(&state, &headers).await {
         Ok(a) => a,
         Err(r) => return r,
+    };
+    // A malformed or repeated parameter: the JSON error body, not axum's plain text.
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return json_error(400, "invalid_query", e.body_text()),
     };
     let (Some(resource), Some(start), Some(end)) = (q.resource, q.start, q.end) else {
         return json_error(
@@ -158,7 +164,8 @@ pub async fn preview(
     if let Some(z) = &q.zone
         && let Err(e) = zone(z)
     {
-        return json_error(400, "invalid_time", format!("zone: {e}"));
+        // Well-formed but not a zone this service knows: 422, as for other semantic refusals.
+        return json_error(422, "unknown_zone", format!("zone: {e}"));
     }
     let create = CreateBooking {
         resource,
