@@ -752,6 +752,26 @@ fn post(
     )
 }
 
+/// `#[test] fn $sqlite` and `#[test] fn $postgres`: `$scenario(database)` on a fresh SQLite file and
+/// on a fresh database of the throwaway PostgreSQL cluster (skipped, with the reason, without one).
+macro_rules! on_both_stores {
+    ($sqlite:ident, $postgres:ident, $scenario:ident) => {
+        #[test]
+        fn $sqlite() {
+            let dir = TempDir::new("sqlite");
+            $scenario(&dir.0.join("t.sqlite").display().to_string());
+        }
+
+        #[test]
+        fn $postgres() {
+            let Some(pg) = Postgres::start() else {
+                return;
+            };
+            $scenario(&pg.database());
+        }
+    };
+}
+
 /// Extend up to the next booking (refused by the database beyond it, naming it), preempt with a
 /// notice the owner sees, and the audit log of it all, on one store.
 fn extend_preempt_audit(database: &str) {
@@ -955,19 +975,11 @@ fn extend_preempt_audit(database: &str) {
     );
 }
 
-#[test]
-fn testbed_sqlite_extend_preempt_audit() {
-    let dir = TempDir::new("sqlite");
-    extend_preempt_audit(&dir.0.join("e.sqlite").display().to_string());
-}
-
-#[test]
-fn testbed_postgres_extend_preempt_audit() {
-    let Some(pg) = Postgres::start() else {
-        return;
-    };
-    extend_preempt_audit(&pg.database());
-}
+on_both_stores!(
+    testbed_sqlite_extend_preempt_audit,
+    testbed_postgres_extend_preempt_audit,
+    extend_preempt_audit
+);
 
 /// Beyond the 90-day horizon an event booking waits for an approver, blocking the slot meanwhile.
 fn approval(database: &str) {
@@ -1028,19 +1040,11 @@ fn approval(database: &str) {
     assert_eq!(log["events"][1]["role"], "approver", "{log}");
 }
 
-#[test]
-fn testbed_sqlite_approval_workflow() {
-    let dir = TempDir::new("sqlite");
-    approval(&dir.0.join("a.sqlite").display().to_string());
-}
-
-#[test]
-fn testbed_postgres_approval_workflow() {
-    let Some(pg) = Postgres::start() else {
-        return;
-    };
-    approval(&pg.database());
-}
+on_both_stores!(
+    testbed_sqlite_approval_workflow,
+    testbed_postgres_approval_workflow,
+    approval
+);
 
 /// The sweep marks an expired hold `expired` on its own, audited as `system`.
 fn sweep(database: &str) {
@@ -1082,19 +1086,11 @@ fn sweep(database: &str) {
     assert_eq!((s, e["code"].as_str()), (409, Some("hold_expired")), "{e}");
 }
 
-#[test]
-fn testbed_sqlite_hold_sweep() {
-    let dir = TempDir::new("sqlite");
-    sweep(&dir.0.join("s.sqlite").display().to_string());
-}
-
-#[test]
-fn testbed_postgres_hold_sweep() {
-    let Some(pg) = Postgres::start() else {
-        return;
-    };
-    sweep(&pg.database());
-}
+on_both_stores!(
+    testbed_sqlite_hold_sweep,
+    testbed_postgres_hold_sweep,
+    sweep
+);
 
 /// The next UTC offset change of `zone` after now.
 fn next_change(zone: &str) -> Timestamp {
@@ -1682,16 +1678,8 @@ fn extend_races_bookings(database: &str) {
     }
 }
 
-#[test]
-fn testbed_sqlite_extend_races_bookings() {
-    let dir = TempDir::new("sqlite");
-    extend_races_bookings(&dir.0.join("r.sqlite").display().to_string());
-}
-
-#[test]
-fn testbed_postgres_extend_races_bookings() {
-    let Some(pg) = Postgres::start() else {
-        return;
-    };
-    extend_races_bookings(&pg.database());
-}
+on_both_stores!(
+    testbed_sqlite_extend_races_bookings,
+    testbed_postgres_extend_races_bookings,
+    extend_races_bookings
+);

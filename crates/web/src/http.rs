@@ -23,7 +23,7 @@ use longhaul_testbed::api::{
     ErrorBody, ExtendBooking, FreeBusy, FreeBusyQuery, LocalTimes, Me, Note, PreemptBooking,
     SlotView,
 };
-use longhaul_testbed::booking::Actor;
+use longhaul_testbed::booking::{Actor, Booking};
 use longhaul_testbed::idempotency::{Fingerprint, IdempotencyKey};
 use longhaul_testbed::policy::Policy;
 use longhaul_testbed::policy::Warning;
@@ -319,16 +319,17 @@ async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: B
     }
 }
 
-async fn change(state: Shared, headers: HeaderMap, id: String, op: Op) -> Response {
-    let xml = wants_xml(&headers);
-    let account = match account(&state, &headers, None).await {
-        Ok(a) => a,
+async fn change(
+    state: Shared,
+    headers: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+    op: Op,
+) -> Response {
+    let (xml, account, id) = match booking_target(&state, &headers, id).await {
+        Ok(t) => t,
         Err(r) => return r,
     };
     let actor = &account.actor;
-    let Ok(id) = id.parse::<i64>() else {
-        return error(404, "unknown_booking", format!("no booking {id}"), xml);
-    };
     match state.store.change(id, op, actor, now_us()).await {
         Ok(mut r) => {
             localize_reply(&mut r, &account, &state.inventory);
@@ -340,15 +341,27 @@ async fn change(state: Shared, headers: HeaderMap, id: String, op: Op) -> Respon
     }
 }
 
-async fn confirm(State(s): State<Shared>, h: HeaderMap, Path(id): Path<String>) -> Response {
+async fn confirm(
+    State(s): State<Shared>,
+    h: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
     change(s, h, id, Op::Confirm).await
 }
 
-async fn release(State(s): State<Shared>, h: HeaderMap, Path(id): Path<String>) -> Response {
+async fn release(
+    State(s): State<Shared>,
+    h: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
     change(s, h, id, Op::Release).await
 }
 
-async fn cancel(State(s): State<Shared>, h: HeaderMap, Path(id): Path<String>) -> Response {
+async fn cancel(
+    State(s): State<Shared>,
+    h: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
     change(s, h, id, Op::Cancel).await
 }
 
@@ -391,12 +404,7 @@ async fn list_bookings(
             &BookingList {
                 bookings: list
                     .iter()
-                    .map(|(b, approval)| {
-                        let mut v = BookingView::new(b, now, None, &[]);
-                        v.approval.clone_from(approval);
-                        localize(&mut v, &account, &state.inventory);
-                        v
-                    })
+                    .map(|(b, approval)| stored_view(b, approval, now, &account, &state.inventory))
                     .collect(),
             },
             xml,
@@ -531,15 +539,20 @@ fn parse_body<T: XmlBody>(headers: &HeaderMap, body: &[u8]) -> Result<T, String>
 }
 
 /// A booking id from the path, or a 404.
-fn booking_id(id: &str, xml: bool) -> Result<i64, Box<Response>> {
-    id.parse::<i64>().map_err(|_| {
-        Box::new(error(
-            404,
-            "unknown_booking",
-            format!("no booking {id}"),
-            xml,
-        ))
-    })
+/// The booking a `/api/v1/bookings/{id}/...` request is about: whether it wants XML, the caller's
+/// account (or the 401), and the id (an id that is not a number names no booking: 404).
+async fn booking_target(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<(bool, Account, i64), Response> {
+    let xml = wants_xml(headers);
+    let Path(id) = id.map_err(|e| error(404, "unknown_booking", e.body_text(), xml))?;
+    let account = account(state, headers, None).await?;
+    let id = id
+        .parse::<i64>()
+        .map_err(|_| error(404, "unknown_booking", format!("no booking {id}"), xml))?;
+    Ok((xml, account, id))
 }
 
 fn log_change(r: &Reply, id: i64, user: &str, op: &str) {
@@ -552,18 +565,9 @@ async fn extend(
     id: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Response {
-    let xml = wants_xml(&headers);
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(e) => return error(404, "unknown_booking", e.body_text(), xml),
-    };
-    let account = match account(&state, &headers, None).await {
-        Ok(a) => a,
+    let (xml, account, id) = match booking_target(&state, &headers, id).await {
+        Ok(t) => t,
         Err(r) => return r,
-    };
-    let id = match booking_id(&id, xml) {
-        Ok(i) => i,
-        Err(r) => return *r,
     };
     let ext: ExtendBooking = match parse_body(&headers, &body) {
         Ok(b) => b,
@@ -593,18 +597,9 @@ async fn approve(
     headers: HeaderMap,
     id: Result<Path<String>, PathRejection>,
 ) -> Response {
-    let xml = wants_xml(&headers);
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(e) => return error(404, "unknown_booking", e.body_text(), xml),
-    };
-    let account = match account(&state, &headers, None).await {
-        Ok(a) => a,
+    let (xml, account, id) = match booking_target(&state, &headers, id).await {
+        Ok(t) => t,
         Err(r) => return r,
-    };
-    let id = match booking_id(&id, xml) {
-        Ok(i) => i,
-        Err(r) => return *r,
     };
     match state.store.approve(id, &account.actor, now_us()).await {
         Ok(mut r) => {
@@ -622,18 +617,9 @@ async fn preempt(
     id: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Response {
-    let xml = wants_xml(&headers);
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(e) => return error(404, "unknown_booking", e.body_text(), xml),
-    };
-    let account = match account(&state, &headers, None).await {
-        Ok(a) => a,
+    let (xml, account, id) = match booking_target(&state, &headers, id).await {
+        Ok(t) => t,
         Err(r) => return r,
-    };
-    let id = match booking_id(&id, xml) {
-        Ok(i) => i,
-        Err(r) => return *r,
     };
     let p: PreemptBooking = match parse_body(&headers, &body) {
         Ok(b) => b,
@@ -673,17 +659,9 @@ async fn audit(
     headers: HeaderMap,
     id: Result<Path<String>, PathRejection>,
 ) -> Response {
-    let xml = wants_xml(&headers);
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(e) => return error(404, "unknown_booking", e.body_text(), xml),
-    };
-    if let Err(r) = authenticate(&state, &headers).await {
-        return r;
-    }
-    let id = match booking_id(&id, xml) {
-        Ok(i) => i,
-        Err(r) => return *r,
+    let (xml, _account, id) = match booking_target(&state, &headers, id).await {
+        Ok(t) => t,
+        Err(r) => return r,
     };
     match state.store.audit(id).await {
         Ok(Some(events)) => respond(
@@ -760,18 +738,27 @@ async fn current(
                 bookings: list
                     .iter()
                     .filter(|(b, _)| b.is_live(now) && b.slot.contains(now))
-                    .map(|(b, approval)| {
-                        let mut v = BookingView::new(b, now, None, &[]);
-                        v.approval.clone_from(approval);
-                        localize(&mut v, &account, &state.inventory);
-                        v
-                    })
+                    .map(|(b, approval)| stored_view(b, approval, now, &account, &state.inventory))
                     .collect(),
             },
             xml,
         ),
         Err(e) => internal(&e, xml),
     }
+}
+
+/// A stored booking as the caller sees it: its approval state, times in the caller's zone.
+fn stored_view(
+    b: &Booking,
+    approval: &Option<String>,
+    now: Timestamp,
+    account: &Account,
+    inventory: &Inventory,
+) -> BookingView {
+    let mut v = BookingView::new(b, now, None, &[]);
+    v.approval.clone_from(approval);
+    localize(&mut v, account, inventory);
+    v
 }
 
 /// `?token=` of the calendar feeds (calendar applications cannot send an
