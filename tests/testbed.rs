@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 
-use longhaul_web::testing::{Postgres, TempDir, run};
+use longhaul_web::testing::{TempDir, run};
 
-use crate::util::{bin, machine_shared};
+use crate::util::{Machine, bin, machine_shared, postgres};
 
 const INVENTORY: &str = r#"
 [[resource]]
@@ -42,7 +42,7 @@ pub(crate) struct Service {
     child: Child,
     base: String,
     _dir: TempDir,
-    _machine: Option<std::sync::RwLockReadGuard<'static, ()>>,
+    _machine: Machine,
 }
 
 impl Service {
@@ -50,20 +50,18 @@ impl Service {
     /// cern inventory. Returns the service and the tokens, in order.
     pub(crate) fn start(database: &str, users: &[(&str, &str)]) -> (Self, Vec<String>) {
         let users: Vec<_> = users.iter().map(|&(u, r)| (u, r, None)).collect();
-        Self::start_with(database, &users, &[], true, INVENTORY)
+        Self::start_with(database, &users, &[], INVENTORY)
     }
 
-    /// [`Service::start`] with a zone per user (`token add --tz`), extra `serve` flags, the shared
-    /// machine lock only when `shared` (a caller holding `machine_alone` passes false), and another
-    /// inventory file's text.
+    /// [`Service::start`] with a zone per user (`token add --tz`), extra `serve` flags and another
+    /// inventory file's text. Holds the machine shared (a no-op in a test that holds it already).
     pub(crate) fn start_with(
         database: &str,
         users: &[(&str, &str, Option<&str>)],
         serve_flags: &[&str],
-        shared: bool,
         inventory_toml: &str,
     ) -> (Self, Vec<String>) {
-        let machine = shared.then(machine_shared);
+        let machine = machine_shared();
         let dir = TempDir::new("svc");
         let inventory = dir.0.join("testbed.toml");
         std::fs::write(&inventory, inventory_toml).expect("inventory");
@@ -443,7 +441,7 @@ fn testbed_sqlite_idempotency_20_concurrent() {
 
 #[test]
 fn testbed_postgres_one_resource_200_concurrent() {
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = postgres() else { return };
     let url = pg.database();
     let live = one_resource_200(&url, "postgres");
     // The database itself: one booking's claims, one exact.
@@ -467,20 +465,20 @@ fn testbed_postgres_one_resource_200_concurrent() {
 
 #[test]
 fn testbed_postgres_parent_children_200_concurrent() {
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = postgres() else { return };
     parent_children_200(&pg.database(), "postgres");
 }
 
 #[test]
 fn testbed_postgres_idempotency_20_concurrent() {
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = postgres() else { return };
     idempotency_20(&pg.database(), "postgres");
 }
 
 #[test]
 fn testbed_postgres_exclusion_constraint_refuses_a_direct_insert() {
     // The guarantee is the database's: a writer that skips the service's checks is refused too.
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = postgres() else { return };
     let url = pg.database();
     let (svc, tokens) = Service::start(&url, &users());
     let (s, b) = post_booking(
@@ -511,7 +509,7 @@ fn testbed_postgres_exclusion_constraint_refuses_a_direct_insert() {
 fn testbed_postgres_exclusion_constraint_refuses_a_direct_extension() {
     // An extension is a claim update; a writer that moves an end into the next booking without
     // asking the service is refused by the constraint too.
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = postgres() else { return };
     let url = pg.database();
     let (svc, tokens) = Service::start(&url, &users());
     for (token, resource, from, to) in [
@@ -764,7 +762,7 @@ macro_rules! on_both_stores {
 
         #[test]
         fn $postgres() {
-            let Some(pg) = Postgres::start() else {
+            let Some(pg) = postgres() else {
                 return;
             };
             $scenario(&pg.database());
@@ -1052,7 +1050,6 @@ fn sweep(database: &str) {
         database,
         &[("alice", "user", None)],
         &["--hold-seconds", "1", "--sweep-seconds", "1"],
-        true,
         INVENTORY,
     );
     let (s, v) = post_booking(
@@ -1132,7 +1129,6 @@ fn testbed_me_zones_and_dst_warnings() {
             ("bob", "admin", None),
         ],
         &[],
-        true,
         INVENTORY,
     );
     let (s, me) = get(&svc, &t[0], "/api/v1/me");
@@ -1337,7 +1333,6 @@ fn testbed_cli_extend_approve_preempt_audit_me() {
             ("root", "admin", None),
         ],
         &[],
-        true,
         INVENTORY,
     );
     let client = |token: &str, args: &[&str]| {
@@ -1460,7 +1455,6 @@ fn testbed_emulate_up_and_lab_run_need_the_reservation() {
         &db,
         &[("alice", "user", None), ("bob", "user", None)],
         &[],
-        false,
         INVENTORY,
     );
     // alice holds the cern-starlight link (the path of `emulate up cern-starlight` and of `lab run

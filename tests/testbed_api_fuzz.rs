@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use longhaul_testbed::api::{BookingList, BookingView, ErrorBody, FreeBusy};
 use longhaul_testbed::xml::{XmlBody, from_xml};
-use longhaul_web::testing::{Postgres, TempDir};
+use longhaul_web::testing::TempDir;
 
 use crate::testbed::{Service, agent, at, post_booking};
 
@@ -125,7 +125,9 @@ fn testbed_api_fuzz_sqlite() {
 
 #[test]
 fn testbed_api_fuzz_postgres() {
-    let Some(pg) = Postgres::start() else { return };
+    let Some(pg) = crate::util::postgres() else {
+        return;
+    };
     fuzz(&pg.database());
 }
 

@@ -216,7 +216,6 @@ fn testbed_ui_books_previews_conflicts_and_releases_in_chromium() {
         &db,
         &[("alice", "user", None), ("bob", "user", None)],
         &[],
-        true,
         INVENTORY,
     );
     let (alice, bob) = (&tokens[0], &tokens[1]);
@@ -514,7 +513,6 @@ fn testbed_preview_endpoint_and_ui_assets() {
         &db,
         &[("alice", "user", None), ("bob", "user", None)],
         &[],
-        true,
         INVENTORY,
     );
     let (alice, bob) = (&tokens[0], &tokens[1]);

@@ -1,24 +1,88 @@
 //! Test helpers: a `longhaul server` child process on an ephemeral loopback port, and runners for the
 //! `longhaul` binary.
 
+use std::cell::Cell;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 use std::time::Duration;
 
-/// Tests share the machine's two cores: those that start servers and push data over loopback hold
-/// it shared ([`ServerProc`] does), the emulator's timing-sensitive tests hold it alone, so that a
-/// loopback test saturating both cores cannot make an emulated path's RTT or rate look wrong.
+use longhaul_web::testing::Postgres;
+
+/// Tests share the machine's two cores: everything that burns CPU (servers pushing data over
+/// loopback, a PostgreSQL cluster's initdb, a browser) holds it shared, the emulator's
+/// timing-sensitive tests hold it alone, so that other work cannot make an emulated path's RTT or
+/// rate look wrong.
 static MACHINE: RwLock<()> = RwLock::new(());
 
-/// Shared use of the machine (many at once).
-pub(crate) fn machine_shared() -> RwLockReadGuard<'static, ()> {
-    MACHINE.read().unwrap_or_else(|e| e.into_inner())
+thread_local! {
+    /// Whether this thread already holds [`MACHINE`] (shared or alone): taking it again would
+    /// deadlock behind a waiting writer, so a nested request is a no-op.
+    static HELD: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Sole use of the machine (waits for every shared user to finish).
-pub(crate) fn machine_alone() -> RwLockWriteGuard<'static, ()> {
-    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+/// A hold on the machine, released when dropped; holds nothing when this thread held it already.
+pub(crate) struct Machine {
+    shared: Option<RwLockReadGuard<'static, ()>>,
+    alone: Option<RwLockWriteGuard<'static, ()>>,
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if self.shared.take().is_some() || self.alone.take().is_some() {
+            HELD.with(|h| h.set(false));
+        }
+    }
+}
+
+/// Shared use of the machine (many at once); a no-op inside a hold this thread has already.
+pub(crate) fn machine_shared() -> Machine {
+    let mut hold = Machine {
+        shared: None,
+        alone: None,
+    };
+    if !HELD.with(Cell::get) {
+        hold.shared = Some(MACHINE.read().unwrap_or_else(|e| e.into_inner()));
+        HELD.with(|h| h.set(true));
+    }
+    hold
+}
+
+/// Sole use of the machine (waits for every shared user to finish). A thread that holds it shared
+/// must not ask for it alone: that would wait for itself.
+pub(crate) fn machine_alone() -> Machine {
+    assert!(
+        !HELD.with(Cell::get),
+        "machine_alone inside a hold of this thread"
+    );
+    let alone = MACHINE.write().unwrap_or_else(|e| e.into_inner());
+    HELD.with(|h| h.set(true));
+    Machine {
+        shared: None,
+        alone: Some(alone),
+    }
+}
+
+/// A throwaway PostgreSQL cluster ([`Postgres::start`]) that holds the machine shared from before
+/// its initdb until it is stopped; `None` (with the reason printed) where one cannot be started.
+pub(crate) struct SharedPostgres {
+    pg: Postgres,
+    _machine: Machine,
+}
+
+impl std::ops::Deref for SharedPostgres {
+    type Target = Postgres;
+    fn deref(&self) -> &Postgres {
+        &self.pg
+    }
+}
+
+pub(crate) fn postgres() -> Option<SharedPostgres> {
+    let machine = machine_shared();
+    Some(SharedPostgres {
+        pg: Postgres::start()?,
+        _machine: machine,
+    })
 }
 
 /// Path of the binary under test.
@@ -33,7 +97,7 @@ pub(crate) struct ServerProc {
     pub(crate) port: u16,
     log: mpsc::Receiver<String>,
     seen: String,
-    _machine: RwLockReadGuard<'static, ()>,
+    _machine: Machine,
 }
 
 impl ServerProc {
