@@ -506,12 +506,12 @@ fn token_list(database: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<8}  {:<16} {:<8} {:<20} {:<20}  REVOKED",
+        "{:<8}  {:<16} {:<8} {:<20} {:<27}  REVOKED",
         "ID", "USER", "ROLE", "ZONE", "CREATED"
     );
     for t in &tokens {
         println!(
-            "{:<8}  {:<16} {:<8} {:<20} {:<20}  {}",
+            "{:<8}  {:<16} {:<8} {:<20} {:<27}  {}",
             t.id,
             t.user,
             t.role,
