@@ -711,6 +711,7 @@ fn testbed_openapi_lists_every_route() {
         ("get", "/api/v1/freebusy"),
         ("post", "/api/v1/bookings/{id}/extend"),
         ("post", "/api/v1/bookings/{id}/approve"),
+        ("post", "/api/v1/bookings/{id}/decline"),
         ("post", "/api/v1/bookings/{id}/preempt"),
         ("get", "/api/v1/bookings/{id}/audit"),
         ("get", "/api/v1/ical/user/{user}.ics"),
@@ -1042,6 +1043,365 @@ on_both_stores!(
     testbed_sqlite_approval_workflow,
     testbed_postgres_approval_workflow,
     approval
+);
+
+/// An approver declines a pending booking with a reason: it ends, its owner sees who and why, its
+/// slot is free again, and the audit log keeps the decline; users cannot decline.
+fn decline(database: &str) {
+    let (svc, t) = Service::start(
+        database,
+        &[
+            ("alice", "user"),
+            ("bob", "user"),
+            ("ann", "approver"),
+            ("root", "admin"),
+        ],
+    );
+    let event = |resource: &str| serde_json::json!({"resource": resource, "start": at(120, 0), "end": at(120, 240), "event": true});
+    let (s, v) = post_booking(&svc, &t[0], &event("cern/starlight-lambda"), None);
+    assert_eq!(
+        (s, v["status"].as_str(), v["approval"].as_str()),
+        (202, Some("held"), Some("pending")),
+        "{v}"
+    );
+    let id = v["id"].as_u64().unwrap();
+    let path = format!("/api/v1/bookings/{id}/decline");
+    // Pending blocks the slot.
+    let (s, e) = post_booking(&svc, &t[1], &event("cern/starlight-lambda/1g-a"), None);
+    assert_eq!((s, e["code"].as_str()), (409, Some("conflict")), "{e}");
+    // Users cannot decline, not even their own booking.
+    let reason = serde_json::json!({"reason": "  the March slot is kept for the LSR attempt; please pick April \n"});
+    for user in [&t[0], &t[1]] {
+        let (s, e) = post(&svc, user, &path, Some(&reason));
+        assert_eq!((s, e["code"].as_str()), (403, Some("not_approver")), "{e}");
+    }
+    // A reason is required, and bounded.
+    let (s, e) = post(
+        &svc,
+        &t[2],
+        &path,
+        Some(&serde_json::json!({"reason": " \t\n "})),
+    );
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (422, Some("reason_required")),
+        "{e}"
+    );
+    let long = serde_json::json!({"reason": "x".repeat(1001)});
+    let (s, e) = post(&svc, &t[2], &path, Some(&long));
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (422, Some("reason_too_long")),
+        "{e}"
+    );
+    let (s, e) = post(&svc, &t[2], &path, Some(&serde_json::json!({"why": "no"})));
+    assert_eq!((s, e["code"].as_str()), (400, Some("invalid_body")), "{e}");
+    let (s, e) = post(
+        &svc,
+        &t[2],
+        "/api/v1/bookings/424242/decline",
+        Some(&reason),
+    );
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (404, Some("unknown_booking")),
+        "{e}"
+    );
+    // Nothing of that changed the booking.
+    let (_, log) = get(&svc, &t[0], &format!("/api/v1/bookings/{id}/audit"));
+    assert_eq!(log["events"].as_array().unwrap().len(), 1, "{log}");
+    // The approver declines it.
+    let (s, v) = post(&svc, &t[2], &path, Some(&reason));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        (
+            v["status"].as_str(),
+            v["approval"].as_str(),
+            v["declined_by"].as_str(),
+            v["decline_reason"].as_str()
+        ),
+        (
+            Some("cancelled"),
+            Some("declined"),
+            Some("ann"),
+            Some("the March slot is kept for the LSR attempt; please pick April")
+        ),
+        "{v}"
+    );
+    // The owner sees it so in the booking list.
+    let (s, list) = get(&svc, &t[0], "/api/v1/bookings");
+    assert_eq!(s, 200);
+    let mine = list["bookings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("booking {id} in {list}"));
+    assert_eq!(
+        (
+            mine["status"].as_str(),
+            mine["approval"].as_str(),
+            mine["declined_by"].as_str()
+        ),
+        (Some("cancelled"), Some("declined"), Some("ann")),
+        "{mine}"
+    );
+    assert_eq!(mine["decline_reason"], v["decline_reason"], "{mine}");
+    // Decided once: neither a second decline nor an approval.
+    for op in ["decline", "approve"] {
+        let (s, e) = post(
+            &svc,
+            &t[3],
+            &format!("/api/v1/bookings/{id}/{op}"),
+            Some(&reason),
+        );
+        assert_eq!(
+            (s, e["code"].as_str()),
+            (409, Some("not_pending")),
+            "{op}: {e}"
+        );
+    }
+    // The slot is free again: another user books it (a child of the declined resource).
+    let (s, other) = post_booking(&svc, &t[1], &event("cern/starlight-lambda/1g-a"), None);
+    assert_eq!(
+        (s, other["approval"].as_str()),
+        (202, Some("pending")),
+        "{other}"
+    );
+    // The audit log: who declined, and why.
+    let (s, log) = get(&svc, &t[0], &format!("/api/v1/bookings/{id}/audit"));
+    assert_eq!(s, 200);
+    let last = &log["events"][1];
+    assert_eq!(
+        (
+            last["action"].as_str(),
+            last["actor"].as_str(),
+            last["role"].as_str(),
+            last["status_before"].as_str(),
+            last["status_after"].as_str(),
+            last["reason"].as_str()
+        ),
+        (
+            Some("decline"),
+            Some("ann"),
+            Some("approver"),
+            Some("held"),
+            Some("declined"),
+            Some("the March slot is kept for the LSR attempt; please pick April")
+        ),
+        "{log}"
+    );
+    // An ordinary booking is not waiting for approval.
+    let (s, plain) = post_booking(
+        &svc,
+        &t[0],
+        &serde_json::json!({"resource": "cern/starlight-lambda/1g-b", "start": at(2, 0), "end": at(2, 60)}),
+        None,
+    );
+    assert_eq!(s, 201, "{plain}");
+    let (s, e) = post(
+        &svc,
+        &t[3],
+        &format!("/api/v1/bookings/{}/decline", plain["id"]),
+        Some(&reason),
+    );
+    assert_eq!((s, e["code"].as_str()), (409, Some("not_pending")), "{e}");
+    // The XML interface: an admin declines bob's booking.
+    let resp = agent()
+        .post(&svc.url(&format!("/api/v1/bookings/{}/decline", other["id"])))
+        .set("Authorization", &format!("Bearer {}", t[3]))
+        .set("Content-Type", "application/xml")
+        .set("Accept", "application/xml")
+        .send_string("<decline-booking><reason>maintenance window</reason></decline-booking>")
+        .expect("200");
+    assert_eq!(resp.content_type(), "application/xml");
+    let text = resp.into_string().unwrap();
+    assert!(
+        text.contains("<approval>declined</approval>")
+            && text.contains("<declined_by>root</declined_by>")
+            && text.contains("<decline_reason>maintenance window</decline_reason>")
+            && text.contains("<status>cancelled</status>"),
+        "{text}"
+    );
+}
+
+on_both_stores!(
+    testbed_sqlite_decline_approval,
+    testbed_postgres_decline_approval,
+    decline
+);
+
+/// `token list` and `token revoke` on the database, end to end: a revoked token gets 401 at once,
+/// the others keep working, the list shows when; `decline` from the command line.
+fn tokens_and_cli_decline(database: &str) {
+    let (svc, t) = Service::start(
+        database,
+        &[
+            ("alice", "user"),
+            ("bob", "user"),
+            ("carol", "approver"),
+            ("root", "admin"),
+        ],
+    );
+    let me = |token: &str| get(&svc, token, "/api/v1/me").0;
+    for token in &t {
+        assert_eq!(me(token), 200);
+    }
+    let admin = |args: &[&str]| {
+        let mut all = vec!["testbed", "token"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--database", database]);
+        longhaul_env(&all, &[])
+    };
+    let listed = || {
+        let (ok, out, err) = admin(&["list", "--json"]);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let list = listed();
+    let entries = list.as_array().unwrap();
+    assert_eq!(entries.len(), 4, "{list}");
+    for (e, token) in entries.iter().zip(&t) {
+        let id = e["id"].as_str().unwrap();
+        assert!(
+            id.len() == 8 && id.chars().all(|c| c.is_ascii_hexdigit()),
+            "{e}"
+        );
+        assert_eq!(e["revoked"], false, "{e}");
+        assert!(e.get("revoked_at").is_none(), "{e}");
+        assert!(!list.to_string().contains(token.as_str()), "no secrets");
+    }
+    let users: Vec<_> = entries
+        .iter()
+        .map(|e| e["user"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, ["alice", "bob", "carol", "root"]);
+    assert_eq!(entries[2]["role"], "approver");
+    // Revoke carol's token by its id, bob's by user name.
+    let carol = entries[2]["id"].as_str().unwrap().to_owned();
+    let (ok, out, err) = admin(&["revoke", &carol]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with(&format!("revoked token {carol} (carol, approver) at ")),
+        "{out}"
+    );
+    let (ok, out, err) = admin(&["revoke", "--user", "bob"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("(bob, user)"), "{out}");
+    assert_eq!(me(&t[1]), 401, "bob's revoked token");
+    assert_eq!(me(&t[2]), 401, "carol's revoked token");
+    let (s, e) = post(&svc, &t[2], "/api/v1/bookings/1/approve", None);
+    assert_eq!((s, e["code"].as_str()), (401, Some("unauthorized")), "{e}");
+    assert_eq!(me(&t[0]), 200, "alice's token still works");
+    assert_eq!(me(&t[3]), 200, "root's token still works");
+    // The list shows who was revoked, and when.
+    let list = listed();
+    let revoked: Vec<_> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["user"].as_str().unwrap(),
+                e["revoked"].as_bool().unwrap(),
+                e["revoked_at"].is_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        revoked,
+        [
+            ("alice", false, false),
+            ("bob", true, true),
+            ("carol", true, true),
+            ("root", false, false)
+        ]
+    );
+    let (ok, table, err) = admin(&["list"]);
+    assert!(ok, "{err}");
+    let carol_line = table
+        .lines()
+        .find(|l| l.starts_with(&carol))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        carol_line.contains("carol") && carol_line.trim_end().ends_with('Z'),
+        "{table}"
+    );
+    // Again: said, not an error. Unknown: one line, exit 1.
+    let (ok, out, _) = admin(&["revoke", &carol]);
+    assert!(ok && out.contains("revoked already"), "{out}");
+    let (ok, _, err) = admin(&["revoke", "deadbeef"]);
+    assert!(!ok, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("longhaul: error: no token with id \"deadbeef\""),
+        "{err}"
+    );
+    let (ok, _, err) = admin(&["revoke", "--user", "nobody"]);
+    assert!(!ok && err.contains("no token"), "{err}");
+    let (ok, _, _) = admin(&["revoke"]);
+    assert!(!ok, "an id or --user is required");
+    // A new token for a revoked user works.
+    let (ok, out, err) = admin(&["add", "bob"]);
+    assert!(ok, "{err}");
+    assert_eq!(me(out.trim()), 200);
+    // `decline` from the command line.
+    let client = |token: &str, args: &[&str]| {
+        let mut all: Vec<&str> = vec!["testbed"];
+        all.extend_from_slice(args);
+        longhaul_env(
+            &all,
+            &[
+                ("LONGHAUL_TESTBED_URL", svc.base.as_str()),
+                ("LONGHAUL_TESTBED_TOKEN", token),
+            ],
+        )
+    };
+    let (ok, out, err) = client(
+        &t[0],
+        &[
+            "reserve",
+            "cern",
+            "--from",
+            &at(120, 0),
+            "--to",
+            &at(120, 60),
+            "--event",
+            "--json",
+        ],
+    );
+    assert!(ok, "{err}");
+    let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"].to_string();
+    let (ok, _, err) = client(&t[0], &["decline", &id, "--reason", "mine"]);
+    assert!(!ok && err.contains("(403 not_approver)"), "{err}");
+    let (ok, _, err) = client(&t[3], &["decline", &id, "--reason", " "]);
+    assert!(!ok && err.contains("(422 reason_required)"), "{err}");
+    let (ok, out, err) = client(
+        &t[3],
+        &["decline", &id, "--reason", "kept for the LSR attempt"],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("cancelled")
+            && out.contains("approval: declined")
+            && out.contains("declined by root: kept for the LSR attempt"),
+        "{out}"
+    );
+    let (ok, out, err) = client(&t[0], &["audit", &id]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().last().is_some_and(|l| l.contains("decline")
+            && l.contains("root (admin)")
+            && l.ends_with(": kept for the LSR attempt")),
+        "{out}"
+    );
+}
+
+on_both_stores!(
+    testbed_sqlite_tokens_and_cli_decline,
+    testbed_postgres_tokens_and_cli_decline,
+    tokens_and_cli_decline
 );
 
 /// The sweep marks an expired hold `expired` on its own, audited as `system`.

@@ -1,6 +1,6 @@
-//! `longhaul testbed`: the reservation service (`serve`, `token add`) and its command-line client
-//! (`reserve`, `list`, `confirm`, `cancel`, `release`, `extend`, `approve`, `preempt`, `audit`,
-//! `me`), a small blocking HTTP client over the public API; and the reservation check that
+//! `longhaul testbed`: the reservation service (`serve`, `token add|list|revoke`) and its
+//! command-line client (`reserve`, `list`, `confirm`, `cancel`, `release`, `extend`, `approve`,
+//! `decline`, `preempt`, `audit`, `me`), a small blocking HTTP client over the public API; and the reservation check that
 //! `emulate up` and `lab run` make when a testbed service is configured ([`check_reservation`]).
 
 use std::net::SocketAddr;
@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use longhaul_testbed::api::{
-    AuditLog, BookingList, BookingView, CreateBooking, ErrorBody, ExtendBooking, Me, PreemptBooking,
+    AuditLog, BookingList, BookingView, CreateBooking, DeclineBooking, ErrorBody, ExtendBooking,
+    Me, PreemptBooking,
 };
 use longhaul_testbed::booking::Role;
 
@@ -45,6 +46,9 @@ enum TestbedCommand {
     Extend(ExtendArgs),
     /// Approve a booking waiting for approval (an event beyond the horizon; approvers and admins).
     Approve(IdArgs),
+    /// Decline a booking waiting for approval, with a reason its owner sees (approvers and
+    /// admins): it ends (status cancelled, approval declined) and frees its slot.
+    Decline(DeclineArgs),
     /// Take a live booking away for maintenance, with a notice for its owner (admins).
     Preempt(PreemptArgs),
     /// Show who changed a booking, what and when.
@@ -69,6 +73,29 @@ enum TokenCommand {
         /// every token of USER.
         #[arg(long, value_name = "ZONE")]
         tz: Option<String>,
+    },
+    /// List every token: short id, user, role, zone, created, revoked (the tokens themselves are
+    /// never stored, so never shown).
+    List {
+        /// Database URL (as for `serve`).
+        #[arg(long)]
+        database: Option<String>,
+        /// Print JSON (an array of {id, user, role, zone, created_at, revoked, revoked_at}).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token by its id (from `token list`), or every token of a user: the service
+    /// refuses it with 401 from the next request on. The row stays, with the time of revocation.
+    #[command(group(clap::ArgGroup::new("which").required(true).args(["id", "user"])))]
+    Revoke {
+        /// Token id: the 8 hex digits `token list` shows (or more of them).
+        id: Option<String>,
+        /// Revoke every token of this user instead.
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+        /// Database URL (as for `serve`).
+        #[arg(long)]
+        database: Option<String>,
     },
 }
 
@@ -189,6 +216,17 @@ struct PreemptArgs {
 }
 
 #[derive(Args, Debug)]
+struct DeclineArgs {
+    /// Booking id.
+    id: u64,
+    /// Why, shown to the owner (required; at most 1000 characters).
+    #[arg(long)]
+    reason: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Args, Debug)]
 struct MeArgs {
     #[command(flatten)]
     client: ClientArgs,
@@ -257,6 +295,12 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
             println!("{token}");
             Ok(ExitCode::SUCCESS)
         }
+        TestbedCommand::Token {
+            command: TokenCommand::List { database, json },
+        } => token_list(database.as_deref(), *json),
+        TestbedCommand::Token {
+            command: TokenCommand::Revoke { id, user, database },
+        } => token_revoke(id.as_deref(), user.as_deref(), database.as_deref()),
         TestbedCommand::Reserve(r) => reserve(r),
         TestbedCommand::List(l) => list(l),
         TestbedCommand::Confirm(i) => change(i, "confirm"),
@@ -264,6 +308,7 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
         TestbedCommand::Release(i) => change(i, "release"),
         TestbedCommand::Extend(e) => extend(e),
         TestbedCommand::Approve(i) => change(i, "approve"),
+        TestbedCommand::Decline(d) => decline(d),
         TestbedCommand::Preempt(p) => preempt(p),
         TestbedCommand::Audit(i) => audit(i),
         TestbedCommand::Me(m) => me(m),
@@ -326,6 +371,9 @@ fn print_booking(v: &BookingView) {
     }
     if let (Some(by), Some(n)) = (&v.preempted_by, &v.notice) {
         println!("        preempted by {by}: {n}");
+    }
+    if let (Some(by), Some(r)) = (&v.declined_by, &v.decline_reason) {
+        println!("        declined by {by}: {r}");
     }
     for w in &v.warnings {
         println!("        warning {}: {}", w.code, w.message);
@@ -434,6 +482,71 @@ fn extend(e: &ExtendArgs) -> anyhow::Result<ExitCode> {
     )
 }
 
+fn decline(d: &DeclineArgs) -> anyhow::Result<ExitCode> {
+    post_with(
+        &d.client,
+        &format!("/api/v1/bookings/{}/decline", d.id),
+        &DeclineBooking {
+            reason: d.reason.clone(),
+        },
+    )
+}
+
+fn database_or_default(database: Option<&str>) -> anyhow::Result<String> {
+    match database {
+        Some(d) => Ok(d.to_owned()),
+        None => default_database(),
+    }
+}
+
+fn token_list(database: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    let tokens = longhaul_web::list_tokens(&database_or_default(database)?)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&tokens)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<8}  {:<16} {:<8} {:<20} {:<27}  REVOKED",
+        "ID", "USER", "ROLE", "ZONE", "CREATED"
+    );
+    for t in &tokens {
+        println!(
+            "{:<8}  {:<16} {:<8} {:<20} {:<27}  {}",
+            t.id,
+            t.user,
+            t.role,
+            t.zone.as_deref().unwrap_or("-"),
+            t.created_at,
+            t.revoked_at.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn token_revoke(
+    id: Option<&str>,
+    user: Option<&str>,
+    database: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let sel = match (id, user) {
+        (Some(id), None) => longhaul_web::TokenSelector::Id(id),
+        (None, Some(user)) => longhaul_web::TokenSelector::User(user),
+        _ => bail!("give a token id or --user USER, not both"),
+    };
+    for (t, now) in longhaul_web::revoke_tokens(&database_or_default(database)?, sel)? {
+        let at = t.revoked_at.as_deref().unwrap_or("?");
+        if now {
+            println!("revoked token {} ({}, {}) at {at}", t.id, t.user, t.role);
+        } else {
+            println!(
+                "token {} ({}, {}) was revoked already at {at}",
+                t.id, t.user, t.role
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn preempt(p: &PreemptArgs) -> anyhow::Result<ExitCode> {
     post_with(
         &p.client,
@@ -470,6 +583,7 @@ fn audit(i: &IdArgs) -> anyhow::Result<ExitCode> {
         let notice = e
             .notice
             .as_deref()
+            .or(e.reason.as_deref())
             .map(|n| format!(": {n}"))
             .unwrap_or_default();
         println!(

@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_testbed::api::{
-    BookingList, BookingView, CreateBooking, ErrorBody, FreeBusy, FreeBusyQuery,
+    BookingList, BookingView, CreateBooking, DeclineBooking, ErrorBody, FreeBusy, FreeBusyQuery,
 };
 use longhaul_testbed::resource::Inventory;
 use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
@@ -36,6 +36,9 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(q) = xml_round_trip::<FreeBusyQuery>(text) {
         let _ = q.validate();
+    }
+    if let Some(d) = xml_round_trip::<DeclineBooking>(text) {
+        let _ = d.reason();
     }
     let _ = xml_round_trip::<BookingView>(text);
     let _ = xml_round_trip::<BookingList>(text);

@@ -136,6 +136,12 @@ pub struct BookingView {
     /// The notice the preempting admin gave, when preempted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// Who declined it, when an approver declined it (approval `declined`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declined_by: Option<String>,
+    /// The approver's reason, when declined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decline_reason: Option<String>,
 }
 
 impl BookingView {
@@ -174,6 +180,14 @@ impl BookingView {
                 Status::Preempted { notice, .. } => Some(notice.clone()),
                 _ => None,
             },
+            declined_by: match &b.status {
+                Status::Declined { by, .. } => Some(by.clone()),
+                _ => None,
+            },
+            decline_reason: match &b.status {
+                Status::Declined { reason, .. } => Some(reason.clone()),
+                _ => None,
+            },
         }
     }
 }
@@ -193,6 +207,56 @@ pub struct PreemptBooking {
     pub notice: String,
 }
 
+/// `POST /bookings/{id}/decline`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclineBooking {
+    /// Why, for the owner (required, non-blank, at most
+    /// [`DeclineBooking::REASON_MAX`] characters once trimmed): "the
+    /// March slot is kept for the LSR attempt".
+    pub reason: String,
+}
+
+impl DeclineBooking {
+    /// The longest reason, in characters (Unicode scalar values, as JSON
+    /// Schema's `maxLength` counts them).
+    pub const REASON_MAX: usize = 1000;
+
+    /// The reason, trimmed; a 422 `reason_required` when blank, a 422
+    /// `reason_too_long` beyond [`Self::REASON_MAX`], a 400 `invalid_body`
+    /// for control characters other than newline and tab (as a preemption
+    /// notice).
+    pub fn reason(&self) -> Result<&str, ErrorBody> {
+        let r = self.reason.trim();
+        if self
+            .reason
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t')
+        {
+            return Err(ErrorBody::bad_request(
+                "invalid_body",
+                "reason: control characters other than newline and tab are not allowed".into(),
+            ));
+        }
+        if r.is_empty() {
+            return Err(ErrorBody::bad_request(
+                "reason_required",
+                "declining a booking needs a reason for its owner".into(),
+            ));
+        }
+        let n = r.chars().count();
+        if n > Self::REASON_MAX {
+            return Err(ErrorBody::bad_request(
+                "reason_too_long",
+                format!(
+                    "the reason is {n} characters long; at most {} are allowed",
+                    Self::REASON_MAX
+                ),
+            ));
+        }
+        Ok(r)
+    }
+}
+
 /// One audit event as the API shows it: who did what, when, and the
 /// booking's phase and times before and after.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,7 +270,7 @@ pub struct AuditView {
     /// Their role then.
     pub role: String,
     /// What: hold, book, confirm, release, cancel, extend, expire,
-    /// preempt, approve.
+    /// preempt, approve, decline.
     pub action: String,
     /// The booking.
     pub booking: u64,
@@ -225,6 +289,9 @@ pub struct AuditView {
     /// The preemption notice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// The reason an approver gave when declining.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl AuditView {
@@ -261,6 +328,10 @@ impl AuditView {
             end: format_utc(e.after.slot.end()),
             notice: match &e.after.status {
                 Status::Preempted { notice, .. } => Some(notice.clone()),
+                _ => None,
+            },
+            reason: match &e.after.status {
+                Status::Declined { reason, .. } => Some(reason.clone()),
                 _ => None,
             },
         }
@@ -713,6 +784,70 @@ mod tests {
         assert_eq!(
             (booking.preempted_by.as_deref(), booking.notice.as_deref()),
             (Some("root"), Some("fibre cut"))
+        );
+    }
+
+    #[test]
+    fn a_decline_reason_is_trimmed_required_and_bounded() {
+        let d = |r: &str| DeclineBooking { reason: r.into() };
+        assert_eq!(
+            d("  kept for the LSR run \n").reason().unwrap(),
+            "kept for the LSR run"
+        );
+        assert_eq!(
+            d("line one\nline two\t.").reason().unwrap(),
+            "line one\nline two\t."
+        );
+        for blank in ["", "   ", "\n\t "] {
+            let e = d(blank).reason().unwrap_err();
+            assert_eq!(
+                (e.code.as_str(), e.status()),
+                ("reason_required", 422),
+                "{blank:?}"
+            );
+        }
+        let max = "é".repeat(DeclineBooking::REASON_MAX);
+        assert_eq!(d(&format!(" {max} ")).reason().unwrap(), max);
+        let e = d(&format!("{max}x")).reason().unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("reason_too_long", 422));
+        let e = d("bell\u{7}").reason().unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("invalid_body", 400));
+    }
+
+    #[test]
+    fn a_declined_booking_shows_who_and_why() {
+        let mut l = Ledger::new(datatag());
+        let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
+        let id = l
+            .try_book(
+                NewBooking {
+                    resource: ResourceId::parse("cern").unwrap(),
+                    owner: "alice".into(),
+                    slot: Slot::parse("2026-05-05T08:00:00Z", "2026-05-05T10:00:00Z").unwrap(),
+                    hold_until: None,
+                    note: String::new(),
+                },
+                &Actor::user("alice"),
+                now,
+            )
+            .unwrap();
+        let mut b = l.get(id).unwrap().clone();
+        b.status = Status::Declined {
+            at: now,
+            by: "carol".into(),
+            reason: "kept for the LSR run".into(),
+        };
+        assert!(!b.is_live(now));
+        assert_eq!(b.effective_slot(), None);
+        let v = BookingView::new(&b, now, None, &[]);
+        assert_eq!(v.status, Phase::Cancelled);
+        assert_eq!(
+            (
+                v.declined_by.as_deref(),
+                v.decline_reason.as_deref(),
+                v.notice.as_deref()
+            ),
+            (Some("carol"), Some("kept for the LSR run"), None)
         );
     }
 

@@ -119,6 +119,18 @@ pub enum Status {
         /// The notice given to the owner.
         notice: String,
     },
+    /// A booking waiting for approval that an approver or admin declined
+    /// (the service's approval workflow; the ledger has no approval state).
+    /// It ended before it started, like a cancelled one (phase
+    /// `cancelled`).
+    Declined {
+        /// When.
+        at: Timestamp,
+        /// Which approver or admin.
+        by: String,
+        /// Why, for the owner.
+        reason: String,
+    },
 }
 
 /// Where a booking is in its life, at a given time.
@@ -192,7 +204,7 @@ impl Booking {
             Status::Confirmed if now < self.slot.end() => Phase::Active,
             Status::Confirmed => Phase::Ended,
             Status::Released { .. } => Phase::Released,
-            Status::Cancelled { .. } => Phase::Cancelled,
+            Status::Cancelled { .. } | Status::Declined { .. } => Phase::Cancelled,
             Status::Preempted { .. } => Phase::Preempted,
         }
     }
@@ -204,7 +216,7 @@ impl Booking {
             Status::Released { at } | Status::Preempted { at, .. } => {
                 Slot::new(self.slot.start(), (*at).min(self.slot.end())).ok()
             }
-            Status::Cancelled { .. } | Status::Expired { .. } => None,
+            Status::Cancelled { .. } | Status::Expired { .. } | Status::Declined { .. } => None,
             Status::Held { .. } | Status::Confirmed => Some(self.slot),
         }
     }
@@ -233,6 +245,8 @@ pub enum Action {
     /// A booking that needed approval was approved (the service's
     /// approval workflow; the ledger has no approval state).
     Approve,
+    /// A booking that needed approval was declined, with a reason.
+    Decline,
 }
 
 /// One change, for the audit log.

@@ -59,9 +59,10 @@ fn event(b: &Booking, dtstamp: Timestamp, domain: &str) -> String {
         Status::Held { .. } => ("TENTATIVE", b.slot.end()),
         Status::Confirmed => ("CONFIRMED", b.slot.end()),
         Status::Released { at } => ("CONFIRMED", (*at).max(b.slot.start())),
-        Status::Cancelled { .. } | Status::Expired { .. } | Status::Preempted { .. } => {
-            ("CANCELLED", b.slot.end())
-        }
+        Status::Cancelled { .. }
+        | Status::Expired { .. }
+        | Status::Preempted { .. }
+        | Status::Declined { .. } => ("CANCELLED", b.slot.end()),
     };
     // A release at the very start leaves no time; keep DTEND after DTSTART.
     let end = if end <= b.slot.start() {

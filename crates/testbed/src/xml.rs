@@ -11,8 +11,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    AuditLog, BookingList, BookingView, CreateBooking, CurrentBookings, ErrorBody, ExtendBooking,
-    FreeBusy, FreeBusyQuery, Me, PreemptBooking,
+    AuditLog, BookingList, BookingView, CreateBooking, CurrentBookings, DeclineBooking, ErrorBody,
+    ExtendBooking, FreeBusy, FreeBusyQuery, Me, PreemptBooking,
 };
 
 /// A body with an XML root element name.
@@ -44,6 +44,9 @@ impl XmlBody for ExtendBooking {
 }
 impl XmlBody for PreemptBooking {
     const ROOT: &'static str = "preempt-booking";
+}
+impl XmlBody for DeclineBooking {
+    const ROOT: &'static str = "decline-booking";
 }
 impl XmlBody for AuditLog {
     const ROOT: &'static str = "audit-log";
@@ -192,6 +195,18 @@ mod tests {
             approval: None,
             preempted_by: Some("root".into()),
             notice: Some("fibre repair; back at 14:00".into()),
+            declined_by: None,
+            decline_reason: None,
+        };
+        assert_eq!(from_xml::<BookingView>(&to_xml(&v).unwrap()).unwrap(), v);
+        let v = BookingView {
+            status: Phase::Cancelled,
+            approval: Some("declined".into()),
+            preempted_by: None,
+            notice: None,
+            declined_by: Some("carol".into()),
+            decline_reason: Some("kept for the LSR attempt".into()),
+            ..v
         };
         assert_eq!(from_xml::<BookingView>(&to_xml(&v).unwrap()).unwrap(), v);
     }
@@ -200,6 +215,7 @@ mod tests {
     fn the_new_bodies_round_trip() {
         round_trip::<ExtendBooking>(serde_json::json!({"end": "2026-03-29T12:00:00Z"}));
         round_trip::<PreemptBooking>(serde_json::json!({"notice": "fibre repair"}));
+        round_trip::<DeclineBooking>(serde_json::json!({"reason": "kept for the LSR attempt"}));
         round_trip::<Me>(
             serde_json::json!({"user": "alice", "role": "user", "zone": "Europe/Zurich"}),
         );
@@ -211,7 +227,11 @@ mod tests {
             {"seq": 2, "at": "2026-03-29T08:05:00Z", "actor": "root", "role": "admin",
              "action": "preempt", "booking": 3, "status_before": "confirmed",
              "status_after": "preempted", "start": "2026-03-29T08:00:00Z",
-             "end": "2026-03-29T10:00:00Z", "notice": "repair"}
+             "end": "2026-03-29T10:00:00Z", "notice": "repair"},
+            {"seq": 3, "at": "2026-03-29T08:06:00Z", "actor": "carol", "role": "approver",
+             "action": "decline", "booking": 3, "status_before": "held",
+             "status_after": "declined", "start": "2026-03-29T08:00:00Z",
+             "end": "2026-03-29T10:00:00Z", "reason": "kept for the LSR attempt"}
         ]}));
         round_trip::<CurrentBookings>(
             serde_json::json!({"resource": "cern", "now": "2026-03-29T08:00:00Z", "bookings": []}),

@@ -2,7 +2,7 @@
 //! sends an XML body), bearer-token auth (and `?token=` for the iCal feeds, which calendar
 //! applications fetch by URL), booking views localised to the caller's zone, one structured log line
 //! per request. The routes are exactly those of `openapi.json`, which the service serves at
-//! `/openapi.json`. The extend/approve/preempt/audit/current/iCal handlers take their path and query
+//! `/openapi.json`. The extend/approve/decline/preempt/audit/current/iCal handlers take their path and query
 //! extractors as `Result`s, so an unreadable request is a 400 or 404 `ErrorBody` there rather than
 //! axum's plain-text rejection.
 
@@ -20,8 +20,8 @@ use axum::routing::{get, post};
 use jiff::{SignedDuration, Timestamp};
 use longhaul_testbed::api::{
     AuditLog, AuditView, BookingList, BookingView, BusyView, CreateBooking, CurrentBookings,
-    ErrorBody, ExtendBooking, FreeBusy, FreeBusyQuery, LocalTimes, Me, Note, PreemptBooking,
-    SlotView,
+    DeclineBooking, ErrorBody, ExtendBooking, FreeBusy, FreeBusyQuery, LocalTimes, Me, Note,
+    PreemptBooking, SlotView,
 };
 use longhaul_testbed::booking::{Actor, Booking};
 use longhaul_testbed::idempotency::{Fingerprint, IdempotencyKey};
@@ -50,6 +50,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/freebusy"),
     ("post", "/api/v1/bookings/{id}/extend"),
     ("post", "/api/v1/bookings/{id}/approve"),
+    ("post", "/api/v1/bookings/{id}/decline"),
     ("post", "/api/v1/bookings/{id}/preempt"),
     ("get", "/api/v1/bookings/{id}/audit"),
     ("get", "/api/v1/ical/user/{user}.ics"),
@@ -87,6 +88,7 @@ pub fn router(state: Shared) -> Router {
         .route("/api/v1/freebusy", get(freebusy))
         .route("/api/v1/bookings/{id}/extend", post(extend))
         .route("/api/v1/bookings/{id}/approve", post(approve))
+        .route("/api/v1/bookings/{id}/decline", post(decline))
         .route("/api/v1/bookings/{id}/preempt", post(preempt))
         .route("/api/v1/bookings/{id}/audit", get(audit))
         .route("/api/v1/ical/user/{file}", get(ical_user))
@@ -604,6 +606,34 @@ async fn approve(
     match state.store.approve(id, &account.actor, now_us()).await {
         Ok(mut r) => {
             log_change(&r, id, &account.actor.user, "approve");
+            localize_reply(&mut r, &account, &state.inventory);
+            reply(&r, xml)
+        }
+        Err(e) => internal(&e, xml),
+    }
+}
+
+async fn decline(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Response {
+    let (xml, account, id) = match booking_target(&state, &headers, id).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let d: DeclineBooking = match parse_body(&headers, &body) {
+        Ok(b) => b,
+        Err(e) => return error(400, "invalid_body", e, xml),
+    };
+    match state.store.decline(id, &d, &account.actor, now_us()).await {
+        Ok(mut r) => {
+            if r.status == 200 {
+                tracing::info!(target: "longhaul::testbed::booking", id,
+                    approver = %account.actor.user, reason = %d.reason.trim(), "declined");
+            }
+            log_change(&r, id, &account.actor.user, "decline");
             localize_reply(&mut r, &account, &state.inventory);
             reply(&r, xml)
         }

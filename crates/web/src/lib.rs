@@ -2,8 +2,8 @@
 //! SQLite (the embedded default) or PostgreSQL (sqlx), enforcing the rules of the pure
 //! `longhaul-testbed` crate. "No double booking, ever" is the database's job: exclusion constraints
 //! over claim rows on PostgreSQL, `BEGIN IMMEDIATE` plus a trigger backstop on SQLite
-//! (docs/testbed.md §5). The binary's `longhaul testbed serve` and `token add` call [`serve`] and
-//! [`add_token`].
+//! (docs/testbed.md §5). The binary's `longhaul testbed serve` and `token add|list|revoke` call
+//! [`serve`], [`add_token`], [`list_tokens`] and [`revoke_tokens`].
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -27,7 +27,7 @@ pub mod store;
 pub mod testing;
 pub mod ui;
 
-pub use store::{Store, StoreError};
+pub use store::{RevokeError, Store, StoreError, TokenInfo, TokenSelector};
 
 /// A migrator over embedded SQL files, `(version, description, sql)`.
 pub(crate) fn migrator(list: &[(i64, &'static str, &'static str)]) -> Migrator {
@@ -199,6 +199,34 @@ pub fn add_token(
             .await
             .with_context(|| format!("opening database {}", redact(database)))?;
         store.add_token(user, role, zone, Timestamp::now()).await
+    })
+}
+
+/// Every token in `database` (migrating it first), oldest first: user,
+/// role, zone, created, a short non-secret id and whether (and when) it was
+/// revoked.
+pub fn list_tokens(database: &str) -> anyhow::Result<Vec<TokenInfo>> {
+    runtime()?.block_on(async {
+        let store = Store::open(database)
+            .await
+            .with_context(|| format!("opening database {}", redact(database)))?;
+        Ok(store.tokens().await?)
+    })
+}
+
+/// Revokes the tokens `sel` names in `database` now; the service refuses
+/// them with 401 from the next request on. Returns each named token and
+/// whether this call revoked it (`false`: revoked already). An unknown or
+/// ambiguous id, or a user with no token, is an error.
+pub fn revoke_tokens(
+    database: &str,
+    sel: TokenSelector<'_>,
+) -> anyhow::Result<Vec<(TokenInfo, bool)>> {
+    runtime()?.block_on(async {
+        let store = Store::open(database)
+            .await
+            .with_context(|| format!("opening database {}", redact(database)))?;
+        store.revoke_tokens(sel, Timestamp::now()).await
     })
 }
 

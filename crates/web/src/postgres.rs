@@ -14,15 +14,16 @@ use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, Postgres, Row, Transaction};
 
 use crate::store::{
-    Account, BookRequest, BookingRow, Decide, Reply, StoreError, anonymous_conflict, audit_event,
-    check_policy, conflict_reply, mismatch, new_status, parse_role, policy_window, refused_change,
-    role_name, status_columns, system, unknown_booking, view_with,
+    Account, BookRequest, BookingRow, Decide, Reply, StoreError, TokenRow, anonymous_conflict,
+    audit_event, check_policy, conflict_reply, mismatch, new_status, parse_role, policy_window,
+    refused_change, role_name, status_columns, status_texts, stored_approval, system,
+    unknown_booking, view_with,
 };
 
 const COLS: &str = "b.id, b.resource, b.owner, lh_us_of(lower(b.during)) AS start_us, \
     lh_us_of(upper(b.during)) AS end_us, b.status, lh_us_of(b.hold_until) AS hold_until_us, \
     lh_us_of(b.status_at) AS status_at_us, b.preempted_by, b.notice, b.note, \
-    lh_us_of(b.created_at) AS created_at_us, b.version, b.approval";
+    lh_us_of(b.created_at) AS created_at_us, b.version, b.approval, b.declined_by";
 
 /// SQLSTATE exclusion_violation.
 const EXCLUSION_VIOLATION: &str = "23P01";
@@ -41,6 +42,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             2,
             "accounts approval",
             include_str!("../migrations/postgres/0002_accounts_approval.sql"),
+        ),
+        (
+            3,
+            "decline revoke",
+            include_str!("../migrations/postgres/0003_decline_revoke.sql"),
         ),
     ])
 }
@@ -61,6 +67,7 @@ fn row(r: &PgRow) -> Result<BookingRow, sqlx::Error> {
         created_at_us: r.try_get("created_at_us")?,
         version: r.try_get("version")?,
         approval: r.try_get("approval")?,
+        declined_by: r.try_get("declined_by")?,
     })
 }
 
@@ -172,10 +179,12 @@ impl PgStore {
     }
 
     pub(crate) async fn account(&self, hash: &str) -> Result<Option<Account>, StoreError> {
-        let Some(r) = sqlx::query("SELECT username, role, zone FROM token WHERE hash = $1")
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await?
+        let Some(r) = sqlx::query(
+            "SELECT username, role, zone FROM token WHERE hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?
         else {
             return Ok(None);
         };
@@ -186,6 +195,43 @@ impl PgStore {
             },
             zone: r.try_get("zone")?,
         }))
+    }
+
+    pub(crate) async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
+        sqlx::query(
+            "SELECT hash, username, role, zone, lh_us_of(created_at) AS created_at_us,
+               lh_us_of(revoked_at) AS revoked_at_us
+             FROM token ORDER BY created_at, hash",
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(TokenRow {
+                hash: r.try_get("hash")?,
+                user: r.try_get("username")?,
+                role: r.try_get("role")?,
+                zone: r.try_get("zone")?,
+                created_at_us: r.try_get("created_at_us")?,
+                revoked_at_us: r.try_get("revoked_at_us")?,
+            })
+        })
+        .collect()
+    }
+
+    pub(crate) async fn revoke_token(
+        &self,
+        hash: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE token SET revoked_at = lh_us($1) WHERE hash = $2 AND revoked_at IS NULL",
+        )
+        .bind(now.as_microsecond())
+        .bind(hash)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn audit(
@@ -608,10 +654,7 @@ impl PgStore {
         let mut after = change.after;
         after.version = before.version + 1;
         let (name, hold_us, at_us) = status_columns(&after.status);
-        let (by, notice) = match &after.status {
-            Status::Preempted { by, notice, .. } => (Some(by.as_str()), Some(notice.as_str())),
-            _ => (None, None),
-        };
+        let (by, notice, declined_by) = status_texts(&after.status);
         let (start_us, end_us) = (
             after.slot.start().as_microsecond(),
             after.slot.end().as_microsecond(),
@@ -619,7 +662,7 @@ impl PgStore {
         sqlx::query(
             "UPDATE booking SET status = $2, hold_until = lh_us($3), status_at = lh_us($4),
                preempted_by = $5, notice = $6, during = tstzrange(lh_us($7), lh_us($8), '[)'),
-               approval = $9, version = version + 1
+               approval = $9, declined_by = $10, version = version + 1
              WHERE id = $1",
         )
         .bind(id)
@@ -630,7 +673,8 @@ impl PgStore {
         .bind(notice)
         .bind(start_us)
         .bind(end_us)
-        .bind(change.approval.as_deref())
+        .bind(stored_approval(change.approval.as_deref()))
+        .bind(declined_by)
         .execute(&mut *tx)
         .await?;
         // The claims follow the booking: re-written for a live booking (the

@@ -17,13 +17,13 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, Transaction};
 
 use crate::store::{
-    Account, BookRequest, BookingRow, Decide, Reply, StoreError, audit_event, check_policy,
-    conflict_reply, mismatch, new_status, parse_role, policy_window, refused_change, role_name,
-    status_columns, system, unknown_booking, view_with,
+    Account, BookRequest, BookingRow, Decide, Reply, StoreError, TokenRow, audit_event,
+    check_policy, conflict_reply, mismatch, new_status, parse_role, policy_window, refused_change,
+    role_name, status_columns, status_texts, stored_approval, system, unknown_booking, view_with,
 };
 
 const COLS: &str = "id, resource, owner, start_us, end_us, status, hold_until_us, status_at_us, \
-                    preempted_by, notice, note, created_at_us, version, approval";
+                    preempted_by, notice, note, created_at_us, version, approval, declined_by";
 
 /// Live at `?now`: confirmed, or an unexpired hold.
 const LIVE: &str = "(status = 'confirmed' OR (status = 'held' AND hold_until_us > ?))";
@@ -39,6 +39,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             2,
             "accounts approval",
             include_str!("../migrations/sqlite/0002_accounts_approval.sql"),
+        ),
+        (
+            3,
+            "decline revoke",
+            include_str!("../migrations/sqlite/0003_decline_revoke.sql"),
         ),
     ])
 }
@@ -59,6 +64,7 @@ fn row(r: &SqliteRow) -> Result<BookingRow, sqlx::Error> {
         created_at_us: r.try_get("created_at_us")?,
         version: r.try_get("version")?,
         approval: r.try_get("approval")?,
+        declined_by: r.try_get("declined_by")?,
     })
 }
 
@@ -164,10 +170,12 @@ impl SqliteStore {
     }
 
     pub(crate) async fn account(&self, hash: &str) -> Result<Option<Account>, StoreError> {
-        let Some(r) = sqlx::query("SELECT username, role, zone FROM token WHERE hash = ?")
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await?
+        let Some(r) = sqlx::query(
+            "SELECT username, role, zone FROM token WHERE hash = ? AND revoked_at_us IS NULL",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?
         else {
             return Ok(None);
         };
@@ -178,6 +186,44 @@ impl SqliteStore {
             },
             zone: r.try_get("zone")?,
         }))
+    }
+
+    pub(crate) async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
+        sqlx::query(
+            "SELECT hash, username, role, zone, created_at_us, revoked_at_us FROM token
+             ORDER BY created_at_us, hash",
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(TokenRow {
+                hash: r.try_get("hash")?,
+                user: r.try_get("username")?,
+                role: r.try_get("role")?,
+                zone: r.try_get("zone")?,
+                created_at_us: r.try_get("created_at_us")?,
+                revoked_at_us: r.try_get("revoked_at_us")?,
+            })
+        })
+        .collect()
+    }
+
+    pub(crate) async fn revoke_token(
+        &self,
+        hash: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.write().await?;
+        let done = sqlx::query(
+            "UPDATE token SET revoked_at_us = ? WHERE hash = ? AND revoked_at_us IS NULL",
+        )
+        .bind(now.as_microsecond())
+        .bind(hash)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn get(
@@ -485,16 +531,14 @@ impl SqliteStore {
         let mut after = change.after;
         after.version = before.version + 1;
         let (name, hold_us, at_us) = status_columns(&after.status);
-        let (by, notice) = match &after.status {
-            Status::Preempted { by, notice, .. } => (Some(by.as_str()), Some(notice.as_str())),
-            _ => (None, None),
-        };
+        let (by, notice, declined_by) = status_texts(&after.status);
         // The trigger checks the new end and status against every other
         // live booking, with updated_at_us as "now": the database refuses an
         // extension into the next booking, whatever the caller checked.
         let updated = sqlx::query(
             "UPDATE booking SET status = ?, hold_until_us = ?, status_at_us = ?, preempted_by = ?,
-               notice = ?, end_us = ?, approval = ?, version = version + 1, updated_at_us = ?
+               notice = ?, end_us = ?, approval = ?, declined_by = ?, version = version + 1,
+               updated_at_us = ?
              WHERE id = ?",
         )
         .bind(name)
@@ -503,7 +547,8 @@ impl SqliteStore {
         .bind(by)
         .bind(notice)
         .bind(after.slot.end().as_microsecond())
-        .bind(change.approval.as_deref())
+        .bind(stored_approval(change.approval.as_deref()))
+        .bind(declined_by)
         .bind(now.as_microsecond())
         .bind(id)
         .execute(&mut *tx)

@@ -5,7 +5,7 @@
 //! inside each store's writing transaction.
 
 use jiff::{SignedDuration, Timestamp};
-use longhaul_testbed::api::{BookingView, CreateBooking, ErrorBody, Note};
+use longhaul_testbed::api::{BookingView, CreateBooking, DeclineBooking, ErrorBody, Note};
 use longhaul_testbed::booking::{
     Action, Actor, AuditEvent, Booking, BookingId, LedgerError, Phase, Role, Status,
 };
@@ -114,7 +114,7 @@ impl Op {
 /// A booking row in the column names both stores select (`id`, `resource`,
 /// `owner`, `start_us`, `end_us`, `status`, `hold_until_us`,
 /// `status_at_us`, `preempted_by`, `notice`, `note`, `created_at_us`,
-/// `version`, `approval`).
+/// `version`, `approval`, `declined_by`).
 #[derive(Debug, Clone)]
 pub(crate) struct BookingRow {
     pub(crate) id: i64,
@@ -131,6 +131,7 @@ pub(crate) struct BookingRow {
     pub(crate) created_at_us: i64,
     pub(crate) version: i32,
     pub(crate) approval: Option<String>,
+    pub(crate) declined_by: Option<String>,
 }
 
 fn ts(us: i64) -> Result<Timestamp, StoreError> {
@@ -138,10 +139,16 @@ fn ts(us: i64) -> Result<Timestamp, StoreError> {
 }
 
 impl BookingRow {
-    /// The booking and its approval state (`pending`, `approved` or none).
+    /// The booking and its approval state (`pending`, `approved`,
+    /// `declined` or none).
     pub(crate) fn into_stored(mut self) -> Result<(Booking, Option<String>), StoreError> {
         let approval = self.approval.take();
-        Ok((self.into_booking()?, approval))
+        let b = self.into_booking()?;
+        let approval = match b.status {
+            Status::Declined { .. } => Some("declined".to_owned()),
+            _ => approval,
+        };
+        Ok((b, approval))
     }
 
     pub(crate) fn into_booking(self) -> Result<Booking, StoreError> {
@@ -157,7 +164,14 @@ impl BookingRow {
             },
             "confirmed" => Status::Confirmed,
             "released" => Status::Released { at: at()? },
-            "cancelled" => Status::Cancelled { at: at()? },
+            "cancelled" => match &self.declined_by {
+                Some(by) => Status::Declined {
+                    at: at()?,
+                    by: by.clone(),
+                    reason: self.notice.clone().unwrap_or_default(),
+                },
+                None => Status::Cancelled { at: at()? },
+            },
             "expired" => Status::Expired { at: at()? },
             "preempted" => Status::Preempted {
                 at: at()?,
@@ -190,6 +204,29 @@ pub(crate) fn status_columns(s: &Status) -> (&'static str, Option<i64>, Option<i
         Status::Cancelled { at } => ("cancelled", None, Some(at.as_microsecond())),
         Status::Expired { at } => ("expired", None, Some(at.as_microsecond())),
         Status::Preempted { at, .. } => ("preempted", None, Some(at.as_microsecond())),
+        // Stored as cancelled with `declined_by` set (migration 0003: the
+        // status CHECK of SQLite cannot change in place).
+        Status::Declined { at, .. } => ("cancelled", None, Some(at.as_microsecond())),
+    }
+}
+
+/// The text columns of a status, for an UPDATE: (preempted_by, notice,
+/// declined_by). A decline's reason is the notice its owner reads.
+pub(crate) fn status_texts(s: &Status) -> (Option<&str>, Option<&str>, Option<&str>) {
+    match s {
+        Status::Preempted { by, notice, .. } => (Some(by), Some(notice), None),
+        Status::Declined { by, reason, .. } => (None, Some(reason), Some(by)),
+        _ => (None, None, None),
+    }
+}
+
+/// The approval column's value for an approval state: a declined booking
+/// keeps `pending` there (it was never approved; `declined_by` says it was
+/// declined).
+pub(crate) fn stored_approval(approval: Option<&str>) -> Option<&str> {
+    match approval {
+        Some("declined") => Some("pending"),
+        other => other,
     }
 }
 
@@ -383,6 +420,118 @@ pub struct Account {
     pub zone: Option<String>,
 }
 
+/// A token row as both stores select it (the hash is never shown whole).
+#[derive(Debug, Clone)]
+pub(crate) struct TokenRow {
+    pub(crate) hash: String,
+    pub(crate) user: String,
+    pub(crate) role: String,
+    pub(crate) zone: Option<String>,
+    pub(crate) created_at_us: i64,
+    pub(crate) revoked_at_us: Option<i64>,
+}
+
+/// How many hex digits of a token's stored hash make its id.
+pub const TOKEN_ID_LEN: usize = 8;
+
+/// An API token as `token list` shows it: no secret, only a short id (the
+/// first [`TOKEN_ID_LEN`] hex digits of its BLAKE3 hash, which reveal
+/// nothing of the token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TokenInfo {
+    /// Short id, for `token revoke`.
+    pub id: String,
+    /// Account name.
+    pub user: String,
+    /// user, approver or admin.
+    pub role: String,
+    /// The account's display zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// When it was created, UTC RFC 3339.
+    pub created_at: String,
+    /// Whether it was revoked (the service refuses it with 401).
+    pub revoked: bool,
+    /// When it was revoked, UTC RFC 3339.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+    /// The whole hash, to revoke exactly this token.
+    #[serde(skip)]
+    pub(crate) hash: String,
+}
+
+impl TokenRow {
+    fn into_info(self) -> Result<TokenInfo, StoreError> {
+        use longhaul_testbed::time::format_utc;
+        Ok(TokenInfo {
+            id: self.hash.chars().take(TOKEN_ID_LEN).collect(),
+            user: self.user,
+            role: self.role,
+            zone: self.zone,
+            created_at: format_utc(ts(self.created_at_us)?),
+            revoked: self.revoked_at_us.is_some(),
+            revoked_at: self.revoked_at_us.map(ts).transpose()?.map(format_utc),
+            hash: self.hash,
+        })
+    }
+}
+
+/// Which tokens `token revoke` revokes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenSelector<'a> {
+    /// The one token whose id (or a longer prefix of its hash) this is.
+    Id(&'a str),
+    /// Every token of this user.
+    User(&'a str),
+}
+
+/// A refused revocation (the binary prints it as one line and exits 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RevokeError {
+    /// No token has this id.
+    #[error("no token with id {0:?} (see `longhaul testbed token list`)")]
+    UnknownId(String),
+    /// More than one token starts with this id.
+    #[error("token id {0:?} is ambiguous: give more hex digits of it")]
+    Ambiguous(String),
+    /// Not a token id.
+    #[error(
+        "token id {0:?} is not hex digits (at least {TOKEN_ID_LEN}; see `longhaul testbed token list`)"
+    )]
+    BadId(String),
+    /// The user has no token.
+    #[error("user {0:?} has no token")]
+    UnknownUser(String),
+}
+
+/// The tokens `sel` names in `all`, or why it names none.
+pub(crate) fn select_tokens<'t>(
+    all: &'t [TokenInfo],
+    sel: TokenSelector<'_>,
+) -> Result<Vec<&'t TokenInfo>, RevokeError> {
+    match sel {
+        TokenSelector::Id(id) => {
+            let id = id.trim().to_ascii_lowercase();
+            if id.len() < TOKEN_ID_LEN || !id.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(RevokeError::BadId(id));
+            }
+            let found: Vec<_> = all.iter().filter(|t| t.hash.starts_with(&id)).collect();
+            match found.len() {
+                0 => Err(RevokeError::UnknownId(id)),
+                1 => Ok(found),
+                _ => Err(RevokeError::Ambiguous(id)),
+            }
+        }
+        TokenSelector::User(user) => {
+            let found: Vec<_> = all.iter().filter(|t| t.user == user).collect();
+            if found.is_empty() {
+                return Err(RevokeError::UnknownUser(user.to_owned()));
+            }
+            Ok(found)
+        }
+    }
+}
+
 /// The system actor of the hold-expiry sweep.
 pub(crate) fn system() -> Actor {
     Actor {
@@ -550,6 +699,15 @@ pub(crate) fn decide_preempt<'a>(
     }
 }
 
+/// The 403 for a user who tries to `op` (approve, decline) a booking.
+fn not_approver(op: &str) -> ErrorBody {
+    ErrorBody {
+        code: "not_approver".into(),
+        message: format!("only an approver or an admin can {op} a booking"),
+        reasons: Vec::new(),
+    }
+}
+
 /// An approver or admin approves a booking waiting for approval: it is
 /// confirmed.
 pub(crate) fn decide_approve(
@@ -558,11 +716,7 @@ pub(crate) fn decide_approve(
 ) -> impl Fn(&Booking, Option<&str>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + '_ {
     move |b, approval, _| {
         if actor.role == Role::User {
-            return Err(ErrorBody {
-                code: "not_approver".into(),
-                message: "only an approver or an admin can approve a booking".into(),
-                reasons: Vec::new(),
-            });
+            return Err(not_approver("approve"));
         }
         if approval != Some("pending") {
             return Err(ErrorBody {
@@ -590,6 +744,55 @@ pub(crate) fn decide_approve(
         }
         let mut c = unchanged(b, Some("approved"), Action::Approve);
         c.after.status = Status::Confirmed;
+        Ok(c)
+    }
+}
+
+/// An approver or admin declines a booking waiting for approval, with a
+/// reason for its owner (already checked: trimmed, non-blank, bounded, see
+/// [`longhaul_testbed::api::DeclineBooking::reason`]): it ends as
+/// cancelled, stops blocking its slot, and shows who declined it and why.
+/// The refusals are approve's: `not_approver`, `not_pending`,
+/// `hold_expired` once its start has passed.
+pub(crate) fn decide_decline<'a>(
+    reason: &'a str,
+    actor: &'a Actor,
+    now: Timestamp,
+) -> impl Fn(&Booking, Option<&str>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a {
+    move |b, approval, _| {
+        if actor.role == Role::User {
+            return Err(not_approver("decline"));
+        }
+        if approval != Some("pending") {
+            return Err(ErrorBody {
+                code: "not_pending".into(),
+                message: format!("booking {} is not waiting for approval", b.id),
+                reasons: Vec::new(),
+            });
+        }
+        match b.status {
+            Status::Held { until } if now < until => {}
+            Status::Held { until } | Status::Expired { at: until } => {
+                return Err(ErrorBody::from(&LedgerError::HoldExpired(until)));
+            }
+            _ => {
+                return Err(ErrorBody {
+                    code: "not_pending".into(),
+                    message: format!(
+                        "booking {} is {}, not waiting for approval",
+                        b.id,
+                        b.phase(now)
+                    ),
+                    reasons: Vec::new(),
+                });
+            }
+        }
+        let mut c = unchanged(b, Some("declined"), Action::Decline);
+        c.after.status = Status::Declined {
+            at: now,
+            by: actor.user.clone(),
+            reason: reason.to_owned(),
+        };
         Ok(c)
     }
 }
@@ -748,7 +951,46 @@ impl Store {
         Ok(token)
     }
 
-    /// The account of a bearer token.
+    /// Every token, oldest first, revoked ones included.
+    pub async fn tokens(&self) -> Result<Vec<TokenInfo>, StoreError> {
+        let rows = match self {
+            Self::Sqlite(s) => s.tokens().await?,
+            Self::Postgres(s) => s.tokens().await?,
+        };
+        rows.into_iter().map(TokenRow::into_info).collect()
+    }
+
+    /// Revokes the tokens `sel` names at `now`: the service refuses them
+    /// from the next request on (401, as an unknown token). Returns each
+    /// named token as it is now, and whether this call revoked it (`false`:
+    /// it was revoked already).
+    pub async fn revoke_tokens(
+        &self,
+        sel: TokenSelector<'_>,
+        now: Timestamp,
+    ) -> anyhow::Result<Vec<(TokenInfo, bool)>> {
+        let all = self.tokens().await?;
+        let chosen: Vec<TokenInfo> = select_tokens(&all, sel)?.into_iter().cloned().collect();
+        let mut out = Vec::with_capacity(chosen.len());
+        for t in chosen {
+            let revoked = match self {
+                Self::Sqlite(s) => s.revoke_token(&t.hash, now).await?,
+                Self::Postgres(s) => s.revoke_token(&t.hash, now).await?,
+            };
+            out.push((t, revoked));
+        }
+        let after = self.tokens().await?;
+        Ok(out
+            .into_iter()
+            .map(|(t, revoked)| {
+                let now = after.iter().find(|a| a.hash == t.hash).cloned();
+                (now.unwrap_or(t), revoked)
+            })
+            .collect())
+    }
+
+    /// The account of a bearer token (`None` for an unknown or revoked
+    /// one).
     pub async fn account(&self, token: &str) -> Result<Option<Account>, StoreError> {
         let hash = token_hash(token);
         match self {
@@ -845,6 +1087,29 @@ impl Store {
         now: Timestamp,
     ) -> Result<Reply, StoreError> {
         self.modify(id, actor, now, &decide_approve(actor, now))
+            .await
+    }
+
+    /// An approver or admin declines booking `id`, which was waiting for
+    /// approval, with a reason for its owner. As for a preemption, who and
+    /// why are checked before which: `not_approver` (403), then the reason
+    /// ([`DeclineBooking::reason`]: 422 `reason_required` or
+    /// `reason_too_long`), then the booking (404, 409 `not_pending`).
+    pub async fn decline(
+        &self,
+        id: i64,
+        body: &DeclineBooking,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<Reply, StoreError> {
+        if actor.role == Role::User {
+            return Ok(Reply::error(not_approver("decline")));
+        }
+        let reason = match body.reason() {
+            Ok(r) => r,
+            Err(e) => return Ok(Reply::error(e)),
+        };
+        self.modify(id, actor, now, &decide_decline(reason, actor, now))
             .await
     }
 
@@ -993,5 +1258,176 @@ mod tests {
         let e = transition(Op::Release, &b, &alice, now).unwrap_err();
         assert!(e.message.contains("cancel it"), "{}", e.message);
         assert!(transition(Op::Cancel, &b, &Actor::admin("root"), now).is_ok());
+    }
+
+    fn pending(now: Timestamp) -> Booking {
+        Booking {
+            id: BookingId(7),
+            resource: ResourceId::parse("cern").unwrap(),
+            owner: "alice".into(),
+            slot: Slot::new(t(24 * 60), t(24 * 60 + 2)).unwrap(),
+            status: Status::Held { until: t(24 * 60) },
+            note: String::new(),
+            created_at: now,
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn only_approvers_and_admins_decline() {
+        let now = t(0);
+        let b = pending(now);
+        for who in [Actor::user("alice"), Actor::user("bob")] {
+            let e = decide_decline("no", &who, now)(&b, Some("pending"), &[]).unwrap_err();
+            assert_eq!((e.code.as_str(), e.status()), ("not_approver", 403));
+        }
+        let carol = Actor {
+            user: "carol".into(),
+            role: Role::Approver,
+        };
+        for who in [carol, Actor::admin("root")] {
+            let c = decide_decline("kept for the LSR run", &who, now)(&b, Some("pending"), &[])
+                .unwrap();
+            assert_eq!(c.action, Action::Decline);
+            assert_eq!(c.approval.as_deref(), Some("declined"));
+            assert_eq!(
+                c.after.status,
+                Status::Declined {
+                    at: now,
+                    by: who.user.clone(),
+                    reason: "kept for the LSR run".into()
+                }
+            );
+            assert!(!c.after.is_live(now), "a declined booking frees its slot");
+            assert_eq!(c.after.phase(now), Phase::Cancelled);
+        }
+    }
+
+    #[test]
+    fn decline_needs_a_pending_unexpired_booking() {
+        let now = t(0);
+        let root = Actor::admin("root");
+        let b = pending(now);
+        let decline = decide_decline("no", &root, now);
+        // Not waiting for approval: an ordinary hold, an approved or a declined booking.
+        for approval in [None, Some("approved"), Some("declined")] {
+            let e = decline(&b, approval, &[]).unwrap_err();
+            assert_eq!(
+                (e.code.as_str(), e.status()),
+                ("not_pending", 409),
+                "{approval:?}"
+            );
+        }
+        // Pending in the column but no longer held (cancelled by its owner).
+        let mut cancelled = b.clone();
+        cancelled.status = Status::Cancelled { at: now };
+        let e = decline(&cancelled, Some("pending"), &[]).unwrap_err();
+        assert_eq!(e.code, "not_pending");
+        assert!(e.message.contains("cancelled"), "{}", e.message);
+        // Its start (the hold's end) has passed.
+        let late = t(24 * 60);
+        let e = decide_decline("no", &root, late)(&b, Some("pending"), &[]).unwrap_err();
+        assert_eq!(e.code, "hold_expired");
+        // Approve refuses a declined booking the same way.
+        let e = decide_approve(&root, now)(&b, Some("declined"), &[]).unwrap_err();
+        assert_eq!(e.code, "not_pending");
+    }
+
+    #[test]
+    fn a_declined_booking_is_stored_as_cancelled_and_read_back() {
+        let now = t(0);
+        let mut b = pending(now);
+        b.status = Status::Declined {
+            at: now,
+            by: "carol".into(),
+            reason: "kept for the LSR run".into(),
+        };
+        let (name, hold, at) = status_columns(&b.status);
+        let (preempted_by, notice, declined_by) = status_texts(&b.status);
+        assert_eq!((name, hold, preempted_by), ("cancelled", None, None));
+        assert_eq!(stored_approval(Some("declined")), Some("pending"));
+        let row = BookingRow {
+            id: 7,
+            resource: "cern".into(),
+            owner: "alice".into(),
+            start_us: b.slot.start().as_microsecond(),
+            end_us: b.slot.end().as_microsecond(),
+            status: name.into(),
+            hold_until_us: hold,
+            status_at_us: at,
+            preempted_by: None,
+            notice: notice.map(str::to_owned),
+            note: String::new(),
+            created_at_us: now.as_microsecond(),
+            version: 1,
+            approval: stored_approval(Some("declined")).map(str::to_owned),
+            declined_by: declined_by.map(str::to_owned),
+        };
+        let (back, approval) = row.clone().into_stored().unwrap();
+        assert_eq!(
+            (back.status, approval.as_deref()),
+            (b.status, Some("declined"))
+        );
+        // Without declined_by it is an ordinary cancellation, still pending in the column.
+        let row = BookingRow {
+            declined_by: None,
+            ..row
+        };
+        let (back, approval) = row.into_stored().unwrap();
+        assert_eq!(back.status, Status::Cancelled { at: now });
+        assert_eq!(approval.as_deref(), Some("pending"));
+    }
+
+    fn token(hash: &str, user: &str) -> TokenInfo {
+        TokenRow {
+            hash: hash.into(),
+            user: user.into(),
+            role: "user".into(),
+            zone: None,
+            created_at_us: 0,
+            revoked_at_us: None,
+        }
+        .into_info()
+        .unwrap()
+    }
+
+    #[test]
+    fn revoke_names_one_token_by_id_or_all_of_a_user() {
+        let all = [
+            token("0123456789abcdef", "alice"),
+            token("0123456799abcdef", "alice"),
+            token("fedcba9876543210", "bob"),
+        ];
+        assert_eq!(all[0].id, "01234567");
+        let ids = |sel| {
+            select_tokens(&all, sel).map(|v| v.iter().map(|t| t.hash.clone()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            ids(TokenSelector::Id("FEDCBA98")).unwrap(),
+            ["fedcba9876543210"]
+        );
+        assert_eq!(
+            ids(TokenSelector::Id("01234567")),
+            Err(RevokeError::Ambiguous("01234567".into()))
+        );
+        assert_eq!(
+            ids(TokenSelector::Id("012345678")).unwrap(),
+            ["0123456789abcdef"]
+        );
+        assert_eq!(
+            ids(TokenSelector::Id("deadbeef")),
+            Err(RevokeError::UnknownId("deadbeef".into()))
+        );
+        for bad in ["0123", "lh_01234567", "0123456z"] {
+            assert!(
+                matches!(ids(TokenSelector::Id(bad)), Err(RevokeError::BadId(_))),
+                "{bad}"
+            );
+        }
+        assert_eq!(ids(TokenSelector::User("alice")).unwrap().len(), 2);
+        assert_eq!(
+            ids(TokenSelector::User("carol")),
+            Err(RevokeError::UnknownUser("carol".into()))
+        );
     }
 }
