@@ -718,33 +718,38 @@ pub(crate) fn decide_approve(
         if actor.role == Role::User {
             return Err(not_approver("approve"));
         }
-        if approval != Some("pending") {
-            return Err(ErrorBody {
-                code: "not_pending".into(),
-                message: format!("booking {} is not waiting for approval", b.id),
-                reasons: Vec::new(),
-            });
-        }
-        match b.status {
-            Status::Held { until } if now < until => {}
-            Status::Held { until } | Status::Expired { at: until } => {
-                return Err(ErrorBody::from(&LedgerError::HoldExpired(until)));
-            }
-            _ => {
-                return Err(ErrorBody {
-                    code: "not_pending".into(),
-                    message: format!(
-                        "booking {} is {}, not waiting for approval",
-                        b.id,
-                        b.phase(now)
-                    ),
-                    reasons: Vec::new(),
-                });
-            }
-        }
+        awaiting_approval(b, approval, now)?;
         let mut c = unchanged(b, Some("approved"), Action::Approve);
         c.after.status = Status::Confirmed;
         Ok(c)
+    }
+}
+
+/// Refuses unless `b` is waiting for an approver: approval `pending` and
+/// still held (`hold_expired` once its start has passed, `not_pending`
+/// otherwise).
+fn awaiting_approval(b: &Booking, approval: Option<&str>, now: Timestamp) -> Result<(), ErrorBody> {
+    let not_pending = |message: String| ErrorBody {
+        code: "not_pending".into(),
+        message,
+        reasons: Vec::new(),
+    };
+    if approval != Some("pending") {
+        return Err(not_pending(format!(
+            "booking {} is not waiting for approval",
+            b.id
+        )));
+    }
+    match b.status {
+        Status::Held { until } if now < until => Ok(()),
+        Status::Held { until } | Status::Expired { at: until } => {
+            Err(ErrorBody::from(&LedgerError::HoldExpired(until)))
+        }
+        _ => Err(not_pending(format!(
+            "booking {} is {}, not waiting for approval",
+            b.id,
+            b.phase(now)
+        ))),
     }
 }
 
@@ -763,30 +768,7 @@ pub(crate) fn decide_decline<'a>(
         if actor.role == Role::User {
             return Err(not_approver("decline"));
         }
-        if approval != Some("pending") {
-            return Err(ErrorBody {
-                code: "not_pending".into(),
-                message: format!("booking {} is not waiting for approval", b.id),
-                reasons: Vec::new(),
-            });
-        }
-        match b.status {
-            Status::Held { until } if now < until => {}
-            Status::Held { until } | Status::Expired { at: until } => {
-                return Err(ErrorBody::from(&LedgerError::HoldExpired(until)));
-            }
-            _ => {
-                return Err(ErrorBody {
-                    code: "not_pending".into(),
-                    message: format!(
-                        "booking {} is {}, not waiting for approval",
-                        b.id,
-                        b.phase(now)
-                    ),
-                    reasons: Vec::new(),
-                });
-            }
-        }
+        awaiting_approval(b, approval, now)?;
         let mut c = unchanged(b, Some("declined"), Action::Decline);
         c.after.status = Status::Declined {
             at: now,
