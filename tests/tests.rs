@@ -3,6 +3,7 @@
 
 mod emulate;
 mod lab;
+mod raw_peer;
 mod server_cmd;
 mod server_faults;
 mod test_cmd;
