@@ -708,6 +708,32 @@ mod tests {
     }
 
     #[test]
+    fn notes_and_notices_are_bounded_in_characters() {
+        let c = |note: String| CreateBooking {
+            resource: "cern".into(),
+            start: "2026-05-05T08:00:00Z".into(),
+            end: "2026-05-05T10:00:00Z".into(),
+            hold: false,
+            event: false,
+            note: Some(note),
+        };
+        // Characters, not bytes: 4096 two-byte characters are fine.
+        assert!(c("é".repeat(CreateBooking::NOTE_MAX)).validate().is_ok());
+        let e = c("x".repeat(CreateBooking::NOTE_MAX + 1))
+            .validate()
+            .unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("note_too_long", 422));
+        assert_eq!(e.message, "note: 4097 characters; at most 4096 are allowed");
+        let p = |notice: String| PreemptBooking { notice };
+        assert!(p("z".repeat(PreemptBooking::NOTICE_MAX)).check_length().is_ok());
+        let e = p(" ".repeat(PreemptBooking::NOTICE_MAX + 1))
+            .check_length()
+            .unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("notice_too_long", 422));
+        assert!(e.message.starts_with("notice: "), "{}", e.message);
+    }
+
+    #[test]
     fn policy_refusal_becomes_a_422_with_every_reason() {
         let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
         let req = Request {

@@ -1361,6 +1361,28 @@ mod tests {
     }
 
     #[test]
+    fn nobody_approves_their_own_booking_unless_allowed() {
+        let now = t(0);
+        let mut b = pending(now);
+        b.owner = "carol".into();
+        let carol = Actor {
+            user: "carol".into(),
+            role: Role::Approver,
+        };
+        let e = decide_approve(&carol, now, false)(&b, Some("pending"), &[]).unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("self_approval", 403));
+        b.owner = "root".into();
+        let root = Actor::admin("root");
+        let e = decide_approve(&root, now, false)(&b, Some("pending"), &[]).unwrap_err();
+        assert_eq!(e.code, "self_approval");
+        // Another approver, or the policy switch.
+        let c = decide_approve(&carol, now, false)(&b, Some("pending"), &[]).unwrap();
+        assert_eq!(c.after.status, Status::Confirmed);
+        let c = decide_approve(&root, now, true)(&b, Some("pending"), &[]).unwrap();
+        assert_eq!(c.approval.as_deref(), Some("approved"));
+    }
+
+    #[test]
     fn decline_needs_a_pending_unexpired_booking() {
         let now = t(0);
         let root = Actor::admin("root");
