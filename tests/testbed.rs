@@ -717,6 +717,8 @@ fn testbed_openapi_lists_every_route() {
         ("get", "/api/v1/ical/user/{user}.ics"),
         ("get", "/api/v1/ical/resource/{id}.ics"),
         ("get", "/api/v1/me"),
+        ("post", "/api/v1/me/feed-token"),
+        ("delete", "/api/v1/me/feed-token"),
         ("get", "/api/v1/current"),
         ("get", "/api/v1/preview"),
     ];

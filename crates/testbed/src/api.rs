@@ -725,7 +725,11 @@ mod tests {
         assert_eq!((e.code.as_str(), e.status()), ("note_too_long", 422));
         assert_eq!(e.message, "note: 4097 characters; at most 4096 are allowed");
         let p = |notice: String| PreemptBooking { notice };
-        assert!(p("z".repeat(PreemptBooking::NOTICE_MAX)).check_length().is_ok());
+        assert!(
+            p("z".repeat(PreemptBooking::NOTICE_MAX))
+                .check_length()
+                .is_ok()
+        );
         let e = p(" ".repeat(PreemptBooking::NOTICE_MAX + 1))
             .check_length()
             .unwrap_err();
