@@ -2158,7 +2158,20 @@ fn feed_tokens(database: &str) {
         Some(&serde_json::json!({"notice": "mine now"})),
     );
     assert_eq!((s, e["code"].as_str()), (401, Some("unauthorized")), "{e}");
-    for path in ["/api/v1/me", "/api/v1/bookings", "/api/v1/resources"] {
+    let preview = format!(
+        "/api/v1/preview?resource=cern&start={}&end={}",
+        at(4, 0),
+        at(4, 60)
+    );
+    let audit = format!("/api/v1/bookings/{upcoming}/audit");
+    for path in [
+        "/api/v1/me",
+        "/api/v1/bookings",
+        "/api/v1/resources",
+        "/api/v1/current?resource=cern",
+        &preview,
+        &audit,
+    ] {
         assert_eq!(get(&svc, &root_feed, path).0, 401, "{path}");
     }
     // Nothing changed.
