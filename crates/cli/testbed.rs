@@ -1,4 +1,4 @@
-//! `longhaul testbed`: the reservation service (`serve`, `token add|list|revoke`) and its
+//! `longhaul testbed`: the reservation service (`serve`, `token add|list|revoke|feed`) and its
 //! command-line client (`reserve`, `list`, `confirm`, `cancel`, `release`, `extend`, `approve`,
 //! `decline`, `preempt`, `audit`, `me`), a small blocking HTTP client over the public API; and the reservation check that
 //! `emulate up` and `lab run` make when a testbed service is configured ([`check_reservation`]).
@@ -97,6 +97,19 @@ enum TokenCommand {
         #[arg(long)]
         database: Option<String>,
     },
+    /// Make (or replace) USER's calendar feed token and print it (stored hashed: shown once). It
+    /// reads USER's iCal feed and the resource feeds as `?token=`, and is refused everywhere else;
+    /// the previous one stops working. USER needs a valid API token.
+    Feed {
+        /// Account name.
+        user: String,
+        /// Remove USER's feed token instead: their feed URL stops working.
+        #[arg(long)]
+        revoke: bool,
+        /// Database URL (as for `serve`).
+        #[arg(long)]
+        database: Option<String>,
+    },
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -128,6 +141,10 @@ struct ServeArgs {
     /// Seconds between sweeps that mark expired holds (audited as `system`).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=3600))]
     sweep_seconds: u32,
+    /// Let approvers and admins approve their own bookings (by default another approver or an
+    /// admin must: 403 self_approval). For a testbed with a single approver.
+    #[arg(long)]
+    allow_self_approval: bool,
     /// Log level (error, warn, info, debug); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -270,6 +287,7 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
                     None => jiff::SignedDuration::from_mins(i64::from(s.hold_minutes)),
                 },
                 sweep_every: std::time::Duration::from_secs(u64::from(s.sweep_seconds)),
+                allow_self_approval: s.allow_self_approval,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -301,6 +319,29 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
         TestbedCommand::Token {
             command: TokenCommand::Revoke { id, user, database },
         } => token_revoke(id.as_deref(), user.as_deref(), database.as_deref()),
+        TestbedCommand::Token {
+            command:
+                TokenCommand::Feed {
+                    user,
+                    revoke,
+                    database,
+                },
+        } => {
+            let database = match database {
+                Some(d) => d.clone(),
+                None => default_database()?,
+            };
+            if *revoke {
+                if longhaul_web::revoke_feed_token(&database, user)? {
+                    println!("revoked the calendar feed token of {user}");
+                } else {
+                    println!("{user} had no calendar feed token");
+                }
+            } else {
+                println!("{}", longhaul_web::feed_token(&database, user)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         TestbedCommand::Reserve(r) => reserve(r),
         TestbedCommand::List(l) => list(l),
         TestbedCommand::Confirm(i) => change(i, "confirm"),

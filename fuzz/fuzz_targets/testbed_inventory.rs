@@ -1,12 +1,14 @@
 //! Arbitrary bytes as an inventory file and as every XML body of the
 //! testbed API: parsing must return errors, never panic. What parses is
-//! used (conflict sets, effective states, a request's validation), and an
-//! XML body that parses must write back and parse again to the same value.
+//! used (conflict sets, effective states, a request's validation: the
+//! note's and the preemption notice's length bounds included), and an XML
+//! body that parses must write back and parse again to the same value.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_testbed::api::{
-    BookingList, BookingView, CreateBooking, DeclineBooking, ErrorBody, FreeBusy, FreeBusyQuery,
+    BookingList, BookingView, CreateBooking, DeclineBooking, ErrorBody, FeedToken, FreeBusy,
+    FreeBusyQuery, PreemptBooking,
 };
 use longhaul_testbed::resource::Inventory;
 use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
@@ -31,8 +33,20 @@ fuzz_target!(|data: &[u8]| {
             let _ = inv.zones(&r.id);
         }
     }
-    if let Some(c) = xml_round_trip::<CreateBooking>(text) {
-        let _ = c.validate();
+    if let Some(c) = xml_round_trip::<CreateBooking>(text)
+        && let Err(e) = c.validate()
+        && e.code == "note_too_long"
+    {
+        assert!(
+            c.note.is_some_and(|n| n.chars().count() > CreateBooking::NOTE_MAX),
+            "{e:?}"
+        );
+    }
+    if let Some(p) = xml_round_trip::<PreemptBooking>(text) {
+        assert_eq!(
+            p.check_length().is_err(),
+            p.notice.chars().count() > PreemptBooking::NOTICE_MAX
+        );
     }
     if let Some(q) = xml_round_trip::<FreeBusyQuery>(text) {
         let _ = q.validate();
@@ -44,4 +58,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = xml_round_trip::<BookingList>(text);
     let _ = xml_round_trip::<FreeBusy>(text);
     let _ = xml_round_trip::<ErrorBody>(text);
+    let _ = xml_round_trip::<FeedToken>(text);
 });

@@ -35,6 +35,12 @@ pub struct CreateBooking {
 }
 
 impl CreateBooking {
+    /// The longest note, in characters (Unicode scalar values, as JSON Schema's `maxLength` counts
+    /// them): a note is a line or a paragraph for the calendar and the audit log; without a bound
+    /// only the 2 MiB body limit would stop one user from storing megabytes per booking, shown in
+    /// every list and feed.
+    pub const NOTE_MAX: usize = 4096;
+
     fn nul_in_note() -> ErrorBody {
         ErrorBody::bad_request(
             "invalid_body",
@@ -47,8 +53,11 @@ impl CreateBooking {
         let resource = ResourceId::parse(&self.resource).map_err(|e| ErrorBody::from(&e))?;
         let slot = Slot::parse(&self.start, &self.end).map_err(|e| ErrorBody::from(&e))?;
         // PostgreSQL text cannot hold NUL; refuse it on every store alike.
-        if self.note.as_deref().is_some_and(|n| n.contains('\0')) {
-            return Err(Self::nul_in_note());
+        if let Some(note) = &self.note {
+            if note.contains('\0') {
+                return Err(Self::nul_in_note());
+            }
+            too_long("note", "note_too_long", note, Self::NOTE_MAX)?;
         }
         Ok((resource, slot))
     }
@@ -199,12 +208,53 @@ pub struct ExtendBooking {
     pub end: String,
 }
 
+/// A 422 `code` naming `field` when `text` has more than `max` characters (counted as JSON
+/// Schema's `maxLength` counts them, untrimmed, so the document's bound and the service's agree).
+pub fn too_long(field: &str, code: &str, text: &str, max: usize) -> Result<(), ErrorBody> {
+    // Counting stops just past the bound: a 2 MiB text costs no more than a short one.
+    let n = text.chars().take(max + 1).count();
+    if n > max {
+        return Err(ErrorBody::bad_request(
+            code,
+            format!(
+                "{field}: {} characters; at most {max} are allowed",
+                text.chars().count()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `POST /bookings/{id}/preempt`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreemptBooking {
-    /// Why, for the owner (required, non-blank): "fibre repair on the
+    /// Why, for the owner (required, non-blank, at most
+    /// [`PreemptBooking::NOTICE_MAX`] characters): "fibre repair on the
     /// Geneva side, back at 14:00 UTC".
     pub notice: String,
+}
+
+impl PreemptBooking {
+    /// The longest notice, in characters (as a decline's reason).
+    pub const NOTICE_MAX: usize = 1000;
+
+    /// A 422 `notice_too_long` beyond [`Self::NOTICE_MAX`] characters.
+    pub fn check_length(&self) -> Result<(), ErrorBody> {
+        too_long("notice", "notice_too_long", &self.notice, Self::NOTICE_MAX)
+    }
+}
+
+/// `POST /api/v1/me/feed-token`: the caller's new calendar feed token
+/// (shown once; any earlier one stops working).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedToken {
+    /// Whose feed.
+    pub user: String,
+    /// The token (`lhf_` and 32 hex digits): it reads the calendar feeds
+    /// as `?token=`, and nothing else.
+    pub token: String,
+    /// The path of the user's feed with the token, to subscribe to.
+    pub feed: String,
 }
 
 /// `POST /bookings/{id}/decline`.
@@ -527,7 +577,7 @@ impl ErrorBody {
             | "invalid_resource"
             | "bad_idempotency_key"
             | "invalid_body" => 400,
-            "not_owner" | "not_admin" | "not_approver" | "forbidden" => 403,
+            "not_owner" | "not_admin" | "not_approver" | "self_approval" | "forbidden" => 403,
             "unknown_resource" | "unknown_booking" => 404,
             "conflict"
             | "extend_conflict"
@@ -655,6 +705,36 @@ mod tests {
         let (r, s) = ok.validate().unwrap();
         assert_eq!(r.as_str(), "cern/starlight-lambda");
         assert_eq!(format_utc(s.start()), "2026-05-05T08:00:00Z");
+    }
+
+    #[test]
+    fn notes_and_notices_are_bounded_in_characters() {
+        let c = |note: String| CreateBooking {
+            resource: "cern".into(),
+            start: "2026-05-05T08:00:00Z".into(),
+            end: "2026-05-05T10:00:00Z".into(),
+            hold: false,
+            event: false,
+            note: Some(note),
+        };
+        // Characters, not bytes: 4096 two-byte characters are fine.
+        assert!(c("é".repeat(CreateBooking::NOTE_MAX)).validate().is_ok());
+        let e = c("x".repeat(CreateBooking::NOTE_MAX + 1))
+            .validate()
+            .unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("note_too_long", 422));
+        assert_eq!(e.message, "note: 4097 characters; at most 4096 are allowed");
+        let p = |notice: String| PreemptBooking { notice };
+        assert!(
+            p("z".repeat(PreemptBooking::NOTICE_MAX))
+                .check_length()
+                .is_ok()
+        );
+        let e = p(" ".repeat(PreemptBooking::NOTICE_MAX + 1))
+            .check_length()
+            .unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("notice_too_long", 422));
+        assert!(e.message.starts_with("notice: "), "{}", e.message);
     }
 
     #[test]

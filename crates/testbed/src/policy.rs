@@ -38,6 +38,10 @@ pub struct Policy {
     pub min_gap: SignedDuration,
     /// How far in the past a start may be, for clocks and round trips (60 s).
     pub past_grace: SignedDuration,
+    /// Whether an approver (or admin) may approve their own booking (false:
+    /// approval is a second person's decision; `serve --allow-self-approval`
+    /// for a testbed with a single approver).
+    pub allow_self_approval: bool,
 }
 
 impl Default for Policy {
@@ -50,6 +54,7 @@ impl Default for Policy {
             weekly_quota: SignedDuration::from_hours(40),
             min_gap: SignedDuration::from_hours(2),
             past_grace: SignedDuration::from_secs(60),
+            allow_self_approval: false,
         }
     }
 }

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{
     AuditLog, BookingList, BookingView, CreateBooking, CurrentBookings, DeclineBooking, ErrorBody,
-    ExtendBooking, FreeBusy, FreeBusyQuery, Me, PreemptBooking,
+    ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, Me, PreemptBooking,
 };
 
 /// A body with an XML root element name.
@@ -53,6 +53,9 @@ impl XmlBody for AuditLog {
 }
 impl XmlBody for Me {
     const ROOT: &'static str = "me";
+}
+impl XmlBody for FeedToken {
+    const ROOT: &'static str = "feed-token";
 }
 impl XmlBody for CurrentBookings {
     const ROOT: &'static str = "current-bookings";

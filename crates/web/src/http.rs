@@ -1,6 +1,7 @@
 //! The HTTP API (axum): JSON by default, XML when the request says `Accept: application/xml` (or
-//! sends an XML body), bearer-token auth (and `?token=` for the iCal feeds, which calendar
-//! applications fetch by URL), booking views localised to the caller's zone, one structured log line
+//! sends an XML body), bearer-token auth with API tokens, and `?token=` with a read-only calendar
+//! feed token for the iCal feeds only (calendar applications fetch them by URL, and a URL leaks:
+//! it must not be an API credential), booking views localised to the caller's zone, one structured log line
 //! per request. The routes are exactly those of `openapi.json`, which the service serves at
 //! `/openapi.json`. The extend/approve/decline/preempt/audit/current/iCal handlers take their path and query
 //! extractors as `Result`s, so an unreadable request is a 400 or 404 `ErrorBody` there rather than
@@ -20,8 +21,8 @@ use axum::routing::{get, post};
 use jiff::{SignedDuration, Timestamp};
 use longhaul_testbed::api::{
     AuditLog, AuditView, BookingList, BookingView, BusyView, CreateBooking, CurrentBookings,
-    DeclineBooking, ErrorBody, ExtendBooking, FreeBusy, FreeBusyQuery, LocalTimes, Me, Note,
-    PreemptBooking, SlotView,
+    DeclineBooking, ErrorBody, ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, LocalTimes, Me,
+    Note, PreemptBooking, SlotView,
 };
 use longhaul_testbed::booking::{Actor, Booking};
 use longhaul_testbed::idempotency::{Fingerprint, IdempotencyKey};
@@ -32,7 +33,9 @@ use longhaul_testbed::time::{Slot, dst_warnings, format_utc, parse_instant, rend
 use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Account, BookRequest, Op, Reply, Store, free_slots};
+use crate::store::{
+    API_TOKEN_PREFIX, Account, BookRequest, FEED_TOKEN_PREFIX, Op, Reply, Store, free_slots,
+};
 
 /// The OpenAPI 3.1 document of this API.
 pub const OPENAPI: &str = include_str!("../openapi.json");
@@ -56,6 +59,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/ical/user/{user}.ics"),
     ("get", "/api/v1/ical/resource/{id}.ics"),
     ("get", "/api/v1/me"),
+    ("post", "/api/v1/me/feed-token"),
+    ("delete", "/api/v1/me/feed-token"),
     ("get", "/api/v1/current"),
     ("get", "/api/v1/preview"),
 ];
@@ -94,6 +99,10 @@ pub fn router(state: Shared) -> Router {
         .route("/api/v1/ical/user/{file}", get(ical_user))
         .route("/api/v1/ical/resource/{*file}", get(ical_resource))
         .route("/api/v1/me", get(me))
+        .route(
+            "/api/v1/me/feed-token",
+            post(make_feed_token).delete(drop_feed_token),
+        )
         .route("/api/v1/current", get(current))
         .merge(crate::ui::routes())
         .fallback(not_found)
@@ -176,39 +185,93 @@ fn now_us() -> Timestamp {
 
 /// The user and role of the request's bearer token, or a 401 response.
 async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Actor, Response> {
-    account(state, headers, None).await.map(|a| a.actor)
+    account(state, headers).await.map(|a| a.actor)
 }
 
-/// The account of the request's bearer token (or of `query_token`, the
-/// `?token=` of calendar feeds), or a 401 response.
-async fn account(
-    state: &AppState,
-    headers: &HeaderMap,
-    query_token: Option<&str>,
-) -> Result<Account, Response> {
-    let xml = wants_xml(headers);
-    let token = headers
+/// A 401 with `msg` and the `WWW-Authenticate` challenge.
+fn unauthorized(msg: &str, xml: bool) -> Response {
+    let mut r = error(401, "unauthorized", msg, xml);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"longhaul testbed\""),
+    );
+    r
+}
+
+/// The request's bearer token, if it sent one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
-        .or(query_token);
-    let unauthorized = |msg: &str| {
-        let mut r = error(401, "unauthorized", msg, xml);
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"longhaul testbed\""),
-        );
-        r
-    };
-    let Some(token) = token else {
+}
+
+/// The account of the request's bearer token (an API token), or a 401
+/// response. A calendar feed token is refused here (it reads the feeds,
+/// nothing else), with a message saying so.
+async fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, Response> {
+    let xml = wants_xml(headers);
+    let Some(token) = bearer(headers) else {
         return Err(unauthorized(
             "send Authorization: Bearer TOKEN (create one with `longhaul testbed token add USER`)",
+            xml,
         ));
     };
+    if token.starts_with(FEED_TOKEN_PREFIX) {
+        return Err(unauthorized(
+            "this is a calendar feed token: it only reads the iCal feeds, as ?token= in their URL; \
+             the API needs an API token (`longhaul testbed token add USER`)",
+            xml,
+        ));
+    }
     match state.store.account(token).await {
         Ok(Some(account)) => Ok(account),
-        Ok(None) => Err(unauthorized("unknown API token")),
+        Ok(None) => Err(unauthorized("unknown API token", xml)),
+        Err(e) => Err(internal(&e, xml)),
+    }
+}
+
+/// Who reads a calendar feed.
+enum FeedReader {
+    /// An API token in the `Authorization` header: the account's role
+    /// applies.
+    Api(Account),
+    /// A feed token in `?token=`: this user's own feed and the resource
+    /// feeds, whatever their role.
+    Feed(String),
+}
+
+/// The reader of a feed: the bearer API token when the request sends one,
+/// otherwise the feed token of `?token=` (never an API token: a URL ends up
+/// in calendar settings, sync logs and proxy logs), or a 401 response.
+async fn feed_reader(
+    state: &AppState,
+    headers: &HeaderMap,
+    query_token: Option<&str>,
+) -> Result<FeedReader, Response> {
+    let xml = wants_xml(headers);
+    if bearer(headers).is_some() {
+        return account(state, headers).await.map(FeedReader::Api);
+    }
+    let Some(token) = query_token.map(str::trim) else {
+        return Err(unauthorized(
+            "send Authorization: Bearer TOKEN, or a calendar feed token as ?token= \
+             (`longhaul testbed token feed USER` or POST /api/v1/me/feed-token)",
+            xml,
+        ));
+    };
+    if token.starts_with(API_TOKEN_PREFIX) {
+        return Err(unauthorized(
+            "?token= takes a calendar feed token (lhf_...), not an API token, which would make the \
+             feed's URL a credential for the whole API; make a feed token with \
+             `longhaul testbed token feed USER` or POST /api/v1/me/feed-token",
+            xml,
+        ));
+    }
+    match state.store.feed_user(token).await {
+        Ok(Some(user)) => Ok(FeedReader::Feed(user)),
+        Ok(None) => Err(unauthorized("unknown or revoked feed token", xml)),
         Err(e) => Err(internal(&e, xml)),
     }
 }
@@ -259,7 +322,7 @@ async fn resources(State(state): State<Shared>, headers: HeaderMap) -> Response 
 
 async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     let xml = wants_xml(&headers);
-    let account = match account(&state, &headers, None).await {
+    let account = match account(&state, &headers).await {
         Ok(a) => a,
         Err(r) => return r,
     };
@@ -381,7 +444,7 @@ async fn list_bookings(
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
     let xml = wants_xml(&headers);
-    let account = match account(&state, &headers, None).await {
+    let account = match account(&state, &headers).await {
         Ok(a) => a,
         Err(r) => return r,
     };
@@ -550,7 +613,7 @@ async fn booking_target(
 ) -> Result<(bool, Account, i64), Response> {
     let xml = wants_xml(headers);
     let Path(id) = id.map_err(|e| error(404, "unknown_booking", e.body_text(), xml))?;
-    let account = account(state, headers, None).await?;
+    let account = account(state, headers).await?;
     let id = id
         .parse::<i64>()
         .map_err(|_| error(404, "unknown_booking", format!("no booking {id}"), xml))?;
@@ -603,7 +666,16 @@ async fn approve(
         Ok(t) => t,
         Err(r) => return r,
     };
-    match state.store.approve(id, &account.actor, now_us()).await {
+    match state
+        .store
+        .approve(
+            id,
+            &account.actor,
+            now_us(),
+            state.policy.allow_self_approval,
+        )
+        .await
+    {
         Ok(mut r) => {
             log_change(&r, id, &account.actor.user, "approve");
             localize_reply(&mut r, &account, &state.inventory);
@@ -709,7 +781,7 @@ async fn audit(
 
 async fn me(State(state): State<Shared>, headers: HeaderMap) -> Response {
     let xml = wants_xml(&headers);
-    match account(&state, &headers, None).await {
+    match account(&state, &headers).await {
         Ok(a) => respond(
             200,
             &Me {
@@ -720,6 +792,45 @@ async fn me(State(state): State<Shared>, headers: HeaderMap) -> Response {
             xml,
         ),
         Err(r) => r,
+    }
+}
+
+/// `POST /api/v1/me/feed-token`: a new calendar feed token for the caller
+/// (an API token), replacing theirs.
+async fn make_feed_token(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let xml = wants_xml(&headers);
+    let account = match account(&state, &headers).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let user = account.actor.user;
+    match state.store.rotate_feed_token(&user, now_us()).await {
+        Ok(Some(token)) => {
+            tracing::info!(target: "longhaul::testbed::token", user, "feed token made");
+            let feed = format!("/api/v1/ical/user/{user}.ics?token={token}");
+            respond(201, &FeedToken { user, token, feed }, xml)
+        }
+        // Its API token was revoked between the two queries.
+        Ok(None) => unauthorized("unknown API token", xml),
+        Err(e) => internal(&e, xml),
+    }
+}
+
+/// `DELETE /api/v1/me/feed-token`: the caller's feed token stops working
+/// (204 whether or not there was one).
+async fn drop_feed_token(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let xml = wants_xml(&headers);
+    let account = match account(&state, &headers).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    match state.store.revoke_feed_token(&account.actor.user).await {
+        Ok(had) => {
+            tracing::info!(target: "longhaul::testbed::token", user = %account.actor.user, had,
+                "feed token revoked");
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(e) => internal(&e, xml),
     }
 }
 
@@ -739,7 +850,7 @@ async fn current(
         Ok(Query(q)) => q,
         Err(e) => return error(400, "invalid_query", e.body_text(), xml),
     };
-    let account = match account(&state, &headers, None).await {
+    let account = match account(&state, &headers).await {
         Ok(a) => a,
         Err(r) => return r,
     };
@@ -792,7 +903,7 @@ fn stored_view(
 }
 
 /// `?token=` of the calendar feeds (calendar applications cannot send an
-/// `Authorization` header).
+/// `Authorization` header): a feed token, never an API token.
 #[derive(Debug, Deserialize)]
 struct FeedQuery {
     token: Option<String>,
@@ -839,8 +950,8 @@ async fn ical_user(
         Ok(Query(q)) => q,
         Err(e) => return error(400, "invalid_query", e.body_text(), xml),
     };
-    let account = match account(&state, &headers, q.token.as_deref()).await {
-        Ok(a) => a,
+    let reader = match feed_reader(&state, &headers, q.token.as_deref()).await {
+        Ok(r) => r,
         Err(r) => return r,
     };
     let Some(user) = file.strip_suffix(".ics").filter(|u| !u.is_empty()) else {
@@ -851,13 +962,30 @@ async fn ical_user(
             xml,
         );
     };
-    if user != account.actor.user && account.actor.role == longhaul_testbed::booking::Role::User {
-        return error(
-            403,
-            "forbidden",
-            format!("only {user}, an approver or an admin can read {user}'s feed"),
-            xml,
-        );
+    match &reader {
+        FeedReader::Api(account)
+            if user != account.actor.user
+                && account.actor.role == longhaul_testbed::booking::Role::User =>
+        {
+            return error(
+                403,
+                "forbidden",
+                format!("only {user}, an approver or an admin can read {user}'s feed"),
+                xml,
+            );
+        }
+        FeedReader::Feed(owner) if owner != user => {
+            return error(
+                403,
+                "forbidden",
+                format!(
+                    "a feed token reads its own user's feed and the resource feeds: this one is \
+                     {owner}'s, not {user}'s"
+                ),
+                xml,
+            );
+        }
+        _ => {}
     }
     if user.contains('\0') {
         return error(404, "not_found", "no such user", xml);
@@ -888,7 +1016,7 @@ async fn ical_resource(
         Ok(Query(q)) => q,
         Err(e) => return error(400, "invalid_query", e.body_text(), xml),
     };
-    if let Err(r) = account(&state, &headers, q.token.as_deref()).await {
+    if let Err(r) = feed_reader(&state, &headers, q.token.as_deref()).await {
         return r;
     }
     let Some(id) = file.strip_suffix(".ics") else {

@@ -2,8 +2,9 @@
 //! SQLite (the embedded default) or PostgreSQL (sqlx), enforcing the rules of the pure
 //! `longhaul-testbed` crate. "No double booking, ever" is the database's job: exclusion constraints
 //! over claim rows on PostgreSQL, `BEGIN IMMEDIATE` plus a trigger backstop on SQLite
-//! (docs/testbed.md §5). The binary's `longhaul testbed serve` and `token add|list|revoke` call
-//! [`serve`], [`add_token`], [`list_tokens`] and [`revoke_tokens`].
+//! (docs/testbed.md §5). The binary's `longhaul testbed serve` and `token add|list|revoke|feed` call
+//! [`serve`], [`add_token`], [`list_tokens`], [`revoke_tokens`], [`feed_token`] and
+//! [`revoke_feed_token`].
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -65,6 +66,9 @@ pub struct ServeOptions {
     /// How often the background sweep marks expired holds (with an audit
     /// event by `system`).
     pub sweep_every: std::time::Duration,
+    /// Whether approvers (and admins) may approve their own bookings
+    /// ([`Policy::allow_self_approval`]; off by default).
+    pub allow_self_approval: bool,
 }
 
 /// The resources: every topology preset, plus `file`.
@@ -119,7 +123,10 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
     let state = Arc::new(http::AppState {
         store,
         inventory,
-        policy: Policy::default(),
+        policy: Policy {
+            allow_self_approval: opts.allow_self_approval,
+            ..Policy::default()
+        },
         hold_ttl: opts.hold_ttl,
     });
     let sweeper = tokio::spawn(sweep(state.store.clone(), opts.sweep_every));
@@ -227,6 +234,38 @@ pub fn revoke_tokens(
             .await
             .with_context(|| format!("opening database {}", redact(database)))?;
         store.revoke_tokens(sel, Timestamp::now()).await
+    })
+}
+
+/// Makes a new calendar feed token for `user` in `database` (replacing
+/// theirs, which stops working at once) and returns it. It reads
+/// `/api/v1/ical/user/USER.ics` and the resource feeds as `?token=`, and
+/// nothing else. A user with no valid API token is an error.
+pub fn feed_token(database: &str, user: &str) -> anyhow::Result<String> {
+    runtime()?.block_on(async {
+        let store = Store::open(database)
+            .await
+            .with_context(|| format!("opening database {}", redact(database)))?;
+        store
+            .rotate_feed_token(user, Timestamp::now())
+            .await?
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "user {user:?} has no valid API token (see `longhaul testbed token list`); \
+                     a feed token belongs to an account"
+                )
+            })
+    })
+}
+
+/// Removes `user`'s calendar feed token from `database`; whether there was
+/// one.
+pub fn revoke_feed_token(database: &str, user: &str) -> anyhow::Result<bool> {
+    runtime()?.block_on(async {
+        let store = Store::open(database)
+            .await
+            .with_context(|| format!("opening database {}", redact(database)))?;
+        Ok(store.revoke_feed_token(user).await?)
     })
 }
 

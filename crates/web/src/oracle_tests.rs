@@ -72,6 +72,7 @@ fn permissive() -> Policy {
         weekly_quota: long,
         min_gap: SignedDuration::ZERO,
         past_grace: long,
+        allow_self_approval: false,
     }
 }
 

@@ -48,6 +48,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             "decline revoke",
             include_str!("../migrations/postgres/0003_decline_revoke.sql"),
         ),
+        (
+            4,
+            "feed token",
+            include_str!("../migrations/postgres/0004_feed_token.sql"),
+        ),
     ])
 }
 
@@ -217,6 +222,47 @@ impl PgStore {
             })
         })
         .collect()
+    }
+
+    /// Replaces `user`'s feed token with `hash`; false (and nothing
+    /// written) when `user` has no valid API token.
+    pub(crate) async fn set_feed_token(
+        &self,
+        hash: &str,
+        user: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO feed_token (username, hash, created_at)
+             SELECT $1, $2, lh_us($3)
+              WHERE EXISTS (SELECT 1 FROM token WHERE username = $1 AND revoked_at IS NULL)
+             ON CONFLICT (username) DO UPDATE SET hash = excluded.hash,
+               created_at = excluded.created_at",
+        )
+        .bind(user)
+        .bind(hash)
+        .bind(now.as_microsecond())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn revoke_feed_token(&self, user: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM feed_token WHERE username = $1")
+            .bind(user)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn feed_user(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT f.username FROM feed_token f WHERE f.hash = $1 AND EXISTS (
+               SELECT 1 FROM token t WHERE t.username = f.username AND t.revoked_at IS NULL)",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     pub(crate) async fn revoke_token(

@@ -45,6 +45,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             "decline revoke",
             include_str!("../migrations/sqlite/0003_decline_revoke.sql"),
         ),
+        (
+            4,
+            "feed token",
+            include_str!("../migrations/sqlite/0004_feed_token.sql"),
+        ),
     ])
 }
 
@@ -207,6 +212,58 @@ impl SqliteStore {
             })
         })
         .collect()
+    }
+
+    /// Replaces `user`'s feed token with `hash`; false (and nothing
+    /// written) when `user` has no valid API token.
+    pub(crate) async fn set_feed_token(
+        &self,
+        hash: &str,
+        user: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.write().await?;
+        let valid: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM token WHERE username = ? AND revoked_at_us IS NULL LIMIT 1",
+        )
+        .bind(user)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if valid.is_none() {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO feed_token (username, hash, created_at_us) VALUES (?, ?, ?)
+             ON CONFLICT (username) DO UPDATE SET hash = excluded.hash,
+               created_at_us = excluded.created_at_us",
+        )
+        .bind(user)
+        .bind(hash)
+        .bind(now.as_microsecond())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub(crate) async fn revoke_feed_token(&self, user: &str) -> Result<bool, StoreError> {
+        let mut tx = self.write().await?;
+        let done = sqlx::query("DELETE FROM feed_token WHERE username = ?")
+            .bind(user)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn feed_user(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT f.username FROM feed_token f WHERE f.hash = ? AND EXISTS (
+               SELECT 1 FROM token t WHERE t.username = f.username AND t.revoked_at_us IS NULL)",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     pub(crate) async fn revoke_token(

@@ -5,7 +5,9 @@
 //! inside each store's writing transaction.
 
 use jiff::{SignedDuration, Timestamp};
-use longhaul_testbed::api::{BookingView, CreateBooking, DeclineBooking, ErrorBody, Note};
+use longhaul_testbed::api::{
+    BookingView, CreateBooking, DeclineBooking, ErrorBody, Note, PreemptBooking,
+};
 use longhaul_testbed::booking::{
     Action, Actor, AuditEvent, Booking, BookingId, LedgerError, Phase, Role, Status,
 };
@@ -709,16 +711,30 @@ fn not_approver(op: &str) -> ErrorBody {
 }
 
 /// An approver or admin approves a booking waiting for approval: it is
-/// confirmed.
+/// confirmed. Not their own (403 `self_approval`) unless `allow_self`
+/// ([`Policy::allow_self_approval`]): an approval is a second person's
+/// decision, or an approver could book past the horizon alone.
 pub(crate) fn decide_approve(
     actor: &Actor,
     now: Timestamp,
+    allow_self: bool,
 ) -> impl Fn(&Booking, Option<&str>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + '_ {
     move |b, approval, _| {
         if actor.role == Role::User {
             return Err(not_approver("approve"));
         }
         awaiting_approval(b, approval, now)?;
+        if b.owner == actor.user && !allow_self {
+            return Err(ErrorBody {
+                code: "self_approval".into(),
+                message: format!(
+                    "booking {} is yours: another approver or an admin must approve it \
+                     (a testbed with a single approver can run `serve --allow-self-approval`)",
+                    b.id
+                ),
+                reasons: Vec::new(),
+            });
+        }
         let mut c = unchanged(b, Some("approved"), Action::Approve);
         c.after.status = Status::Confirmed;
         Ok(c)
@@ -857,13 +873,27 @@ pub(crate) fn parse_role(s: &str) -> Result<Role, StoreError> {
     }
 }
 
-/// A new random API token (`lh_` + 32 hex digits from the OS).
-pub(crate) fn new_token() -> std::io::Result<String> {
+/// The prefix of API tokens.
+pub const API_TOKEN_PREFIX: &str = "lh_";
+
+/// The prefix of calendar feed tokens: the service tells them apart from
+/// API tokens by it, to refuse each where it does not belong with a message
+/// that says why (each is also looked up only in its own table).
+pub const FEED_TOKEN_PREFIX: &str = "lhf_";
+
+/// A new random token: `prefix` + 32 hex digits from the OS (fails closed
+/// when the OS has none to give).
+pub(crate) fn new_token_with(prefix: &str) -> std::io::Result<String> {
     use std::io::Read;
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("lh_{hex}"))
+    Ok(format!("{prefix}{hex}"))
+}
+
+/// A new random API token (`lh_` + 32 hex digits from the OS).
+pub(crate) fn new_token() -> std::io::Result<String> {
+    new_token_with(API_TOKEN_PREFIX)
 }
 
 /// The stored form of a token: its BLAKE3 hash.
@@ -981,6 +1011,43 @@ impl Store {
         }
     }
 
+    /// Makes a new calendar feed token for `user` (replacing theirs: the old
+    /// one stops working at once) and returns it, shown once and stored as
+    /// its BLAKE3 hash; `None` when `user` has no valid API token (a feed
+    /// token belongs to an account, and ends with it).
+    pub async fn rotate_feed_token(
+        &self,
+        user: &str,
+        now: Timestamp,
+    ) -> anyhow::Result<Option<String>> {
+        let token = new_token_with(FEED_TOKEN_PREFIX)?;
+        let hash = token_hash(&token);
+        let made = match self {
+            Self::Sqlite(s) => s.set_feed_token(&hash, user, now).await?,
+            Self::Postgres(s) => s.set_feed_token(&hash, user, now).await?,
+        };
+        Ok(made.then_some(token))
+    }
+
+    /// Removes `user`'s feed token; whether they had one.
+    pub async fn revoke_feed_token(&self, user: &str) -> Result<bool, StoreError> {
+        match self {
+            Self::Sqlite(s) => s.revoke_feed_token(user).await,
+            Self::Postgres(s) => s.revoke_feed_token(user).await,
+        }
+    }
+
+    /// The user of a calendar feed token (`None` for an unknown one, or one
+    /// whose user has no valid API token left: revoking a user's API tokens
+    /// ends their feed too). It grants reading feeds, nothing else.
+    pub async fn feed_user(&self, token: &str) -> Result<Option<String>, StoreError> {
+        let hash = token_hash(token);
+        match self {
+            Self::Sqlite(s) => s.feed_user(&hash).await,
+            Self::Postgres(s) => s.feed_user(&hash).await,
+        }
+    }
+
     /// The user and role of a bearer token.
     pub async fn authenticate(&self, token: &str) -> Result<Option<Actor>, StoreError> {
         Ok(self.account(token).await?.map(|a| a.actor))
@@ -1057,18 +1124,26 @@ impl Store {
         if notice.trim().is_empty() {
             return Ok(Reply::error(ErrorBody::from(&LedgerError::NoticeRequired)));
         }
+        let body = PreemptBooking {
+            notice: notice.to_owned(),
+        };
+        if let Err(e) = body.check_length() {
+            return Ok(Reply::error(e));
+        }
         self.modify(id, actor, now, &decide_preempt(notice, actor, now))
             .await
     }
 
-    /// An approver approves booking `id`, which was waiting for approval.
+    /// An approver approves booking `id`, which was waiting for approval;
+    /// their own only when `allow_self` ([`Policy::allow_self_approval`]).
     pub async fn approve(
         &self,
         id: i64,
         actor: &Actor,
         now: Timestamp,
+        allow_self: bool,
     ) -> Result<Reply, StoreError> {
-        self.modify(id, actor, now, &decide_approve(actor, now))
+        self.modify(id, actor, now, &decide_approve(actor, now, allow_self))
             .await
     }
 
@@ -1286,6 +1361,28 @@ mod tests {
     }
 
     #[test]
+    fn nobody_approves_their_own_booking_unless_allowed() {
+        let now = t(0);
+        let mut b = pending(now);
+        b.owner = "carol".into();
+        let carol = Actor {
+            user: "carol".into(),
+            role: Role::Approver,
+        };
+        let e = decide_approve(&carol, now, false)(&b, Some("pending"), &[]).unwrap_err();
+        assert_eq!((e.code.as_str(), e.status()), ("self_approval", 403));
+        b.owner = "root".into();
+        let root = Actor::admin("root");
+        let e = decide_approve(&root, now, false)(&b, Some("pending"), &[]).unwrap_err();
+        assert_eq!(e.code, "self_approval");
+        // Another approver, or the policy switch.
+        let c = decide_approve(&carol, now, false)(&b, Some("pending"), &[]).unwrap();
+        assert_eq!(c.after.status, Status::Confirmed);
+        let c = decide_approve(&root, now, true)(&b, Some("pending"), &[]).unwrap();
+        assert_eq!(c.approval.as_deref(), Some("approved"));
+    }
+
+    #[test]
     fn decline_needs_a_pending_unexpired_booking() {
         let now = t(0);
         let root = Actor::admin("root");
@@ -1311,7 +1408,7 @@ mod tests {
         let e = decide_decline("no", &root, late)(&b, Some("pending"), &[]).unwrap_err();
         assert_eq!(e.code, "hold_expired");
         // Approve refuses a declined booking the same way.
-        let e = decide_approve(&root, now)(&b, Some("declined"), &[]).unwrap_err();
+        let e = decide_approve(&root, now, false)(&b, Some("declined"), &[]).unwrap_err();
         assert_eq!(e.code, "not_pending");
     }
 
