@@ -112,7 +112,7 @@ fn pcap_refuses_a_planted_symlink_and_never_truncates_an_existing_file() {
         stderr.contains(&format!("{}/a_to_b.pcap", cap.display())) && stderr.contains("exists"),
         "the error names the file and why: {stderr}"
     );
-    assert!(!cap.join("b_to_a.pcap").exists() || !victim.exists());
+    assert!(!cap.join("b_to_a.pcap").exists(), "nothing else created");
 
     // 2. A regular file where b_to_a.pcap will be created: kept as it is.
     let cap2 = scratch.0.join("cap2");
@@ -129,6 +129,10 @@ fn pcap_refuses_a_planted_symlink_and_never_truncates_an_existing_file() {
     assert!(
         stderr.contains(&format!("{}/b_to_a.pcap", cap2.display())),
         "{stderr}"
+    );
+    assert!(
+        !cap2.join("a_to_b.pcap").exists(),
+        "the file this run created before the refusal is removed again"
     );
 
     // 3. DIR itself a symlink to another directory: not followed.
