@@ -27,8 +27,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EmuError;
 
-/// Where running testbeds are recorded.
+/// Where running testbeds are recorded, unless `LONGHAUL_EMULATE_DIR` names another directory.
 pub const STATE_DIR: &str = "/run/longhaul/emulate";
+/// The environment variable that moves [`STATE_DIR`] (the tests use it to keep apart from the
+/// machine's testbeds).
+pub const STATE_DIR_ENV: &str = "LONGHAUL_EMULATE_DIR";
 /// The name used when none is given.
 pub const DEFAULT_NAME: &str = "wan";
 /// Longest name (namespace names are limited, and `lh-` + name + `-a` must fit comfortably).
@@ -126,19 +129,27 @@ with a letter (and not of the form e<digits>-<digits>)"
     Ok(())
 }
 
+/// The state directory: `$LONGHAUL_EMULATE_DIR` if set (and not empty), else [`STATE_DIR`].
+pub fn state_dir() -> PathBuf {
+    match std::env::var_os(STATE_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(STATE_DIR),
+    }
+}
+
 /// `STATE_DIR/NAME.json`.
 pub fn state_file(name: &str) -> PathBuf {
-    PathBuf::from(STATE_DIR).join(format!("{name}.json"))
+    state_dir().join(format!("{name}.json"))
 }
 
 /// `STATE_DIR/NAME.sock`.
 pub fn socket_file(name: &str) -> PathBuf {
-    PathBuf::from(STATE_DIR).join(format!("{name}.sock"))
+    state_dir().join(format!("{name}.sock"))
 }
 
 /// `STATE_DIR/NAME.log`.
 pub fn log_file(name: &str) -> PathBuf {
-    PathBuf::from(STATE_DIR).join(format!("{name}.log"))
+    state_dir().join(format!("{name}.log"))
 }
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> EmuError {
@@ -147,7 +158,8 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> EmuError {
 
 /// Creates [`STATE_DIR`] (mode 0755; only root writes it).
 pub fn ensure_state_dir() -> Result<(), EmuError> {
-    std::fs::create_dir_all(STATE_DIR).map_err(io(format!("create {STATE_DIR}")))
+    let dir = state_dir();
+    std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))
 }
 
 /// The recorded testbed `name`, if there is one (running or not).
@@ -167,7 +179,7 @@ pub fn load(name: &str) -> Result<Option<Session>, EmuError> {
 
 /// Every recorded testbed, by name.
 pub fn list() -> Vec<Session> {
-    let Ok(dir) = std::fs::read_dir(STATE_DIR) else {
+    let Ok(dir) = std::fs::read_dir(state_dir()) else {
         return Vec::new();
     };
     let mut out: Vec<Session> = dir
