@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -320,4 +320,175 @@ fn the_fallback_cookie_pattern_is_what_the_old_code_made() {
     }
     assert!(is_fallback_cookie(&c), "{c:02x?}");
     assert!(!is_fallback_cookie(&[0u8; 16]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 11: the control socket of a named testbed is 0600 in a 0700 directory whatever the umask,
+// only root and the uid that started the emulator may use it, and a symlink planted at the state
+// directory is not followed. The state directory is moved into a scratch directory
+// (LONGHAUL_EMULATE_DIR), away from the machine's testbeds.
+
+/// `longhaul emulate ARGS` with the state in `state`, run by `sh -c PREFIX "$@"`, e.g. with a umask
+/// or under `setpriv` as another user.
+fn emulate_as(state: &Path, prefix: &str, args: &[&str]) -> Output {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{prefix} \"$@\""))
+        .arg("sh")
+        .arg(bin())
+        .arg("emulate")
+        .args(args)
+        .env("LONGHAUL_EMULATE_DIR", state)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run longhaul emulate");
+    show(
+        &format!("{prefix} longhaul emulate {}", args.join(" ")),
+        &out,
+    );
+    out
+}
+
+/// Takes the named testbed down (as root) when dropped.
+struct DownOnDrop<'a>(&'a Path, String);
+
+impl Drop for DownOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new(bin())
+            .args(["emulate", "down", "--name", &self.1])
+            .env("LONGHAUL_EMULATE_DIR", self.0)
+            .output();
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+/// Runs as nobody (uid and gid 65534, no supplementary groups).
+const AS_NOBODY: &str = "setpriv --reuid=65534 --regid=65534 --clear-groups";
+/// As nobody, but with CAP_DAC_OVERRIDE: file modes do not stop it, so only the emulator's check of
+/// the peer's credentials can.
+const AS_NOBODY_WITH_DAC_OVERRIDE: &str = "setpriv --reuid=65534 --regid=65534 --clear-groups \
+--inh-caps=+dac_override --ambient-caps=+dac_override";
+
+#[test]
+fn the_control_socket_is_private_whatever_the_umask_and_refuses_other_users() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _machine = machine_alone();
+    let scratch = Scratch::new("ctl");
+    let state = scratch.0.join("emulate");
+    let name = format!("u{}", std::process::id() % 100_000);
+    let _down = DownOnDrop(&state, name.clone());
+    let up = emulate_as(
+        &state,
+        "umask 000; exec",
+        &["up", "--name", &name, "--rtt", "2ms", "--no-server"],
+    );
+    assert!(up.status.success());
+    assert_eq!(namespaces_named(&format!("lh-{name}-")), 2);
+
+    // Started with umask 000: the directory is 0700, the socket 0600, the state and log files too.
+    let sock = state.join(format!("{name}.sock"));
+    let modes: Vec<(PathBuf, u32)> = [
+        state.clone(),
+        sock.clone(),
+        state.join(format!("{name}.json")),
+        state.join(format!("{name}.log")),
+    ]
+    .into_iter()
+    .map(|p| {
+        let m = mode(&p);
+        println!("{} {m:o}", p.display());
+        (p, m)
+    })
+    .collect();
+    assert_eq!(modes[0].1, 0o700, "{}", state.display());
+    assert!(
+        std::fs::symlink_metadata(&sock)
+            .unwrap()
+            .file_type()
+            .is_socket()
+    );
+    for (p, m) in &modes[1..] {
+        assert_eq!(m & 0o077, 0, "{} is mode {m:o}", p.display());
+    }
+
+    // Another user can neither stop nor query the testbed ...
+    for cmd in [["down", "--name", &name], ["status", "--name", &name]] {
+        let out = emulate_as(&state, AS_NOBODY, &cmd);
+        assert_ne!(out.status.code(), Some(0), "nobody ran `{}`", cmd[0]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Permission denied"), "{err}");
+    }
+    // ... not even past the file modes: the emulator checks who is asking (SO_PEERCRED).
+    let out = emulate_as(
+        &state,
+        AS_NOBODY_WITH_DAC_OVERRIDE,
+        &["link", "--name", &name, "down"],
+    );
+    assert_ne!(out.status.code(), Some(0), "nobody cut the path");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("uid 65534") && err.contains("refused"),
+        "a clear refusal naming the uid: {err}"
+    );
+    let out = emulate_as(
+        &state,
+        AS_NOBODY_WITH_DAC_OVERRIDE,
+        &["down", "--name", &name],
+    );
+    assert_ne!(out.status.code(), Some(0), "nobody took the testbed down");
+
+    // The testbed is still up, its path never cut, and root still controls it.
+    let st = emulate_as(&state, "exec", &["status", "--name", &name, "--json"]);
+    assert!(st.status.success(), "the testbed should still be up");
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(st["testbeds"][0]["link_up"], true, "{st}");
+    assert!(
+        emulate_as(&state, "exec", &["down", "--name", &name])
+            .status
+            .success()
+    );
+    assert_eq!(namespaces_named(&format!("lh-{name}-")), 0);
+}
+
+#[test]
+fn a_symlink_planted_at_the_state_directory_is_not_followed() {
+    if skip_unprivileged() {
+        return;
+    }
+    let _machine = machine_alone();
+    let scratch = Scratch::new("state");
+    let victim = scratch.0.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let state = scratch.0.join("emulate");
+    std::os::unix::fs::symlink(&victim, &state).unwrap();
+    let name = format!("s{}", std::process::id() % 100_000);
+    let _down = DownOnDrop(&state, name.clone());
+    let up = emulate_as(
+        &state,
+        "exec",
+        &["up", "--name", &name, "--rtt", "2ms", "--no-server"],
+    );
+    let planted: Vec<_> = std::fs::read_dir(&victim)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        planted.is_empty(),
+        "the emulator followed the link {} and created {planted:?} in {}",
+        state.display(),
+        victim.display()
+    );
+    assert_eq!(up.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&up.stderr);
+    assert!(
+        err.contains(&state.display().to_string()) && err.contains("symbolic link"),
+        "{err}"
+    );
+    assert_eq!(namespaces_named(&format!("lh-{name}-")), 0);
 }
