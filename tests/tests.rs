@@ -2,6 +2,7 @@
 //! Networking uses loopback only.
 
 mod emulate;
+mod emulate_hardening;
 mod lab;
 mod raw_peer;
 mod server_cmd;

@@ -100,7 +100,8 @@ pub(crate) struct PathArgs {
     #[arg(long, value_name = "CPU,CPU", value_parser = cpus)]
     pin: Option<[usize; 2]>,
     /// Capture both directions into DIR/a_to_b.pcap and DIR/b_to_a.pcap (what each receiving host
-    /// is handed, with release times; read them with tcpdump -r, tshark or Wireshark).
+    /// is handed, with release times; read them with tcpdump -r, tshark or Wireshark). The files
+    /// must not exist yet, and DIR must not be a symbolic link.
     #[arg(long, value_name = "DIR")]
     pcap: Option<PathBuf>,
     /// Bytes kept per captured packet (headers only by default).

@@ -171,10 +171,8 @@ pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
     if a.foreground {
         return serve(a);
     }
-    state::ensure_state_dir()?;
     let log_path = state::log_file(&a.name);
-    let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let log = state::create_log(&a.name)?;
     let exe = std::env::current_exe().context("cannot find the longhaul executable")?;
     // The same command line, in the foreground, in its own process group (a terminal's Ctrl-C
     // does not reach it) with its standard error in the log.
@@ -407,7 +405,7 @@ pub(crate) fn status(a: &StatusArgs) -> anyhow::Result<ExitCode> {
             state::check_name(n)?;
             vec![n.clone()]
         }
-        None => state::list().into_iter().map(|s| s.name).collect(),
+        None => state::list()?.into_iter().map(|s| s.name).collect(),
     };
     let mut docs = Vec::new();
     let mut text = String::new();

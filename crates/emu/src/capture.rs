@@ -9,9 +9,16 @@
 //! What a capture shows: the packets as the receiving host's TCP sees them, at the time the emulator
 //! handed them over. GSO super-packets the link did not split appear as one large TCP segment, as in
 //! a tcpdump on a host with segmentation offload.
+//!
+//! The emulator runs as root and DIR is often under /tmp, so the files are created safely (issue 11,
+//! finding 5): DIR is opened without following a symbolic link (created, mode 0755, when missing),
+//! and each file is created in it with `O_CREAT | O_EXCL | O_NOFOLLOW`, so an existing file is never
+//! truncated and a planted link is never written through; either is refused with an error naming the
+//! file. Files this run created are removed again when a later one is refused.
 
 use std::fs::File;
 use std::io::BufWriter;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
@@ -58,14 +65,93 @@ pub(crate) struct Capture {
     writer: JoinHandle<CaptureStats>,
 }
 
+/// Creates `names` in `dir` (see the module's rules) and starts a writer for each, in order.
+pub(crate) fn create_all(
+    dir: &Path,
+    names: [&str; 2],
+    snaplen: u32,
+) -> Result<[Capture; 2], EmuError> {
+    let dirfd = open_dir(dir)?;
+    let mut files = Vec::with_capacity(names.len());
+    for name in names {
+        match create_file(&dirfd, dir, name) {
+            Ok(f) => files.push(f),
+            Err(e) => {
+                for created in &names[..files.len()] {
+                    let _ = rustix::fs::unlinkat(&dirfd, *created, rustix::fs::AtFlags::empty());
+                }
+                return Err(e);
+            }
+        }
+    }
+    let mut caps = files
+        .into_iter()
+        .zip(names)
+        .map(|(f, name)| Capture::start(f, &dir.join(name), snaplen));
+    let first = caps.next().expect("two files")?;
+    let second = caps.next().expect("two files")?;
+    Ok([first, second])
+}
+
+/// Opens the capture directory without following a symbolic link; creates it (and its missing
+/// parents, mode 0755) when it does not exist.
+fn open_dir(dir: &Path) -> Result<OwnedFd, EmuError> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::unix::fs::DirBuilderExt;
+    if std::fs::symlink_metadata(dir).is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|source| EmuError::Io {
+                what: format!("create the capture directory {}", dir.display()),
+                source,
+            })?;
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| {
+        let link = std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink());
+        if link || e == rustix::io::Errno::LOOP {
+            EmuError::Config(format!(
+                "capture directory {} is a symbolic link; refusing to follow it (give the directory \
+itself as --pcap DIR)",
+                dir.display()
+            ))
+        } else {
+            EmuError::Io {
+                what: format!("open the capture directory {}", dir.display()),
+                source: e.into(),
+            }
+        }
+    })
+}
+
+/// Creates `name` in `dirfd` (the directory `dir`): a new file only, never through a link.
+fn create_file(dirfd: &OwnedFd, dir: &Path, name: &str) -> Result<File, EmuError> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let path = dir.join(name);
+    match rustix::fs::openat(dirfd, name, flags, Mode::from_raw_mode(0o644)) {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(rustix::io::Errno::EXIST) => Err(EmuError::Config(format!(
+            "capture file {} already exists (a file or a symbolic link); refusing to overwrite it or \
+follow it: remove it or give another --pcap DIR",
+            path.display()
+        ))),
+        Err(e) => Err(EmuError::Io {
+            what: format!("create the capture file {}", path.display()),
+            source: e.into(),
+        }),
+    }
+}
+
 impl Capture {
-    /// Creates `file` and starts its writer thread.
-    pub(crate) fn create(file: &Path, snaplen: u32) -> Result<Self, EmuError> {
+    /// Writes the pcap header to `out` (the new file `file`) and starts its writer thread.
+    fn start(out: File, file: &Path, snaplen: u32) -> Result<Self, EmuError> {
         let io_err = |what: &str, source| EmuError::Io {
             what: format!("{what} {}", file.display()),
             source,
         };
-        let out = File::create(file).map_err(|e| io_err("create the capture file", e))?;
         let header = PcapHeader {
             snaplen,
             datalink: DataLink::RAW,
@@ -160,9 +246,10 @@ mod tests {
     #[test]
     fn writes_a_pcap_with_nanosecond_times_and_snapped_packets() {
         let dir = std::env::temp_dir().join(format!("lh-capture-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let [mut c, other] = create_all(&dir, ["x.pcap", "y.pcap"], 64).unwrap();
+        other.finish();
         let file = dir.join("x.pcap");
-        let mut c = Capture::create(&file, 64).unwrap();
         let now = longhaul_sys::monotonic_now_ns();
         c.offer(now, &[0x45; 100]);
         c.offer(now + 1_500, &[0x60; 40]);
@@ -192,6 +279,14 @@ mod tests {
             "{t0:?} vs {now:?}"
         );
         assert!(r.next_raw_packet().is_none());
+
+        // A second run into the same directory keeps the first run's files.
+        let again = create_all(&dir, ["y.pcap", "x.pcap"], 64).unwrap_err();
+        assert!(
+            again.to_string().contains("y.pcap already exists"),
+            "{again}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), bytes);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

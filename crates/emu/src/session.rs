@@ -10,6 +10,13 @@
 //!   counters;
 //! - `NAME.log`: the emulator's standard error.
 //!
+//! The state directory is private (issue 11, finding 11): it is created mode 0700 (an existing one
+//! is set to 0700), never through a symbolic link, and must belong to the user running the emulator
+//! (readers accept root's too); its files are created 0600 and the socket is set to 0600 right after
+//! it is bound, so the umask never matters. The emulator also checks each control connection's peer
+//! (`SO_PEERCRED`): only root and the uid that started it may control it; anyone else gets an error
+//! document naming their uid, and nothing happens.
+//!
 //! Namespaces are `lh-NAME-a` and `lh-NAME-b`. Names are short (they end up in namespace names) and
 //! never look like the one-shot emulator's `e<pid>-<n>` tags, so the two cleanups cannot collide.
 //! When the emulator dies without tearing down (SIGKILL, a crash), its state file stays; [`reap`]
@@ -17,8 +24,11 @@
 //! orphaned `longhaul server`), deletes them and its files — only those named in the state file and
 //! only after checking that its process is gone.
 
+use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,8 +37,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EmuError;
 
-/// Where running testbeds are recorded.
+/// Where running testbeds are recorded, unless `LONGHAUL_EMULATE_DIR` names another directory.
 pub const STATE_DIR: &str = "/run/longhaul/emulate";
+/// The environment variable that moves [`STATE_DIR`] (the tests use it to keep apart from the
+/// machine's testbeds).
+pub const STATE_DIR_ENV: &str = "LONGHAUL_EMULATE_DIR";
 /// The name used when none is given.
 pub const DEFAULT_NAME: &str = "wan";
 /// Longest name (namespace names are limited, and `lh-` + name + `-a` must fit comfortably).
@@ -126,32 +139,130 @@ with a letter (and not of the form e<digits>-<digits>)"
     Ok(())
 }
 
+/// The state directory: `$LONGHAUL_EMULATE_DIR` if set (and not empty), else [`STATE_DIR`].
+pub fn state_dir() -> PathBuf {
+    match std::env::var_os(STATE_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(STATE_DIR),
+    }
+}
+
 /// `STATE_DIR/NAME.json`.
 pub fn state_file(name: &str) -> PathBuf {
-    PathBuf::from(STATE_DIR).join(format!("{name}.json"))
+    state_dir().join(format!("{name}.json"))
 }
 
 /// `STATE_DIR/NAME.sock`.
 pub fn socket_file(name: &str) -> PathBuf {
-    PathBuf::from(STATE_DIR).join(format!("{name}.sock"))
+    state_dir().join(format!("{name}.sock"))
 }
 
 /// `STATE_DIR/NAME.log`.
 pub fn log_file(name: &str) -> PathBuf {
-    PathBuf::from(STATE_DIR).join(format!("{name}.log"))
+    state_dir().join(format!("{name}.log"))
 }
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> EmuError {
     move |source| EmuError::Io { what, source }
 }
 
-/// Creates [`STATE_DIR`] (mode 0755; only root writes it).
+/// Creates the state directory (mode 0700, its missing parents 0755) or makes an existing one
+/// 0700, refusing a symbolic link, one owned by another user, and a parent others may write to
+/// (they could swap the directory).
 pub fn ensure_state_dir() -> Result<(), EmuError> {
-    std::fs::create_dir_all(STATE_DIR).map_err(io(format!("create {STATE_DIR}")))
+    let dir = state_dir();
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)
+            .map_err(io(format!("create {}", parent.display())))?;
+        let m = std::fs::metadata(parent).map_err(io(format!("stat {}", parent.display())))?;
+        const STICKY: u32 = 0o1000;
+        if m.permissions().mode() & 0o022 != 0 && m.permissions().mode() & STICKY == 0 {
+            return Err(EmuError::Config(format!(
+                "{} is writable by other users (mode {:o}), who could replace the emulator's state \
+directory {}; refusing to use it (chmod go-w {}, or set LONGHAUL_EMULATE_DIR elsewhere)",
+                parent.display(),
+                m.permissions().mode() & 0o7777,
+                dir.display(),
+                parent.display()
+            )));
+        }
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(format!("create {}", dir.display()))(e)),
+    }
+    let fd = open_state_dir(true)?.expect("the state directory exists");
+    let st = rustix::fs::fstat(&fd).map_err(|e| io(format!("stat {}", dir.display()))(e.into()))?;
+    if st.st_mode & 0o7777 != 0o700 {
+        rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o700))
+            .map_err(|e| io(format!("chmod 0700 {}", dir.display()))(e.into()))?;
+    }
+    Ok(())
+}
+
+/// Opens the state directory without following a symbolic link and checks its owner: the user
+/// running this process (and, unless `writer`, root). `None` when it does not exist.
+fn open_state_dir(writer: bool) -> Result<Option<OwnedFd>, EmuError> {
+    use rustix::fs::{Mode, OFlags};
+    let dir = state_dir();
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(&dir, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => {
+            if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(EmuError::Config(format!(
+                    "the emulator's state directory {} is a symbolic link; refusing to follow it \
+(remove the link: the emulator creates the directory itself)",
+                    dir.display()
+                )));
+            }
+            return Err(io(format!(
+                "open the emulator's state directory {} (only root and the user who started a \
+testbed may use it)",
+                dir.display()
+            ))(e.into()));
+        }
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| io(format!("stat {}", dir.display()))(e.into()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me && (writer || st.st_uid != 0) {
+        return Err(EmuError::Config(format!(
+            "the emulator's state directory {} belongs to uid {}, not to uid {me} running this \
+command; refusing to use it (remove it)",
+            dir.display(),
+            st.st_uid
+        )));
+    }
+    Ok(Some(fd))
+}
+
+/// Creates `file` afresh, mode 0600 (an old one is removed first).
+fn create_private(file: &std::path::Path) -> Result<std::fs::File, EmuError> {
+    let _ = std::fs::remove_file(file);
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)
+        .map_err(io(format!("create {}", file.display())))
+}
+
+/// Creates `NAME.log` (mode 0600) in the state directory, which it creates first if need be.
+pub fn create_log(name: &str) -> Result<std::fs::File, EmuError> {
+    ensure_state_dir()?;
+    create_private(&log_file(name))
 }
 
 /// The recorded testbed `name`, if there is one (running or not).
 pub fn load(name: &str) -> Result<Option<Session>, EmuError> {
+    if open_state_dir(false)?.is_none() {
+        return Ok(None);
+    }
     let file = state_file(name);
     match std::fs::read_to_string(&file) {
         Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
@@ -166,10 +277,12 @@ pub fn load(name: &str) -> Result<Option<Session>, EmuError> {
 }
 
 /// Every recorded testbed, by name.
-pub fn list() -> Vec<Session> {
-    let Ok(dir) = std::fs::read_dir(STATE_DIR) else {
-        return Vec::new();
-    };
+pub fn list() -> Result<Vec<Session>, EmuError> {
+    if open_state_dir(false)?.is_none() {
+        return Ok(Vec::new());
+    }
+    let dir = state_dir();
+    let dir = std::fs::read_dir(&dir).map_err(io(format!("list {}", dir.display())))?;
     let mut out: Vec<Session> = dir
         .filter_map(Result::ok)
         .filter_map(|e| {
@@ -179,7 +292,7 @@ pub fn list() -> Vec<Session> {
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+    Ok(out)
 }
 
 /// Records `s` (written to a temporary file and renamed, so readers never see half of it).
@@ -188,7 +301,9 @@ pub fn save(s: &Session) -> Result<(), EmuError> {
     let file = state_file(&s.name);
     let tmp = file.with_extension("json.tmp");
     let text = serde_json::to_string_pretty(s).expect("a session serialises");
-    std::fs::write(&tmp, text).map_err(io(format!("write {}", tmp.display())))?;
+    create_private(&tmp)?
+        .write_all(text.as_bytes())
+        .map_err(io(format!("write {}", tmp.display())))?;
     std::fs::rename(&tmp, &file).map_err(io(format!("rename {}", tmp.display())))
 }
 
@@ -302,12 +417,19 @@ pub fn request(name: &str, req: Request) -> Result<serde_json::Value, EmuError> 
     let mut text = String::new();
     s.read_to_string(&mut text)
         .map_err(io(format!("read testbed {name}'s answer")))?;
-    serde_json::from_str(&text).map_err(|e| {
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         EmuError::Config(format!(
             "testbed {name} answered {} with something that is not JSON ({e})",
             req.line()
         ))
-    })
+    })?;
+    if let Some(why) = doc.get("error").and_then(|e| e.as_str()) {
+        return Err(EmuError::Config(format!(
+            "testbed {name}'s emulator refused `{}`: {why}",
+            req.line()
+        )));
+    }
+    Ok(doc)
 }
 
 /// The emulator's end of the control socket.
@@ -315,26 +437,36 @@ pub fn request(name: &str, req: Request) -> Result<serde_json::Value, EmuError> 
 pub struct ControlSocket {
     listener: UnixListener,
     path: PathBuf,
+    name: String,
 }
 
 impl ControlSocket {
-    /// Binds `STATE_DIR/NAME.sock` (replacing a stale one), non-blocking.
+    /// Binds `STATE_DIR/NAME.sock` (replacing a stale one), mode 0600, non-blocking.
     pub fn bind(name: &str) -> Result<Self, EmuError> {
         ensure_state_dir()?;
         let path = socket_file(name);
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(io(format!("bind {}", path.display())))?;
+        // bind(2) applies the umask; the 0700 directory keeps others out until this chmod.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(io(format!("chmod 0600 {}", path.display())))?;
         listener
             .set_nonblocking(true)
             .map_err(io(format!("set {} non-blocking", path.display())))?;
-        Ok(Self { listener, path })
+        Ok(Self {
+            listener,
+            path,
+            name: name.to_string(),
+        })
     }
 
-    /// The next well-formed request, if one is waiting; malformed ones are answered with an error
+    /// The next well-formed request of an allowed peer, if one is waiting; malformed ones, and
+    /// any request of a peer other than root and this process's user, are answered with an error
     /// document and dropped.
     pub fn poll(&self) -> Option<(Request, UnixStream)> {
         loop {
             let (stream, _) = self.listener.accept().ok()?;
+
             if stream.set_nonblocking(false).is_err()
                 || stream
                     .set_read_timeout(Some(Duration::from_secs(2)))
@@ -344,6 +476,27 @@ impl ControlSocket {
             }
             let mut line = String::new();
             let read = BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line);
+            // The line is read first so that a refused peer gets its answer, not a reset.
+            let me = rustix::process::geteuid().as_raw();
+            match rustix::net::sockopt::socket_peercred(&stream) {
+                Ok(peer) if peer.uid.as_raw() == 0 || peer.uid.as_raw() == me => {}
+                Ok(peer) => {
+                    let why = format!(
+                        "uid {} may not control testbed {} (only root and uid {me}, which \
+started its emulator, may)",
+                        peer.uid.as_raw(),
+                        self.name
+                    );
+                    eprintln!(
+                        "emulate: testbed {}: {why} (pid {})",
+                        self.name,
+                        peer.pid.as_raw_nonzero()
+                    );
+                    let _ = reply(stream, &serde_json::json!({ "error": why }));
+                    continue;
+                }
+                Err(_) => continue,
+            }
             match read.ok().and_then(|_| Request::parse(&line)) {
                 Some(r) => return Some((r, stream)),
                 None => {

@@ -20,7 +20,6 @@ use longhaul_packet::RouterAddrs;
 use longhaul_sys::{Tun, TunOptions, ip, netns_path, run_in_netns, write_sysctl};
 use serde::{Deserialize, Serialize};
 
-use crate::capture::Capture;
 use crate::error::EmuError;
 use crate::forward::{Bursts, DirectionStats, Forwarder, HopStage};
 use crate::netdev::parse_proc_net_dev;
@@ -448,6 +447,13 @@ impl Testbed {
         } else {
             tcp_buffer_for(&cfg.a_to_b, &cfg.b_to_a)
         };
+        // The capture files first: a refused --pcap DIR leaves nothing to tear down.
+        let mut captures = match &cfg.pcap {
+            Some((dir, snaplen)) => {
+                crate::capture::create_all(dir, ["a_to_b.pcap", "b_to_a.pcap"], *snaplen)?.map(Some)
+            }
+            None => [None, None],
+        };
         let a = Netns::add(format!("lh-{tag}-a"))?;
         let b = Netns::add(format!("lh-{tag}-b"))?;
         let tun_a = Arc::new(host(
@@ -479,23 +485,14 @@ impl Testbed {
         };
         let hops_ab = stages(&cfg.hops, None);
         let hops_ba = stages(&cfg.hops, Some(cfg.b_to_a.propagation()));
-        if let Some((dir, _)) = &cfg.pcap {
-            std::fs::create_dir_all(dir).map_err(|source| EmuError::Io {
-                what: format!("create the capture directory {}", dir.display()),
-                source,
-            })?;
-        }
-        for (i, (name, file, src, dst, link, hops)) in [
-            ("a→b", "a_to_b.pcap", &tun_a, &tun_b, link_ab, hops_ab),
-            ("b→a", "b_to_a.pcap", &tun_b, &tun_a, link_ba, hops_ba),
+        for (i, (name, src, dst, link, hops)) in [
+            ("a→b", &tun_a, &tun_b, link_ab, hops_ab),
+            ("b→a", &tun_b, &tun_a, link_ba, hops_ba),
         ]
         .into_iter()
         .enumerate()
         {
-            let capture = match &cfg.pcap {
-                Some((dir, snaplen)) => Some(Capture::create(&dir.join(file), *snaplen)?),
-                None => None,
-            };
+            let capture = captures[i].take();
             let live = Arc::new(Mutex::new(DirectionStats {
                 name: name.to_string(),
                 ..DirectionStats::default()

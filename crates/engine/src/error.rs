@@ -83,6 +83,11 @@ pub enum EngineError {
     /// A file operation under a transfer's root failed.
     #[error(transparent)]
     Root(#[from] crate::transfer::root::RootError),
+    /// The kernel gave no random bytes (getrandom(2) failed); nothing secret is made without them.
+    #[error(
+        "cannot draw random bytes from the kernel (getrandom: {0}); refusing to make {1} without them"
+    )]
+    Random(getrandom::Error, &'static str),
     /// A data stream failed during the test.
     #[error("stream {stream}: {source}")]
     Stream {

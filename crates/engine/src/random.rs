@@ -1,39 +1,31 @@
-//! Randomness from the kernel for test cookies and payload seeds (read from /dev/urandom; never blocks
-//! after boot).
+//! Randomness from the kernel for test cookies, transfer cookies, handshake nonces and payload seeds:
+//! getrandom(2), which needs no file descriptor (it works when the process has run out of them) and
+//! never blocks after boot.
+//!
+//! It fails closed: when the kernel gives no random bytes, the caller gets [`EngineError::Random`]
+//! and refuses the session; there is no fallback to the clock or to addresses (issue 11, finding 8:
+//! the old fallback to the time XOR a pointer, taken when /dev/urandom could not be opened, made
+//! cookies and nonces guessable).
 
-use std::fs::File;
-use std::io::Read;
+use crate::EngineError;
 
-pub(crate) fn fill(buf: &mut [u8]) {
-    // /dev/urandom cannot fail on a running Linux system short of a missing /dev; fall back to the clock
-    // and address-space layout so a cookie is still unpredictable enough to keep tests apart.
-    if File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(buf))
-        .is_err()
-    {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let salt = buf.as_ptr() as usize as u128;
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = ((t ^ salt) >> ((i % 16) * 8)) as u8 ^ i as u8;
-        }
-    }
+/// Fills `buf` from the kernel's random source; `what` names the value for the error.
+pub(crate) fn fill(buf: &mut [u8], what: &'static str) -> Result<(), EngineError> {
+    getrandom::fill(buf).map_err(|e| EngineError::Random(e, what))
 }
 
-/// A fresh 16-byte test cookie.
-pub(crate) fn cookie() -> [u8; 16] {
+/// A fresh 16-byte test or transfer cookie.
+pub(crate) fn cookie() -> Result<[u8; 16], EngineError> {
     let mut c = [0u8; 16];
-    fill(&mut c);
-    c
+    fill(&mut c, "a session cookie")?;
+    Ok(c)
 }
 
 /// A non-zero 64-bit seed.
-pub(crate) fn seed() -> u64 {
+pub(crate) fn seed() -> Result<u64, EngineError> {
     let mut b = [0u8; 8];
-    fill(&mut b);
-    u64::from_le_bytes(b) | 1
+    fill(&mut b, "a payload seed")?;
+    Ok(u64::from_le_bytes(b) | 1)
 }
 
 /// Lower-case hex of a cookie, as it travels in JSON.
@@ -57,7 +49,7 @@ pub(crate) fn unhex(s: &str) -> Option<[u8; 16]> {
 mod tests {
     #[test]
     fn cookies_differ_and_round_trip_through_hex() {
-        let (a, b) = (super::cookie(), super::cookie());
+        let (a, b) = (super::cookie().unwrap(), super::cookie().unwrap());
         assert_ne!(a, b);
         assert_eq!(super::unhex(&super::hex(&a)), Some(a));
         assert_eq!(super::unhex("zz"), None);

@@ -221,7 +221,17 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
                 let _ = std::io::Write::write_all(&mut conn, &msg.encode_frame());
                 return;
             }
-            let cookie = random::cookie();
+            let cookie = match random::cookie() {
+                Ok(c) => c,
+                Err(e) => {
+                    warn!(%peer, "refused transfer: {e}");
+                    let msg = longhaul_transfer::Message::Error {
+                        message: e.to_string(),
+                    };
+                    let _ = std::io::Write::write_all(&mut conn, &msg.encode_frame());
+                    return;
+                }
+            };
             let (_registration, rx) = Registration::new(shared, cookie);
             let widen = |request, force| widen_listener(shared, request, force);
             match crate::transfer::serve(
@@ -327,7 +337,7 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
         Message::Hello { .. } => {}
         m => return Err(unexpected(&m, "waiting for hello")),
     }
-    let cookie = random::cookie();
+    let cookie = random::cookie()?;
     let (registration, rx) = Registration::new(shared, cookie);
     ctrl.send(&Message::Welcome {
         software: SOFTWARE.into(),

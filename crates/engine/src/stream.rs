@@ -245,8 +245,8 @@ impl AlignedBuf {
 
 /// Test payload: pseudo-random bytes, so no compressing or deduplicating element on the path can make a
 /// stream look faster than it is (the LSR rules required every packet to carry different data).
-pub(crate) fn payload(len: usize) -> Arc<AlignedBuf> {
-    let mut seed = crate::random::seed();
+pub(crate) fn payload(len: usize) -> Result<Arc<AlignedBuf>, crate::EngineError> {
+    let mut seed = crate::random::seed()?;
     let mut buf = AlignedBuf::zeroed(len);
     for chunk in buf.as_mut_slice().chunks_mut(8) {
         // xorshift64*: fast and good enough for filler bytes; not for anything secret.
@@ -256,5 +256,5 @@ pub(crate) fn payload(len: usize) -> Arc<AlignedBuf> {
         let v = seed.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
         chunk.copy_from_slice(&v[..chunk.len()]);
     }
-    Arc::new(buf)
+    Ok(Arc::new(buf))
 }

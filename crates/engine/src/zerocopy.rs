@@ -105,7 +105,7 @@ impl StreamSender<'_> {
 
 /// The send method for a test: plain copies, or zero-copy with `-Z`.
 pub(crate) fn method(zerocopy: bool, write_len: usize) -> Result<SendMethod, EngineError> {
-    let payload = crate::stream::payload(write_len);
+    let payload = crate::stream::payload(write_len)?;
     Ok(if zerocopy {
         SendMethod::ZeroCopy(Arc::new(ZeroCopySource::new(payload)?))
     } else {

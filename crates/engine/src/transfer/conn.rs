@@ -209,10 +209,10 @@ impl Endpoint {
 }
 
 /// A fresh 32-byte nonce.
-fn nonce() -> [u8; 32] {
+fn nonce() -> Result<[u8; 32], EngineError> {
     let mut n = [0u8; 32];
-    crate::random::fill(&mut n);
-    n
+    crate::random::fill(&mut n, "a handshake nonce")?;
+    Ok(n)
 }
 
 /// The client's half of the handshake: hello, check the server's proof, prove, get the cookie.
@@ -222,7 +222,7 @@ pub(crate) fn client_handshake(
     direction: Direction,
     timeout: Duration,
 ) -> Result<[u8; 16], EngineError> {
-    let client_nonce = nonce();
+    let client_nonce = nonce()?;
     ctl.send(&Message::TransferHello {
         version: TRANSFER_VERSION,
         direction,
@@ -278,7 +278,7 @@ pub(crate) fn server_handshake(
             "this server does not serve files (start it with --root DIR --key FILE)".into(),
         ));
     };
-    let server_nonce = nonce();
+    let server_nonce = nonce()?;
     ctl.send(&Message::AuthChallenge {
         server_nonce,
         server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
