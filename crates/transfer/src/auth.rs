@@ -25,13 +25,16 @@
 //! it (`crate::session`):
 //!
 //! ```text
-//! session          = BLAKE3-derive_key("longhaul transfer v2 session key", key ‖ server_nonce ‖ client_nonce)
+//! session          = BLAKE3-derive_key("longhaul transfer v2 session key",
+//!                                      key ‖ server_nonce ‖ client_nonce ‖ direction)
 //! client_to_server = BLAKE3-derive_key("longhaul transfer v2 client-to-server MAC key", session)
 //! server_to_client = BLAKE3-derive_key("longhaul transfer v2 server-to-client MAC key", session)
 //! ```
 //!
-//! Fresh nonces make the keys fresh per connection (a frame or chunk of another session never
-//! verifies); one key per direction makes a frame reflected back to its sender fail.
+//! where `direction` is one byte, `S` (send) or `G` (get), as asked in the hello (so a hello altered
+//! on the path fails at the first sealed frame). Fresh nonces make the keys fresh per connection (a
+//! frame or chunk of another session never verifies); one key per direction makes a frame reflected
+//! back to its sender fail.
 //!
 //! This authenticates; it does not encrypt. Data crosses the network in clear (as with FDT or GridFTP
 //! without DCAU); the chunk hashes stop corruption, not eavesdropping.
@@ -41,6 +44,7 @@
 use std::fmt;
 
 use crate::digest::{Digest, parse_hex, to_hex};
+use crate::msg::Direction;
 
 /// First word of a key file: the format version.
 pub const KEY_FILE_TAG: &str = "longhaul-key-v1";
@@ -139,12 +143,23 @@ impl Key {
         h.finalize().into()
     }
 
-    /// The session keys of the connection whose handshake used these nonces.
-    pub fn session(&self, server_nonce: &Nonce, client_nonce: &Nonce) -> SessionKeys {
-        let mut material = [0u8; 96];
+    /// The session keys of the connection whose handshake used these nonces and asked for this
+    /// direction (binding the direction makes a hello whose direction was changed on the path fail at
+    /// the first sealed frame).
+    pub fn session(
+        &self,
+        direction: Direction,
+        server_nonce: &Nonce,
+        client_nonce: &Nonce,
+    ) -> SessionKeys {
+        let mut material = [0u8; 97];
         material[..32].copy_from_slice(&self.0);
         material[32..64].copy_from_slice(server_nonce);
-        material[64..].copy_from_slice(client_nonce);
+        material[64..96].copy_from_slice(client_nonce);
+        material[96] = match direction {
+            Direction::Send => b'S',
+            Direction::Get => b'G',
+        };
         let session = blake3::derive_key(SESSION_CONTEXT, &material);
         SessionKeys {
             client_to_server: MacKey(blake3::derive_key(CLIENT_TO_SERVER_CONTEXT, &session)),
@@ -302,8 +317,8 @@ mod tests {
     #[test]
     fn session_keys_are_per_session_and_per_direction() {
         let k = Key::from_bytes([7; 32]);
-        let s = k.session(&SN, &CN);
-        let again = k.session(&SN, &CN);
+        let s = k.session(Direction::Send, &SN, &CN);
+        let again = k.session(Direction::Send, &SN, &CN);
         let tag = |m: &MacKey| m.frame_tag(0, b"frame");
         // Both ends derive the same pair; what one sends is what the other receives.
         assert_eq!(
@@ -318,19 +333,27 @@ mod tests {
         // keys (no replay from another session).
         assert_ne!(tag(s.sending(Role::Client)), tag(s.sending(Role::Server)));
         for other in [
-            k.session(&SN, &[3; 32]),
-            k.session(&[3; 32], &CN),
-            k.session(&CN, &SN),
-            Key::from_bytes([8; 32]).session(&SN, &CN),
+            k.session(Direction::Send, &SN, &[3; 32]),
+            k.session(Direction::Send, &[3; 32], &CN),
+            k.session(Direction::Send, &CN, &SN),
+            Key::from_bytes([8; 32]).session(Direction::Send, &SN, &CN),
+            k.session(Direction::Get, &SN, &CN),
         ] {
-            assert_ne!(tag(other.sending(Role::Client)), tag(s.sending(Role::Client)));
-            assert_ne!(tag(other.sending(Role::Server)), tag(s.sending(Role::Server)));
+            assert_ne!(
+                tag(other.sending(Role::Client)),
+                tag(s.sending(Role::Client))
+            );
+            assert_ne!(
+                tag(other.sending(Role::Server)),
+                tag(s.sending(Role::Server))
+            );
         }
         // The derivation is BLAKE3 derive_key with the documented contexts.
         let mut material = Vec::new();
         material.extend_from_slice(&[7; 32]);
         material.extend_from_slice(&SN);
         material.extend_from_slice(&CN);
+        material.push(b'S');
         let session = blake3::derive_key("longhaul transfer v2 session key", &material);
         let c2s = blake3::derive_key("longhaul transfer v2 client-to-server MAC key", &session);
         let mut h = blake3::Hasher::new_keyed(&c2s);
@@ -342,12 +365,18 @@ mod tests {
             Digest::from(h.finalize())
         );
         assert_eq!(format!("{s:?}"), "SessionKeys(<redacted>)");
-        assert_eq!(format!("{:?}", s.sending(Role::Client)), "MacKey(<redacted>)");
+        assert_eq!(
+            format!("{:?}", s.sending(Role::Client)),
+            "MacKey(<redacted>)"
+        );
     }
 
     #[test]
     fn mac_uses_are_separated() {
-        let m = Key::from_bytes([7; 32]).session(&SN, &CN).sending(Role::Client).clone();
+        let m = Key::from_bytes([7; 32])
+            .session(Direction::Send, &SN, &CN)
+            .sending(Role::Client)
+            .clone();
         let fields = [5u8; 64];
         // Sequence, stream, cookie and fields each change the tag.
         assert_ne!(m.frame_tag(0, b"ab"), m.frame_tag(1, b"ab"));

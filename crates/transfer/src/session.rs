@@ -78,11 +78,7 @@ pub struct FrameOpener {
 impl FrameOpener {
     /// An opener for frames sent by `from` under `key`, expecting sequence number 0 first.
     pub fn new(key: MacKey, from: Role) -> Self {
-        Self {
-            key,
-            next: 0,
-            from,
-        }
+        Self { key, next: 0, from }
     }
 
     /// Total bytes of the sealed frame at the start of `buf`, once its length prefix is in (`None`
@@ -221,7 +217,7 @@ mod tests {
     use crate::msg::tests::samples;
 
     fn keys(seed: u8) -> SessionKeys {
-        Key::from_bytes([seed; 32]).session(&[1; 32], &[2; 32])
+        Key::from_bytes([seed; 32]).session(crate::msg::Direction::Send, &[1; 32], &[2; 32])
     }
 
     fn pair() -> (FrameSealer, FrameOpener) {
@@ -421,7 +417,10 @@ mod tests {
         );
         // Fields are still checked once the tag is good.
         let mut bad = ChunkSealer::new(send, 0);
-        let zero_len = ChunkHeader { len: 0, ..header(0) };
+        let zero_len = ChunkHeader {
+            len: 0,
+            ..header(0)
+        };
         assert!(matches!(
             ChunkOpener::new(recv, 0).open(&bad.seal(&zero_len)),
             Err(WireError::BadChunkHeader(_))
