@@ -99,7 +99,6 @@ fn refused_for_authentication(out: &Output, what: &str) -> String {
         lines[0].contains("failed authentication"),
         "{what}: not refused for authentication: {err}"
     );
-    eprintln!("REFUSAL {what}: {}", lines[0]);
     lines[0].to_string()
 }
 

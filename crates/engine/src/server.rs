@@ -72,13 +72,15 @@ pub struct Server {
 /// silent connections cannot exhaust threads.
 const MAX_HANDSHAKING: u32 = 256;
 
+/// Where a session waiting for data connections takes them, and for a transfer the proof they must
+/// present first.
+type Route = (SyncSender<(u32, TcpStream)>, Option<DataGate>);
+
 struct Shared {
     cfg: ServerConfig,
     running: AtomicU32,
     handshaking: AtomicU32,
-    /// Sessions waiting for data connections, by cookie: where to hand them, and for a transfer the
-    /// proof they must present.
-    pending: Mutex<HashMap<Cookie, (SyncSender<(u32, TcpStream)>, Option<DataGate>)>>,
+    pending: Mutex<HashMap<Cookie, Route>>,
     listener: Arc<TcpListener>,
     /// Receive buffer last forced on the listener (see `widen_listener`).
     listener_rcvbuf: Mutex<u64>,
