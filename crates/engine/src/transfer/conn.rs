@@ -362,3 +362,59 @@ pub(crate) fn unexpected(m: &Message, waiting_for: &str) -> EngineError {
         "unexpected {kind} while waiting for {waiting_for}"
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// Stream threads and the control thread share one writer: every frame they send concurrently
+    /// arrives sealed with consecutive numbers, so the peer opens all of them in wire order.
+    #[test]
+    fn frames_sent_from_many_threads_are_numbered_in_wire_order() {
+        let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let keys = Key::from_bytes([3; 32]).session(Direction::Send, &[1; 32], &[2; 32]);
+        let (mut client, mut server) = (Ctl::new(a).unwrap(), Ctl::new(b).unwrap());
+        client.seal(&keys, Role::Client);
+        server.seal(&keys, Role::Server);
+        let (threads, each) = (8u32, 200u64);
+        let senders: Vec<_> = (0..threads)
+            .map(|t| {
+                let w = client.writer();
+                std::thread::spawn(move || {
+                    for chunk in 0..each {
+                        w.send(&Message::ChunkVerdict {
+                            file: t,
+                            chunk,
+                            ok: true,
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut next = vec![0u64; threads as usize];
+        for _ in 0..u64::from(threads) * each {
+            match server.recv(Duration::from_secs(20), "a verdict").unwrap() {
+                Message::ChunkVerdict { file, chunk, .. } => {
+                    // Each thread's own frames keep their order.
+                    assert_eq!(chunk, next[file as usize]);
+                    next[file as usize] += 1;
+                }
+                m => panic!("{m:?}"),
+            }
+        }
+        for s in senders {
+            s.join().unwrap();
+        }
+        // And the other direction is sealed with the other key.
+        server.send(&Message::Done { files: 0, bytes: 0 }).unwrap();
+        assert_eq!(
+            client.recv(Duration::from_secs(20), "done").unwrap(),
+            Message::Done { files: 0, bytes: 0 }
+        );
+    }
+}
