@@ -3,15 +3,25 @@
 //! test can send whatever an attacker holding the key (or only sitting on the path) could send: a
 //! manifest naming files nobody asked for, setuid modes, reserved names, oversized plans, chunks out of
 //! step. Every step has a deadline, so a test whose peer stops answering fails instead of hanging.
+//!
+//! It speaks transfer version 2: after the handshake it seals every control frame and chunk header
+//! with the session keys and proves them on its data connections, as a key holder would; what a test
+//! sends is therefore judged by its content, not refused for want of a tag.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::{ConnKind, PREAMBLE_LEN, Preamble};
 use longhaul_transfer::auth::Role;
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, ChunkHeader, Direction, TRANSFER_VERSION};
-use longhaul_transfer::{Key, Message};
+use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
+use longhaul_transfer::{
+    ChunkOpener, ChunkSealer, FrameOpener, FrameSealer, Key, Message, SessionKeys,
+};
 
 /// How long any one step may take before the test fails.
 pub(crate) const STEP: Duration = Duration::from_secs(20);
@@ -43,6 +53,20 @@ pub(crate) struct RawPeer {
     buf: Vec<u8>,
     /// The transfer's cookie (the server issued it in `auth_ok`).
     pub(crate) cookie: [u8; 16],
+    /// Which side the test plays.
+    role: Role,
+    /// The session keys, once the handshake has derived them.
+    keys: Option<SessionKeys>,
+    sealer: Option<FrameSealer>,
+    opener: Option<FrameOpener>,
+    /// Each data connection's stream index and chunk sealer/opener, by the socket's descriptor.
+    streams: Mutex<HashMap<RawFd, DataStream>>,
+}
+
+/// The per-stream state of one data connection (its chunk headers are numbered per stream).
+struct DataStream {
+    sealer: ChunkSealer,
+    opener: ChunkOpener,
 }
 
 impl RawPeer {
@@ -53,11 +77,7 @@ impl RawPeer {
         sock.set_nodelay(true).ok();
         sock.write_all(&Preamble::transfer().encode())
             .expect("send preamble");
-        let mut peer = Self {
-            sock,
-            buf: Vec::new(),
-            cookie: [0; 16],
-        };
+        let mut peer = Self::new(sock, [0; 16], Role::Client);
         let client_nonce = nonce();
         peer.send(&Message::TransferHello {
             version: TRANSFER_VERSION,
@@ -76,6 +96,7 @@ impl RawPeer {
         peer.send(&Message::AuthResponse {
             client_proof: key.proof(Role::Client, &server_nonce, &client_nonce),
         });
+        peer.keyed(key.session(direction, &server_nonce, &client_nonce));
         let Message::AuthOk { cookie } = peer.recv().expect("auth_ok") else {
             panic!("expected auth_ok")
         };
@@ -90,11 +111,7 @@ impl RawPeer {
         let (mut sock, _) = accept_within(listener, STEP);
         let pre = read_preamble(&mut sock);
         assert_eq!(pre.kind, ConnKind::Transfer, "expected a transfer preamble");
-        let mut peer = Self {
-            sock,
-            buf: Vec::new(),
-            cookie,
-        };
+        let mut peer = Self::new(sock, cookie, Role::Server);
         let Message::TransferHello {
             direction,
             client_nonce,
@@ -113,18 +130,65 @@ impl RawPeer {
         };
         key.verify(Role::Client, &server_nonce, &client_nonce, &client_proof)
             .expect("the client proves the key");
+        peer.keyed(key.session(direction, &server_nonce, &client_nonce));
         peer.send(&Message::AuthOk { cookie });
         (peer, direction)
     }
 
-    /// Sends one control message.
+    fn new(sock: TcpStream, cookie: [u8; 16], role: Role) -> Self {
+        Self {
+            sock,
+            buf: Vec::new(),
+            cookie,
+            role,
+            keys: None,
+            sealer: None,
+            opener: None,
+            streams: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Switches to sealed frames (right after `auth_response`, both ways).
+    fn keyed(&mut self, keys: SessionKeys) {
+        let other = match self.role {
+            Role::Client => Role::Server,
+            Role::Server => Role::Client,
+        };
+        self.sealer = Some(FrameSealer::new(keys.sending(self.role).clone()));
+        self.opener = Some(FrameOpener::new(keys.receiving(self.role).clone(), other));
+        self.keys = Some(keys);
+    }
+
+    fn keys(&self) -> &SessionKeys {
+        self.keys.as_ref().expect("the handshake is done")
+    }
+
+    /// Registers a data connection for stream `index`.
+    fn add_stream(&self, s: &TcpStream, index: u32) {
+        let keys = self.keys();
+        self.streams.lock().unwrap().insert(
+            s.as_raw_fd(),
+            DataStream {
+                sealer: ChunkSealer::new(keys.sending(self.role).clone(), index),
+                opener: ChunkOpener::new(keys.receiving(self.role).clone(), index),
+            },
+        );
+    }
+
+    /// Sends one control message (sealed after the handshake).
     pub(crate) fn send(&mut self, m: &Message) {
         self.send_frame(&m.encode_frame());
     }
 
-    /// Sends raw bytes on the control connection as they are (a forged or malformed frame).
+    /// Sends a frame built by hand (4-byte length and body, possibly malformed) on the control
+    /// connection. After the handshake it is sealed with the session's next tag over exactly these
+    /// bytes, as a peer holding the key would send it, so the receiver judges its content.
     pub(crate) fn send_frame(&mut self, frame: &[u8]) {
-        self.sock.write_all(frame).expect("send control frame");
+        let bytes = match &mut self.sealer {
+            Some(s) => s.seal_frame(frame.to_vec()),
+            None => frame.to_vec(),
+        };
+        self.sock.write_all(&bytes).expect("send control frame");
     }
 
     /// The next control message; the peer's `error` message (or a closed connection) is `Err` with
@@ -132,7 +196,11 @@ impl RawPeer {
     pub(crate) fn recv(&mut self) -> Result<Message, String> {
         let deadline = Instant::now() + STEP;
         loop {
-            match longhaul_transfer::msg::decode_frame(&self.buf) {
+            let frame = match &mut self.opener {
+                Some(o) => o.open(&self.buf),
+                None => longhaul_transfer::msg::decode_frame(&self.buf),
+            };
+            match frame {
                 Ok(Some((m, used))) => {
                     self.buf.drain(..used);
                     return match m {
@@ -170,16 +238,24 @@ impl RawPeer {
     }
 
     /// The client's data connection `stream` to the server on `port`, presenting this transfer's
-    /// cookie.
+    /// cookie and the session's proof for it.
     pub(crate) fn open_data(&self, port: u16, stream: u32) -> TcpStream {
         let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect a data stream");
-        s.write_all(&Preamble::data(self.cookie, stream).encode())
-            .expect("send data preamble");
+        let mut hello = Preamble::data(self.cookie, stream).encode().to_vec();
+        hello.extend_from_slice(
+            &self
+                .keys()
+                .sending(Role::Client)
+                .data_proof(&self.cookie, stream)
+                .0,
+        );
+        s.write_all(&hello).expect("send data preamble");
+        self.add_stream(&s, stream);
         s
     }
 
     /// As the server: the next data connection a real client opens to `listener`, with the stream
-    /// index it presented. Panics unless it presents this transfer's cookie.
+    /// index it presented. Panics unless it presents this transfer's cookie and the session's proof.
     pub(crate) fn accept_data(&self, listener: &TcpListener) -> (u32, TcpStream) {
         let (mut s, _) = accept_within(listener, STEP);
         let pre = read_preamble(&mut s);
@@ -188,7 +264,27 @@ impl RawPeer {
             pre.cookie, self.cookie,
             "data connection with another cookie"
         );
+        let mut proof = [0u8; DATA_PROOF_LEN];
+        s.read_exact(&mut proof)
+            .expect("read the data connection's proof");
+        verify_data_proof(
+            self.keys().receiving(Role::Server),
+            &self.cookie,
+            pre.stream,
+            &proof,
+        )
+        .expect("the data connection proves the session key");
+        self.add_stream(&s, pre.stream);
         (pre.stream, s)
+    }
+
+    /// The stream state of data connection `s` (opened or accepted by this peer).
+    fn with_stream<T>(&self, s: &TcpStream, f: impl FnOnce(&mut DataStream) -> T) -> T {
+        let mut streams = self.streams.lock().unwrap();
+        let st = streams
+            .get_mut(&s.as_raw_fd())
+            .expect("a data connection opened or accepted by this peer");
+        f(st)
     }
 
     /// Sends chunk `chunk` of file `file` (its bytes `payload`, at `offset`) on a data stream.
@@ -207,7 +303,8 @@ impl RawPeer {
             len: u32::try_from(payload.len()).expect("chunk fits a u32"),
             hash: longhaul_transfer::digest::hash_chunk(payload),
         };
-        data.write_all(&header.encode()).expect("send chunk header");
+        let sealed = self.with_stream(data, |st| st.sealer.seal(&header));
+        data.write_all(&sealed).expect("send chunk header");
         data.write_all(payload).expect("send chunk payload");
     }
 
@@ -216,7 +313,9 @@ impl RawPeer {
         data.set_read_timeout(Some(STEP)).ok();
         let mut h = [0u8; CHUNK_HEADER_LEN];
         data.read_exact(&mut h).expect("read chunk header");
-        let header = ChunkHeader::decode(&h).expect("a valid chunk header");
+        let header = self
+            .with_stream(data, |st| st.opener.open(&h))
+            .expect("a valid, authentic chunk header");
         let mut payload = vec![0u8; header.len as usize];
         data.read_exact(&mut payload).expect("read chunk payload");
         (header, payload)

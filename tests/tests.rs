@@ -12,4 +12,5 @@ mod testbed;
 mod testbed_api_fuzz;
 mod testbed_ui;
 mod transfer;
+mod transfer_session;
 mod util;

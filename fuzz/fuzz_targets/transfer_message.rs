@@ -1,10 +1,14 @@
 //! Fuzzes everything a transfer peer parses from untrusted bytes: the binary chunk header of data
-//! streams, the length-prefixed JSON transfer messages, and (because a journal may be torn or garbled)
-//! the receiver's resume journal.
+//! streams (its fields and its authentication), the length-prefixed JSON transfer messages (plain, as
+//! in the handshake, and sealed, as after it), and (because a journal may be torn or garbled) the
+//! receiver's resume journal.
 //!
 //! Invariants checked beyond "does not panic":
-//! - an accepted chunk header re-encodes to the same 64 bytes and its length is within 1 ..= 64 MiB;
+//! - accepted chunk header fields re-encode to the same 64 bytes, their length is within 1 ..= 64 MiB,
+//!   and they seal and open back to the same header; a forged 96-byte header never opens;
 //! - every accepted message re-encodes to a frame that decodes to the same message;
+//! - a sealed stream built from the input never opens to anything but what was sealed (a genuine frame
+//!   opens to exactly what `Message::from_json` makes of its body; a forged one is refused);
 //! - journal replay trusts only a prefix of the input, that prefix replays to the same state, and
 //!   every verified chunk index lies within its file's chunk plan.
 
@@ -13,14 +17,31 @@
 use libfuzzer_sys::fuzz_target;
 use longhaul_transfer::journal::Journal;
 use longhaul_transfer::manifest::MAX_CHUNK;
-use longhaul_transfer::msg::{CHUNK_HEADER_LEN, ChunkHeader, Message, decode_frame};
+use longhaul_transfer::msg::{
+    CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, MAX_FRAME_LEN, Message, WireError,
+    decode_frame,
+};
+use longhaul_transfer::session::{ChunkOpener, ChunkSealer, FrameOpener, FrameSealer};
+use longhaul_transfer::{Key, Role};
 
 fuzz_target!(|data: &[u8]| {
-    if let Some(h) = data.first_chunk::<CHUNK_HEADER_LEN>() {
+    let keys = Key::from_bytes([0x42; 32]).session(longhaul_transfer::msg::Direction::Send, &[1; 32], &[2; 32]);
+    let (send, recv) = (keys.sending(Role::Client), keys.receiving(Role::Server));
+
+    if let Some(h) = data.first_chunk::<CHUNK_FIELDS_LEN>() {
         if let Ok(dec) = ChunkHeader::decode(h) {
             assert_eq!(&dec.encode(), h);
             assert!(dec.len >= 1 && u64::from(dec.len) <= MAX_CHUNK);
+            let sealed = ChunkSealer::new(send.clone(), 3).seal(&dec);
+            assert_eq!(ChunkOpener::new(recv.clone(), 3).open(&sealed), Ok(dec));
+            assert!(ChunkOpener::new(recv.clone(), 4).open(&sealed).is_err());
         }
+    }
+    if let Some(h) = data.first_chunk::<CHUNK_HEADER_LEN>() {
+        assert!(matches!(
+            ChunkOpener::new(recv.clone(), 0).open(h),
+            Err(WireError::ChunkAuth { .. })
+        ));
     }
 
     let mut rest = data;
@@ -34,6 +55,37 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(back, m);
         assert_eq!(Message::from_json(&again[4..]), Ok(m));
         rest = &rest[used..];
+    }
+
+    // The input as a forged sealed stream: nothing opens.
+    let mut forged = FrameOpener::new(recv.clone(), Role::Client);
+    assert!(!matches!(forged.open(data), Ok(Some(_))));
+
+    // The input cut into bodies (each prefixed by a 2-byte length), sealed by a key holder: each
+    // opens to exactly what `from_json` makes of it, in order.
+    let (mut sealer, mut opener) = (
+        FrameSealer::new(send.clone()),
+        FrameOpener::new(recv.clone(), Role::Client),
+    );
+    let mut rest = data;
+    while let Some((len, tail)) = rest.split_first_chunk::<2>() {
+        let len = (u16::from_be_bytes(*len) as usize).min(tail.len());
+        let body = &tail[..len];
+        rest = &tail[len..];
+        if body.is_empty() || body.len() > MAX_FRAME_LEN {
+            continue;
+        }
+        let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(body);
+        let sealed = sealer.seal_frame(frame);
+        match (opener.open(&sealed), Message::from_json(body)) {
+            (Ok(Some((m, used))), Ok(want)) => {
+                assert_eq!(m, want);
+                assert_eq!(used, sealed.len());
+            }
+            (Err(got), Err(want)) => assert_eq!(got, want),
+            (got, want) => panic!("sealed {got:?} vs plain {want:?}"),
+        }
     }
 
     let j = Journal::replay(data);

@@ -77,9 +77,10 @@ pub enum EngineError {
     /// A file transfer failed (the message says why and, where known, what to do).
     #[error("{0}")]
     Transfer(String),
-    /// The peer sent transfer bytes that break the protocol.
+    /// The peer sent transfer bytes that break the protocol. Not a `source`: the message already
+    /// includes it, and a chained report (`{:#}`) would print it twice.
     #[error("transfer protocol error: {0}")]
-    Wire(#[from] longhaul_transfer::WireError),
+    Wire(longhaul_transfer::WireError),
     /// A file operation under a transfer's root failed.
     #[error(transparent)]
     Root(#[from] crate::transfer::root::RootError),
@@ -96,6 +97,12 @@ pub enum EngineError {
         /// What went wrong.
         source: io::Error,
     },
+}
+
+impl From<longhaul_transfer::WireError> for EngineError {
+    fn from(e: longhaul_transfer::WireError) -> Self {
+        EngineError::Wire(e)
+    }
 }
 
 impl EngineError {

@@ -3,7 +3,8 @@
 //! Every accepted connection gets a thread that reads its preamble (with a deadline). A control
 //! connection becomes a test session if the server is under its cap, otherwise it is told
 //! "busy, N tests running" and closed. A data connection presents a cookie and is handed to the session
-//! that issued it; an unknown cookie is dropped. Any error in one session — garbage, a truncated or
+//! that issued it; an unknown cookie is dropped. A transfer's data connection must also prove the
+//! transfer's session key right after its preamble (`transfer::DataGate`), or it is dropped. Any error in one session — garbage, a truncated or
 //! oversized message, a peer that dies — is logged, the session's sockets and threads are released, and
 //! the other sessions never notice.
 
@@ -26,6 +27,7 @@ use tracing::{info, warn};
 use crate::control::{Control, read_preamble};
 use crate::run::{RecvConfig, Run, RunStream, SendConfig};
 use crate::socket::{self, SocketOptions};
+use crate::transfer::DataGate;
 use crate::{EngineError, SOFTWARE, random};
 
 /// The port a server listens on unless told otherwise: 7067, the kilometres of the CERN–StarLight
@@ -70,11 +72,15 @@ pub struct Server {
 /// silent connections cannot exhaust threads.
 const MAX_HANDSHAKING: u32 = 256;
 
+/// Where a session waiting for data connections takes them, and for a transfer the proof they must
+/// present first.
+type Route = (SyncSender<(u32, TcpStream)>, Option<DataGate>);
+
 struct Shared {
     cfg: ServerConfig,
     running: AtomicU32,
     handshaking: AtomicU32,
-    pending: Mutex<HashMap<Cookie, SyncSender<(u32, TcpStream)>>>,
+    pending: Mutex<HashMap<Cookie, Route>>,
     listener: Arc<TcpListener>,
     /// Receive buffer last forced on the listener (see `widen_listener`).
     listener_rcvbuf: Mutex<u64>,
@@ -201,7 +207,18 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
                 .get(&pre.cookie)
                 .cloned();
             match tx {
-                Some(tx) => {
+                Some((tx, gate)) => {
+                    if let Some(gate) = gate
+                        && let Err(e) = gate.admit(
+                            &mut conn,
+                            &pre.cookie,
+                            pre.stream,
+                            shared.cfg.handshake_timeout,
+                        )
+                    {
+                        warn!(%peer, "data connection refused: {e}");
+                        return;
+                    }
                     let _ = tx.try_send((pre.stream, conn));
                 }
                 None => warn!(%peer, "data connection with an unknown test cookie dropped"),
@@ -232,12 +249,14 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
                     return;
                 }
             };
-            let (_registration, rx) = Registration::new(shared, cookie);
+            let gate = DataGate::default();
+            let (_registration, rx) = Registration::new(shared, cookie, Some(gate.clone()));
             let widen = |request, force| widen_listener(shared, request, force);
             match crate::transfer::serve(
                 conn,
                 shared.cfg.files.as_ref(),
                 cookie,
+                &gate,
                 &rx,
                 shared.cfg.handshake_timeout,
                 &widen,
@@ -297,13 +316,17 @@ struct Registration<'a> {
 }
 
 impl<'a> Registration<'a> {
-    fn new(shared: &'a Shared, cookie: Cookie) -> (Self, Receiver<(u32, TcpStream)>) {
+    fn new(
+        shared: &'a Shared,
+        cookie: Cookie,
+        gate: Option<DataGate>,
+    ) -> (Self, Receiver<(u32, TcpStream)>) {
         let (tx, rx) = mpsc::sync_channel(2 * MAX_STREAMS as usize);
         shared
             .pending
             .lock()
             .expect("pending lock")
-            .insert(cookie, tx);
+            .insert(cookie, (tx, gate));
         (Self { shared, cookie }, rx)
     }
 }
@@ -338,7 +361,7 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
         m => return Err(unexpected(&m, "waiting for hello")),
     }
     let cookie = random::cookie()?;
-    let (registration, rx) = Registration::new(shared, cookie);
+    let (registration, rx) = Registration::new(shared, cookie, None);
     ctrl.send(&Message::Welcome {
         software: SOFTWARE.into(),
         cookie: random::hex(&cookie),

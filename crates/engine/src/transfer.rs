@@ -10,16 +10,19 @@
 //! The client measures the RTT on the control connection and chooses streams and the chunk size
 //! from it and the target rate, in both directions; the server follows the client's plan.
 
+use std::io::Read;
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::Preamble;
 use longhaul_transfer::manifest::{MAX_STREAMS, memory_bound};
 use longhaul_transfer::msg::Direction;
-use longhaul_transfer::{Key, Message, RelPath, choose_chunk_size};
+use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
+use longhaul_transfer::{Key, MacKey, Message, RelPath, Role, SessionKeys, choose_chunk_size};
 use longhaul_units::Nanos;
 use serde::Serialize;
 
@@ -315,11 +318,13 @@ fn window_plan(p: &Plan) -> longhaul_proto::window::WindowPlan {
     )
 }
 
-/// Opens the client's data connections, buffers set before connect.
+/// Opens the client's data connections, buffers set before connect; each sends its preamble and the
+/// proof of the session key for its cookie and stream index.
 fn open_streams(
     cfg: &TransferConfig,
     server: std::net::SocketAddr,
     cookie: [u8; 16],
+    keys: &SessionKeys,
     p: &Plan,
     sender: bool,
 ) -> Result<Vec<TcpStream>, EngineError> {
@@ -333,7 +338,9 @@ fn open_streams(
         let s = cfg.endpoint.socket(server)?;
         socket::apply(s.as_fd(), &opts, sender, i)?;
         let mut s = cfg.endpoint.connect(s, server)?;
-        std::io::Write::write_all(&mut s, &Preamble::data(cookie, i).encode())
+        let mut hello = Preamble::data(cookie, i).encode().to_vec();
+        hello.extend_from_slice(&keys.sending(Role::Client).data_proof(&cookie, i).0);
+        std::io::Write::write_all(&mut s, &hello)
             .map_err(|e| EngineError::io(format!("send preamble of stream {i}"), e))?;
         out.push(s);
     }
@@ -362,17 +369,19 @@ fn retransmits(socks: &[TcpStream]) -> u64 {
         .sum()
 }
 
-/// Connects, authenticates and returns the control connection, the server address and the cookie.
+/// Connects, authenticates and returns the control connection, the server address, the cookie and
+/// the session keys.
 fn open(
     cfg: &TransferConfig,
     direction: Direction,
-) -> Result<(Ctl, std::net::SocketAddr, [u8; 16]), EngineError> {
+) -> Result<(Ctl, std::net::SocketAddr, [u8; 16], SessionKeys), EngineError> {
     let (mut sock, server) = cfg.endpoint.connect_any()?;
     std::io::Write::write_all(&mut sock, &Preamble::transfer().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
     let mut ctl = Ctl::new(sock)?;
-    let cookie = conn::client_handshake(&mut ctl, &cfg.key, direction, cfg.endpoint.timeout)?;
-    Ok((ctl, server, cookie))
+    let (cookie, keys) =
+        conn::client_handshake(&mut ctl, &cfg.key, direction, cfg.endpoint.timeout)?;
+    Ok((ctl, server, cookie, keys))
 }
 
 /// `longhaul send SRC... HOST:DEST`: each source (a file, a directory tree or a symlink) lands in
@@ -388,7 +397,7 @@ pub fn send(
         let (parent, name) = split_local(s)?;
         src.add(Root::open(&parent)?, &name, &name)?;
     }
-    let (mut ctl, server, cookie) = open(cfg, Direction::Send)?;
+    let (mut ctl, server, cookie, keys) = open(cfg, Direction::Send)?;
     let p = plan(cfg, &ctl);
     ctl.send(&Message::SendTo {
         dest,
@@ -403,11 +412,20 @@ pub fn send(
     })?;
     src.send_manifest(&ctl)?;
     let have = source::recv_have(&mut ctl)?;
-    let socks = open_streams(cfg, server, cookie, &p, true)?;
+    let socks = open_streams(cfg, server, cookie, &keys, &p, true)?;
     let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
     let skipped = std::mem::take(&mut src.skipped);
     let mut side = Side::new(on_event, cfg.idle_timeout);
-    source::run(&mut ctl, socks, src, p.chunk_size, &have, &mut side)?;
+    let chunk_key = keys.sending(Role::Client);
+    source::run(
+        &mut ctl,
+        socks,
+        src,
+        p.chunk_size,
+        chunk_key,
+        &have,
+        &mut side,
+    )?;
     Ok(side.summary(Direction::Send, &p, skipped, Some(retransmits(&probe))))
 }
 
@@ -420,7 +438,7 @@ pub fn get(
     on_event: &mut dyn FnMut(&Event),
 ) -> Result<Summary, EngineError> {
     // Authenticate first: a wrong key or an unreachable server leaves no trace in DEST.
-    let (mut ctl, server, cookie) = open(cfg, Direction::Get)?;
+    let (mut ctl, server, cookie, keys) = open(cfg, Direction::Get)?;
     std::fs::create_dir_all(dest)
         .map_err(|e| EngineError::io(format!("create {}", dest.display()), e))?;
     let root = Root::open(dest)?;
@@ -443,9 +461,10 @@ pub fn get(
     })?;
     sink.recv_manifest(&mut ctl, p.chunk_size)?;
     sink.send_have(&ctl)?;
-    let socks = open_streams(cfg, server, cookie, &p, false)?;
+    let socks = open_streams(cfg, server, cookie, &keys, &p, false)?;
     let mut side = Side::new(on_event, cfg.idle_timeout);
-    sink::run(&mut ctl, socks, sink, p.chunk_size, &mut side)?;
+    let chunk_key = keys.receiving(Role::Client);
+    sink::run(&mut ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
     Ok(side.summary(Direction::Get, &p, Vec::new(), None))
 }
 
@@ -478,19 +497,72 @@ pub struct ServeFiles {
     pub idle_timeout: Duration,
 }
 
+/// What a transfer's data connections must prove: the session's client → server key, known once its
+/// handshake is done. The server's connection threads check each data connection that presents the
+/// transfer's cookie against it before handing it to the session (`server::handle`), so an unproven
+/// connection never takes a stream slot.
+#[derive(Clone, Default)]
+pub(crate) struct DataGate(Arc<OnceLock<MacKey>>);
+
+impl DataGate {
+    /// Reads the proof that follows a data connection's preamble (all of it within `timeout`) and
+    /// checks it for `cookie` and `stream`.
+    pub(crate) fn admit(
+        &self,
+        conn: &mut TcpStream,
+        cookie: &[u8; 16],
+        stream: u32,
+        timeout: Duration,
+    ) -> Result<(), EngineError> {
+        let Some(key) = self.0.get() else {
+            return Err(EngineError::Transfer(format!(
+                "data connection for stream {stream} before the transfer authenticated"
+            )));
+        };
+        let deadline = Instant::now() + timeout;
+        let mut proof = [0u8; DATA_PROOF_LEN];
+        let mut got = 0;
+        while got < proof.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(EngineError::Timeout(format!(
+                    "the proof of data connection {stream}"
+                )));
+            }
+            conn.set_read_timeout(Some(left)).ok();
+            match conn.read(&mut proof[got..]) {
+                Ok(0) => return Err(EngineError::Closed(format!("data connection {stream}"))),
+                Ok(n) => got += n,
+                Err(e) if crate::control::is_timeout(&e) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(EngineError::io(
+                        format!("read the proof of data connection {stream}"),
+                        e,
+                    ));
+                }
+            }
+        }
+        conn.set_read_timeout(None).ok();
+        verify_data_proof(key, cookie, stream, &proof)?;
+        Ok(())
+    }
+}
+
 /// Serves one transfer on an accepted control connection (after its preamble). `data` yields the
-/// data connections that present `cookie`.
+/// data connections that present `cookie` and passed `gate`, which this sets once authenticated.
 pub(crate) fn serve(
     sock: TcpStream,
     files: Option<&ServeFiles>,
     cookie: [u8; 16],
+    gate: &DataGate,
     data: &Receiver<(u32, TcpStream)>,
     timeout: Duration,
     widen: &dyn Fn(u64, bool),
 ) -> Result<Option<Summary>, EngineError> {
     let mut ctl = Ctl::new(sock)?;
     let direction = conn::server_handshake(&mut ctl, files.map(|f| &f.key), cookie, timeout);
-    let direction = match direction {
+    let (direction, keys) = match direction {
         Ok(d) => d,
         Err(e) => {
             let _ = ctl.send(&Message::Error {
@@ -500,7 +572,8 @@ pub(crate) fn serve(
         }
     };
     let files = files.expect("the handshake refuses when no files are served");
-    let result = serve_authenticated(&mut ctl, files, direction, data, timeout, widen);
+    let _ = gate.0.set(keys.receiving(Role::Server).clone());
+    let result = serve_authenticated(&mut ctl, files, direction, &keys, data, timeout, widen);
     if let Err(e) = &result
         && !matches!(e, EngineError::Peer(_) | EngineError::Closed(_))
     {
@@ -515,6 +588,7 @@ fn serve_authenticated(
     ctl: &mut Ctl,
     files: &ServeFiles,
     direction: Direction,
+    keys: &SessionKeys,
     data: &Receiver<(u32, TcpStream)>,
     timeout: Duration,
     widen: &dyn Fn(u64, bool),
@@ -553,7 +627,8 @@ fn serve_authenticated(
             let socks = accept_streams(data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, false)?;
             let mut side = Side::new(&mut log, files.idle_timeout);
-            sink::run(ctl, socks, sink, p.chunk_size, &mut side)?;
+            let chunk_key = keys.receiving(Role::Server);
+            sink::run(ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
             Ok(side.summary(direction, &p, Vec::new(), None))
         }
         Direction::Get => {
@@ -573,7 +648,8 @@ fn serve_authenticated(
             let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
             let skipped = std::mem::take(&mut src.skipped);
             let mut side = Side::new(&mut log, files.idle_timeout);
-            source::run(ctl, socks, src, p.chunk_size, &have, &mut side)?;
+            let chunk_key = keys.sending(Role::Server);
+            source::run(ctl, socks, src, p.chunk_size, chunk_key, &have, &mut side)?;
             Ok(side.summary(direction, &p, skipped, Some(retransmits(&probe))))
         }
     }

@@ -21,6 +21,21 @@
 //! before it sends or accepts any file data, and the server checks the client's before it touches any
 //! file. Proofs are compared in constant time ([`Digest`]'s equality is `blake3::Hash`'s).
 //!
+//! The handshake also yields the **session keys** ([`Key::session`]) that authenticate everything after
+//! it (`crate::session`):
+//!
+//! ```text
+//! session          = BLAKE3-derive_key("longhaul transfer v2 session key",
+//!                                      key ‖ server_nonce ‖ client_nonce ‖ direction)
+//! client_to_server = BLAKE3-derive_key("longhaul transfer v2 client-to-server MAC key", session)
+//! server_to_client = BLAKE3-derive_key("longhaul transfer v2 server-to-client MAC key", session)
+//! ```
+//!
+//! where `direction` is one byte, `S` (send) or `G` (get), as asked in the hello (so a hello altered
+//! on the path fails at the first sealed frame). Fresh nonces make the keys fresh per connection (a
+//! frame or chunk of another session never verifies); one key per direction makes a frame reflected
+//! back to its sender fail.
+//!
 //! This authenticates; it does not encrypt. Data crosses the network in clear (as with FDT or GridFTP
 //! without DCAU); the chunk hashes stop corruption, not eavesdropping.
 //!
@@ -29,11 +44,19 @@
 use std::fmt;
 
 use crate::digest::{Digest, parse_hex, to_hex};
+use crate::msg::Direction;
 
 /// First word of a key file: the format version.
 pub const KEY_FILE_TAG: &str = "longhaul-key-v1";
 /// Domain-separation prefix of every proof.
 const PROOF_CONTEXT: &[u8] = b"longhaul auth v1";
+
+/// Context of the session key derivation (BLAKE3 `derive_key`: globally unique, never reused).
+const SESSION_CONTEXT: &str = "longhaul transfer v2 session key";
+/// Context of the client → server MAC key, derived from the session key.
+const CLIENT_TO_SERVER_CONTEXT: &str = "longhaul transfer v2 client-to-server MAC key";
+/// Context of the server → client MAC key, derived from the session key.
+const SERVER_TO_CLIENT_CONTEXT: &str = "longhaul transfer v2 server-to-client MAC key";
 
 /// A shared transfer key. Its `Debug` output is redacted so keys never land in logs.
 #[derive(Clone)]
@@ -120,6 +143,30 @@ impl Key {
         h.finalize().into()
     }
 
+    /// The session keys of the connection whose handshake used these nonces and asked for this
+    /// direction (binding the direction makes a hello whose direction was changed on the path fail at
+    /// the first sealed frame).
+    pub fn session(
+        &self,
+        direction: Direction,
+        server_nonce: &Nonce,
+        client_nonce: &Nonce,
+    ) -> SessionKeys {
+        let mut material = [0u8; 97];
+        material[..32].copy_from_slice(&self.0);
+        material[32..64].copy_from_slice(server_nonce);
+        material[64..96].copy_from_slice(client_nonce);
+        material[96] = match direction {
+            Direction::Send => b'S',
+            Direction::Get => b'G',
+        };
+        let session = blake3::derive_key(SESSION_CONTEXT, &material);
+        SessionKeys {
+            client_to_server: MacKey(blake3::derive_key(CLIENT_TO_SERVER_CONTEXT, &session)),
+            server_to_client: MacKey(blake3::derive_key(SERVER_TO_CLIENT_CONTEXT, &session)),
+        }
+    }
+
     /// Checks the peer's proof (constant-time comparison).
     pub fn verify(
         &self,
@@ -133,6 +180,89 @@ impl Key {
         } else {
             Err(AuthError::WrongProof(role))
         }
+    }
+}
+
+/// The MAC keys of one transfer session, one per direction, derived from the shared key and both
+/// handshake nonces ([`Key::session`]). Both ends compute the same pair.
+#[derive(Clone)]
+pub struct SessionKeys {
+    client_to_server: MacKey,
+    server_to_client: MacKey,
+}
+
+impl SessionKeys {
+    /// The key that authenticates what `me` sends (control frames, data-connection proofs, and chunk
+    /// headers when `me` sends the data).
+    pub fn sending(&self, me: Role) -> &MacKey {
+        match me {
+            Role::Client => &self.client_to_server,
+            Role::Server => &self.server_to_client,
+        }
+    }
+
+    /// The key that authenticates what `me` receives from the other side.
+    pub fn receiving(&self, me: Role) -> &MacKey {
+        match me {
+            Role::Client => &self.server_to_client,
+            Role::Server => &self.client_to_server,
+        }
+    }
+}
+
+impl fmt::Debug for SessionKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SessionKeys(<redacted>)")
+    }
+}
+
+/// The MAC key of one direction of one session. Each use is domain-separated by a one-byte label
+/// first in the MAC input, and every field before the variable-length part has a fixed size, so no
+/// input of one use can be read as another's:
+///
+/// ```text
+/// control frame     'F' ‖ seq u64 BE ‖ frame (4-byte length ‖ JSON)
+/// data connection   'D' ‖ cookie (16) ‖ stream u32 BE
+/// chunk header      'H' ‖ stream u32 BE ‖ seq u64 BE ‖ header fields (64)
+/// ```
+#[derive(Clone)]
+pub struct MacKey([u8; 32]);
+
+impl MacKey {
+    /// The tag of control frame number `seq` (counted per direction from 0) whose bytes are `frame`.
+    pub fn frame_tag(&self, seq: u64, frame: &[u8]) -> Digest {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(b"F");
+        h.update(&seq.to_be_bytes());
+        h.update(frame);
+        h.finalize().into()
+    }
+
+    /// The proof a data connection presents after its preamble: this session's key, this cookie, this
+    /// stream index.
+    pub fn data_proof(&self, cookie: &[u8; 16], stream: u32) -> Digest {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(b"D");
+        h.update(cookie);
+        h.update(&stream.to_be_bytes());
+        h.finalize().into()
+    }
+
+    /// The tag of chunk header number `seq` (counted per stream from 0) on data stream `stream`, over
+    /// the header's 64 bytes of fields (which carry the payload's BLAKE3).
+    pub fn chunk_tag(&self, stream: u32, seq: u64, fields: &[u8; 64]) -> Digest {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(b"H");
+        h.update(&stream.to_be_bytes());
+        h.update(&seq.to_be_bytes());
+        h.update(fields);
+        h.finalize().into()
+    }
+}
+
+impl fmt::Debug for MacKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MacKey(<redacted>)")
     }
 }
 
@@ -182,6 +312,86 @@ mod tests {
             Key::parse(&format!("longhaul-key-v1 {hex}\nmore\n")).unwrap_err(),
             AuthError::TrailingText
         );
+    }
+
+    #[test]
+    fn session_keys_are_per_session_and_per_direction() {
+        let k = Key::from_bytes([7; 32]);
+        let s = k.session(Direction::Send, &SN, &CN);
+        let again = k.session(Direction::Send, &SN, &CN);
+        let tag = |m: &MacKey| m.frame_tag(0, b"frame");
+        // Both ends derive the same pair; what one sends is what the other receives.
+        assert_eq!(
+            tag(s.sending(Role::Client)),
+            tag(again.receiving(Role::Server))
+        );
+        assert_eq!(
+            tag(s.sending(Role::Server)),
+            tag(again.receiving(Role::Client))
+        );
+        // The two directions differ (no reflection), and so do other nonces, swapped nonces and other
+        // keys (no replay from another session).
+        assert_ne!(tag(s.sending(Role::Client)), tag(s.sending(Role::Server)));
+        for other in [
+            k.session(Direction::Send, &SN, &[3; 32]),
+            k.session(Direction::Send, &[3; 32], &CN),
+            k.session(Direction::Send, &CN, &SN),
+            Key::from_bytes([8; 32]).session(Direction::Send, &SN, &CN),
+            k.session(Direction::Get, &SN, &CN),
+        ] {
+            assert_ne!(
+                tag(other.sending(Role::Client)),
+                tag(s.sending(Role::Client))
+            );
+            assert_ne!(
+                tag(other.sending(Role::Server)),
+                tag(s.sending(Role::Server))
+            );
+        }
+        // The derivation is BLAKE3 derive_key with the documented contexts.
+        let mut material = Vec::new();
+        material.extend_from_slice(&[7; 32]);
+        material.extend_from_slice(&SN);
+        material.extend_from_slice(&CN);
+        material.push(b'S');
+        let session = blake3::derive_key("longhaul transfer v2 session key", &material);
+        let c2s = blake3::derive_key("longhaul transfer v2 client-to-server MAC key", &session);
+        let mut h = blake3::Hasher::new_keyed(&c2s);
+        h.update(b"F");
+        h.update(&5u64.to_be_bytes());
+        h.update(b"x");
+        assert_eq!(
+            s.sending(Role::Client).frame_tag(5, b"x"),
+            Digest::from(h.finalize())
+        );
+        assert_eq!(format!("{s:?}"), "SessionKeys(<redacted>)");
+        assert_eq!(
+            format!("{:?}", s.sending(Role::Client)),
+            "MacKey(<redacted>)"
+        );
+    }
+
+    #[test]
+    fn mac_uses_are_separated() {
+        let m = Key::from_bytes([7; 32])
+            .session(Direction::Send, &SN, &CN)
+            .sending(Role::Client)
+            .clone();
+        let fields = [5u8; 64];
+        // Sequence, stream, cookie and fields each change the tag.
+        assert_ne!(m.frame_tag(0, b"ab"), m.frame_tag(1, b"ab"));
+        assert_ne!(m.chunk_tag(0, 0, &fields), m.chunk_tag(1, 0, &fields));
+        assert_ne!(m.chunk_tag(0, 0, &fields), m.chunk_tag(0, 1, &fields));
+        let mut other = fields;
+        other[40] ^= 1;
+        assert_ne!(m.chunk_tag(0, 0, &fields), m.chunk_tag(0, 0, &other));
+        assert_ne!(m.data_proof(&[1; 16], 0), m.data_proof(&[1; 16], 1));
+        assert_ne!(m.data_proof(&[1; 16], 0), m.data_proof(&[2; 16], 0));
+        // The same bytes under two labels give two tags: a data proof is no frame tag.
+        let mut d = [1u8; 16].to_vec();
+        d.extend_from_slice(&0u32.to_be_bytes());
+        let as_frame = m.frame_tag(u64::from_be_bytes(d[..8].try_into().unwrap()), &d[8..]);
+        assert_ne!(m.data_proof(&[1; 16], 0), as_frame);
     }
 
     #[test]

@@ -4,8 +4,11 @@
 //! the clock, the RNG) lives in the engine, which drives these types. The modules, in the order a
 //! transfer meets them:
 //!
-//! - [`auth`]: key files and the mutual challenge–response that opens every connection;
+//! - [`auth`]: key files, the mutual challenge–response that opens every connection, and the session
+//!   keys it derives;
 //! - [`msg`]: the control messages (JSON frames) and the binary chunk header of data streams;
+//! - [`session`]: the authenticated session after the handshake (sealed frames and chunk headers,
+//!   data-connection proofs);
 //! - [`relpath`]: paths confined to the transfer root, and symlink targets that cannot leave it;
 //! - [`manifest`]: entries (directories, files, symlinks), the tree rules, chunk plans, chunk size and
 //!   the memory bound;
@@ -27,8 +30,9 @@ pub mod msg;
 pub mod ranges;
 pub mod relpath;
 pub mod schedule;
+pub mod session;
 
-pub use auth::{AuthError, Key, Role};
+pub use auth::{AuthError, Key, MacKey, Role, SessionKeys};
 pub use digest::{Digest, file_digest, hash_chunk};
 pub use journal::{FileIdentity, Journal, Resume};
 pub use manifest::{
@@ -38,3 +42,4 @@ pub use msg::{ChunkHeader, Direction, Message, WireError};
 pub use ranges::RangeSet;
 pub use relpath::{PathError, RelPath, check_symlink_target};
 pub use schedule::{ScheduleError, Scheduler, Work};
+pub use session::{ChunkOpener, ChunkSealer, FrameOpener, FrameSealer};

@@ -13,13 +13,18 @@
 //! get only:  C: Request{paths}
 //! sender:    Plan{streams, chunk_size}, ManifestBatch{entries, last} × n
 //! receiver:  Have{files, last} × m       (verified chunks from its journal; one round trip in all)
-//! C opens `streams` data connections, each presenting the cookie and its stream index.
-//! sender, data streams:  (ChunkHeader ‖ chunk bytes) × k, streams pulling work from the scheduler
+//! C opens `streams` data connections, each presenting the cookie, its stream index and a proof of
+//!   the session key.
+//! sender, data streams:  (ChunkHeader ‖ tag ‖ chunk bytes) × k, streams pulling work from the scheduler
 //! receiver:  ChunkVerdict{file, chunk, ok} per chunk   (ok = false: the sender re-sends it)
 //! sender:    FileDone{file, digest} once every chunk of a file is verified
 //! receiver:  FileVerified{file} | FileFailed{file, reason}
 //! sender:    Done{files, bytes}        receiver: Done{files, bytes}, then both close
 //! ```
+//!
+//! Every frame after the handshake (the server's from `auth_ok` on, the client's after `auth_response`)
+//! is sealed with a tag under the session key, and every chunk header carries one: see
+//! [`crate::session`].
 //!
 //! Everything received is untrusted: [`Message::from_json`] bounds every count and string and validates
 //! every path before the caller sees the message, and [`ChunkHeader::decode`] checks every field.
@@ -37,7 +42,10 @@ use crate::relpath::RelPath;
 pub use longhaul_proto::wire::MAX_FRAME_LEN;
 
 /// Version of the transfer protocol spoken by this build.
-pub const TRANSFER_VERSION: u16 = 1;
+///
+/// 2: the session after the handshake is authenticated (`crate::session`): sealed control frames,
+/// data-connection proofs, 96-byte chunk headers with a tag.
+pub const TRANSFER_VERSION: u16 = 2;
 /// Most source paths in one `get` request.
 pub const MAX_REQUEST_PATHS: usize = 1024;
 /// Longest free-text field (error messages, failure reasons), in bytes.
@@ -207,6 +215,29 @@ pub enum WireError {
     /// A chunk header with a field out of range.
     #[error("bad chunk header: {0}")]
     BadChunkHeader(&'static str),
+    /// A sealed control frame whose tag does not verify (`crate::session`).
+    #[error("control frame failed authentication: {0}")]
+    FrameAuth(String),
+    /// A chunk header whose tag does not verify.
+    #[error(
+        "chunk header failed authentication: stream {stream}, header {seq} of the stream (altered, \
+injected, replayed or reordered on the path, or not from this session)"
+    )]
+    ChunkAuth {
+        /// The data stream.
+        stream: u32,
+        /// The header's sequence number on that stream.
+        seq: u64,
+    },
+    /// A data connection whose proof does not verify.
+    #[error(
+        "data connection for stream {stream} failed authentication: it does not prove this \
+session's key (a cookie alone is not enough)"
+    )]
+    DataProof {
+        /// The stream index it presented.
+        stream: u32,
+    },
     /// A chunk header that does not match the file's chunk plan.
     #[error("chunk {chunk} of file {file}: header says offset {offset} len {len}, plan disagrees")]
     ChunkMismatch {
@@ -373,8 +404,11 @@ pub fn have_messages(files: &[(u32, &RangeSet)]) -> Vec<Message> {
     out
 }
 
-/// Size of the binary chunk header on data streams.
-pub const CHUNK_HEADER_LEN: usize = 64;
+/// Size of the binary chunk header on data streams: its fields and the tag that seals them
+/// (`crate::session::ChunkSealer`).
+pub const CHUNK_HEADER_LEN: usize = CHUNK_FIELDS_LEN + 32;
+/// Size of the chunk header's fields ([`ChunkHeader::encode`]).
+pub const CHUNK_FIELDS_LEN: usize = 64;
 /// Magic opening every chunk header: "LongHaul ChunK".
 pub const CHUNK_MAGIC: [u8; 4] = *b"LHCK";
 
@@ -389,7 +423,11 @@ pub const CHUNK_MAGIC: [u8; 4] = *b"LHCK";
 ///     24     4  len       payload length (u32), 1 ..= 64 MiB; this many bytes follow the header
 ///     28     4  reserved  must be zero
 ///     32    32  hash      BLAKE3 of the payload
+///     64    32  tag       keyed BLAKE3 over the stream, its sequence number and bytes 0..64
 /// ```
+///
+/// This type is the fields (bytes 0..64); `crate::session::ChunkSealer` and `ChunkOpener` add and
+/// check the tag.
 ///
 /// Offset and length are redundant with the file's [`ChunkPlan`]; the receiver checks them
 /// ([`ChunkHeader::check_plan`]) so that a confused sender is caught before any byte is written.
@@ -408,9 +446,9 @@ pub struct ChunkHeader {
 }
 
 impl ChunkHeader {
-    /// Serialises the header.
-    pub fn encode(&self) -> [u8; CHUNK_HEADER_LEN] {
-        let mut b = [0u8; CHUNK_HEADER_LEN];
+    /// Serialises the header's fields (the tag is the sealer's).
+    pub fn encode(&self) -> [u8; CHUNK_FIELDS_LEN] {
+        let mut b = [0u8; CHUNK_FIELDS_LEN];
         b[0..4].copy_from_slice(&CHUNK_MAGIC);
         b[4..8].copy_from_slice(&self.file.to_be_bytes());
         b[8..16].copy_from_slice(&self.chunk.to_be_bytes());
@@ -422,7 +460,7 @@ impl ChunkHeader {
 
     /// Parses and checks a header: magic, reserved bytes, a length in `1..=MAX_CHUNK`, and a chunk that
     /// lies within [`MAX_FILE_SIZE`]. The payload length is safe to allocate or read once this returns.
-    pub fn decode(b: &[u8; CHUNK_HEADER_LEN]) -> Result<Self, WireError> {
+    pub fn decode(b: &[u8; CHUNK_FIELDS_LEN]) -> Result<Self, WireError> {
         let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let be64 = |i: usize| (u64::from(be32(i)) << 32) | u64::from(be32(i + 4));
         if b[0..4] != CHUNK_MAGIC {
@@ -584,7 +622,7 @@ pub(crate) mod tests {
         );
         let hello = serde_json::to_string(&samples()[0]).unwrap();
         assert!(hello.starts_with(
-            r#"{"type":"transfer_hello","version":1,"direction":"get","client_nonce":"0303"#
+            r#"{"type":"transfer_hello","version":2,"direction":"get","client_nonce":"0303"#
         ));
     }
 

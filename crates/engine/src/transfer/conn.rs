@@ -2,6 +2,10 @@
 //! deadlines, writes through a shared handle so that stream threads (chunk verdicts) and the control
 //! thread (file results) never interleave frames. Also the client's connect and the mutual
 //! challenge–response that opens every transfer.
+//!
+//! Once the handshake has derived the session keys, [`Ctl::seal`] switches both halves to sealed frames
+//! (`longhaul_transfer::session`): the writer numbers and tags each frame under the same lock that
+//! writes it, so frames from several threads get consecutive numbers in the order they hit the wire.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -9,27 +13,39 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::MAX_FRAME_LEN;
-use longhaul_transfer::auth::{Key, Role};
+use longhaul_transfer::auth::{Key, Role, SessionKeys};
 use longhaul_transfer::msg::{Direction, TRANSFER_VERSION, decode_frame};
+use longhaul_transfer::session::{FRAME_TAG_LEN, FrameOpener, FrameSealer};
 use longhaul_transfer::{Message, WireError};
 
 use crate::EngineError;
 use crate::client::Family;
 use crate::control::is_timeout;
 
+/// The socket's writing half and, once the session is keyed, its sealer: one lock for both.
+struct WriteHalf {
+    sock: TcpStream,
+    sealer: Option<FrameSealer>,
+}
+
 /// The writing half, shareable between threads.
 #[derive(Clone)]
 pub(crate) struct Writer {
-    sock: Arc<Mutex<TcpStream>>,
+    half: Arc<Mutex<WriteHalf>>,
     peer: Arc<str>,
 }
 
 impl Writer {
-    /// Sends one message as one frame.
+    /// Sends one message as one frame (sealed once the session is keyed). The frame is numbered and
+    /// written under one lock, so the sequence numbers follow the order on the wire.
     pub(crate) fn send(&self, msg: &Message) -> Result<(), EngineError> {
-        let frame = msg.encode_frame();
-        let mut s = self.sock.lock().unwrap_or_else(|e| e.into_inner());
-        s.write_all(&frame)
+        let mut h = self.half.lock().unwrap_or_else(|e| e.into_inner());
+        let frame = match &mut h.sealer {
+            Some(s) => s.seal(msg),
+            None => msg.encode_frame(),
+        };
+        h.sock
+            .write_all(&frame)
             .map_err(|e| EngineError::io(format!("send to {}", self.peer), e))
     }
 }
@@ -38,6 +54,7 @@ impl Writer {
 pub(crate) struct Ctl {
     read: TcpStream,
     buf: Vec<u8>,
+    opener: Option<FrameOpener>,
     writer: Writer,
 }
 
@@ -54,11 +71,31 @@ impl Ctl {
         Ok(Self {
             read: sock,
             buf: Vec::new(),
+            opener: None,
             writer: Writer {
-                sock: Arc::new(Mutex::new(write)),
+                half: Arc::new(Mutex::new(WriteHalf {
+                    sock: write,
+                    sealer: None,
+                })),
                 peer,
             },
         })
+    }
+
+    /// From now on, frames `me` sends are sealed and frames it receives must be (each direction
+    /// numbered from 0). Called where the protocol switches: right after `auth_response` (the client
+    /// once it has sent it, the server once it has received it).
+    fn seal(&mut self, keys: &SessionKeys, me: Role) {
+        let peer = match me {
+            Role::Client => Role::Server,
+            Role::Server => Role::Client,
+        };
+        self.opener = Some(FrameOpener::new(keys.receiving(me).clone(), peer));
+        self.writer
+            .half
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sealer = Some(FrameSealer::new(keys.sending(me).clone()));
     }
 
     pub(crate) fn writer(&self) -> Writer {
@@ -81,7 +118,11 @@ impl Ctl {
     /// `error` message becomes [`EngineError::Peer`].
     pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>, EngineError> {
         loop {
-            if let Some((m, used)) = decode_frame(&self.buf)? {
+            let frame = match &mut self.opener {
+                Some(o) => o.open(&self.buf)?,
+                None => decode_frame(&self.buf)?,
+            };
+            if let Some((m, used)) = frame {
                 self.buf.drain(..used);
                 if let Message::Error { message } = m {
                     return Err(EngineError::Peer(message));
@@ -99,7 +140,12 @@ impl Ctl {
                 4 - self.buf.len()
             } else {
                 let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-                (4 + (len as usize).min(MAX_FRAME_LEN)).saturating_sub(self.buf.len())
+                let tag = if self.opener.is_some() {
+                    FRAME_TAG_LEN
+                } else {
+                    0
+                };
+                (4 + (len as usize).min(MAX_FRAME_LEN) + tag).saturating_sub(self.buf.len())
             };
             let mut tmp = [0u8; 16 * 1024];
             let want = want.clamp(1, tmp.len());
@@ -215,13 +261,14 @@ fn nonce() -> Result<[u8; 32], EngineError> {
     Ok(n)
 }
 
-/// The client's half of the handshake: hello, check the server's proof, prove, get the cookie.
+/// The client's half of the handshake: hello, check the server's proof, prove, get the cookie (in
+/// the first sealed frame). Returns the cookie and the session keys.
 pub(crate) fn client_handshake(
     ctl: &mut Ctl,
     key: &Key,
     direction: Direction,
     timeout: Duration,
-) -> Result<[u8; 16], EngineError> {
+) -> Result<([u8; 16], SessionKeys), EngineError> {
     let client_nonce = nonce()?;
     ctl.send(&Message::TransferHello {
         version: TRANSFER_VERSION,
@@ -245,20 +292,23 @@ pub(crate) fn client_handshake(
     ctl.send(&Message::AuthResponse {
         client_proof: key.proof(Role::Client, &server_nonce, &client_nonce),
     })?;
+    let keys = key.session(direction, &server_nonce, &client_nonce);
+    ctl.seal(&keys, Role::Client);
     match ctl.recv(timeout, "the server's authentication result")? {
-        Message::AuthOk { cookie } => Ok(cookie),
+        Message::AuthOk { cookie } => Ok((cookie, keys)),
         m => Err(unexpected(&m, "the authentication result")),
     }
 }
 
 /// The server's half: answers the hello with its proof and checks the client's before anything
-/// else happens. Returns the direction asked for.
+/// else happens; everything after the client's proof is sealed. Returns the direction asked for
+/// and the session keys.
 pub(crate) fn server_handshake(
     ctl: &mut Ctl,
     key: Option<&Key>,
     cookie: [u8; 16],
     timeout: Duration,
-) -> Result<Direction, EngineError> {
+) -> Result<(Direction, SessionKeys), EngineError> {
     let (version, direction, client_nonce) = match ctl.recv(timeout, "transfer hello")? {
         Message::TransferHello {
             version,
@@ -287,6 +337,9 @@ pub(crate) fn server_handshake(
         Message::AuthResponse { client_proof } => client_proof,
         m => return Err(unexpected(&m, "the client's proof")),
     };
+    // Every frame after `auth_response` is sealed, both ways: our answer to the proof already is.
+    let keys = key.session(direction, &server_nonce, &client_nonce);
+    ctl.seal(&keys, Role::Server);
     if key
         .verify(Role::Client, &server_nonce, &client_nonce, &proof)
         .is_err()
@@ -296,7 +349,7 @@ pub(crate) fn server_handshake(
         ));
     }
     ctl.send(&Message::AuthOk { cookie })?;
-    Ok(direction)
+    Ok((direction, keys))
 }
 
 /// A message that does not belong at this point of the conversation.
@@ -308,4 +361,60 @@ pub(crate) fn unexpected(m: &Message, waiting_for: &str) -> EngineError {
     EngineError::Wire(WireError::Invalid(format!(
         "unexpected {kind} while waiting for {waiting_for}"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// Stream threads and the control thread share one writer: every frame they send concurrently
+    /// arrives sealed with consecutive numbers, so the peer opens all of them in wire order.
+    #[test]
+    fn frames_sent_from_many_threads_are_numbered_in_wire_order() {
+        let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let keys = Key::from_bytes([3; 32]).session(Direction::Send, &[1; 32], &[2; 32]);
+        let (mut client, mut server) = (Ctl::new(a).unwrap(), Ctl::new(b).unwrap());
+        client.seal(&keys, Role::Client);
+        server.seal(&keys, Role::Server);
+        let (threads, each) = (8u32, 200u64);
+        let senders: Vec<_> = (0..threads)
+            .map(|t| {
+                let w = client.writer();
+                std::thread::spawn(move || {
+                    for chunk in 0..each {
+                        w.send(&Message::ChunkVerdict {
+                            file: t,
+                            chunk,
+                            ok: true,
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut next = vec![0u64; threads as usize];
+        for _ in 0..u64::from(threads) * each {
+            match server.recv(Duration::from_secs(20), "a verdict").unwrap() {
+                Message::ChunkVerdict { file, chunk, .. } => {
+                    // Each thread's own frames keep their order.
+                    assert_eq!(chunk, next[file as usize]);
+                    next[file as usize] += 1;
+                }
+                m => panic!("{m:?}"),
+            }
+        }
+        for s in senders {
+            s.join().unwrap();
+        }
+        // And the other direction is sealed with the other key.
+        server.send(&Message::Done { files: 0, bytes: 0 }).unwrap();
+        assert_eq!(
+            client.recv(Duration::from_secs(20), "done").unwrap(),
+            Message::Done { files: 0, bytes: 0 }
+        );
+    }
 }

@@ -26,7 +26,8 @@ use longhaul_transfer::journal::{JOURNAL_NAME, Resume, temp_path};
 use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, have_messages};
 use longhaul_transfer::{
-    ChunkHeader, Digest, FileIdentity, Journal, Message, RangeSet, RelPath, file_digest, hash_chunk,
+    ChunkOpener, Digest, FileIdentity, Journal, MacKey, Message, RangeSet, RelPath, file_digest,
+    hash_chunk,
 };
 use rustix::fs::{FallocateFlags, FlockOperation};
 
@@ -383,12 +384,14 @@ impl Shared {
     }
 }
 
-/// Receives chunks on `socks` and file results on `ctl` until the sender's `done`.
+/// Receives chunks on `socks` and file results on `ctl` until the sender's `done`. Chunk headers must
+/// carry `key`'s tags (the session's key of the data's direction); one that does not ends the transfer.
 pub(crate) fn run(
     ctl: &mut Ctl,
     socks: Vec<TcpStream>,
     sink: Sink,
     chunk_size: u64,
+    key: &MacKey,
     side: &mut Side<'_>,
 ) -> Result<(), EngineError> {
     let (files, bytes_total, missing) = sink.totals();
@@ -410,10 +413,11 @@ pub(crate) fn run(
     let mut threads = Vec::new();
     for (i, sock) in socks.into_iter().enumerate() {
         let mine = Arc::clone(&shared);
+        let opener = ChunkOpener::new(key.clone(), i as u32);
         let spawned = thread::Builder::new()
             .name(format!("lh-recv {i}"))
             .spawn(move || {
-                if let Err(e) = stream(i as u32, sock, &mine, chunk_size) {
+                if let Err(e) = stream(i as u32, sock, opener, &mine, chunk_size) {
                     mine.fail(e);
                 }
             });
@@ -447,6 +451,7 @@ pub(crate) fn run(
 fn stream(
     index: u32,
     mut sock: TcpStream,
+    mut opener: ChunkOpener,
     shared: &Shared,
     chunk_size: u64,
 ) -> Result<(), EngineError> {
@@ -466,7 +471,8 @@ fn stream(
             Fill::Stopped => return Ok(()),
             Fill::Full => {}
         }
-        let h = ChunkHeader::decode(&hdr)?;
+        // The tag first: nothing of an unauthenticated header is acted on.
+        let h = opener.open(&hdr)?;
         let slot = sink.slots.get(&h.file).ok_or_else(|| {
             EngineError::Transfer(format!(
                 "chunk for file {} which is not in the manifest",

@@ -20,8 +20,8 @@ use longhaul_transfer::manifest::{ChunkPlan, Entry, EntryKind, ManifestEntry};
 use longhaul_transfer::msg::ManifestBatcher;
 use longhaul_transfer::schedule::DEFAULT_MAX_RETRIES;
 use longhaul_transfer::{
-    ChunkHeader, Digest, Message, RangeSet, RelPath, Scheduler, check_symlink_target, file_digest,
-    hash_chunk,
+    ChunkHeader, ChunkSealer, Digest, MacKey, Message, RangeSet, RelPath, Scheduler,
+    check_symlink_target, file_digest, hash_chunk,
 };
 use tracing::warn;
 
@@ -218,12 +218,14 @@ impl Shared {
 }
 
 /// Sends every missing chunk over `socks` and the file digests over `ctl` until the receiver has
-/// verified every file (or failed it). Returns the payload bytes sent.
+/// verified every file (or failed it). Chunk headers are sealed with `key` (the session's key of the
+/// data's direction). Returns the payload bytes sent.
 pub(crate) fn run(
     ctl: &mut Ctl,
     socks: Vec<TcpStream>,
     mut src: Sources,
     chunk_size: u64,
+    key: &MacKey,
     have: &HashMap<u32, RangeSet>,
     side: &mut Side<'_>,
 ) -> Result<(), EngineError> {
@@ -258,10 +260,11 @@ pub(crate) fn run(
     let mut threads = Vec::new();
     for (i, sock) in socks.into_iter().enumerate() {
         let (mine, src) = (Arc::clone(&shared), Arc::clone(&src));
+        let sealer = ChunkSealer::new(key.clone(), i as u32);
         let spawned = thread::Builder::new()
             .name(format!("lh-send {i}"))
             .spawn(move || {
-                if let Err(e) = stream(i as u32, sock, &mine, &src, chunk_size) {
+                if let Err(e) = stream(i as u32, sock, sealer, &mine, &src, chunk_size) {
                     mine.fail(e);
                 }
             });
@@ -302,6 +305,7 @@ pub(crate) fn run(
 fn stream(
     index: u32,
     mut sock: TcpStream,
+    mut sealer: ChunkSealer,
     shared: &Shared,
     src: &Sources,
     chunk_size: u64,
@@ -323,7 +327,7 @@ fn stream(
                 hash,
             };
             let wrote = sock
-                .write_all(&header.encode())
+                .write_all(&sealer.seal(&header))
                 .and_then(|()| sock.write_all(&buf));
             if let Err(e) = wrote {
                 sent = Err(EngineError::Stream {
