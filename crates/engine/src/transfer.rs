@@ -274,11 +274,14 @@ struct Plan {
 /// The client's plan: RTT from the control connection's TCP_INFO (after the handshake's round
 /// trips), streams from the window plan (enough windows for the target rate under this host's
 /// buffer limits, at least [`DEFAULT_STREAMS`]) unless given, chunk size from the core's rule.
-fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Plan {
+///
+/// The plan is checked against the limits the server enforces (`check_plan`: chunk-buffer memory,
+/// rtt, rate), so a `--chunk`/`-P`/`--rate` beyond them is refused here with the same reason.
+fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
     let rtt_ns = longhaul_sys::tcp_info(ctl.socket().as_fd())
         .map(|t| u64::from(t.min_rtt_us.filter(|&m| m > 0).unwrap_or(t.rtt_us)) * 1000)
         .unwrap_or(1_000_000)
-        .max(1000);
+        .clamp(1000, longhaul_transfer::msg::MAX_RTT_NS);
     let streams = cfg.streams.unwrap_or_else(|| {
         let limits = socket::kernel_limits();
         let w = longhaul_proto::window::plan(Nanos(rtt_ns), cfg.rate_bps, 1, None, &limits);
@@ -296,12 +299,14 @@ fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Plan {
     let chunk_size = cfg
         .chunk_size
         .unwrap_or_else(|| choose_chunk_size(cfg.rate_bps, rtt_ns, streams));
-    Plan {
+    longhaul_transfer::msg::check_plan(streams, chunk_size, rtt_ns, cfg.rate_bps)
+        .map_err(EngineError::Transfer)?;
+    Ok(Plan {
         streams,
         chunk_size,
         rtt_ns,
         rate_bps: cfg.rate_bps,
-    }
+    })
 }
 
 /// This host's window plan for a transfer's streams (the test engine's rule: 2 × BDP per stream).
@@ -389,7 +394,7 @@ pub fn send(
         src.add(Root::open(&parent)?, &name, &name)?;
     }
     let (mut ctl, server, cookie) = open(cfg, Direction::Send)?;
-    let p = plan(cfg, &ctl);
+    let p = plan(cfg, &ctl)?;
     ctl.send(&Message::SendTo {
         dest,
         overwrite: cfg.overwrite,
@@ -402,7 +407,7 @@ pub fn send(
         rate_bps: p.rate_bps,
     })?;
     src.send_manifest(&ctl)?;
-    let have = source::recv_have(&mut ctl)?;
+    let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
     let socks = open_streams(cfg, server, cookie, &p, true)?;
     let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
     let skipped = std::mem::take(&mut src.skipped);
@@ -431,7 +436,7 @@ pub fn get(
             fsync: cfg.fsync,
         },
     )?;
-    let p = plan(cfg, &ctl);
+    let p = plan(cfg, &ctl)?;
     ctl.send(&Message::Request {
         paths: sources.to_vec(),
     })?;
@@ -567,7 +572,7 @@ fn serve_authenticated(
                 src.add(Root::open(&files.root)?, p.as_str(), p.file_name())?;
             }
             src.send_manifest(ctl)?;
-            let have = source::recv_have(ctl)?;
+            let have = source::recv_have(ctl, &src, p.chunk_size)?;
             let socks = accept_streams(data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, true)?;
             let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
