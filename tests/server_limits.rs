@@ -266,27 +266,58 @@ fn max_duration_and_stall_timeout_are_enforced() {
     json_test("127.0.0.1", srv.port, &["-t", "1"]);
 }
 
-/// More connections than the server will have handshaking at once, all from one other address
-/// (127.0.0.2), silent: the per-source cap keeps them from the slots, so a normal test from
-/// 127.0.0.1 gets its control and data connections through. Before, 256 such connections filled
-/// every slot and the test's connections were dropped.
+/// `count` silent connections to `port` from the loopback address 127.0.0.`host`.
+fn flood(port: u16, host: u8, count: usize) -> Vec<TcpStream> {
+    let target: SocketAddr = ([127, 0, 0, 1], port).into();
+    (0..count)
+        .map(|_| {
+            let sock =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            sock.bind(&SocketAddr::from(([127, 0, 0, host], 0)).into())
+                .unwrap();
+            sock.connect(&target.into()).unwrap();
+            TcpStream::from(sock)
+        })
+        .collect()
+}
+
+/// More connections than the server will have handshaking at once, silent. From one other address
+/// (127.0.0.2): the per-source cap keeps them from the slots, so a normal test from 127.0.0.1 gets
+/// its control and data connections through. From 40 addresses, filling every general slot: a
+/// session already waiting for its data connections still gets them. Before, 256 such connections
+/// filled every slot and the test's connections were dropped.
 #[test]
-fn a_flood_of_silent_connections_from_one_host_cannot_starve_a_test() {
+fn a_flood_of_silent_connections_cannot_starve_a_test() {
     let mut srv = ServerProc::start(&[]);
-    let target: SocketAddr = ([127, 0, 0, 1], srv.port).into();
-    let mut flood = Vec::new();
-    for _ in 0..300 {
-        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        sock.bind(&SocketAddr::from(([127, 0, 0, 2], 0)).into()).unwrap();
-        sock.connect(&target.into()).unwrap();
-        flood.push(TcpStream::from(sock));
-    }
+    let one_host = flood(srv.port, 2, 300);
     // The server accepts and counts them on its own time: wait until it drops the first.
     srv.wait_for("dropped connection:");
     let j = json_test("127.0.0.1", srv.port, &["-t", "1", "-P", "4"]);
     assert!(j["end"]["streams"][3]["receiver"]["bytes"].as_u64().unwrap() > 0);
     assert!(srv.log().contains("dropped connection: 32 connections from 127.0.0.2"));
-    drop(flood);
+    drop(one_host);
+
+    // A session set up before the flood, then 40 hosts × 32 connections, then its data connections.
+    let mut s = connect(srv.port);
+    let cookie = hello(&mut s);
+    let mut p = params();
+    p.streams = 4;
+    send_params(&mut s, p);
+    assert!(matches!(read_message(&mut s), Message::Accepted(_)));
+    let many: Vec<Vec<TcpStream>> = (3..43).map(|h| flood(srv.port, h, 32)).collect();
+    srv.wait_for("1024 connections already handshaking");
+    let _data: Vec<TcpStream> = (0..4)
+        .map(|i| {
+            let mut d = connect(srv.port);
+            d.write_all(&Preamble::data(cookie, i).encode()).unwrap();
+            d
+        })
+        .collect();
+    match try_read_message(&mut s) {
+        Some(Message::StreamsReady { sockets }) => assert_eq!(sockets.len(), 4),
+        other => panic!("expected streams_ready, got {other:?}"),
+    }
+    drop(many);
 }
 
 /// Refusals of parameters beyond the server's own limits and the protocol's ranges, each named, none

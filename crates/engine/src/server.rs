@@ -11,10 +11,12 @@
 //! - set-up: each step has one deadline for the whole step (`handshake_timeout`): the preamble and
 //!   the hello together from the moment of accept, then all pings and the parameters, then all data
 //!   connections, then the start; at most [`MAX_PINGS`] pings;
-//! - admission: at most [`MAX_HANDSHAKING`] connections waiting for their preamble, at most
-//!   [`MAX_HANDSHAKING_PER_SOURCE`] of them from one source (an IPv4 address or an IPv6 /64), so one
-//!   host trickling preambles cannot starve the data connections of running sessions; tests and
-//!   transfers are counted against separate caps;
+//! - admission (see [`Handshaking::admit`]): at most [`MAX_HANDSHAKING`] connections waiting for
+//!   their preamble, at most [`MAX_HANDSHAKING_PER_SOURCE`] of them from one source (an IPv4 address
+//!   or an IPv6 /64), except that a source whose sessions are waiting for their data connections may
+//!   have that many more, outside the global cap: so neither one host nor many trickling preambles
+//!   can starve the data connections of running sessions; tests and transfers are counted against
+//!   separate caps;
 //! - a test: its streams (`max_streams`) and the socket-buffer bytes it makes this server request
 //!   (`max_test_memory`), its duration (`max_duration`; a test the client does not stop is ended at
 //!   its duration plus [`OVERRUN_GRACE`]), and progress (`stall_timeout`: no byte moved on any stream);
@@ -99,10 +101,9 @@ pub struct Server {
 /// handshake timeout on its own thread; beyond this, new connections are closed at once, so a flood of
 /// silent connections cannot exhaust threads.
 pub const MAX_HANDSHAKING: u32 = 1024;
-/// Most connections from one source (IPv4 address, IPv6 /64) waiting for their preamble at once.
-/// A client opens its data connections one after another, each sending its preamble at once, so
-/// honest clients stay far below this; a host trickling preambles holds at most this many slots for
-/// at most one handshake timeout each, and other sources keep [`MAX_HANDSHAKING`] minus its share.
+/// Most connections from one source (IPv4 address, IPv6 /64) waiting for their preamble at once,
+/// beyond the data connections its sessions are waiting for. A host trickling preambles holds at most
+/// this many slots for at most one handshake timeout each, and other sources keep the rest.
 pub const MAX_HANDSHAKING_PER_SOURCE: u32 = 32;
 /// Most pings a test client may send before its parameters (the client sends 5).
 pub const MAX_PINGS: u32 = 64;
@@ -122,11 +123,13 @@ struct Shared {
     next_session: std::sync::atomic::AtomicU64,
 }
 
-/// Connections waiting for their preamble, in all and per source.
+/// Connections waiting for their preamble, per source and in all (`total` counts only those admitted
+/// under the general cap), and the data connections each source's sessions are waiting for.
 #[derive(Default)]
 struct Handshakes {
     total: u32,
     per_source: HashMap<IpAddr, u32>,
+    expecting: HashMap<IpAddr, u32>,
 }
 
 /// The listener's receive buffer: the request in force, and each running session's need.
@@ -240,39 +243,95 @@ fn source_of(peer: SocketAddr) -> IpAddr {
     }
 }
 
-/// One connection counted as handshaking (in all and for its source) until it is dropped.
+/// One connection counted as handshaking (for its source, and maybe in all) until it is dropped.
 struct Handshaking {
     shared: Arc<Shared>,
     source: IpAddr,
+    /// Counted in `Handshakes::total` (admitted under the general cap).
+    general: bool,
 }
 
 impl Handshaking {
     /// Counts a new connection from `peer`, or logs why it is dropped (`None`).
+    ///
+    /// The rule: a source whose sessions wait for `e` > 0 data connections may have up to
+    /// `e` + [`MAX_HANDSHAKING_PER_SOURCE`] connections handshaking, outside the global cap (they are
+    /// bounded by the sessions' own caps: tests × connections per test). Any other source may have
+    /// [`MAX_HANDSHAKING_PER_SOURCE`], while fewer than [`MAX_HANDSHAKING`] such connections are
+    /// handshaking in all. A client opens its data connections in a burst, faster than the server
+    /// reads their preambles, so the data connections of a running session must never depend on
+    /// slots that strangers can fill.
     fn admit(shared: &Arc<Shared>, peer: SocketAddr) -> Option<Self> {
         let source = source_of(peer);
         let mut h = shared.handshakes.lock().expect("handshakes lock");
-        if h.total >= MAX_HANDSHAKING {
-            warn!(%peer, "dropped connection: {MAX_HANDSHAKING} connections already handshaking");
-            return None;
-        }
-        let n = h.per_source.entry(source).or_insert(0);
-        if *n >= MAX_HANDSHAKING_PER_SOURCE {
-            warn!(%peer, "dropped connection: {MAX_HANDSHAKING_PER_SOURCE} connections from {source} already handshaking");
-            return None;
-        }
-        *n += 1;
-        h.total += 1;
+        let n = h.per_source.get(&source).copied().unwrap_or(0);
+        let expecting = h.expecting.get(&source).copied().unwrap_or(0);
+        let general = if expecting > 0 {
+            if n >= expecting.saturating_add(MAX_HANDSHAKING_PER_SOURCE) {
+                warn!(%peer, "dropped connection: {n} connections from {source} already handshaking ({expecting} expected by its sessions)");
+                return None;
+            }
+            false
+        } else {
+            if n >= MAX_HANDSHAKING_PER_SOURCE {
+                warn!(%peer, "dropped connection: {MAX_HANDSHAKING_PER_SOURCE} connections from {source} already handshaking");
+                return None;
+            }
+            if h.total >= MAX_HANDSHAKING {
+                warn!(%peer, "dropped connection: {MAX_HANDSHAKING} connections already handshaking");
+                return None;
+            }
+            h.total += 1;
+            true
+        };
+        *h.per_source.entry(source).or_insert(0) += 1;
         Some(Self {
             shared: Arc::clone(shared),
             source,
+            general,
         })
+    }
+}
+
+/// Data connections a session from `source` waits for, counted for admission until dropped.
+struct Expecting<'a> {
+    shared: &'a Shared,
+    source: IpAddr,
+    count: u32,
+}
+
+impl<'a> Expecting<'a> {
+    fn new(shared: &'a Shared, peer: Option<SocketAddr>, count: u32) -> Option<Self> {
+        let source = source_of(peer?);
+        let mut h = shared.handshakes.lock().expect("handshakes lock");
+        let e = h.expecting.entry(source).or_insert(0);
+        *e = e.saturating_add(count);
+        Some(Self {
+            shared,
+            source,
+            count,
+        })
+    }
+}
+
+impl Drop for Expecting<'_> {
+    fn drop(&mut self) {
+        let mut h = self.shared.handshakes.lock().expect("handshakes lock");
+        if let Some(e) = h.expecting.get_mut(&self.source) {
+            *e = e.saturating_sub(self.count);
+            if *e == 0 {
+                h.expecting.remove(&self.source);
+            }
+        }
     }
 }
 
 impl Drop for Handshaking {
     fn drop(&mut self) {
         let mut h = self.shared.handshakes.lock().expect("handshakes lock");
-        h.total -= 1;
+        if self.general {
+            h.total -= 1;
+        }
         if let Some(n) = h.per_source.get_mut(&self.source) {
             *n -= 1;
             if *n == 0 {
@@ -350,6 +409,12 @@ fn handle(
             let (_registration, rx) = Registration::new(shared, cookie);
             let listener_use = ListenerUse::new(shared);
             let widen = |request, force| listener_use.widen(request, force);
+            let expecting = std::cell::RefCell::new(Vec::new());
+            let expect = |streams| {
+                expecting
+                    .borrow_mut()
+                    .extend(Expecting::new(shared, Some(peer), streams));
+            };
             match crate::transfer::serve(
                 conn,
                 shared.cfg.files.as_ref(),
@@ -357,6 +422,7 @@ fn handle(
                 &rx,
                 shared.cfg.handshake_timeout,
                 &widen,
+                &expect,
             ) {
                 Ok(Some(s)) => info!(
                     %peer,
@@ -544,6 +610,8 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
     }
     let side = socket::side_plan(&params);
     check_limits(&shared.cfg, &params, &side)?;
+    let total = params.direction.connections(params.streams);
+    let expecting = Expecting::new(shared, ctrl.socket().peer_addr().ok(), total);
     let listener_use = ListenerUse::new(shared);
     if let BufferAction::Set { request, force } = side.window.recv.action {
         listener_use.widen(request, force);
@@ -551,7 +619,6 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
     ctrl.send(&Message::Accepted(side.clone()))?;
 
     // Collect the data connections.
-    let total = params.direction.connections(params.streams);
     let mut socks: Vec<Option<TcpStream>> = (0..total).map(|_| None).collect();
     let deadline = Instant::now() + t;
     let mut arrived = 0;
@@ -573,6 +640,7 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
         }
     }
     drop(registration);
+    drop(expecting);
 
     let opts = SocketOptions {
         plan: &side.window,

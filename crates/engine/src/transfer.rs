@@ -492,6 +492,7 @@ pub(crate) fn serve(
     data: &Receiver<(u32, TcpStream)>,
     timeout: Duration,
     widen: &dyn Fn(u64, bool),
+    expect: &dyn Fn(u32),
 ) -> Result<Option<Summary>, EngineError> {
     let mut ctl = Ctl::new(sock)?;
     let direction = conn::server_handshake(&mut ctl, files.map(|f| &f.key), cookie, timeout);
@@ -505,7 +506,7 @@ pub(crate) fn serve(
         }
     };
     let files = files.expect("the handshake refuses when no files are served");
-    let result = serve_authenticated(&mut ctl, files, direction, data, timeout, widen);
+    let result = serve_authenticated(&mut ctl, files, direction, data, timeout, widen, expect);
     if let Err(e) = &result
         && !matches!(e, EngineError::Peer(_) | EngineError::Closed(_))
     {
@@ -523,6 +524,7 @@ fn serve_authenticated(
     data: &Receiver<(u32, TcpStream)>,
     timeout: Duration,
     widen: &dyn Fn(u64, bool),
+    expect: &dyn Fn(u32),
 ) -> Result<Summary, EngineError> {
     let root = Root::open(&files.root)?;
     let mut log = |e: &Event| {
@@ -544,7 +546,7 @@ fn serve_authenticated(
                 } => (dest, overwrite, fsync),
                 m => return Err(unexpected(&m, "send_to")),
             };
-            let p = recv_plan(ctl, timeout, widen)?;
+            let p = recv_plan(ctl, timeout, widen, expect)?;
             let dest_root = match &dest {
                 Some(d) => {
                     root.create_dirs(d.as_str(), 0o755)?;
@@ -566,7 +568,7 @@ fn serve_authenticated(
                 Message::Request { paths } => paths,
                 m => return Err(unexpected(&m, "request")),
             };
-            let p = recv_plan(ctl, timeout, widen)?;
+            let p = recv_plan(ctl, timeout, widen, expect)?;
             let mut src = Sources::default();
             for p in &paths {
                 src.add(Root::open(&files.root)?, p.as_str(), p.file_name())?;
@@ -586,10 +588,13 @@ fn serve_authenticated(
 
 /// The client's plan; the server widens its listener so the data connections' window scale fits
 /// the receive buffer it will set (`widen`, as for tests).
+/// `expect` learns how many data connections the client will open (the server admits them even while
+/// strangers hold its other handshake slots).
 fn recv_plan(
     ctl: &mut Ctl,
     timeout: Duration,
     widen: &dyn Fn(u64, bool),
+    expect: &dyn Fn(u32),
 ) -> Result<Plan, EngineError> {
     match ctl.recv(timeout, "plan")? {
         Message::Plan {
@@ -609,6 +614,7 @@ fn recv_plan(
             {
                 widen(request, force);
             }
+            expect(streams);
             Ok(p)
         }
         m => Err(unexpected(&m, "plan")),
