@@ -5,6 +5,9 @@
 //! Invariants checked beyond "does not panic":
 //! - an accepted chunk header re-encodes to the same 64 bytes and its length is within 1 ..= 64 MiB;
 //! - every accepted message re-encodes to a frame that decodes to the same message;
+//! - an accepted plan is within its ranges and the memory limit; the sender's checks of `have`
+//!   (against a manifest of files 0..4, file i with 37 × i chunks) keep every chunk within its file
+//!   and stop endless resume state;
 //! - journal replay trusts only a prefix of the input, that prefix replays to the same state, and
 //!   every verified chunk index lies within its file's chunk plan.
 
@@ -12,8 +15,15 @@
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_transfer::journal::Journal;
-use longhaul_transfer::manifest::MAX_CHUNK;
-use longhaul_transfer::msg::{CHUNK_HEADER_LEN, ChunkHeader, Message, decode_frame};
+use longhaul_transfer::manifest::{MAX_CHUNK, MEMORY_LIMIT, memory_bound};
+use longhaul_transfer::msg::{
+    CHUNK_HEADER_LEN, ChunkHeader, HaveCollector, MAX_RATE_BPS, MAX_RTT_NS, Message, decode_frame,
+};
+
+/// The fuzz manifest: files 0..4, file `i` with 37 × `i` chunks.
+fn chunk_count(id: u32) -> Option<u64> {
+    (id < 4).then(|| 37 * u64::from(id))
+}
 
 fuzz_target!(|data: &[u8]| {
     if let Some(h) = data.first_chunk::<CHUNK_HEADER_LEN>() {
@@ -24,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let mut rest = data;
+    let mut have = Some(HaveCollector::new((0..4).filter_map(chunk_count).sum()));
     while let Ok(Some((m, used))) = decode_frame(rest) {
         assert!(used <= rest.len());
         let again = m.encode_frame();
@@ -32,8 +43,34 @@ fuzz_target!(|data: &[u8]| {
             .expect("whole frame");
         assert_eq!(n, again.len());
         assert_eq!(back, m);
-        assert_eq!(Message::from_json(&again[4..]), Ok(m));
+        assert_eq!(Message::from_json(&again[4..]), Ok(m.clone()));
+        match &m {
+            Message::Plan {
+                streams,
+                chunk_size,
+                rtt_ns,
+                rate_bps,
+            } => {
+                assert!(memory_bound(*streams, *chunk_size) <= MEMORY_LIMIT);
+                assert!(*rtt_ns <= MAX_RTT_NS && *rate_bps <= MAX_RATE_BPS);
+            }
+            Message::Have { files, .. } => {
+                if let Some(c) = have.as_mut()
+                    && c.add(files, chunk_count).is_err()
+                {
+                    have = None;
+                }
+            }
+            _ => {}
+        }
         rest = &rest[used..];
+    }
+
+    if let Some(c) = have {
+        for (id, set) in c.finish() {
+            let count = chunk_count(id).expect("only manifest files are kept");
+            assert!(set.end() <= count, "resume state beyond the file's chunks");
+        }
     }
 
     let j = Journal::replay(data);
