@@ -85,7 +85,12 @@ fn send_params(s: &mut TcpStream, p: TestParams) {
 }
 
 /// Whether the server closed `s` within `within`, writing one byte every `every` meanwhile.
-fn closed_while_trickling(s: &mut TcpStream, bytes: &[u8], every: Duration, within: Duration) -> bool {
+fn closed_while_trickling(
+    s: &mut TcpStream,
+    bytes: &[u8],
+    every: Duration,
+    within: Duration,
+) -> bool {
     let start = Instant::now();
     let mut sent = 0;
     while start.elapsed() < within {
@@ -127,20 +132,39 @@ fn a_trickled_preamble_or_hello_is_dropped_at_the_step_deadline() {
             software: "x".repeat(40),
         });
         let t0 = Instant::now();
-        let closed = closed_while_trickling(&mut s, &frame, Duration::from_secs(1), Duration::from_secs(25));
+        let closed = closed_while_trickling(
+            &mut s,
+            &frame,
+            Duration::from_secs(1),
+            Duration::from_secs(25),
+        );
         (closed, t0.elapsed())
     });
     let mut s = connect(port);
     let t0 = Instant::now();
     let pre = Preamble::control().encode();
-    let closed = closed_while_trickling(&mut s, &pre, Duration::from_secs(2), Duration::from_secs(25));
+    let closed = closed_while_trickling(
+        &mut s,
+        &pre,
+        Duration::from_secs(2),
+        Duration::from_secs(25),
+    );
     let took = t0.elapsed();
-    assert!(closed, "a preamble trickled over {took:?} still held its connection");
-    assert!(took < Duration::from_secs(16), "dropped only after {took:?}");
+    assert!(
+        closed,
+        "a preamble trickled over {took:?} still held its connection"
+    );
+    assert!(
+        took < Duration::from_secs(16),
+        "dropped only after {took:?}"
+    );
     let (closed, took) = hello_trickler.join().unwrap();
     assert!(closed, "a hello trickled over {took:?} still held its slot");
     // 10 s from accept, 6 s of which passed before the preamble: the hello had 4 s left.
-    assert!(took < Duration::from_secs(9), "hello dropped only after {took:?}");
+    assert!(
+        took < Duration::from_secs(9),
+        "hello dropped only after {took:?}"
+    );
     srv.wait_for("connection preamble (");
     srv.wait_for("preamble and hello from");
     assert!(srv.alive());
@@ -187,7 +211,10 @@ fn a_client_that_keeps_pinging_loses_its_slot() {
     assert!(answer.contains("more than 64 pings"), "{answer}");
     let (message, took) = slow.join().unwrap();
     assert!(message.contains("pings and test parameters"), "{message}");
-    assert!(took < Duration::from_secs(16), "slow pinger dropped after {took:?}");
+    assert!(
+        took < Duration::from_secs(16),
+        "slow pinger dropped after {took:?}"
+    );
     srv.wait_for("more than 64 pings");
     json_test("127.0.0.1", srv.port, &["-t", "1"]);
 }
@@ -242,9 +269,7 @@ fn max_duration_and_stall_timeout_are_enforced() {
     let mut s = connect(srv.port);
     hello(&mut s);
     let mut p = params();
-    p.end = EndCondition::Time {
-        ns: 60_000_000_000,
-    };
+    p.end = EndCondition::Time { ns: 60_000_000_000 };
     send_params(&mut s, p);
     let message = error_of(&mut s);
     assert!(
@@ -253,14 +278,15 @@ fn max_duration_and_stall_timeout_are_enforced() {
     );
 
     let mut p = params();
-    p.end = EndCondition::Time {
-        ns: 25_000_000_000,
-    };
+    p.end = EndCondition::Time { ns: 25_000_000_000 };
     let t0 = Instant::now();
     let (mut s, _data) = start_test(srv.port, p);
     let message = error_of(&mut s);
     let took = t0.elapsed();
-    assert!(message.contains("no stream moved a byte for 2 s (--stall-timeout)"), "{message}");
+    assert!(
+        message.contains("no stream moved a byte for 2 s (--stall-timeout)"),
+        "{message}"
+    );
     assert!(took < Duration::from_secs(10), "ended after {took:?}");
     srv.wait_for("test stalled");
     json_test("127.0.0.1", srv.port, &["-t", "1"]);
@@ -293,8 +319,16 @@ fn a_flood_of_silent_connections_cannot_starve_a_test() {
     // The server accepts and counts them on its own time: wait until it drops the first.
     srv.wait_for("dropped connection:");
     let j = json_test("127.0.0.1", srv.port, &["-t", "1", "-P", "4"]);
-    assert!(j["end"]["streams"][3]["receiver"]["bytes"].as_u64().unwrap() > 0);
-    assert!(srv.log().contains("dropped connection: 32 connections from 127.0.0.2"));
+    assert!(
+        j["end"]["streams"][3]["receiver"]["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        srv.log()
+            .contains("dropped connection: 32 connections from 127.0.0.2")
+    );
     drop(one_host);
 
     // A session set up before the flood, then 40 hosts × 32 connections, then its data connections.
@@ -327,7 +361,8 @@ fn a_flood_of_silent_connections_cannot_starve_a_test() {
 #[test]
 fn tests_beyond_the_servers_limits_are_refused_by_name() {
     let mut srv = ServerProc::start(&[]);
-    let cases: Vec<(Box<dyn Fn(&mut TestParams)>, &str)> = vec![
+    type Mutation = Box<dyn Fn(&mut TestParams)>;
+    let cases: Vec<(Mutation, &str)> = vec![
         (
             Box::new(|p| p.streams = 1000),
             "test asks for 1000 streams; this server allows 128 per test (--max-streams)",
@@ -359,7 +394,10 @@ fn tests_beyond_the_servers_limits_are_refused_by_name() {
         mutate(&mut p);
         send_params(&mut s, p);
         let message = error_of(&mut s);
-        assert!(message.contains(needle), "{message:?} should contain {needle:?}");
+        assert!(
+            message.contains(needle),
+            "{message:?} should contain {needle:?}"
+        );
         assert!(srv.alive());
     }
     srv.wait_for("(--max-streams)");
@@ -381,7 +419,9 @@ fn listener_rcvbuf(port: u16) -> u64 {
         .output()
         .expect("run ss");
     let text = String::from_utf8_lossy(&out.stdout);
-    let at = text.find(",rb").unwrap_or_else(|| panic!("no rb in ss output: {text}"));
+    let at = text
+        .find(",rb")
+        .unwrap_or_else(|| panic!("no rb in ss output: {text}"));
     text[at + 3..]
         .chars()
         .take_while(char::is_ascii_digit)
@@ -408,7 +448,10 @@ fn the_listener_buffer_comes_back_down_after_a_huge_window_test() {
     send_params(&mut s, p);
     assert!(matches!(read_message(&mut s), Message::Accepted(_)));
     let during = listener_rcvbuf(srv.port);
-    assert!(during >= 1 << 30, "the listener was not widened ({before} -> {during})");
+    assert!(
+        during >= 1 << 30,
+        "the listener was not widened ({before} -> {during})"
+    );
     drop(s);
     srv.wait_for("test ended with an error");
     let tcp_rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem")
@@ -456,7 +499,11 @@ impl Files {
         std::fs::write(root.join("f"), vec![7u8; 3 << 20]).unwrap();
         std::fs::write(dir.join("local"), vec![9u8; 1 << 20]).unwrap();
         let key = dir.join("key");
-        let out = Command::new(bin()).arg("keygen").arg(&key).output().unwrap();
+        let out = Command::new(bin())
+            .arg("keygen")
+            .arg(&key)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{out:?}");
         Self { dir, key, root }
     }
@@ -518,7 +565,10 @@ fn test_clients_cannot_fill_the_transfer_slots() {
     let out = f.send(srv.port, "b");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("transfers running (cap 1, --max-transfers)"), "{err}");
+    assert!(
+        err.contains("transfers running (cap 1, --max-transfers)"),
+        "{err}"
+    );
 }
 
 /// Finding 7: a transfer plan beyond the memory limit (256 streams × 64 MiB chunks) and a `have`

@@ -516,7 +516,11 @@ fn step_timeout(what: &str, peer: &str, t: Duration) -> EngineError {
 }
 
 /// Checks a test's parameters against this server's own limits (beyond the protocol's ranges).
-fn check_limits(cfg: &ServerConfig, params: &TestParams, side: &SidePlan) -> Result<(), EngineError> {
+fn check_limits(
+    cfg: &ServerConfig,
+    params: &TestParams,
+    side: &SidePlan,
+) -> Result<(), EngineError> {
     if params.streams > cfg.max_streams {
         return Err(EngineError::Limit(format!(
             "test asks for {} streams; this server allows {} per test (--max-streams)",
@@ -624,9 +628,9 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
     let mut arrived = 0;
     while arrived < total {
         let left = deadline.saturating_duration_since(Instant::now());
-        let (idx, s) = rx
-            .recv_timeout(left)
-            .map_err(|_| step_timeout(&format!("{} data connections", total - arrived), &peer, t))?;
+        let (idx, s) = rx.recv_timeout(left).map_err(|_| {
+            step_timeout(&format!("{} data connections", total - arrived), &peer, t)
+        })?;
         match socks.get_mut(idx as usize) {
             Some(slot @ None) => {
                 *slot = Some(s);

@@ -334,10 +334,7 @@ impl TestParams {
             ));
         }
         if self.rtt_ns > MAX_RTT_NS {
-            return bad(format!(
-                "rtt must be at most 10 s, got {} ns",
-                self.rtt_ns
-            ));
+            return bad(format!("rtt must be at most 10 s, got {} ns", self.rtt_ns));
         }
         Ok(())
     }

@@ -337,9 +337,9 @@ impl HaveCollector {
         files: &[HaveFile],
         chunk_count: impl Fn(u32) -> Option<u64>,
     ) -> Result<(), WireError> {
-        let cost = files
-            .iter()
-            .fold(1u64, |c, f| c.saturating_add(f.verified.range_count() as u64));
+        let cost = files.iter().fold(1u64, |c, f| {
+            c.saturating_add(f.verified.range_count() as u64)
+        });
         self.budget = self.budget.checked_sub(cost).ok_or_else(|| {
             WireError::Invalid(
                 "resume state (have) larger than the manifest allows: more messages or ranges \
@@ -642,11 +642,17 @@ pub(crate) mod tests {
         let err = HaveCollector::new(10)
             .add(&[have(1, &[(0, 1)])], chunks)
             .unwrap_err();
-        assert!(err.to_string().contains("not a file of the manifest"), "{err}");
+        assert!(
+            err.to_string().contains("not a file of the manifest"),
+            "{err}"
+        );
         let err = HaveCollector::new(10)
             .add(&[have(7, &[(0, 1)])], chunks)
             .unwrap_err();
-        assert!(err.to_string().contains("not a file of the manifest"), "{err}");
+        assert!(
+            err.to_string().contains("not a file of the manifest"),
+            "{err}"
+        );
         let err = HaveCollector::new(10)
             .add(&[have(0, &[(0, 11)])], chunks)
             .unwrap_err();
@@ -661,7 +667,10 @@ pub(crate) mod tests {
         let err = (0..1000)
             .find_map(|_| c.add(&[], chunks).err())
             .expect("budget runs out");
-        assert!(err.to_string().contains("larger than the manifest allows"), "{err}");
+        assert!(
+            err.to_string().contains("larger than the manifest allows"),
+            "{err}"
+        );
         let mut c = HaveCollector::new(10);
         assert!((0..1000).any(|_| c.add(&[have(0, &[(0, 1), (2, 3)])], chunks).is_err()));
 
