@@ -576,7 +576,7 @@ fn test_clients_cannot_fill_the_transfer_slots() {
 #[test]
 fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
     let f = Files::new("memory");
-    let srv = f.serve(&[]);
+    let mut srv = f.serve(&[]);
     let key = key_of(&f.key);
 
     let mut peer = RawPeer::connect(srv.port, &key, XferDirection::Send);
@@ -630,6 +630,8 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
     });
     let err = peer.recv().expect_err("the have is refused");
     assert!(err.contains("not a file of the manifest"), "{err}");
+    srv.wait_for("over the 512 MiB limit");
+    srv.wait_for("not a file of the manifest");
 
     f.send_ok(srv.port, "after");
 }
