@@ -242,7 +242,7 @@ fn unknown_congestion_control_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("unknown congestion control \"nosuchcc\""),
+        err.contains("congestion control \"nosuchcc\" is not available"),
         "{err}"
     );
     assert!(

@@ -7,6 +7,7 @@ mod lab;
 mod raw_peer;
 mod server_cmd;
 mod server_faults;
+mod server_limits;
 mod test_cmd;
 mod testbed;
 mod testbed_api_fuzz;

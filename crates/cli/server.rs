@@ -27,6 +27,31 @@ pub(crate) struct ServerArgs {
     /// Most tests served at once; the next client is told "busy, N tests running".
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_tests: u32,
+    /// Most transfers (`send`/`get`) served at once, counted apart from tests.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_transfers: u32,
+    /// Seconds a peer has for each whole set-up step (preamble and hello; pings and parameters;
+    /// data connections; start), however it spreads its bytes.
+    #[arg(long, default_value_t = 10, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    handshake_timeout: u64,
+    /// Longest test in seconds (-t plus -O); longer tests are refused, and a test still running past
+    /// its duration (a client that never stops it, or a byte count) is ended.
+    #[arg(long, default_value_t = 86_400, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    max_duration: u64,
+    /// End a running test in which no stream moved a byte for this many seconds.
+    #[arg(long, default_value_t = 60, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    stall_timeout: u64,
+    /// Most streams (-P) of one test (--bidir opens twice as many connections).
+    #[arg(long, default_value_t = 128,
+          value_parser = clap::value_parser!(u32).range(1..=longhaul_proto::msg::MAX_STREAMS as i64))]
+    max_streams: u32,
+    /// Most socket-buffer memory one test may make this server request, over all its connections
+    /// (as the kernel grants it: twice each request; autotuned buffers are not counted).
+    #[arg(long, default_value = "8G", value_name = "SIZE", value_parser = size)]
+    max_test_memory: u64,
     /// Log level (error, warn, info, debug); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -51,6 +76,14 @@ pub(crate) struct ServerArgs {
     #[arg(long, default_value_t = 60, value_name = "SECS", requires = "root",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout: u64,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    let n = longhaul_units::parse_size(s).map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Err("must be more than 0".into());
+    }
+    Ok(n)
 }
 
 pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
@@ -84,16 +117,22 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         bind: a.bind,
         port: a.port,
         max_tests: a.max_tests,
+        max_transfers: a.max_transfers,
+        handshake_timeout: std::time::Duration::from_secs(a.handshake_timeout),
+        max_duration: std::time::Duration::from_secs(a.max_duration),
+        stall_timeout: std::time::Duration::from_secs(a.stall_timeout),
+        max_streams: a.max_streams,
+        max_test_memory: a.max_test_memory,
         files,
-        ..Default::default()
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
     let server = Server::bind(cfg).context("cannot start the server")?;
     // Tell scripts where we are (useful with -p 0).
     eprintln!(
-        "longhaul server listening on {} (max {} tests)",
+        "longhaul server listening on {} (max {} tests, {} transfers)",
         server.local_addr(),
-        a.max_tests
+        a.max_tests,
+        a.max_transfers
     );
     if a.daemon {
         // No thread has been started yet, as daemonize() requires.

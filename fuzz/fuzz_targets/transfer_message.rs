@@ -9,6 +9,9 @@
 //! - every accepted message re-encodes to a frame that decodes to the same message;
 //! - a sealed stream built from the input never opens to anything but what was sealed (a genuine frame
 //!   opens to exactly what `Message::from_json` makes of its body; a forged one is refused);
+//! - an accepted plan is within its ranges and the memory limit; the sender's checks of `have`
+//!   (against a manifest of files 0..4, file i with 37 × i chunks) keep every chunk within its file
+//!   and stop endless resume state;
 //! - journal replay trusts only a prefix of the input, that prefix replays to the same state, and
 //!   every verified chunk index lies within its file's chunk plan.
 
@@ -16,13 +19,18 @@
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_transfer::journal::Journal;
-use longhaul_transfer::manifest::MAX_CHUNK;
+use longhaul_transfer::manifest::{MAX_CHUNK, MEMORY_LIMIT, memory_bound};
 use longhaul_transfer::msg::{
-    CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, MAX_FRAME_LEN, Message, WireError,
-    decode_frame,
+    CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, HaveCollector, MAX_FRAME_LEN, MAX_RATE_BPS,
+    MAX_RTT_NS, Message, WireError, decode_frame,
 };
 use longhaul_transfer::session::{ChunkOpener, ChunkSealer, FrameOpener, FrameSealer};
 use longhaul_transfer::{Key, Role};
+
+/// The fuzz manifest: files 0..4, file `i` with 37 × `i` chunks.
+fn chunk_count(id: u32) -> Option<u64> {
+    (id < 4).then(|| 37 * u64::from(id))
+}
 
 fuzz_target!(|data: &[u8]| {
     let keys = Key::from_bytes([0x42; 32]).session(longhaul_transfer::msg::Direction::Send, &[1; 32], &[2; 32]);
@@ -45,6 +53,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let mut rest = data;
+    let mut have = Some(HaveCollector::new((0..4).filter_map(chunk_count).sum()));
     while let Ok(Some((m, used))) = decode_frame(rest) {
         assert!(used <= rest.len());
         let again = m.encode_frame();
@@ -53,8 +62,34 @@ fuzz_target!(|data: &[u8]| {
             .expect("whole frame");
         assert_eq!(n, again.len());
         assert_eq!(back, m);
-        assert_eq!(Message::from_json(&again[4..]), Ok(m));
+        assert_eq!(Message::from_json(&again[4..]), Ok(m.clone()));
+        match &m {
+            Message::Plan {
+                streams,
+                chunk_size,
+                rtt_ns,
+                rate_bps,
+            } => {
+                assert!(memory_bound(*streams, *chunk_size) <= MEMORY_LIMIT);
+                assert!(*rtt_ns <= MAX_RTT_NS && *rate_bps <= MAX_RATE_BPS);
+            }
+            Message::Have { files, .. } => {
+                if let Some(c) = have.as_mut()
+                    && c.add(files, chunk_count).is_err()
+                {
+                    have = None;
+                }
+            }
+            _ => {}
+        }
         rest = &rest[used..];
+    }
+
+    if let Some(c) = have {
+        for (id, set) in c.finish() {
+            let count = chunk_count(id).expect("only manifest files are kept");
+            assert!(set.end() <= count, "resume state beyond the file's chunks");
+        }
     }
 
     // The input as a forged sealed stream: nothing opens.

@@ -95,20 +95,36 @@ impl Control {
     }
 }
 
-/// Reads the 32-byte preamble with a timeout (a silent peer must not hold a server thread forever).
+/// Reads the 32-byte preamble, all of it by `deadline`: a whole-step deadline, not one per read, so
+/// a peer trickling a byte every few seconds is dropped when the step's time is up (issue 11).
 pub(crate) fn read_preamble(
     sock: &mut TcpStream,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Result<Preamble, EngineError> {
-    sock.set_read_timeout(Some(timeout)).ok();
     let mut b = [0u8; PREAMBLE_LEN];
-    sock.read_exact(&mut b).map_err(|e| {
-        if is_timeout(&e) {
-            EngineError::Timeout("connection preamble".into())
-        } else {
-            EngineError::io("read connection preamble", e)
+    let mut got = 0;
+    while got < PREAMBLE_LEN {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(EngineError::Timeout(format!(
+                "connection preamble ({got} of {PREAMBLE_LEN} bytes by the handshake deadline)"
+            )));
         }
-    })?;
+        // A zero timeout means "block forever" to the kernel: keep at least 1 ms.
+        sock.set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))))
+            .ok();
+        match sock.read(&mut b[got..]) {
+            Ok(0) => {
+                return Err(EngineError::io(
+                    "read connection preamble",
+                    io::ErrorKind::UnexpectedEof.into(),
+                ));
+            }
+            Ok(n) => got += n,
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(EngineError::io("read connection preamble", e)),
+        }
+    }
     sock.set_read_timeout(None).ok();
     Ok(Preamble::decode(&b)?)
 }

@@ -67,13 +67,20 @@ pub enum EngineError {
     #[error("peer {0} closed the control connection in the middle of a message")]
     Truncated(String),
     /// The congestion control is not available on this kernel.
-    #[error("unknown congestion control {name:?}: this kernel offers {available}")]
+    #[error(
+        "congestion control {name:?} is not available: this kernel offers {available} \
+         (net.ipv4.tcp_available_congestion_control; a module is never loaded on request)"
+    )]
     UnknownCongestion {
         /// Name asked for.
         name: String,
         /// What the kernel offers.
         available: String,
     },
+    /// The server refused or ended a test at one of its own limits (the text names the limit and
+    /// the flag that sets it).
+    #[error("refused by the server's limits: {0}")]
+    Limit(String),
     /// A file transfer failed (the message says why and, where known, what to do).
     #[error("{0}")]
     Transfer(String),

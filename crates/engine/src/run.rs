@@ -177,6 +177,13 @@ impl Run {
         out
     }
 
+    /// Bytes moved so far on every stream of this side, sent or received (the server's stall check).
+    pub(crate) fn bytes_moved(&self) -> u64 {
+        self.streams
+            .iter()
+            .fold(0u64, |t, s| t.saturating_add(s.worker.state.bytes()))
+    }
+
     /// Whether this side sends on any stream.
     pub(crate) fn has_senders(&self) -> bool {
         self.streams.iter().any(|t| t.worker.state.sender)

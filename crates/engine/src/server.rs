@@ -1,12 +1,29 @@
 //! `longhaul server`: many tests at once on one port.
 //!
-//! Every accepted connection gets a thread that reads its preamble (with a deadline). A control
+//! Every accepted connection gets a thread that reads its preamble by a whole-step deadline. A control
 //! connection becomes a test session if the server is under its cap, otherwise it is told
-//! "busy, N tests running" and closed. A data connection presents a cookie and is handed to the session
-//! that issued it; an unknown cookie is dropped. A transfer's data connection must also prove the
-//! transfer's session key right after its preamble (`transfer::DataGate`), or it is dropped. Any error in one session — garbage, a truncated or
+//! "busy, N tests running" and closed; authenticated transfers have a cap of their own. A data
+//! connection presents a cookie and is handed to the session that issued it; an unknown cookie is
+//! dropped. A transfer's data connection must also prove the transfer's session key right after its
+//! preamble (`transfer::DataGate`), or it is dropped. Any error in one session — garbage, a truncated or
 //! oversized message, a peer that dies — is logged, the session's sockets and threads are released, and
 //! the other sessions never notice.
+//!
+//! Limits the server enforces on peers that do not hold a key (issue 11, finding 4):
+//! - set-up: each step has one deadline for the whole step (`handshake_timeout`): the preamble and
+//!   the hello together from the moment of accept, then all pings and the parameters, then all data
+//!   connections, then the start; at most [`MAX_PINGS`] pings;
+//! - admission (see [`Handshaking::admit`]): at most [`MAX_HANDSHAKING`] connections waiting for
+//!   their preamble, at most [`MAX_HANDSHAKING_PER_SOURCE`] of them from one source (an IPv4 address
+//!   or an IPv6 /64), except that a source whose sessions are waiting for their data connections may
+//!   have that many more, outside the global cap: so neither one host nor many trickling preambles
+//!   can starve the data connections of running sessions; tests and transfers are counted against
+//!   separate caps;
+//! - a test: its streams (`max_streams`) and the socket-buffer bytes it makes this server request
+//!   (`max_test_memory`), its duration (`max_duration`; a test the client does not stop is ended at
+//!   its duration plus [`OVERRUN_GRACE`]), and progress (`stall_timeout`: no byte moved on any stream);
+//!   congestion controls only from the kernel's available list; the listener's receive buffer,
+//!   raised for a test's window scale, comes back down when no running session needs it.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -16,7 +33,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::msg::MAX_STREAMS;
+use longhaul_proto::msg::{MAX_STREAMS, SidePlan};
 use longhaul_proto::window::BufferAction;
 use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, encode_frame};
 use longhaul_proto::{EndCondition, Message, ProtoError, TestParams, WindowRequest};
@@ -43,8 +60,19 @@ pub struct ServerConfig {
     pub port: u16,
     /// Most tests served at once; one more is refused with "busy".
     pub max_tests: u32,
-    /// How long a peer may take for each handshake step before it is dropped.
+    /// Most transfers served at once (a separate cap: unauthenticated tests cannot fill it).
+    pub max_transfers: u32,
+    /// How long a peer may take for each whole handshake step before it is dropped.
     pub handshake_timeout: Duration,
+    /// Longest test: a longer `-t` is refused, and any test still running after it (plus grace) ends.
+    pub max_duration: Duration,
+    /// A running test in which no stream moved a byte for this long is ended.
+    pub stall_timeout: Duration,
+    /// Most streams (`-P`) of one test.
+    pub max_streams: u32,
+    /// Most socket-buffer bytes one test may make this server request (as the kernel grants them:
+    /// twice each setsockopt request), over all its data connections.
+    pub max_test_memory: u64,
     /// Files served to `longhaul send`/`get` (the root and the key), if any.
     pub files: Option<crate::transfer::ServeFiles>,
 }
@@ -55,7 +83,12 @@ impl Default for ServerConfig {
             bind: None,
             port: DEFAULT_PORT,
             max_tests: 8,
+            max_transfers: 8,
             handshake_timeout: Duration::from_secs(10),
+            max_duration: Duration::from_secs(86_400),
+            stall_timeout: Duration::from_secs(60),
+            max_streams: 128,
+            max_test_memory: 8 << 30,
             files: None,
         }
     }
@@ -70,7 +103,16 @@ pub struct Server {
 /// Most connections that may be waiting to send their preamble at once. Each waits at most the
 /// handshake timeout on its own thread; beyond this, new connections are closed at once, so a flood of
 /// silent connections cannot exhaust threads.
-const MAX_HANDSHAKING: u32 = 256;
+pub const MAX_HANDSHAKING: u32 = 1024;
+/// Most connections from one source (IPv4 address, IPv6 /64) waiting for their preamble at once,
+/// beyond the data connections its sessions are waiting for. A host trickling preambles holds at most
+/// this many slots for at most one handshake timeout each, and other sources keep the rest.
+pub const MAX_HANDSHAKING_PER_SOURCE: u32 = 32;
+/// Most pings a test client may send before its parameters (the client sends 5).
+pub const MAX_PINGS: u32 = 64;
+/// How long past its duration a test the client did not stop may run (one-way delays, the client's
+/// start after ours), plus two RTTs.
+pub const OVERRUN_GRACE: Duration = Duration::from_secs(5);
 
 /// Where a session waiting for data connections takes them, and for a transfer the proof they must
 /// present first.
@@ -79,11 +121,30 @@ type Route = (SyncSender<(u32, TcpStream)>, Option<DataGate>);
 struct Shared {
     cfg: ServerConfig,
     running: AtomicU32,
-    handshaking: AtomicU32,
+    transfers: AtomicU32,
+    handshakes: Mutex<Handshakes>,
     pending: Mutex<HashMap<Cookie, Route>>,
     listener: Arc<TcpListener>,
-    /// Receive buffer last forced on the listener (see `widen_listener`).
-    listener_rcvbuf: Mutex<u64>,
+    /// What the running sessions need of the listener's receive buffer (see `widen_listener`).
+    listener_buf: Mutex<ListenerBuf>,
+    next_session: std::sync::atomic::AtomicU64,
+}
+
+/// Connections waiting for their preamble, per source and in all (`total` counts only those admitted
+/// under the general cap), and the data connections each source's sessions are waiting for.
+#[derive(Default)]
+struct Handshakes {
+    total: u32,
+    per_source: HashMap<IpAddr, u32>,
+    expecting: HashMap<IpAddr, u32>,
+}
+
+/// The listener's receive buffer: the request in force, and each running session's need.
+struct ListenerBuf {
+    /// Request last applied to the listener (0: never set, the kernel's default).
+    current: u64,
+    /// Largest request of each session that widened it.
+    needs: HashMap<u64, u64>,
 }
 
 impl Server {
@@ -93,10 +154,15 @@ impl Server {
         let shared = Arc::new(Shared {
             cfg,
             running: AtomicU32::new(0),
-            handshaking: AtomicU32::new(0),
+            transfers: AtomicU32::new(0),
+            handshakes: Mutex::new(Handshakes::default()),
             pending: Mutex::new(HashMap::new()),
             listener: Arc::clone(&listener),
-            listener_rcvbuf: Mutex::new(0),
+            listener_buf: Mutex::new(ListenerBuf {
+                current: 0,
+                needs: HashMap::new(),
+            }),
+            next_session: std::sync::atomic::AtomicU64::new(0),
         });
         Ok(Self { listener, shared })
     }
@@ -119,17 +185,15 @@ impl Server {
         loop {
             match self.listener.accept() {
                 Ok((conn, peer)) => {
-                    if self.shared.handshaking.load(Ordering::Acquire) >= MAX_HANDSHAKING {
-                        warn!(%peer, "dropped connection: {MAX_HANDSHAKING} connections already handshaking");
+                    let deadline = Instant::now() + self.shared.cfg.handshake_timeout;
+                    let Some(hs) = Handshaking::admit(&self.shared, peer) else {
                         continue;
-                    }
-                    self.shared.handshaking.fetch_add(1, Ordering::AcqRel);
+                    };
                     let shared = Arc::clone(&self.shared);
                     let spawned = std::thread::Builder::new()
                         .name("lh-conn".into())
-                        .spawn(move || handle(&shared, conn, peer));
+                        .spawn(move || handle(&shared, conn, peer, deadline, hs));
                     if let Err(e) = spawned {
-                        self.shared.handshaking.fetch_sub(1, Ordering::AcqRel);
                         warn!(%peer, "cannot start a thread for the connection: {e}");
                     }
                 }
@@ -172,9 +236,137 @@ fn listen(bind: Option<IpAddr>, port: u16) -> Result<TcpListener, EngineError> {
     }
 }
 
-fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
-    let pre = read_preamble(&mut conn, shared.cfg.handshake_timeout);
-    shared.handshaking.fetch_sub(1, Ordering::AcqRel);
+/// The source a connection is counted under: its IPv4 address, or the /64 of its IPv6 address (one
+/// host usually holds a whole /64).
+fn source_of(peer: SocketAddr) -> IpAddr {
+    match peer.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(
+                u128::from(v6) & 0xffff_ffff_ffff_ffff_0000_0000_0000_0000,
+            )),
+        },
+        v4 => v4,
+    }
+}
+
+/// One connection counted as handshaking (for its source, and maybe in all) until it is dropped.
+struct Handshaking {
+    shared: Arc<Shared>,
+    source: IpAddr,
+    /// Counted in `Handshakes::total` (admitted under the general cap).
+    general: bool,
+}
+
+impl Handshaking {
+    /// Counts a new connection from `peer`, or logs why it is dropped (`None`).
+    ///
+    /// The rule: a source whose sessions wait for `e` > 0 data connections may have up to
+    /// `e` + [`MAX_HANDSHAKING_PER_SOURCE`] connections handshaking, outside the global cap (they are
+    /// bounded by the sessions' own caps: tests × connections per test). Any other source may have
+    /// [`MAX_HANDSHAKING_PER_SOURCE`], while fewer than [`MAX_HANDSHAKING`] such connections are
+    /// handshaking in all. A client opens its data connections in a burst, faster than the server
+    /// reads their preambles, so the data connections of a running session must never depend on
+    /// slots that strangers can fill.
+    fn admit(shared: &Arc<Shared>, peer: SocketAddr) -> Option<Self> {
+        let source = source_of(peer);
+        let mut h = shared.handshakes.lock().expect("handshakes lock");
+        let n = h.per_source.get(&source).copied().unwrap_or(0);
+        let expecting = h.expecting.get(&source).copied().unwrap_or(0);
+        let general = if expecting > 0 {
+            if n >= expecting.saturating_add(MAX_HANDSHAKING_PER_SOURCE) {
+                warn!(%peer, "dropped connection: {n} connections from {source} already handshaking ({expecting} expected by its sessions)");
+                return None;
+            }
+            false
+        } else {
+            if n >= MAX_HANDSHAKING_PER_SOURCE {
+                warn!(%peer, "dropped connection: {MAX_HANDSHAKING_PER_SOURCE} connections from {source} already handshaking");
+                return None;
+            }
+            if h.total >= MAX_HANDSHAKING {
+                warn!(%peer, "dropped connection: {MAX_HANDSHAKING} connections already handshaking");
+                return None;
+            }
+            h.total += 1;
+            true
+        };
+        *h.per_source.entry(source).or_insert(0) += 1;
+        Some(Self {
+            shared: Arc::clone(shared),
+            source,
+            general,
+        })
+    }
+}
+
+/// Data connections a session from `source` waits for, counted for admission until dropped.
+struct Expecting<'a> {
+    shared: &'a Shared,
+    source: IpAddr,
+    count: u32,
+}
+
+impl<'a> Expecting<'a> {
+    fn new(shared: &'a Shared, peer: Option<SocketAddr>, count: u32) -> Option<Self> {
+        let source = source_of(peer?);
+        let mut h = shared.handshakes.lock().expect("handshakes lock");
+        let e = h.expecting.entry(source).or_insert(0);
+        *e = e.saturating_add(count);
+        Some(Self {
+            shared,
+            source,
+            count,
+        })
+    }
+}
+
+impl Drop for Expecting<'_> {
+    fn drop(&mut self) {
+        let mut h = self.shared.handshakes.lock().expect("handshakes lock");
+        if let Some(e) = h.expecting.get_mut(&self.source) {
+            *e = e.saturating_sub(self.count);
+            if *e == 0 {
+                h.expecting.remove(&self.source);
+            }
+        }
+    }
+}
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        let mut h = self.shared.handshakes.lock().expect("handshakes lock");
+        if self.general {
+            h.total -= 1;
+        }
+        if let Some(n) = h.per_source.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                h.per_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// Serves one accepted connection; `deadline` is the end of its first step (preamble, and for a test
+/// its hello).
+fn handle(
+    shared: &Arc<Shared>,
+    mut conn: TcpStream,
+    peer: SocketAddr,
+    deadline: Instant,
+    hs: Handshaking,
+) {
+    let pre = read_preamble(&mut conn, deadline);
+    // A transfer's data connection still has its proof to send: it stays counted as handshaking,
+    // under the same deadline, until the proof is in.
+    let hs = match &pre {
+        Ok(p) if p.kind == ConnKind::Data => Some(hs),
+        _ => {
+            drop(hs);
+            None
+        }
+    };
     let pre = match pre {
         Ok(p) => p,
         Err(e) => {
@@ -213,26 +405,28 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
                             &mut conn,
                             &pre.cookie,
                             pre.stream,
-                            shared.cfg.handshake_timeout,
+                            deadline.saturating_duration_since(Instant::now()),
                         )
                     {
                         warn!(%peer, "data connection refused: {e}");
                         return;
                     }
+                    drop(hs);
                     let _ = tx.try_send((pre.stream, conn));
                 }
                 None => warn!(%peer, "data connection with an unknown test cookie dropped"),
             }
         }
         ConnKind::Transfer => {
-            let cap = shared.cfg.max_tests;
-            let running = shared.running.fetch_add(1, Ordering::AcqRel);
-            let _slot = Slot(&shared.running);
+            let cap = shared.cfg.max_transfers;
+            let running = shared.transfers.fetch_add(1, Ordering::AcqRel);
+            let _slot = Slot(&shared.transfers);
             if running >= cap {
                 info!(%peer, running, cap, "refused transfer: busy");
                 let msg = longhaul_transfer::Message::Error {
                     message: format!(
-                        "server busy, {running} sessions running (cap {cap}); try again later"
+                        "server busy, {running} transfers running (cap {cap}, --max-transfers); \
+                         try again later"
                     ),
                 };
                 let _ = std::io::Write::write_all(&mut conn, &msg.encode_frame());
@@ -251,16 +445,23 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
             };
             let gate = DataGate::default();
             let (_registration, rx) = Registration::new(shared, cookie, Some(gate.clone()));
-            let widen = |request, force| widen_listener(shared, request, force);
-            match crate::transfer::serve(
-                conn,
-                shared.cfg.files.as_ref(),
+            let listener_use = ListenerUse::new(shared);
+            let widen = |request, force| listener_use.widen(request, force);
+            let expecting = std::cell::RefCell::new(Vec::new());
+            let expect = |streams| {
+                expecting
+                    .borrow_mut()
+                    .extend(Expecting::new(shared, Some(peer), streams));
+            };
+            let admission = crate::transfer::Admission {
                 cookie,
-                &gate,
-                &rx,
-                shared.cfg.handshake_timeout,
-                &widen,
-            ) {
+                gate: &gate,
+                data: &rx,
+                timeout: shared.cfg.handshake_timeout,
+                widen: &widen,
+                expect: &expect,
+            };
+            match crate::transfer::serve(conn, shared.cfg.files.as_ref(), &admission) {
                 Ok(Some(s)) => info!(
                     %peer,
                     direction = %s.direction,
@@ -284,7 +485,7 @@ fn handle(shared: &Arc<Shared>, mut conn: TcpStream, peer: SocketAddr) {
                 let _ = ctrl.send(&Message::Busy { running, cap });
                 return;
             }
-            match session(shared, &mut ctrl) {
+            match session(shared, &mut ctrl, deadline) {
                 Ok(()) => {}
                 Err(e) => {
                     warn!(%peer, "test ended with an error: {e}");
@@ -348,7 +549,70 @@ fn unexpected(m: &Message, phase: &'static str) -> EngineError {
     })
 }
 
-fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
+/// A whole step's deadline passed: the error names the step and the limit.
+fn step_timeout(what: &str, peer: &str, t: Duration) -> EngineError {
+    EngineError::Timeout(format!(
+        "{what} from {peer} (each set-up step must complete within {} s)",
+        t.as_secs_f64()
+    ))
+}
+
+/// Checks a test's parameters against this server's own limits (beyond the protocol's ranges).
+fn check_limits(
+    cfg: &ServerConfig,
+    params: &TestParams,
+    side: &SidePlan,
+) -> Result<(), EngineError> {
+    if params.streams > cfg.max_streams {
+        return Err(EngineError::Limit(format!(
+            "test asks for {} streams; this server allows {} per test (--max-streams)",
+            params.streams, cfg.max_streams
+        )));
+    }
+    if let EndCondition::Time { ns } = params.end {
+        let total = Duration::from_nanos(ns.saturating_add(params.omit_ns));
+        if total > cfg.max_duration {
+            return Err(EngineError::Limit(format!(
+                "test of {} s (omit period included) is longer than this server's maximum of {} s \
+                 (--max-duration)",
+                total.as_secs_f64(),
+                cfg.max_duration.as_secs()
+            )));
+        }
+    }
+    let memory = buffer_bytes(side, params);
+    if memory > cfg.max_test_memory {
+        return Err(EngineError::Limit(format!(
+            "test needs {} MiB of socket buffers on this server ({} connections); it allows {} MiB \
+             per test (--max-test-memory): use a smaller -w, fewer streams or a lower target rate",
+            memory >> 20,
+            params.direction.connections(params.streams),
+            cfg.max_test_memory >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// Socket-buffer bytes a test makes this server request, as the kernel grants them (twice each
+/// request), over all data connections. Autotuned buffers are not counted: the kernel bounds them by
+/// `net.ipv4.tcp_rmem`/`tcp_wmem` and its global `tcp_mem` pressure.
+fn buffer_bytes(side: &SidePlan, params: &TestParams) -> u64 {
+    let per = |b: &longhaul_proto::window::BufferPlan| match b.action {
+        BufferAction::Set { request, .. } => request.saturating_mul(2),
+        BufferAction::Autotune { .. } => 0,
+    };
+    (0..params.direction.connections(params.streams)).fold(0u64, |t, i| {
+        let sender = !params.direction.client_sends(i, params.streams);
+        let b = if sender {
+            &side.window.send
+        } else {
+            &side.window.recv
+        };
+        t.saturating_add(per(b))
+    })
+}
+
+fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(), EngineError> {
     let t = shared.cfg.handshake_timeout;
     let peer = ctrl
         .socket()
@@ -356,9 +620,11 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
         .map(|a| a.to_string())
         .unwrap_or_default();
     let cpu_start = sys::thread_cpu_time().unwrap_or_default();
-    match ctrl.recv(t, "hello")? {
-        Message::Hello { .. } => {}
-        m => return Err(unexpected(&m, "waiting for hello")),
+    // The preamble and the hello share the first step's deadline, counted from accept.
+    match ctrl.recv_until(hello_by)? {
+        Some(Message::Hello { .. }) => {}
+        Some(m) => return Err(unexpected(&m, "waiting for hello")),
+        None => return Err(step_timeout("preamble and hello", &peer, t)),
     }
     let cookie = random::cookie()?;
     let (registration, rx) = Registration::new(shared, cookie, None);
@@ -366,31 +632,46 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
         software: SOFTWARE.into(),
         cookie: random::hex(&cookie),
     })?;
+    // All pings and the parameters: one step, one deadline, a bounded number of pings.
+    let params_by = Instant::now() + t;
+    let mut pings = 0u32;
     let params = loop {
-        match ctrl.recv(t, "test parameters")? {
-            Message::Ping { seq } => ctrl.send(&Message::Pong { seq })?,
-            Message::Params(p) => break p,
-            m => return Err(unexpected(&m, "waiting for test parameters")),
+        match ctrl.recv_until(params_by)? {
+            Some(Message::Ping { seq }) => {
+                pings += 1;
+                if pings > MAX_PINGS {
+                    return Err(EngineError::Limit(format!(
+                        "more than {MAX_PINGS} pings before the test parameters"
+                    )));
+                }
+                ctrl.send(&Message::Pong { seq })?;
+            }
+            Some(Message::Params(p)) => break p,
+            Some(m) => return Err(unexpected(&m, "waiting for test parameters")),
+            None => return Err(step_timeout("pings and test parameters", &peer, t)),
         }
     };
     if let Some(cc) = &params.congestion {
         socket::check_congestion(cc)?;
     }
     let side = socket::side_plan(&params);
+    check_limits(&shared.cfg, &params, &side)?;
+    let total = params.direction.connections(params.streams);
+    let expecting = Expecting::new(shared, ctrl.socket().peer_addr().ok(), total);
+    let listener_use = ListenerUse::new(shared);
     if let BufferAction::Set { request, force } = side.window.recv.action {
-        widen_listener(shared, request, force);
+        listener_use.widen(request, force);
     }
     ctrl.send(&Message::Accepted(side.clone()))?;
 
     // Collect the data connections.
-    let total = params.direction.connections(params.streams);
     let mut socks: Vec<Option<TcpStream>> = (0..total).map(|_| None).collect();
     let deadline = Instant::now() + t;
     let mut arrived = 0;
     while arrived < total {
         let left = deadline.saturating_duration_since(Instant::now());
         let (idx, s) = rx.recv_timeout(left).map_err(|_| {
-            EngineError::Timeout(format!("{} data connections from {peer}", total - arrived))
+            step_timeout(&format!("{} data connections", total - arrived), &peer, t)
         })?;
         match socks.get_mut(idx as usize) {
             Some(slot @ None) => {
@@ -405,6 +686,7 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
         }
     }
     drop(registration);
+    drop(expecting);
 
     let opts = SocketOptions {
         plan: &side.window,
@@ -445,7 +727,7 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
         params.interval_ns,
         params.omit_ns,
     )?;
-    let outcome = serve_running(ctrl, &mut run, &params);
+    let outcome = serve_running(ctrl, &mut run, &params, &shared.cfg);
     if outcome.is_err() {
         run.abort();
     }
@@ -468,6 +750,7 @@ fn session(shared: &Shared, ctrl: &mut Control) -> Result<(), EngineError> {
     // The client answers with its own results; wait briefly so it can read ours before we close.
     let _ = ctrl.recv(Duration::from_secs(5), "client results");
     info!(%peer, bytes, seconds = wall, "test finished");
+    drop(listener_use);
     Ok(())
 }
 
@@ -476,8 +759,43 @@ fn serve_running(
     ctrl: &mut Control,
     run: &mut Run,
     params: &TestParams,
+    cfg: &ServerConfig,
 ) -> Result<(), EngineError> {
+    // The test ends by its duration (or this server's maximum) plus grace, stopped or not.
+    let limit = match params.end {
+        EndCondition::Time { ns } => {
+            Duration::from_nanos(ns.saturating_add(params.omit_ns)).min(cfg.max_duration)
+        }
+        EndCondition::Bytes { .. } => cfg.max_duration,
+    };
+    let started = Instant::now();
+    let end_by = started
+        + limit
+        + OVERRUN_GRACE
+        + Duration::from_nanos(params.rtt_ns.min(longhaul_proto::msg::MAX_RTT_NS) * 2);
+    let mut moved = run.bytes_moved();
+    let mut progress_at = started;
     loop {
+        let now = Instant::now();
+        if now >= end_by {
+            return Err(EngineError::Limit(format!(
+                "test still running {:.0} s after its start, past its {} s duration; the client \
+                 never said stop (this server's maximum is {} s, --max-duration)",
+                (now - started).as_secs_f64(),
+                limit.as_secs_f64(),
+                cfg.max_duration.as_secs()
+            )));
+        }
+        let bytes = run.bytes_moved();
+        if bytes != moved {
+            moved = bytes;
+            progress_at = now;
+        } else if now - progress_at >= cfg.stall_timeout {
+            return Err(EngineError::Limit(format!(
+                "test stalled: no stream moved a byte for {} s (--stall-timeout)",
+                cfg.stall_timeout.as_secs()
+            )));
+        }
         // Wake at least once a second so a dead client is noticed even without interval reports.
         let wake = run
             .next_tick()
@@ -556,20 +874,62 @@ pub(crate) fn recv_config(params: &TestParams) -> RecvConfig {
     }
 }
 
-/// Makes sure sockets accepted from now on negotiate a TCP window scale large enough for `request`.
+/// One session's use of the listener's receive buffer; on drop, the buffer comes back down to what
+/// the sessions still running need.
 ///
 /// Linux fixes the window scale in the SYN-ACK from the listener's receive buffer (or `tcp_rmem[2]`,
 /// whichever is larger), before the session can size the accepted socket. A window beyond
 /// 65535 × 2^scale could never be advertised, so when a test needs a bigger receive window than the
 /// current scale allows, the listener's buffer is raised first. Accepted sockets inherit it; every data
 /// socket then gets its own planned size, so only the scale is shared.
-fn widen_listener(shared: &Shared, request: u64, force: bool) {
-    let mut current = shared.listener_rcvbuf.lock().expect("listener lock");
-    if *current >= request {
-        return;
+///
+/// But every later connection inherits it too, a peer's handshake connections included: a 1 GiB
+/// buffer left on the listener lets any connection queue up to 2 GiB unread. So when the last session
+/// needing a large buffer ends, the listener goes back to the largest need left, and at least
+/// `tcp_rmem[2]` (what an autotuned socket may grow to): once set, `SO_RCVBUF` cannot be unset, and
+/// accepted sockets inherit the lock that turns autotuning off, so lower would cap their windows.
+struct ListenerUse<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl<'a> ListenerUse<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        Self {
+            shared,
+            id: shared.next_session.fetch_add(1, Ordering::Relaxed),
+        }
     }
-    match sys::set_recv_buffer(shared.listener.as_fd(), request, force) {
-        Ok(()) => *current = request,
-        Err(e) => warn!("cannot raise the listener's receive buffer for window scaling: {e}"),
+
+    /// Makes sure sockets accepted from now on negotiate a window scale large enough for `request`.
+    fn widen(&self, request: u64, force: bool) {
+        let mut b = self.shared.listener_buf.lock().expect("listener lock");
+        let need = b.needs.entry(self.id).or_insert(0);
+        *need = (*need).max(request);
+        if b.current >= request {
+            return;
+        }
+        match sys::set_recv_buffer(self.shared.listener.as_fd(), request, force) {
+            Ok(()) => b.current = request,
+            Err(e) => warn!("cannot raise the listener's receive buffer for window scaling: {e}"),
+        }
+    }
+}
+
+impl Drop for ListenerUse<'_> {
+    fn drop(&mut self) {
+        let mut b = self.shared.listener_buf.lock().expect("listener lock");
+        if b.needs.remove(&self.id).is_none() {
+            return;
+        }
+        let floor = socket::kernel_limits().tcp_rmem_max / 2;
+        let target = b.needs.values().copied().max().unwrap_or(0).max(floor);
+        if b.current <= target {
+            return;
+        }
+        match sys::set_recv_buffer(self.shared.listener.as_fd(), target, sys::has_net_admin()) {
+            Ok(()) => b.current = target,
+            Err(e) => warn!("cannot restore the listener's receive buffer: {e}"),
+        }
     }
 }

@@ -277,11 +277,14 @@ struct Plan {
 /// The client's plan: RTT from the control connection's TCP_INFO (after the handshake's round
 /// trips), streams from the window plan (enough windows for the target rate under this host's
 /// buffer limits, at least [`DEFAULT_STREAMS`]) unless given, chunk size from the core's rule.
-fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Plan {
+///
+/// The plan is checked against the limits the server enforces (`check_plan`: chunk-buffer memory,
+/// rtt, rate), so a `--chunk`/`-P`/`--rate` beyond them is refused here with the same reason.
+fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
     let rtt_ns = longhaul_sys::tcp_info(ctl.socket().as_fd())
         .map(|t| u64::from(t.min_rtt_us.filter(|&m| m > 0).unwrap_or(t.rtt_us)) * 1000)
         .unwrap_or(1_000_000)
-        .max(1000);
+        .clamp(1000, longhaul_transfer::msg::MAX_RTT_NS);
     let streams = cfg.streams.unwrap_or_else(|| {
         let limits = socket::kernel_limits();
         let w = longhaul_proto::window::plan(Nanos(rtt_ns), cfg.rate_bps, 1, None, &limits);
@@ -299,12 +302,14 @@ fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Plan {
     let chunk_size = cfg
         .chunk_size
         .unwrap_or_else(|| choose_chunk_size(cfg.rate_bps, rtt_ns, streams));
-    Plan {
+    longhaul_transfer::msg::check_plan(streams, chunk_size, rtt_ns, cfg.rate_bps)
+        .map_err(EngineError::Transfer)?;
+    Ok(Plan {
         streams,
         chunk_size,
         rtt_ns,
         rate_bps: cfg.rate_bps,
-    }
+    })
 }
 
 /// This host's window plan for a transfer's streams (the test engine's rule: 2 × BDP per stream).
@@ -398,7 +403,7 @@ pub fn send(
         src.add(Root::open(&parent)?, &name, &name)?;
     }
     let (mut ctl, server, cookie, keys) = open(cfg, Direction::Send)?;
-    let p = plan(cfg, &ctl);
+    let p = plan(cfg, &ctl)?;
     ctl.send(&Message::SendTo {
         dest,
         overwrite: cfg.overwrite,
@@ -411,7 +416,7 @@ pub fn send(
         rate_bps: p.rate_bps,
     })?;
     src.send_manifest(&ctl)?;
-    let have = source::recv_have(&mut ctl)?;
+    let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
     let socks = open_streams(cfg, server, cookie, &keys, &p, true)?;
     let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
     let skipped = std::mem::take(&mut src.skipped);
@@ -449,7 +454,7 @@ pub fn get(
             fsync: cfg.fsync,
         },
     )?;
-    let p = plan(cfg, &ctl);
+    let p = plan(cfg, &ctl)?;
     ctl.send(&Message::Request {
         paths: sources.to_vec(),
     })?;
@@ -549,19 +554,31 @@ impl DataGate {
     }
 }
 
-/// Serves one transfer on an accepted control connection (after its preamble). `data` yields the
-/// data connections that present `cookie` and passed `gate`, which this sets once authenticated.
+/// What the server gives one transfer: its cookie, the gate its data connections pass (set here
+/// once the client is authenticated), where those connections arrive, the deadline of each set-up
+/// step, and two hooks into the server's shared state.
+pub(crate) struct Admission<'a> {
+    pub(crate) cookie: [u8; 16],
+    pub(crate) gate: &'a DataGate,
+    pub(crate) data: &'a Receiver<(u32, TcpStream)>,
+    pub(crate) timeout: Duration,
+    /// Widens the listener's receive buffer so the data connections' window scale fits (as for
+    /// tests).
+    pub(crate) widen: &'a dyn Fn(u64, bool),
+    /// Tells the server how many data connections the client will open (it admits them even while
+    /// strangers hold its other handshake slots).
+    pub(crate) expect: &'a dyn Fn(u32),
+}
+
+/// Serves one transfer on an accepted control connection (after its preamble).
 pub(crate) fn serve(
     sock: TcpStream,
     files: Option<&ServeFiles>,
-    cookie: [u8; 16],
-    gate: &DataGate,
-    data: &Receiver<(u32, TcpStream)>,
-    timeout: Duration,
-    widen: &dyn Fn(u64, bool),
+    adm: &Admission<'_>,
 ) -> Result<Option<Summary>, EngineError> {
     let mut ctl = Ctl::new(sock)?;
-    let direction = conn::server_handshake(&mut ctl, files.map(|f| &f.key), cookie, timeout);
+    let direction =
+        conn::server_handshake(&mut ctl, files.map(|f| &f.key), adm.cookie, adm.timeout);
     let (direction, keys) = match direction {
         Ok(d) => d,
         Err(e) => {
@@ -572,8 +589,8 @@ pub(crate) fn serve(
         }
     };
     let files = files.expect("the handshake refuses when no files are served");
-    let _ = gate.0.set(keys.receiving(Role::Server).clone());
-    let result = serve_authenticated(&mut ctl, files, direction, &keys, data, timeout, widen);
+    let _ = adm.gate.0.set(keys.receiving(Role::Server).clone());
+    let result = serve_authenticated(&mut ctl, files, direction, &keys, adm);
     if let Err(e) = &result
         && !matches!(e, EngineError::Peer(_) | EngineError::Closed(_))
     {
@@ -589,10 +606,9 @@ fn serve_authenticated(
     files: &ServeFiles,
     direction: Direction,
     keys: &SessionKeys,
-    data: &Receiver<(u32, TcpStream)>,
-    timeout: Duration,
-    widen: &dyn Fn(u64, bool),
+    adm: &Admission<'_>,
 ) -> Result<Summary, EngineError> {
+    let timeout = adm.timeout;
     let root = Root::open(&files.root)?;
     let mut log = |e: &Event| {
         if let Event::File {
@@ -613,7 +629,7 @@ fn serve_authenticated(
                 } => (dest, overwrite, fsync),
                 m => return Err(unexpected(&m, "send_to")),
             };
-            let p = recv_plan(ctl, timeout, widen)?;
+            let p = recv_plan(ctl, adm)?;
             let dest_root = match &dest {
                 Some(d) => {
                     root.create_dirs(d.as_str(), 0o755)?;
@@ -624,7 +640,7 @@ fn serve_authenticated(
             let mut sink = Sink::new(dest_root, SinkOptions { overwrite, fsync })?;
             sink.recv_manifest(ctl, p.chunk_size)?;
             sink.send_have(ctl)?;
-            let socks = accept_streams(data, p.streams, timeout, ctl.peer())?;
+            let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, false)?;
             let mut side = Side::new(&mut log, files.idle_timeout);
             let chunk_key = keys.receiving(Role::Server);
@@ -636,14 +652,14 @@ fn serve_authenticated(
                 Message::Request { paths } => paths,
                 m => return Err(unexpected(&m, "request")),
             };
-            let p = recv_plan(ctl, timeout, widen)?;
+            let p = recv_plan(ctl, adm)?;
             let mut src = Sources::default();
             for p in &paths {
                 src.add(Root::open(&files.root)?, p.as_str(), p.file_name())?;
             }
             src.send_manifest(ctl)?;
-            let have = source::recv_have(ctl)?;
-            let socks = accept_streams(data, p.streams, timeout, ctl.peer())?;
+            let have = source::recv_have(ctl, &src, p.chunk_size)?;
+            let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, true)?;
             let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
             let skipped = std::mem::take(&mut src.skipped);
@@ -655,14 +671,10 @@ fn serve_authenticated(
     }
 }
 
-/// The client's plan; the server widens its listener so the data connections' window scale fits
-/// the receive buffer it will set (`widen`, as for tests).
-fn recv_plan(
-    ctl: &mut Ctl,
-    timeout: Duration,
-    widen: &dyn Fn(u64, bool),
-) -> Result<Plan, EngineError> {
-    match ctl.recv(timeout, "plan")? {
+/// The client's plan; the server widens its listener for the receive buffer it will set and learns
+/// how many data connections to expect.
+fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
+    match ctl.recv(adm.timeout, "plan")? {
         Message::Plan {
             streams,
             chunk_size,
@@ -678,8 +690,9 @@ fn recv_plan(
             if let longhaul_proto::window::BufferAction::Set { request, force } =
                 window_plan(&p).recv.action
             {
-                widen(request, force);
+                (adm.widen)(request, force);
             }
+            (adm.expect)(streams);
             Ok(p)
         }
         m => Err(unexpected(&m, "plan")),

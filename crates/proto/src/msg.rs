@@ -38,6 +38,19 @@ pub const MAX_INTERVAL_NS: u64 = 3_600 * 1_000_000_000;
 pub const MAX_OMIT_NS: u64 = 600 * 1_000_000_000;
 /// Longest congestion-control name the kernel accepts (TCP_CA_NAME_MAX − 1).
 pub const MAX_CC_NAME: usize = 15;
+/// Largest RTT a client may report (`rtt_ns`): 10 s. Geostationary satellite paths are ~0.6 s; beyond
+/// 10 s the figure is not a path's RTT, and it feeds the buffer plan (BDP = rate × RTT).
+pub const MAX_RTT_NS: u64 = 10 * 1_000_000_000;
+/// Largest target or pacing rate: 10 Tbit/s, beyond any single host's interfaces today.
+pub const MAX_RATE_BPS: u64 = 10_000_000_000_000;
+/// Smallest pacing rate (`--pace`): 1 kbit/s. Slower than this a stream moves less than one segment in
+/// ten seconds, which the server's stall timeout would take for a dead test.
+pub const MIN_PACE_BPS: u64 = 1_000;
+/// Largest byte count (`-n`): 1 PiB per direction. (The server's maximum test duration ends a
+/// byte-count test that takes longer.)
+pub const MAX_BYTES: u64 = 1 << 50;
+/// Largest fixed window (`-w`): 2 GiB.
+pub const MAX_WINDOW: u64 = 1 << 31;
 
 /// One control message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -250,6 +263,12 @@ pub struct TestParams {
 
 impl TestParams {
     /// Checks every field against the limits above; the error names the field.
+    ///
+    /// The ranges (every number a client sends): streams 1..=[`MAX_STREAMS`]; duration 1 ns..=one day
+    /// ([`MAX_DURATION_NS`]) or bytes 1..=[`MAX_BYTES`]; interval 0 or [`MIN_INTERVAL_NS`]..=
+    /// [`MAX_INTERVAL_NS`]; omit 0..=[`MAX_OMIT_NS`]; fixed window 1..=[`MAX_WINDOW`]; write length
+    /// 1..=[`MAX_WRITE_LEN`]; target rate 1..=[`MAX_RATE_BPS`]; pacing [`MIN_PACE_BPS`]..=
+    /// [`MAX_RATE_BPS`]; rtt 0..=[`MAX_RTT_NS`]. A server may enforce tighter limits of its own.
     pub fn validate(&self) -> Result<(), ProtoError> {
         let bad = |m: String| Err(ProtoError::Invalid(m));
         if self.streams == 0 || self.streams > MAX_STREAMS {
@@ -264,7 +283,9 @@ impl TestParams {
                     "duration must be >0 and at most 86400 s, got {ns} ns"
                 ));
             }
-            EndCondition::Bytes { bytes: 0 } => return bad("byte count must be > 0".into()),
+            EndCondition::Bytes { bytes } if bytes == 0 || bytes > MAX_BYTES => {
+                return bad(format!("byte count must be 1..=1 PiB (2^50), got {bytes}"));
+            }
             _ => {}
         }
         if self.interval_ns != 0 && !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&self.interval_ns)
@@ -289,7 +310,7 @@ impl TestParams {
             validate_cc_name(cc)?;
         }
         if let WindowRequest::Fixed { bytes } = self.window
-            && (bytes == 0 || bytes > 1 << 31)
+            && (bytes == 0 || bytes > MAX_WINDOW)
         {
             return bad(format!("window must be 1 B..=2 GiB, got {bytes}"));
         }
@@ -299,11 +320,21 @@ impl TestParams {
                 self.write_len
             ));
         }
-        if self.target_rate_bps == 0 {
-            return bad("target rate must be > 0".into());
+        if self.target_rate_bps == 0 || self.target_rate_bps > MAX_RATE_BPS {
+            return bad(format!(
+                "target rate must be 1 bit/s..=10 Tbit/s, got {} bit/s",
+                self.target_rate_bps
+            ));
         }
-        if self.pace_total_bps == Some(0) {
-            return bad("pacing rate must be > 0".into());
+        if let Some(pace) = self.pace_total_bps
+            && !(MIN_PACE_BPS..=MAX_RATE_BPS).contains(&pace)
+        {
+            return bad(format!(
+                "pacing rate must be 1 kbit/s..=10 Tbit/s, got {pace} bit/s"
+            ));
+        }
+        if self.rtt_ns > MAX_RTT_NS {
+            return bad(format!("rtt must be at most 10 s, got {} ns", self.rtt_ns));
         }
         Ok(())
     }
@@ -459,6 +490,43 @@ pub(crate) mod tests {
                 Box::new(|p: &mut TestParams| p.omit_ns = MAX_OMIT_NS + 1),
                 "omit",
             ),
+            (Box::new(|p: &mut TestParams| p.rtt_ns = u64::MAX), "rtt"),
+            (
+                Box::new(|p: &mut TestParams| p.rtt_ns = MAX_RTT_NS + 1),
+                "rtt",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.target_rate_bps = u64::MAX),
+                "target rate",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.target_rate_bps = 0),
+                "target rate",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.pace_total_bps = Some(u64::MAX)),
+                "pacing",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.pace_total_bps = Some(MIN_PACE_BPS - 1)),
+                "pacing",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.end = EndCondition::Bytes { bytes: u64::MAX }),
+                "byte count",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.write_len = MAX_WRITE_LEN + 1),
+                "write length",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.interval_ns = MAX_INTERVAL_NS + 1),
+                "interval",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.end = EndCondition::Time { ns: u64::MAX }),
+                "duration",
+            ),
             (
                 Box::new(|p: &mut TestParams| {
                     p.omit_ns = 1_000_000_000;
@@ -472,6 +540,34 @@ pub(crate) mod tests {
             let err = p.validate().unwrap_err().to_string();
             assert!(err.contains(needle), "{err:?} should mention {needle}");
         }
+    }
+
+    /// The largest values inside every range are accepted (the bounds are inclusive), and a server
+    /// planning buffers from them does not overflow.
+    #[test]
+    fn params_at_every_upper_bound_are_valid_and_plannable() {
+        let mut p = params();
+        p.rtt_ns = MAX_RTT_NS;
+        p.target_rate_bps = MAX_RATE_BPS;
+        p.pace_total_bps = Some(MAX_RATE_BPS);
+        p.streams = 1;
+        p.window = WindowRequest::Auto;
+        p.validate().unwrap();
+        let limits = crate::window::KernelLimits {
+            rmem_max: 4 << 20,
+            wmem_max: 4 << 20,
+            tcp_rmem_max: 32 << 20,
+            tcp_wmem_max: 4 << 20,
+            privileged: true,
+        };
+        let plan = crate::window::plan(
+            longhaul_units::Nanos(p.rtt_ns),
+            p.target_rate_bps,
+            p.streams,
+            None,
+            &limits,
+        );
+        assert_eq!(plan.wanted, longhaul_units::models::MAX_TCP_WINDOW);
     }
 
     #[test]

@@ -149,14 +149,19 @@ pub fn plan(
     let streams = streams.max(1);
     let bdp_per_stream = bdp_bytes(target_rate_bps / u64::from(streams), rtt);
     let mut notes = Vec::new();
-    let mut wanted = fixed.unwrap_or(2 * bdp_per_stream).max(1);
+    // Saturating: the plan is total over every input (a peer's rtt and rate are validated on receipt,
+    // but the arithmetic must not be what guards against overflow).
+    let mut wanted = fixed.unwrap_or(bdp_per_stream.saturating_mul(2)).max(1);
     if wanted > MAX_TCP_WINDOW {
-        let needed = (2 * bdp_per_stream * u64::from(streams)).div_ceil(MAX_TCP_WINDOW);
+        let needed = bdp_per_stream
+            .saturating_mul(2)
+            .saturating_mul(u64::from(streams))
+            .div_ceil(MAX_TCP_WINDOW);
         notes.push(format!(
             "one TCP window is capped at 1 GiB (RFC 7323): {} per stream is more than that; \
              use -P {} or more streams",
             fmt_size(wanted),
-            needed.max(u64::from(streams) + 1)
+            needed.max(u64::from(streams).saturating_add(1))
         ));
         wanted = MAX_TCP_WINDOW;
     }
@@ -368,6 +373,27 @@ mod tests {
     }
 
     const MS_120: Nanos = Nanos(120_000_000);
+
+    /// A hostile peer's extremes (finding 9 of issue 11): the plan saturates instead of overflowing
+    /// (a panic in debug builds before), and asks for no more than one TCP window.
+    #[test]
+    fn extreme_rtt_and_rate_saturate_instead_of_overflowing() {
+        for (rtt, rate, streams) in [
+            (u64::MAX, u64::MAX, 1),
+            (u64::MAX, u64::MAX, u32::MAX),
+            (u64::MAX, 1, 1),
+            (1, u64::MAX, 1),
+            (0, u64::MAX, 0),
+        ] {
+            for privileged in [false, true] {
+                let p = plan(Nanos(rtt), rate, streams, None, &defaults(privileged));
+                assert!(p.wanted <= MAX_TCP_WINDOW, "{p:?}");
+                assert!(!p.notes.is_empty() || p.wanted < MAX_TCP_WINDOW, "{p:?}");
+                let out = assess(&p, &p.recv, u64::MAX);
+                assert!(!out.summary.is_empty());
+            }
+        }
+    }
 
     #[test]
     fn root_on_a_120ms_path_requests_and_is_granted_two_bdp() {

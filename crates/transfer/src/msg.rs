@@ -34,11 +34,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::{Digest, hex_bytes};
 use crate::manifest::{
-    ChunkPlan, EntryError, MAX_CHUNK, MAX_FILE_SIZE, MAX_STREAMS, ManifestEntry, check_chunk_size,
+    BUFFERS_PER_STREAM, ChunkPlan, EntryError, MAX_CHUNK, MAX_FILE_SIZE, MAX_STREAMS, MEMORY_LIMIT,
+    ManifestEntry, check_chunk_size, memory_bound,
 };
 use crate::ranges::RangeSet;
 use crate::relpath::RelPath;
 
+pub use longhaul_proto::msg::{MAX_RATE_BPS, MAX_RTT_NS};
 pub use longhaul_proto::wire::MAX_FRAME_LEN;
 
 /// Version of the transfer protocol spoken by this build.
@@ -269,12 +271,12 @@ impl Message {
             Message::Request { paths } if paths.is_empty() || paths.len() > MAX_REQUEST_PATHS => {
                 invalid(format!("request must name 1 to {MAX_REQUEST_PATHS} paths"))
             }
-            Message::Plan { streams, .. } if !(1..=MAX_STREAMS).contains(streams) => invalid(
-                format!("plan asks for {streams} streams (1 to {MAX_STREAMS} allowed)"),
-            ),
-            Message::Plan { chunk_size, .. } => {
-                check_chunk_size(*chunk_size).or_else(|e| invalid(e.to_string()))
-            }
+            Message::Plan {
+                streams,
+                chunk_size,
+                rtt_ns,
+                rate_bps,
+            } => check_plan(*streams, *chunk_size, *rtt_ns, *rate_bps).or_else(invalid),
             Message::ManifestBatch { entries, .. } => {
                 for e in entries {
                     e.entry.validate()?;
@@ -300,6 +302,107 @@ impl Message {
         out.extend_from_slice(&(json.len() as u32).to_be_bytes());
         out.extend_from_slice(&json);
         out
+    }
+}
+
+/// The ranges of a [`Message::Plan`], checked on receipt: streams 1..=[`MAX_STREAMS`], a chunk size
+/// that [`check_chunk_size`] accepts, chunk-buffer memory ([`memory_bound`]) within [`MEMORY_LIMIT`],
+/// rtt 0 (unknown)..=[`MAX_RTT_NS`] and rate 0 (unknown)..=[`MAX_RATE_BPS`] (the test protocol's
+/// limits). The error text names the field and the limit.
+pub fn check_plan(streams: u32, chunk_size: u64, rtt_ns: u64, rate_bps: u64) -> Result<(), String> {
+    if !(1..=MAX_STREAMS).contains(&streams) {
+        return Err(format!(
+            "plan asks for {streams} streams (1 to {MAX_STREAMS} allowed)"
+        ));
+    }
+    check_chunk_size(chunk_size).map_err(|e| e.to_string())?;
+    let memory = memory_bound(streams, chunk_size);
+    if memory > MEMORY_LIMIT {
+        return Err(format!(
+            "plan needs {} MiB of chunk buffers ({streams} streams × {} MiB chunks × \
+             {BUFFERS_PER_STREAM}), over the {} MiB limit; use fewer streams or smaller chunks",
+            memory >> 20,
+            chunk_size >> 20,
+            MEMORY_LIMIT >> 20
+        ));
+    }
+    if rtt_ns > MAX_RTT_NS {
+        return Err(format!("plan rtt must be at most 10 s, got {rtt_ns} ns"));
+    }
+    if rate_bps > MAX_RATE_BPS {
+        return Err(format!(
+            "plan rate must be at most 10 Tbit/s, got {rate_bps} bit/s"
+        ));
+    }
+    Ok(())
+}
+
+/// The sender's side of resume: unites the receiver's [`Message::Have`] messages, checking each against
+/// the sender's own manifest. Every file named must be a regular file of the manifest
+/// (`chunk_count(id)` is `Some`), every range must lie within that file's chunks, and the whole
+/// conversation is bounded: each message costs one unit plus one per range, out of a budget of
+/// [`HAVE_BUDGET_BASE`] + 2 × the manifest's chunks (a receiver's honest resume state, split by
+/// [`have_messages`], never needs more than one range per chunk nor more messages than ranges).
+#[derive(Debug)]
+pub struct HaveCollector {
+    have: std::collections::HashMap<u32, RangeSet>,
+    budget: u64,
+}
+
+/// The fixed part of a [`HaveCollector`]'s budget (room for the empty `Have`s of small manifests).
+pub const HAVE_BUDGET_BASE: u64 = 64;
+
+impl HaveCollector {
+    /// A collector for a manifest of `total_chunks` chunks over all its files.
+    pub fn new(total_chunks: u64) -> Self {
+        Self {
+            have: std::collections::HashMap::new(),
+            budget: HAVE_BUDGET_BASE.saturating_add(total_chunks.saturating_mul(2)),
+        }
+    }
+
+    /// Adds one `Have` message's files; `chunk_count(id)` is the chunk count of regular file `id` of
+    /// the manifest, `None` for ids that are not regular files of it.
+    pub fn add(
+        &mut self,
+        files: &[HaveFile],
+        chunk_count: impl Fn(u32) -> Option<u64>,
+    ) -> Result<(), WireError> {
+        let cost = files.iter().fold(1u64, |c, f| {
+            c.saturating_add(f.verified.range_count() as u64)
+        });
+        self.budget = self.budget.checked_sub(cost).ok_or_else(|| {
+            WireError::Invalid(
+                "resume state (have) larger than the manifest allows: more messages or ranges \
+                 than chunks"
+                    .into(),
+            )
+        })?;
+        for f in files {
+            let Some(count) = chunk_count(f.file) else {
+                return Err(WireError::Invalid(format!(
+                    "resume state (have) names file {}, which is not a file of the manifest",
+                    f.file
+                )));
+            };
+            if f.verified.end() > count {
+                return Err(WireError::Invalid(format!(
+                    "resume state (have) of file {} names chunk {}, beyond its {count} chunks",
+                    f.file,
+                    f.verified.end() - 1
+                )));
+            }
+            let set = self.have.entry(f.file).or_default();
+            for (s, e) in f.verified.ranges() {
+                set.insert_range(s, e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The united resume state: verified chunks per file id.
+    pub fn finish(self) -> std::collections::HashMap<u32, RangeSet> {
+        self.have
     }
 }
 
@@ -517,6 +620,112 @@ pub(crate) mod tests {
     use crate::ranges::tests::Rng;
 
     const MIB: u64 = 1 << 20;
+
+    fn plan(streams: u32, chunk_size: u64, rtt_ns: u64, rate_bps: u64) -> Message {
+        Message::Plan {
+            streams,
+            chunk_size,
+            rtt_ns,
+            rate_bps,
+        }
+    }
+
+    /// Finding 7 and 9 of issue 11: a plan whose chunk buffers exceed the memory limit, or whose rtt or
+    /// rate are out of range, is refused on receipt, naming the field.
+    #[test]
+    fn plans_beyond_the_memory_limit_or_numeric_ranges_are_refused() {
+        for (m, needle) in [
+            (plan(256, 64 * MIB, 0, 0), "over the 512 MiB limit"),
+            (plan(9, 32 * MIB, 0, 0), "over the 512 MiB limit"),
+            (plan(4, MIB, u64::MAX, 0), "rtt"),
+            (plan(4, MIB, MAX_RTT_NS + 1, 0), "rtt"),
+            (plan(4, MIB, 0, u64::MAX), "rate"),
+            (plan(0, MIB, 0, 0), "streams"),
+            (plan(4, 3 * MIB, 0, 0), "chunk"),
+        ] {
+            let err = m.validate().unwrap_err().to_string();
+            assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+            let frame = m.encode_frame();
+            assert!(decode_frame(&frame).is_err(), "{m:?} decodes");
+        }
+        // The limits themselves are inside.
+        for m in [
+            plan(MAX_STREAMS, MIB, MAX_RTT_NS, MAX_RATE_BPS),
+            plan(8, 32 * MIB, 0, 0),
+            plan(4, 64 * MIB, 120_000_000, 10_000_000_000),
+        ] {
+            m.validate().unwrap();
+        }
+    }
+
+    fn have(file: u32, ranges: &[(u64, u64)]) -> HaveFile {
+        let mut verified = RangeSet::new();
+        for &(s, e) in ranges {
+            verified.insert_range(s, e);
+        }
+        HaveFile { file, verified }
+    }
+
+    /// Finding 7: resume state is checked against the sender's manifest (file 0: 10 chunks, file 1:
+    /// not a regular file) and bounded in total.
+    #[test]
+    fn have_is_checked_against_the_manifest_and_bounded() {
+        let chunks = |id: u32| (id == 0).then_some(10);
+        let mut c = HaveCollector::new(10);
+        c.add(&[have(0, &[(0, 3), (5, 10)])], chunks).unwrap();
+        c.add(&[have(0, &[(3, 4)])], chunks).unwrap();
+        let got = c.finish();
+        assert_eq!(got[&0].len(), 9);
+
+        let err = HaveCollector::new(10)
+            .add(&[have(1, &[(0, 1)])], chunks)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("not a file of the manifest"),
+            "{err}"
+        );
+        let err = HaveCollector::new(10)
+            .add(&[have(7, &[(0, 1)])], chunks)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("not a file of the manifest"),
+            "{err}"
+        );
+        let err = HaveCollector::new(10)
+            .add(&[have(0, &[(0, 11)])], chunks)
+            .unwrap_err();
+        assert!(err.to_string().contains("beyond its 10 chunks"), "{err}");
+        let err = HaveCollector::new(10)
+            .add(&[have(0, &[(u64::MAX - 1, u64::MAX)])], chunks)
+            .unwrap_err();
+        assert!(err.to_string().contains("beyond"), "{err}");
+
+        // Endless empty `have`s, or the same ranges again and again, run out of budget.
+        let mut c = HaveCollector::new(10);
+        let err = (0..1000)
+            .find_map(|_| c.add(&[], chunks).err())
+            .expect("budget runs out");
+        assert!(
+            err.to_string().contains("larger than the manifest allows"),
+            "{err}"
+        );
+        let mut c = HaveCollector::new(10);
+        assert!((0..1000).any(|_| c.add(&[have(0, &[(0, 1), (2, 3)])], chunks).is_err()));
+
+        // An honest resume state, as `have_messages` splits it, always fits.
+        let mut full = RangeSet::new();
+        for i in (0..20_000).step_by(2) {
+            full.insert(i);
+        }
+        let mut c = HaveCollector::new(20_000);
+        for m in have_messages(&[(0, &full)]) {
+            let Message::Have { files, .. } = m else {
+                unreachable!()
+            };
+            c.add(&files, |id| (id == 0).then_some(20_000)).unwrap();
+        }
+        assert_eq!(c.finish()[&0].len(), 10_000);
+    }
 
     fn entry(id: u32, path: &str) -> ManifestEntry {
         ManifestEntry {

@@ -171,7 +171,16 @@ impl Ctl {
 
     /// The next message within `timeout`; a timeout is an error naming `what`.
     pub(crate) fn recv(&mut self, timeout: Duration, what: &str) -> Result<Message, EngineError> {
-        self.recv_until(Instant::now() + timeout)?
+        self.recv_by(Instant::now() + timeout, what)
+    }
+
+    /// The next message before `deadline`; passing it is an error naming `what`.
+    pub(crate) fn recv_by(
+        &mut self,
+        deadline: Instant,
+        what: &str,
+    ) -> Result<Message, EngineError> {
+        self.recv_until(deadline)?
             .ok_or_else(|| EngineError::Timeout(format!("{what} from {}", self.peer())))
     }
 }
@@ -309,7 +318,9 @@ pub(crate) fn server_handshake(
     cookie: [u8; 16],
     timeout: Duration,
 ) -> Result<(Direction, SessionKeys), EngineError> {
-    let (version, direction, client_nonce) = match ctl.recv(timeout, "transfer hello")? {
+    // One deadline for the whole handshake, so a peer trickling its messages cannot stretch it.
+    let deadline = Instant::now() + timeout;
+    let (version, direction, client_nonce) = match ctl.recv_by(deadline, "transfer hello")? {
         Message::TransferHello {
             version,
             direction,
@@ -333,7 +344,7 @@ pub(crate) fn server_handshake(
         server_nonce,
         server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
     })?;
-    let proof = match ctl.recv(timeout, "the client's proof")? {
+    let proof = match ctl.recv_by(deadline, "the client's proof")? {
         Message::AuthResponse { client_proof } => client_proof,
         m => return Err(unexpected(&m, "the client's proof")),
     };

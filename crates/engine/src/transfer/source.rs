@@ -159,19 +159,25 @@ impl Sources {
 }
 
 /// Reads the receiver's `have` messages (after the manifest): verified chunks per file id.
-pub(crate) fn recv_have(ctl: &mut Ctl) -> Result<HashMap<u32, RangeSet>, EngineError> {
-    let mut have: HashMap<u32, RangeSet> = HashMap::new();
+pub(crate) fn recv_have(
+    ctl: &mut Ctl,
+    src: &Sources,
+    chunk_size: u64,
+) -> Result<HashMap<u32, RangeSet>, EngineError> {
+    // Resume state is checked against our own manifest: only our files, only their chunks, and no
+    // more of it than the manifest could need (issue 11, finding 7).
+    let chunks = |id: u32| src.files.get(&id).map(|f| f.size.div_ceil(chunk_size));
+    let total = src
+        .files
+        .values()
+        .fold(0u64, |t, f| t.saturating_add(f.size.div_ceil(chunk_size)));
+    let mut have = longhaul_transfer::msg::HaveCollector::new(total);
     loop {
         match ctl.recv(IDLE_TIMEOUT, "the receiver's resume state")? {
             Message::Have { files, last } => {
-                for f in files {
-                    let set = have.entry(f.file).or_default();
-                    for (s, e) in f.verified.ranges() {
-                        set.insert_range(s, e);
-                    }
-                }
+                have.add(&files, chunks)?;
                 if last {
-                    return Ok(have);
+                    return Ok(have.finish());
                 }
             }
             m => return Err(unexpected(&m, "have")),
