@@ -11,4 +11,5 @@ mod testbed;
 mod testbed_api_fuzz;
 mod testbed_ui;
 mod transfer;
+mod transfer_hostile;
 mod util;

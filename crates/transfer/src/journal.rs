@@ -23,6 +23,13 @@
 //! survives), but not after a power loss, where the journal may outlive the data it describes.
 //! A `complete` record is appended after the file was verified and renamed into place.
 //!
+//! The journal is data the receiver reads back from disk, so it is never trusted to name what the
+//! receiver touches: the temporary file of a record is *derived* ([`temp_path`]: `.lh-<id>.part` in the
+//! file's own directory) and a record whose `temp` field says anything else is inconsistent (replay stops
+//! there); a record naming a reserved path ([`is_reserved_name`]) is inconsistent too; and the receiver
+//! acts on a record only for a path of the current manifest with the same [`FileIdentity`]. So a forged
+//! or planted journal can at worst make the receiver delete or continue the session's own temporaries.
+//!
 //! Records name files by a journal-local id (the sender's file ids change from run to run); a new `file`
 //! record for a path replaces whatever the journal held for it, which is how a changed source restarts.
 //! Files are identified by (size, mtime, chunk size) ([`FileIdentity`]); if any differs at the sender, the
@@ -41,6 +48,24 @@ use crate::relpath::{PathError, RelPath};
 pub const JOURNAL_NAME: &str = ".longhaul-journal";
 /// First record of every journal: the format and its version.
 pub const JOURNAL_HEADER: &str = "longhaul-journal-v1";
+
+/// Whether `name` (one path component) is reserved for the receiver's own files: the journal
+/// ([`JOURNAL_NAME`]) and temporaries (`.lh-` + 8 hex digits + `.part`, what [`temp_path`] makes).
+/// Manifests may not carry such names (a file named like another file's temporary could be renamed over
+/// it; a file named like the journal would plant one), and the sender leaves them out.
+pub fn is_reserved_name(name: &str) -> bool {
+    if name == JOURNAL_NAME {
+        return true;
+    }
+    name.strip_prefix(".lh-")
+        .and_then(|rest| rest.strip_suffix(".part"))
+        .is_some_and(|id| id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The first reserved component of `path`, if any ([`is_reserved_name`]).
+pub fn reserved_component(path: &RelPath) -> Option<&str> {
+    path.components().find(|c| is_reserved_name(c))
+}
 
 /// What makes a partially received file resumable: if any of these changed at the sender, the chunks
 /// already received belong to another version of the file.
@@ -87,7 +112,8 @@ pub struct FileState {
     pub identity: FileIdentity,
     /// Permission bits to apply when complete.
     pub mode: u32,
-    /// Where the partial data lives (relative to the destination root).
+    /// Where the partial data lives (relative to the destination root): always
+    /// `temp_path(path, id)`, never a name read from the journal.
     pub temp: RelPath,
     /// Chunks whose bytes are in `temp` and whose hash was verified.
     pub verified: RangeSet,
@@ -245,13 +271,13 @@ impl Journal {
         }
     }
 
-    /// Starts (or restarts) `path`; its data will land in `temp`. Returns the line to append.
+    /// Starts (or restarts) `path`; its data will land in `temp_path(path, self.next_id())`, which
+    /// [`FileState::temp`] then holds. Returns the line to append.
     pub fn start_file(
         &mut self,
         path: &RelPath,
         identity: FileIdentity,
         mode: u32,
-        temp: RelPath,
     ) -> Result<String, JournalError> {
         self.commit(Record::File {
             id: self.next_id,
@@ -260,7 +286,7 @@ impl Journal {
             mtime_ns: identity.mtime_ns,
             mode,
             chunk_size: identity.chunk_size,
-            temp,
+            temp: temp_path(path, self.next_id),
         })
     }
 
@@ -346,7 +372,13 @@ impl Journal {
                 chunk_size,
                 temp,
             } => {
-                if id < self.next_id || check_chunk_size(chunk_size).is_err() {
+                // The temporary is derived, never taken from the text: a record pointing anywhere else
+                // (another file of the tree, a path of nobody's session) is not ours.
+                if id < self.next_id
+                    || check_chunk_size(chunk_size).is_err()
+                    || temp != temp_path(&path, id)
+                    || reserved_component(&path).is_some()
+                {
                     return Err(JournalError::Inconsistent);
                 }
                 self.next_id = id.checked_add(1).ok_or(JournalError::Inconsistent)?;
@@ -450,8 +482,7 @@ mod tests {
     }
 
     fn start(j: &mut Journal, path: &str, size: u64) -> String {
-        let temp = temp_path(&p(path), j.next_id());
-        j.start_file(&p(path), ident(size), 0o644, temp).unwrap()
+        j.start_file(&p(path), ident(size), 0o644).unwrap()
     }
 
     #[test]
@@ -527,8 +558,7 @@ mod tests {
             );
         }
         // Restarting replaces the old state: nothing verified, a new id and temp name.
-        let temp = temp_path(&p("f"), j.next_id());
-        j.start_file(&p("f"), newer, 0o600, temp).unwrap();
+        j.start_file(&p("f"), newer, 0o600).unwrap();
         let f = j.file(&p("f")).unwrap();
         assert!(f.verified.is_empty());
         assert_eq!(f.id, 1);
@@ -558,13 +588,61 @@ mod tests {
             ..ident(1)
         };
         assert_eq!(
-            j.start_file(&p("g"), bad_chunk, 0, p("t")),
+            j.start_file(&p("g"), bad_chunk, 0),
             Err(JournalError::Inconsistent)
         );
         assert!(
             j.file(&p("g")).is_none(),
             "a refused record leaves no trace"
         );
+    }
+
+    #[test]
+    fn reserved_names_are_the_journal_and_temporaries() {
+        for name in [JOURNAL_NAME, ".lh-00000000.part", ".lh-DEADbeef.part"] {
+            assert!(is_reserved_name(name), "{name}");
+        }
+        for name in [
+            ".longhaul-journal2",
+            ".lh-0000000.part",
+            ".lh-000000000.part",
+            ".lh-0000000g.part",
+            "lh-00000000.part",
+            ".lh-00000000.partial",
+        ] {
+            assert!(!is_reserved_name(name), "{name}");
+        }
+        assert_eq!(
+            reserved_component(&p("a/.lh-00000001.part/b")),
+            Some(".lh-00000001.part")
+        );
+        assert_eq!(reserved_component(&p("a/b")), None);
+        // Every name `temp_path` makes is reserved.
+        assert!(is_reserved_name(temp_path(&p("x/y"), u32::MAX).file_name()));
+    }
+
+    /// A line as an old writer (or a forger) would seal it, with any content.
+    fn forged(content: &str) -> String {
+        seal(content)
+    }
+
+    #[test]
+    fn a_record_whose_temporary_is_not_derived_is_not_trusted() {
+        let good = r#"{"r":"file","id":0,"path":"a.txt","size":5,"mtime_ns":1,"mode":420,"chunk_size":1048576,"temp":".lh-00000000.part"}"#;
+        for temp in ["victim.txt", "sub/.lh-00000000.part", ".lh-00000001.part"] {
+            let bad = good.replace(".lh-00000000.part", temp);
+            let text = Journal::header_line() + &forged(&bad);
+            let j = Journal::replay(text.as_bytes());
+            assert!(j.file(&p("a.txt")).is_none(), "{temp} trusted");
+            assert!(j.ignored_tail());
+        }
+        let text = Journal::header_line() + &forged(good);
+        let j = Journal::replay(text.as_bytes());
+        assert_eq!(j.file(&p("a.txt")).unwrap().temp, p(".lh-00000000.part"));
+        // A record for a reserved path is not ours either.
+        let planted = good.replace(r#""a.txt""#, r#"".longhaul-journal""#);
+        let text = Journal::header_line() + &forged(&planted);
+        assert!(Journal::replay(text.as_bytes()).files().next().is_none());
     }
 
     #[test]
@@ -601,8 +679,7 @@ mod tests {
                 }
                 _ => {
                     let size = rng.below(8 * MIB) + 1;
-                    let temp = temp_path(path, j.next_id());
-                    j.start_file(path, ident(size), 0o644, temp).unwrap()
+                    j.start_file(path, ident(size), 0o644).unwrap()
                 }
             };
             text += &line;

@@ -11,6 +11,14 @@
 //! completes with every file in place. An existing file with the sender's size and modification time
 //! counts as already there (after both sides have hashed it: the digests must still match); another
 //! existing file fails unless `overwrite`.
+//!
+//! What the peer says is checked before it is acted on. The whole manifest is received and validated
+//! (tree rules, reserved names, and for `get` that every entry lies under a name the client asked for)
+//! before anything in the destination is created or even looked at. Modes go through the receiver's
+//! [`ModePolicy`] (umask; setuid, setgid and sticky only if the receiver asked); existing directories
+//! keep their mode unless the receiver asked otherwise. Temporaries are derived names
+//! (`.lh-<id>.part`), and each is renamed into place only if the name is still the very inode this
+//! receiver created and wrote (checked on the open descriptor and again just before the rename).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -23,7 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use longhaul_transfer::journal::{JOURNAL_NAME, Resume, temp_path};
-use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest};
+use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest, ModePolicy};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, have_messages};
 use longhaul_transfer::{
     ChunkHeader, Digest, FileIdentity, Journal, Message, RangeSet, RelPath, file_digest, hash_chunk,
@@ -31,15 +39,21 @@ use longhaul_transfer::{
 use rustix::fs::{FallocateFlags, FlockOperation};
 
 use super::conn::{Ctl, Writer, unexpected};
-use super::root::{Kind, Root, RootError};
+use super::root::{Inode, Kind, Root, RootError, set_file_meta};
 use super::{Event, IDLE_TIMEOUT, Side};
 use crate::EngineError;
 
-/// What the receiver does with existing files and durability.
+/// What the receiver does with existing files, modes and durability. Only `overwrite` and `fsync` may
+/// come from the peer (the client of `send` asks for them); the mode rules are the receiver's own.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SinkOptions {
     pub(crate) overwrite: bool,
     pub(crate) fsync: bool,
+    /// What the peer's modes become.
+    pub(crate) modes: ModePolicy,
+    /// With `overwrite`: existing directories also get the (filtered) mode the peer sent; otherwise
+    /// they keep theirs.
+    pub(crate) chmod_existing_dirs: bool,
 }
 
 /// One file being received.
@@ -47,8 +61,12 @@ struct Slot {
     path: RelPath,
     temp: RelPath,
     plan: ChunkPlan,
+    /// The mode to give the file (the peer's, through the receiver's policy).
     mode: u32,
     mtime_ns: i64,
+    /// The temporary file this receiver created or resumed: only this inode is ever written or
+    /// renamed into place.
+    inode: Option<Inode>,
     /// Hashes of the verified chunks (from the journal after re-checking, and from this run).
     hashes: Mutex<BTreeMap<u64, Digest>>,
     /// Already complete under its final name (same size and time): verify by hashing it.
@@ -75,9 +93,10 @@ impl JournalFile {
 pub(crate) struct Sink {
     root: Root,
     opts: SinkOptions,
-    manifest: Manifest,
     slots: HashMap<u32, Arc<Slot>>,
-    dirs: Vec<(RelPath, u32, i64)>,
+    /// Directories to finish last: path, mode to set (`None`: an existing one that keeps its own),
+    /// time.
+    dirs: Vec<(RelPath, Option<u32>, i64)>,
     journal: Mutex<JournalFile>,
 }
 
@@ -109,34 +128,23 @@ impl Sink {
         Ok(Self {
             root,
             opts,
-            manifest: Manifest::new(),
             slots: HashMap::new(),
             dirs: Vec::new(),
             journal: Mutex::new(journal),
         })
     }
 
-    /// Reads the manifest batches, creating directories and links and preparing every file.
-    pub(crate) fn recv_manifest(
+    /// Creates the directories and links of a validated manifest ([`recv_manifest`]) and prepares
+    /// every file.
+    pub(crate) fn prepare_all(
         &mut self,
-        ctl: &mut Ctl,
+        manifest: Manifest,
         chunk_size: u64,
     ) -> Result<(), EngineError> {
-        loop {
-            let (entries, last) = match ctl.recv(IDLE_TIMEOUT, "the manifest")? {
-                Message::ManifestBatch { entries, last } => (entries, last),
-                m => return Err(unexpected(&m, "the manifest")),
-            };
-            for e in entries {
-                self.manifest
-                    .add(e.clone())
-                    .map_err(|err| EngineError::Transfer(format!("bad manifest: {err}")))?;
-                self.prepare(e.id, &e.entry, chunk_size)?;
-            }
-            if last {
-                return Ok(());
-            }
+        for e in manifest.entries() {
+            self.prepare(e.id, &e.entry, chunk_size)?;
         }
+        Ok(())
     }
 
     fn prepare(
@@ -149,9 +157,19 @@ impl Sink {
         let existing = self.root.lstat(path)?;
         match &e.kind {
             EntryKind::Dir => {
+                let mode = self.opts.modes.apply(e.mode);
                 match existing.map(|m| m.kind) {
-                    None => self.root.create_dirs(path, 0o700)?,
-                    Some(Kind::Dir) => {}
+                    // Owner rwx while the transfer writes into it; the final mode is set at the end.
+                    // (A transfer cut before that leaves `mode | 0o700`, which the resume keeps.)
+                    None => {
+                        self.root.create_dirs(path, mode | 0o700)?;
+                        self.dirs.push((e.path.clone(), Some(mode), e.mtime_ns));
+                    }
+                    Some(Kind::Dir) => {
+                        let chmod = self.opts.overwrite && self.opts.chmod_existing_dirs;
+                        self.dirs
+                            .push((e.path.clone(), chmod.then_some(mode), e.mtime_ns));
+                    }
                     Some(_) => {
                         return Err(EngineError::Transfer(format!(
                             "{path} exists in {} and is not a directory",
@@ -159,7 +177,6 @@ impl Sink {
                         )));
                     }
                 }
-                self.dirs.push((e.path.clone(), e.mode, e.mtime_ns));
             }
             EntryKind::Symlink { target } => {
                 if let Some(m) = existing {
@@ -200,8 +217,9 @@ impl Sink {
             path: e.path.clone(),
             temp: e.path.clone(),
             plan,
-            mode: e.mode,
+            mode: self.opts.modes.apply(e.mode),
             mtime_ns: e.mtime_ns,
+            inode: None,
             hashes: Mutex::new(BTreeMap::new()),
             in_place: false,
             refused: None,
@@ -229,9 +247,12 @@ impl Sink {
             chunk_size: plan.chunk_size(),
         };
         let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        // The journal's state is only used for a path of this manifest with the same identity, and
+        // its temporaries are derived names (`journal::temp_path`), never names read from its text.
         let resumed = match j.state.resume(&e.path, identity) {
             Resume::Continue(st) => Some((st.temp.clone(), st.verified.clone(), st.clone())),
             Resume::Restart(st) => {
+                debug_assert_eq!(st.temp, temp_path(&e.path, st.id));
                 self.root.remove_file(st.temp.as_str())?;
                 None
             }
@@ -242,6 +263,7 @@ impl Sink {
                 slot.temp = temp;
                 // Trust only what is still on disk: re-read and re-hash every chunk the journal claims.
                 let f = self.root.open_partial(slot.temp.as_str())?;
+                slot.inode = Some(inode_of(&f, &slot.temp)?);
                 let mut buf = Vec::new();
                 let mut hashes = BTreeMap::new();
                 for (s, end) in verified.ranges() {
@@ -263,10 +285,11 @@ impl Sink {
                 slot.temp = temp_path(&e.path, j.state.next_id());
                 let line = j
                     .state
-                    .start_file(&e.path, identity, e.mode, slot.temp.clone())
+                    .start_file(&e.path, identity, e.mode)
                     .map_err(|err| EngineError::Transfer(err.to_string()))?;
                 j.append(&line)?;
                 let f = self.root.open_partial(slot.temp.as_str())?;
+                slot.inode = Some(inode_of(&f, &slot.temp)?);
                 f.set_len(0)
                     .map_err(|err| EngineError::io(format!("truncate {}", slot.temp), err))?;
                 // Reserve the space now: a full disk is found before any data moves.
@@ -343,6 +366,57 @@ impl Sink {
         }
         (self.slots.len() as u64, total, missing)
     }
+}
+
+/// Reads every manifest batch and checks the whole manifest before anything is created or looked at in
+/// the destination: the tree rules and reserved names ([`Manifest::add`]), and for `get`
+/// (`requested`: the names of the sources the client asked for, each landing in DEST under its name)
+/// that every entry is one of those names or lies under one, as scp should have (CVE-2019-6111).
+pub(crate) fn recv_manifest(
+    ctl: &mut Ctl,
+    requested: Option<&[String]>,
+) -> Result<Manifest, EngineError> {
+    let mut manifest = Manifest::new();
+    loop {
+        let (entries, last) = match ctl.recv(IDLE_TIMEOUT, "the manifest")? {
+            Message::ManifestBatch { entries, last } => (entries, last),
+            m => return Err(unexpected(&m, "the manifest")),
+        };
+        for e in entries {
+            if let Some(names) = requested {
+                let top = e.entry.path.components().next().unwrap_or_default();
+                if !names.iter().any(|n| n == top) {
+                    return Err(EngineError::Transfer(format!(
+                        "the server listed {:?}, which was not requested (asked for {}); refused \
+the whole transfer, nothing was written",
+                        e.entry.path.as_str(),
+                        names
+                            .iter()
+                            .map(|n| format!("{n:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+            }
+            manifest
+                .add(e)
+                .map_err(|err| EngineError::Transfer(format!("bad manifest: {err}")))?;
+        }
+        if last {
+            return Ok(manifest);
+        }
+    }
+}
+
+fn inode_of(f: &File, temp: &RelPath) -> Result<Inode, EngineError> {
+    Inode::of_file(f).map_err(|e| EngineError::io(format!("stat {temp}"), e))
+}
+
+/// The refusal when a temporary's name no longer leads to the inode this receiver wrote.
+fn replaced(temp: &RelPath) -> String {
+    format!(
+        "its temporary file {temp} was replaced by another file during the transfer; not put in place"
+    )
 }
 
 fn disk_error(root: &Root, path: &RelPath, size: u64, e: std::io::Error) -> EngineError {
@@ -487,7 +561,11 @@ fn stream(
         let ok = h.matches(&buf) && slot.refused.is_none() && !slot.in_place;
         if ok {
             if open.as_ref().is_none_or(|(id, _)| *id != h.file) {
-                open = Some((h.file, sink.root.open_partial(slot.temp.as_str())?));
+                let f = sink.root.open_rw(slot.temp.as_str())?;
+                if Some(inode_of(&f, &slot.temp)?) != slot.inode {
+                    return Err(EngineError::Transfer(format!("{}: {}", slot.path, replaced(&slot.temp))));
+                }
+                open = Some((h.file, f));
             }
             let f = &open.as_ref().expect("opened above").1;
             f.write_all_at(&buf, h.offset).map_err(|e| {
@@ -604,13 +682,24 @@ fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, E
     if slot.in_place {
         return Ok(Ok(()));
     }
+    // Only the inode this receiver created and wrote (and whose chunks it verified as they were
+    // written) is put in place: checked on the descriptor, whose mode and time are set, and again on
+    // the name right before the rename. (Re-hashing the file instead would double the disk reads.)
+    let f = sink.root.open_rw(slot.temp.as_str())?;
+    let inode = inode_of(&f, &slot.temp)?;
+    if Some(inode) != slot.inode {
+        return Ok(Err(replaced(&slot.temp)));
+    }
     if sink.opts.fsync {
-        let f = sink.root.open_partial(slot.temp.as_str())?;
         f.sync_all()
             .map_err(|e| EngineError::io(format!("fsync {}", slot.temp), e))?;
     }
-    sink.root
-        .set_meta(slot.temp.as_str(), slot.mode, slot.mtime_ns)?;
+    set_file_meta(&f, slot.mode, slot.mtime_ns)
+        .map_err(|e| EngineError::io(format!("set the mode and time of {}", slot.temp), e))?;
+    drop(f);
+    if sink.root.inode(slot.temp.as_str())? != Some(inode) {
+        return Ok(Err(replaced(&slot.temp)));
+    }
     sink.root
         .rename(slot.temp.as_str(), slot.path.as_str(), sink.opts.overwrite)?;
     if sink.opts.fsync {
@@ -709,8 +798,7 @@ mod tests {
         };
         {
             let mut j = lock_journal(&root).unwrap();
-            let temp = temp_path(&path, j.state.next_id());
-            let line = j.state.start_file(&path, identity, 0o644, temp).unwrap();
+            let line = j.state.start_file(&path, identity, 0o644).unwrap();
             j.append(&line).unwrap();
             let line = j.state.chunk_verified(&path, 1, hash_chunk(b"x")).unwrap();
             j.append(&line).unwrap();
