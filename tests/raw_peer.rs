@@ -157,7 +157,10 @@ impl RawPeer {
     }
 
     /// Receives messages until `want` matches one (returned) or the peer sends an error (`Err`).
-    pub(crate) fn recv_until(&mut self, want: impl Fn(&Message) -> bool) -> Result<Message, String> {
+    pub(crate) fn recv_until(
+        &mut self,
+        want: impl Fn(&Message) -> bool,
+    ) -> Result<Message, String> {
         loop {
             let m = self.recv()?;
             if want(&m) {
@@ -181,7 +184,10 @@ impl RawPeer {
         let (mut s, _) = accept_within(listener, STEP);
         let pre = read_preamble(&mut s);
         assert_eq!(pre.kind, ConnKind::Data, "expected a data preamble");
-        assert_eq!(pre.cookie, self.cookie, "data connection with another cookie");
+        assert_eq!(
+            pre.cookie, self.cookie,
+            "data connection with another cookie"
+        );
         (pre.stream, s)
     }
 
@@ -225,7 +231,9 @@ pub(crate) fn listener() -> (TcpListener, u16) {
 }
 
 fn accept_within(listener: &TcpListener, within: Duration) -> (TcpStream, std::net::SocketAddr) {
-    listener.set_nonblocking(true).expect("nonblocking listener");
+    listener
+        .set_nonblocking(true)
+        .expect("nonblocking listener");
     let deadline = Instant::now() + within;
     loop {
         match listener.accept() {

@@ -86,7 +86,11 @@ fn my_ids(scratch: &Scratch) -> (u32, u32) {
 
 /// As a raw client: `send_to` + plan (one stream, 1 MiB chunks) + one manifest batch; returns the
 /// server's first answer (its `have`, or the refusal as `Err`).
-fn offer(peer: &mut RawPeer, overwrite: bool, entries: Vec<ManifestEntry>) -> Result<Message, String> {
+fn offer(
+    peer: &mut RawPeer,
+    overwrite: bool,
+    entries: Vec<ManifestEntry>,
+) -> Result<Message, String> {
     peer.send(&Message::SendTo {
         dest: None,
         overwrite,
@@ -186,7 +190,11 @@ fn a_key_holder_cannot_plant_setuid_files_or_open_up_existing_directories() {
         "an existing directory's mode changed"
     );
     let shell_mode = mode_of(&root.join("existing/rootshell"));
-    assert_eq!(shell_mode & 0o7000, 0, "special bits applied: {shell_mode:o}");
+    assert_eq!(
+        shell_mode & 0o7000,
+        0,
+        "special bits applied: {shell_mode:o}"
+    );
     assert_eq!(shell_mode, 0o755 & !um);
     assert_eq!(mode_of(&root.join("drop")), 0o777 & !um);
     assert_eq!(mode_of(&root.join("drop/open")), 0o666 & !um);
@@ -204,13 +212,7 @@ fn special_bits_are_kept_only_when_the_receiving_server_asks() {
     let t = Scratch::new("hostile-modes-keep");
     let key = t.key("key");
     let root = t.dir("root");
-    let server = ServerProc::start(&[
-        "--root",
-        s(&root),
-        "--key",
-        s(&key),
-        "--keep-special-bits",
-    ]);
+    let server = ServerProc::start(&["--root", s(&root), "--key", s(&key), "--keep-special-bits"]);
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
     let payload = b"x";
     offer(&mut peer, false, vec![file(1, "tool", 0o4755, 1)]).expect("have");
@@ -251,7 +253,14 @@ fn serve_manifest(
     }
     let plan = peer.recv().expect("plan");
     assert!(
-        matches!(plan, Message::Plan { streams: 1, chunk_size: MIB, .. }),
+        matches!(
+            plan,
+            Message::Plan {
+                streams: 1,
+                chunk_size: MIB,
+                ..
+            }
+        ),
         "{plan:?}"
     );
     peer.send(&Message::ManifestBatch {
@@ -340,7 +349,11 @@ fn get_refuses_names_it_did_not_ask_for_before_touching_dest() {
             dir(2, ".ssh", 0o700),
             file(3, ".ssh/authorized_keys", 0o600, evil.len() as u64),
         ],
-        vec![dir(1, "a", 0o755), file(2, "a/x", 0o644, 1), file(3, "b", 0o644, 1)],
+        vec![
+            dir(1, "a", 0o755),
+            file(2, "a/x", 0o644, 1),
+            file(3, "b", 0o644, 1),
+        ],
     ];
     for entries in cases {
         let (l, port) = listener();
@@ -394,9 +407,13 @@ fn manifests_naming_temporaries_or_the_journal_are_refused() {
     let key = t.key("key");
     let root = t.dir("root");
     let server = serve(&root, &key);
-    for (i, bad) in [".lh-00000000.part", ".longhaul-journal", "d/.lh-00000001.part"]
-        .into_iter()
-        .enumerate()
+    for (i, bad) in [
+        ".lh-00000000.part",
+        ".longhaul-journal",
+        "d/.lh-00000001.part",
+    ]
+    .into_iter()
+    .enumerate()
     {
         let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
         let err = offer(
@@ -410,7 +427,10 @@ fn manifests_naming_temporaries_or_the_journal_are_refused() {
         )
         .expect_err("a manifest with a reserved name is refused");
         assert!(err.contains("reserved"), "{bad}: {err}");
-        assert!(err.contains(bad.rsplit('/').next().unwrap()), "{bad}: {err}");
+        assert!(
+            err.contains(bad.rsplit('/').next().unwrap()),
+            "{bad}: {err}"
+        );
         assert_eq!(
             listing(&root),
             Default::default(),
@@ -420,7 +440,12 @@ fn manifests_naming_temporaries_or_the_journal_are_refused() {
     // Still serving.
     let src = t.dir("src");
     std::fs::write(src.join("ok.txt"), b"fine\n").unwrap();
-    xfer_ok("send", server.port, &key, &[s(&src.join("ok.txt")), "localhost:"]);
+    xfer_ok(
+        "send",
+        server.port,
+        &key,
+        &[s(&src.join("ok.txt")), "localhost:"],
+    );
     assert_eq!(std::fs::read(root.join("ok.txt")).unwrap(), b"fine\n");
 }
 
@@ -481,5 +506,8 @@ fn a_forged_journal_cannot_make_the_receiver_touch_other_files() {
         "victim2.txt was written or renamed"
     );
     assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"new a\n");
-    assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"new b, longer\n");
+    assert_eq!(
+        std::fs::read(root.join("b.txt")).unwrap(),
+        b"new b, longer\n"
+    );
 }

@@ -188,6 +188,18 @@ pub enum ManifestError {
     /// More than [`MAX_ENTRIES`] entries.
     #[error("manifest has more than {MAX_ENTRIES} entries")]
     TooMany,
+    /// `get`: an entry that is not one of the requested sources' names nor under one.
+    #[error(
+        "the server listed {path:?}, which was not requested (asked for {}); refused the whole \
+transfer, nothing was written",
+        .requested.join(", ")
+    )]
+    NotRequested {
+        /// The entry.
+        path: String,
+        /// The names asked for.
+        requested: Vec<String>,
+    },
     /// A path with a name the receiver reserves for its journal or temporaries
     /// ([`crate::journal::is_reserved_name`]).
     #[error("{path}: {name:?} is reserved for the receiver's journal and temporary files")]
@@ -268,6 +280,21 @@ impl Manifest {
             .filter_map(|e| e.entry.file_size().map(|size| (e.id, size)))
             .map(|(id, size)| Ok((id, ChunkPlan::new(size, chunk_size)?)))
             .collect()
+    }
+}
+
+/// The rule of `get` (scp's CVE-2019-6111): each requested source lands in DEST under its own name
+/// (`requested` holds those names), so every entry the server lists must be one of those names or lie
+/// under one. Anything else (`.profile`, `.ssh/authorized_keys`, a sibling) is refused.
+pub fn check_requested(path: &RelPath, requested: &[String]) -> Result<(), ManifestError> {
+    let top = path.components().next().unwrap_or_default();
+    if requested.iter().any(|n| n == top) {
+        Ok(())
+    } else {
+        Err(ManifestError::NotRequested {
+            path: path.to_string(),
+            requested: requested.to_vec(),
+        })
     }
 }
 
@@ -531,6 +558,35 @@ mod tests {
         m.add(me(5, "d/.lh-note.part", EntryKind::File { size: 1 }))
             .unwrap();
         assert_eq!(m.entries().len(), 2);
+    }
+
+    #[test]
+    fn get_accepts_only_the_requested_names_and_what_lies_under_them() {
+        let asked = vec!["a".to_string(), "run 7".to_string()];
+        for ok in ["a", "a/b", "a/.profile", "run 7/x/y"] {
+            assert_eq!(
+                check_requested(&RelPath::parse(ok).unwrap(), &asked),
+                Ok(())
+            );
+        }
+        for bad in [
+            ".profile",
+            ".ssh/authorized_keys",
+            "b",
+            "ab",
+            "run",
+            "run 7x/y",
+        ] {
+            let err = check_requested(&RelPath::parse(bad).unwrap(), &asked).unwrap_err();
+            assert!(matches!(err, ManifestError::NotRequested { .. }), "{bad}");
+        }
+        assert_eq!(
+            check_requested(&RelPath::parse(".profile").unwrap(), &asked)
+                .unwrap_err()
+                .to_string(),
+            "the server listed \".profile\", which was not requested (asked for a, run 7); refused \
+the whole transfer, nothing was written"
+        );
     }
 
     #[test]

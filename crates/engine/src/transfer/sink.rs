@@ -31,7 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use longhaul_transfer::journal::{JOURNAL_NAME, Resume, temp_path};
-use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest, ModePolicy};
+use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest, ModePolicy, check_requested};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, have_messages};
 use longhaul_transfer::{
     ChunkHeader, Digest, FileIdentity, Journal, Message, RangeSet, RelPath, file_digest, hash_chunk,
@@ -384,19 +384,8 @@ pub(crate) fn recv_manifest(
         };
         for e in entries {
             if let Some(names) = requested {
-                let top = e.entry.path.components().next().unwrap_or_default();
-                if !names.iter().any(|n| n == top) {
-                    return Err(EngineError::Transfer(format!(
-                        "the server listed {:?}, which was not requested (asked for {}); refused \
-the whole transfer, nothing was written",
-                        e.entry.path.as_str(),
-                        names
-                            .iter()
-                            .map(|n| format!("{n:?}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
+                check_requested(&e.entry.path, names)
+                    .map_err(|err| EngineError::Transfer(err.to_string()))?;
             }
             manifest
                 .add(e)
@@ -563,7 +552,11 @@ fn stream(
             if open.as_ref().is_none_or(|(id, _)| *id != h.file) {
                 let f = sink.root.open_rw(slot.temp.as_str())?;
                 if Some(inode_of(&f, &slot.temp)?) != slot.inode {
-                    return Err(EngineError::Transfer(format!("{}: {}", slot.path, replaced(&slot.temp))));
+                    return Err(EngineError::Transfer(format!(
+                        "{}: {}",
+                        slot.path,
+                        replaced(&slot.temp)
+                    )));
                 }
                 open = Some((h.file, f));
             }
