@@ -511,3 +511,72 @@ fn a_forged_journal_cannot_make_the_receiver_touch_other_files() {
         b"new b, longer\n"
     );
 }
+
+/// The other side of the rule: a server whose tree holds a receiver's leftovers (an earlier
+/// transfer's journal and partial files) leaves them out of what it sends, so a `get` of that tree
+/// is not refused by the client and never carries them. Played by a raw `get` client.
+#[test]
+fn a_sender_leaves_reserved_names_out() {
+    let t = Scratch::new("hostile-reserved-out");
+    let key = t.key("key");
+    let root = t.dir("root");
+    let tree = root.join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::write(tree.join("data.txt"), b"the data\n").unwrap();
+    std::fs::write(tree.join(".longhaul-journal"), b"old journal\n").unwrap();
+    std::fs::write(tree.join("sub/.lh-00000000.part"), b"partial\n").unwrap();
+    let server = serve(&root, &key);
+    let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Get);
+    peer.send(&Message::Request {
+        paths: vec![path("tree")],
+    });
+    peer.send(&Message::Plan {
+        streams: 1,
+        chunk_size: MIB,
+        rtt_ns: 100_000,
+        rate_bps: 1_000_000_000,
+    });
+    let mut listed = Vec::new();
+    loop {
+        match peer.recv().expect("the manifest") {
+            Message::ManifestBatch { entries, last } => {
+                listed.extend(entries);
+                if last {
+                    break;
+                }
+            }
+            m => panic!("expected the manifest, got {m:?}"),
+        }
+    }
+    let names: Vec<&str> = listed.iter().map(|e| e.entry.path.as_str()).collect();
+    assert_eq!(names, ["tree", "tree/data.txt", "tree/sub"], "{names:?}");
+    peer.send(&Message::Have {
+        files: Vec::new(),
+        last: true,
+    });
+    let mut data = peer.open_data(server.port, 0);
+    let (h, payload) = peer.recv_chunk(&mut data);
+    assert_eq!(payload, b"the data\n");
+    peer.send(&Message::ChunkVerdict {
+        file: h.file,
+        chunk: h.chunk,
+        ok: true,
+    });
+    let done = peer
+        .recv_until(|m| matches!(m, Message::FileDone { .. }))
+        .expect("the file's digest");
+    assert_eq!(
+        done,
+        Message::FileDone {
+            file: h.file,
+            digest: one_chunk_digest(&payload, MIB)
+        }
+    );
+    peer.send(&Message::FileVerified { file: h.file });
+    peer.recv_until(|m| matches!(m, Message::Done { .. }))
+        .expect("the server's done");
+    peer.send(&Message::Done {
+        files: 1,
+        bytes: payload.len() as u64,
+    });
+}
