@@ -777,6 +777,66 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
 mod tests {
     use super::*;
 
+    /// A sink over a fresh directory with one 5-byte file `f` (id 1) prepared and its one chunk
+    /// written and verified, as the stream threads leave it.
+    fn one_verified_file(tag: &str) -> (std::path::PathBuf, Sink, Digest) {
+        use longhaul_transfer::manifest::{Entry, ManifestEntry};
+        let dir = std::env::temp_dir().join(format!("lh-sink-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut sink = Sink::new(Root::open(&dir).unwrap(), SinkOptions::default()).unwrap();
+        let mut m = Manifest::new();
+        m.add(ManifestEntry {
+            id: 1,
+            entry: Entry {
+                path: RelPath::parse("f").unwrap(),
+                kind: EntryKind::File { size: 5 },
+                mode: 0o4777,
+                mtime_ns: 1_000_000_000,
+            },
+        })
+        .unwrap();
+        sink.prepare_all(m, 1 << 20).unwrap();
+        let slot = Arc::clone(&sink.slots[&1]);
+        let f = sink.root.open_rw(slot.temp.as_str()).unwrap();
+        f.write_all_at(b"hello", 0).unwrap();
+        let h = hash_chunk(b"hello");
+        slot.hashes.lock().unwrap().insert(0, h);
+        let mut j = sink.journal.lock().unwrap();
+        let line = j.state.chunk_verified(&slot.path, 0, h).unwrap();
+        j.append(&line).unwrap();
+        drop(j);
+        (dir, sink, file_digest(5, 1 << 20, [&h]))
+    }
+
+    #[test]
+    fn only_the_inode_the_receiver_wrote_is_renamed_into_place() {
+        let (dir, sink, digest) = one_verified_file("inode-ok");
+        assert_eq!(finalize(&sink, 1, &digest).unwrap(), Ok(()));
+        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"hello");
+        // The default policy: umask 022, no setuid.
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(dir.join("f")).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o7777, 0o755);
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // Another file renamed over the temporary (by a local user, or by a peer's file of that
+        // name before names were reserved) is refused, though the digest of what was verified
+        // matches.
+        let (dir, sink, digest) = one_verified_file("inode-replaced");
+        let temp = sink.slots[&1].temp.clone();
+        std::fs::write(dir.join("other"), b"HELLO").unwrap();
+        std::fs::rename(dir.join("other"), dir.join(temp.as_str())).unwrap();
+        let got = finalize(&sink, 1, &digest).unwrap();
+        assert!(
+            got.as_ref().is_err_and(|e| e.contains("was replaced")),
+            "{got:?}"
+        );
+        assert!(!dir.join("f").exists(), "unverified bytes put in place");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_new_journal_is_replayed_with_its_records() {
         let dir = std::env::temp_dir().join(format!("lh-sink-journal-{}", std::process::id()));
