@@ -525,9 +525,10 @@ fn journal_verified_bytes(dir: &Path) -> u64 {
         let Some(line) = line.strip_suffix('\n') else {
             break; // a torn tail
         };
-        let (json, cksum) = line.rsplit_once(' ').expect("<record> <cksum>");
-        assert_eq!(cksum.len(), 8, "{line}");
-        assert!(cksum.chars().all(|c| c.is_ascii_hexdigit()), "{line}");
+        let (json, mac) = line.rsplit_once(' ').expect("<record> <mac>");
+        // Receivers write keyed journals: 16 bytes of keyed BLAKE3 per line.
+        assert_eq!(mac.len(), 32, "{line}");
+        assert!(mac.chars().all(|c| c.is_ascii_hexdigit()), "{line}");
         let Ok(rec) = serde_json::from_str::<Value>(json) else {
             continue; // the header line
         };

@@ -459,7 +459,8 @@ fn sealed(content: &str) -> String {
 /// A `.longhaul-journal` planted in the destination claims that `a.txt` (changed since: restart, so
 /// "delete the old temporary") and `b.txt` (same identity: continue, "write into the temporary and
 /// rename it") live in `victim1.txt` and `victim2.txt`. The next transfer must not delete, write or
-/// rename either.
+/// rename either. (Receivers now write keyed journals and ignore this one entirely; the journal's unit
+/// tests show that even a record with a valid tag cannot name a temporary other than its derived one.)
 #[test]
 fn a_forged_journal_cannot_make_the_receiver_touch_other_files() {
     let t = Scratch::new("hostile-journal");

@@ -59,8 +59,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
-    let j = Journal::replay(rest);
-    for (path, f) in j.files() {
+    let plain = Journal::replay(rest);
+    let keyed = Journal::replay_keyed(rest, [0x5a; 32]);
+    for (path, f) in plain.files().chain(keyed.files()) {
         assert_eq!(f.temp, temp_path(path, f.id), "temporary read from the journal");
         assert!(is_reserved_name(f.temp.file_name()));
         assert_eq!(f.temp.parent(), path.parent());

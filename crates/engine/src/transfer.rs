@@ -17,6 +17,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::Preamble;
+use longhaul_transfer::journal::JOURNAL_KEY_CONTEXT;
 use longhaul_transfer::manifest::{MAX_STREAMS, ModePolicy, memory_bound};
 use longhaul_transfer::msg::Direction;
 use longhaul_transfer::{Key, Message, RelPath, choose_chunk_size};
@@ -464,6 +465,7 @@ pub fn get(
             fsync: cfg.fsync,
             modes: cfg.modes,
             chmod_existing_dirs: cfg.chmod_existing_dirs,
+            journal_key: cfg.key.derive_for(JOURNAL_KEY_CONTEXT),
         },
     )?;
     sink.prepare_all(manifest, p.chunk_size)?;
@@ -583,6 +585,7 @@ fn serve_authenticated(
                 fsync,
                 modes: files.modes,
                 chmod_existing_dirs: files.chmod_existing_dirs,
+                journal_key: files.key.derive_for(JOURNAL_KEY_CONTEXT),
             };
             let mut sink = Sink::new(dest_root, opts)?;
             sink.prepare_all(manifest, p.chunk_size)?;

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use longhaul_transfer::journal::{JOURNAL_NAME, Resume, temp_path};
+use longhaul_transfer::journal::{JOURNAL_NAME, JournalKey, Resume, temp_path};
 use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest, ModePolicy, check_requested};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, have_messages};
 use longhaul_transfer::{
@@ -54,6 +54,9 @@ pub(crate) struct SinkOptions {
     /// With `overwrite`: existing directories also get the (filtered) mode the peer sent; otherwise
     /// they keep theirs.
     pub(crate) chmod_existing_dirs: bool,
+    /// The key of the journal's line MACs (derived from the transfer key): a journal written
+    /// without it is not trusted.
+    pub(crate) journal_key: JournalKey,
 }
 
 /// One file being received.
@@ -100,7 +103,7 @@ pub(crate) struct Sink {
     journal: Mutex<JournalFile>,
 }
 
-fn lock_journal(root: &Root) -> Result<JournalFile, EngineError> {
+fn lock_journal(root: &Root, key: JournalKey) -> Result<JournalFile, EngineError> {
     let mut file = root.open_partial(JOURNAL_NAME)?;
     rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).map_err(|_| {
         EngineError::Transfer(format!(
@@ -111,7 +114,7 @@ fn lock_journal(root: &Root) -> Result<JournalFile, EngineError> {
     let mut text = Vec::new();
     file.read_to_end(&mut text)
         .map_err(|e| EngineError::io(format!("read {JOURNAL_NAME}"), e))?;
-    let state = Journal::replay(&text);
+    let state = Journal::replay_keyed(&text, key);
     // A torn tail (the process died mid-line) is cut off before anything is appended.
     file.set_len(state.valid_len() as u64)
         .map_err(|e| EngineError::io(format!("truncate {JOURNAL_NAME}"), e))?;
@@ -124,7 +127,7 @@ fn lock_journal(root: &Root) -> Result<JournalFile, EngineError> {
 impl Sink {
     /// Opens the destination's journal (refusing a second transfer into the same directory).
     pub(crate) fn new(root: Root, opts: SinkOptions) -> Result<Self, EngineError> {
-        let journal = lock_journal(&root)?;
+        let journal = lock_journal(&root, opts.journal_key)?;
         Ok(Self {
             root,
             opts,
@@ -850,14 +853,14 @@ mod tests {
             chunk_size: 1 << 20,
         };
         {
-            let mut j = lock_journal(&root).unwrap();
+            let mut j = lock_journal(&root, [3; 32]).unwrap();
             let line = j.state.start_file(&path, identity, 0o644).unwrap();
             j.append(&line).unwrap();
             let line = j.state.chunk_verified(&path, 1, hash_chunk(b"x")).unwrap();
             j.append(&line).unwrap();
         }
         let text = std::fs::read(dir.join(JOURNAL_NAME)).unwrap();
-        let replayed = Journal::replay(&text);
+        let replayed = Journal::replay_keyed(&text, [3; 32]);
         assert!(
             !replayed.ignored_tail(),
             "{}",
@@ -869,12 +872,12 @@ mod tests {
         }
         // A second transfer continues the same journal: still one header, all records trusted.
         {
-            let mut j = lock_journal(&root).unwrap();
+            let mut j = lock_journal(&root, [3; 32]).unwrap();
             let line = j.state.chunk_verified(&path, 2, hash_chunk(b"y")).unwrap();
             j.append(&line).unwrap();
         }
         let text = std::fs::read(dir.join(JOURNAL_NAME)).unwrap();
-        let replayed = Journal::replay(&text);
+        let replayed = Journal::replay_keyed(&text, [3; 32]);
         assert!(
             !replayed.ignored_tail(),
             "{}",
