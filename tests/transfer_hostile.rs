@@ -220,6 +220,50 @@ fn special_bits_are_kept_only_when_the_receiving_server_asks() {
     assert_eq!(mode_of(&root.join("tool")), 0o4755 & !umask());
 }
 
+/// The receiver's other opt-ins: a server started with `--chmod-existing-dirs` changes an existing
+/// directory's mode only when the client also asked for `--overwrite` (and then through its umask);
+/// `get --keep-special-bits` keeps what a server sends.
+#[test]
+fn existing_directories_change_mode_only_with_overwrite_and_the_receivers_flag() {
+    let t = Scratch::new("hostile-modes-optin");
+    let key = t.key("key");
+    let root = t.dir("root");
+    std::fs::create_dir(root.join("d")).unwrap();
+    std::fs::set_permissions(root.join("d"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let server = ServerProc::start(&[
+        "--root",
+        s(&root),
+        "--key",
+        s(&key),
+        "--chmod-existing-dirs",
+    ]);
+    for (overwrite, want) in [(false, 0o700), (true, 0o777 & !umask())] {
+        let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
+        offer(&mut peer, overwrite, vec![dir(1, "d", 0o777)]).expect("have");
+        deliver(&mut peer, server.port, &[]);
+        assert_eq!(mode_of(&root.join("d")), want, "overwrite {overwrite}");
+    }
+
+    let _m = crate::util::machine_shared();
+    let dest = t.dir("dest");
+    let (l, port) = listener();
+    let child = spawn_get(
+        port,
+        &key,
+        &["localhost:tool", s(&dest), "--keep-special-bits"],
+    );
+    serve_files(
+        &l,
+        &key,
+        &["tool"],
+        vec![file(1, "tool", 0o4755, 1)],
+        &[(1, b"x")],
+    );
+    let out = wait_output(child);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mode_of(&dest.join("tool")), 0o4755 & !umask());
+}
+
 /// Runs `longhaul get` against a raw server on `port`; the caller plays the server.
 fn spawn_get(port: u16, key: &Path, args: &[&str]) -> Child {
     let mut all: Vec<&str> = args.to_vec();
@@ -270,6 +314,39 @@ fn serve_manifest(
     peer
 }
 
+/// As a raw server: [`serve_manifest`], then each `(id, payload)` as one chunk on the client's one
+/// data stream, its digest, and `done`.
+fn serve_files(
+    l: &TcpListener,
+    key: &Path,
+    want: &[&str],
+    entries: Vec<ManifestEntry>,
+    files: &[(u32, &[u8])],
+) {
+    let mut peer = serve_manifest(l, key, want, entries);
+    peer.recv_until(|m| matches!(m, Message::Have { last: true, .. }))
+        .expect("the client's have");
+    let (_, mut data) = peer.accept_data(l);
+    for &(id, payload) in files {
+        peer.send_chunk(&mut data, id, 0, 0, payload);
+        peer.recv_until(|m| matches!(m, Message::ChunkVerdict { ok: true, .. }))
+            .expect("a verdict");
+        peer.send(&Message::FileDone {
+            file: id,
+            digest: one_chunk_digest(payload, MIB),
+        });
+        peer.recv_until(|m| matches!(m, Message::FileVerified { .. }))
+            .expect("the file is verified");
+    }
+    drop(data);
+    peer.send(&Message::Done {
+        files: files.len() as u64,
+        bytes: files.iter().map(|f| f.1.len() as u64).sum(),
+    });
+    peer.recv_until(|m| matches!(m, Message::Done { .. }))
+        .expect("the client's done");
+}
+
 /// A server `get` asked for `a` lists `a` itself with mode 0777 (DEST/a exists), a new sticky
 /// world-writable directory and a setuid file: the client keeps DEST/a's mode, drops the special bits
 /// and applies its umask.
@@ -284,7 +361,7 @@ fn a_hostile_server_cannot_open_up_the_clients_directories_or_make_setuid_files(
     let (l, port) = listener();
     let child = spawn_get(port, &key, &["localhost:a", s(&dest)]);
     let payload = b"#!/bin/sh\n";
-    let mut peer = serve_manifest(
+    serve_files(
         &l,
         &key,
         &["a"],
@@ -293,26 +370,8 @@ fn a_hostile_server_cannot_open_up_the_clients_directories_or_make_setuid_files(
             dir(2, "a/tmp", 0o1777),
             file(3, "a/tmp/su", 0o6777, payload.len() as u64),
         ],
+        &[(3, payload)],
     );
-    peer.recv_until(|m| matches!(m, Message::Have { last: true, .. }))
-        .expect("the client's have");
-    let (_, mut data) = peer.accept_data(&l);
-    peer.send_chunk(&mut data, 3, 0, 0, payload);
-    peer.recv_until(|m| matches!(m, Message::ChunkVerdict { ok: true, .. }))
-        .expect("a verdict");
-    peer.send(&Message::FileDone {
-        file: 3,
-        digest: one_chunk_digest(payload, MIB),
-    });
-    peer.recv_until(|m| matches!(m, Message::FileVerified { .. }))
-        .expect("the file is verified");
-    drop(data);
-    peer.send(&Message::Done {
-        files: 1,
-        bytes: payload.len() as u64,
-    });
-    peer.recv_until(|m| matches!(m, Message::Done { .. }))
-        .expect("the client's done");
     let out = wait_output(child);
     assert!(out.status.success(), "{}", stderr(&out));
     let um = umask();
