@@ -13,5 +13,6 @@ mod testbed;
 mod testbed_api_fuzz;
 mod testbed_ui;
 mod transfer;
+mod transfer_hostile;
 mod transfer_session;
 mod util;

@@ -22,22 +22,22 @@ use serde_json::Value;
 use crate::util::{ServerProc, bin};
 
 /// A scratch directory under the system's temp dir, removed when dropped.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         let p = std::env::temp_dir().join(format!("lh-xfer-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).expect("create scratch dir");
         Self(p)
     }
 
-    fn join(&self, p: &str) -> PathBuf {
+    pub(crate) fn join(&self, p: &str) -> PathBuf {
         self.0.join(p)
     }
 
     /// A new key file in the scratch dir (via `longhaul keygen`).
-    fn key(&self, name: &str) -> PathBuf {
+    pub(crate) fn key(&self, name: &str) -> PathBuf {
         let k = self.join(name);
         let out = Command::new(bin())
             .arg("keygen")
@@ -49,7 +49,7 @@ impl Scratch {
     }
 
     /// A fresh directory `name` in the scratch dir.
-    fn dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn dir(&self, name: &str) -> PathBuf {
         let d = self.join(name);
         std::fs::create_dir_all(&d).expect("create dir");
         d
@@ -62,21 +62,21 @@ impl Drop for Scratch {
     }
 }
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// `longhaul server -p 0 --root ROOT --key KEY`.
-fn serve(root: &Path, key: &Path) -> ServerProc {
+pub(crate) fn serve(root: &Path, key: &Path) -> ServerProc {
     ServerProc::start(&["--root", s(root), "--key", s(key)])
 }
 
 /// `longhaul CMD ARGS... -p PORT --key KEY` as a command.
-fn xfer_cmd(cmd: &str, port: u16, key: &Path, args: &[&str]) -> Command {
+pub(crate) fn xfer_cmd(cmd: &str, port: u16, key: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(bin());
     c.arg(cmd)
         .args(args)
@@ -85,14 +85,14 @@ fn xfer_cmd(cmd: &str, port: u16, key: &Path, args: &[&str]) -> Command {
 }
 
 /// Runs `longhaul CMD ARGS... -p PORT --key KEY` to completion.
-fn xfer(cmd: &str, port: u16, key: &Path, args: &[&str]) -> Output {
+pub(crate) fn xfer(cmd: &str, port: u16, key: &Path, args: &[&str]) -> Output {
     xfer_cmd(cmd, port, key, args)
         .output()
         .expect("run longhaul")
 }
 
 /// Runs a transfer with `--json`, asserts it succeeded and returns its summary.
-fn xfer_ok(cmd: &str, port: u16, key: &Path, args: &[&str]) -> Value {
+pub(crate) fn xfer_ok(cmd: &str, port: u16, key: &Path, args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
     let out = xfer(cmd, port, key, &all);
@@ -116,7 +116,7 @@ fn u(v: &Value, field: &str) -> u64 {
 }
 
 /// Asserts the command failed with exactly one line on stderr, `longhaul: error: ...`; returns it.
-fn one_line_error(out: &Output) -> String {
+pub(crate) fn one_line_error(out: &Output) -> String {
     assert!(!out.status.success(), "expected a failure: {out:?}");
     let err = stderr(out);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -156,7 +156,7 @@ fn random_bytes(count: usize) -> Vec<u8> {
     v
 }
 
-fn set_mtime(p: &Path, secs: u64, nanos: u32) {
+pub(crate) fn set_mtime(p: &Path, secs: u64, nanos: u32) {
     let t = UNIX_EPOCH + Duration::new(secs, nanos);
     std::fs::File::open(p).unwrap().set_modified(t).unwrap();
 }
@@ -287,7 +287,7 @@ fn same_bytes(a: &Path, b: &Path) -> bool {
 }
 
 /// The `(path, kind)` of everything under `dir`, for "nothing changed here" checks.
-fn listing(dir: &Path) -> BTreeSet<(String, String)> {
+pub(crate) fn listing(dir: &Path) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     fn walk(dir: &Path, rel: &str, out: &mut BTreeSet<(String, String)>) {
         let Ok(rd) = std::fs::read_dir(dir.join(rel)) else {
@@ -525,9 +525,10 @@ fn journal_verified_bytes(dir: &Path) -> u64 {
         let Some(line) = line.strip_suffix('\n') else {
             break; // a torn tail
         };
-        let (json, cksum) = line.rsplit_once(' ').expect("<record> <cksum>");
-        assert_eq!(cksum.len(), 8, "{line}");
-        assert!(cksum.chars().all(|c| c.is_ascii_hexdigit()), "{line}");
+        let (json, mac) = line.rsplit_once(' ').expect("<record> <mac>");
+        // Receivers write keyed journals: 16 bytes of keyed BLAKE3 per line.
+        assert_eq!(mac.len(), 32, "{line}");
+        assert!(mac.chars().all(|c| c.is_ascii_hexdigit()), "{line}");
         let Ok(rec) = serde_json::from_str::<Value>(json) else {
             continue; // the header line
         };

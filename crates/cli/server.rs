@@ -15,7 +15,9 @@ use longhaul_engine::{DEFAULT_PORT, Server, ServerConfig};
 (dual-stack) unless -B picks one address. Each test gets its own threads; a bad client is logged and \
 dropped without disturbing the others. Run as root so tests can ask for windows beyond \
 net.core.rmem_max (SO_RCVBUFFORCE). With --root DIR --key FILE it also serves `longhaul send` and \
-`longhaul get` (files under DIR only; clients must hold the key)."
+`longhaul get` (files under DIR only; clients must hold the key). Files clients send are created by and owned by \
+the server's user, with the client's permission bits minus the server's umask and never \
+setuid/setgid/sticky unless --keep-special-bits."
 )]
 pub(crate) struct ServerArgs {
     /// Port for control and data connections.
@@ -76,6 +78,11 @@ pub(crate) struct ServerArgs {
     #[arg(long, default_value_t = 60, value_name = "SECS", requires = "root",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout: u64,
+    /// Modes of what clients send (see `longhaul send --help`): by default the client's permission
+    /// bits minus this server's umask, never setuid, setgid or sticky, and existing directories keep
+    /// theirs.
+    #[command(flatten)]
+    modes: crate::transfer::ModeArgs,
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -109,6 +116,11 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
                 root: root.clone(),
                 key,
                 idle_timeout: std::time::Duration::from_secs(a.idle_timeout),
+                modes: longhaul_transfer::manifest::ModePolicy {
+                    umask: longhaul_engine::transfer::process_umask(),
+                    keep_special_bits: a.modes.keep_special_bits,
+                },
+                chmod_existing_dirs: a.modes.chmod_existing_dirs,
             })
         }
         None => None,

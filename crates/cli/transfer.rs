@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use longhaul_engine::client::Family;
 use longhaul_engine::transfer::{Endpoint, Event, Summary, TransferConfig};
 use longhaul_engine::{DEFAULT_PORT, EngineError};
+use longhaul_transfer::manifest::ModePolicy;
 use longhaul_transfer::{Key, RelPath};
 use longhaul_units::{fmt_rate, fmt_size, parse_rate, parse_size};
 
@@ -97,8 +98,11 @@ pub(crate) struct SendArgs {
 #[command(
     override_usage = "longhaul get [OPTIONS] HOST:SRC... DEST",
     after_help = "Each SRC (relative to the server's --root) lands in the local directory DEST \
-(created if missing) under its own name. A partial transfer leaves a journal \
-(DEST/.longhaul-journal) and hidden .lh-*.part files; run the same command again to resume.\n\n\
+(created if missing) under its own name. The server may list only those names and what lies under \
+them; anything else refuses the whole transfer before DEST is touched. Modes: the server's, minus \
+your umask, without setuid/setgid/sticky (unless --keep-special-bits); existing directories keep \
+theirs. A partial transfer leaves a journal (DEST/.longhaul-journal) and hidden .lh-*.part files; \
+run the same command again to resume.\n\n\
 Examples:\n  longhaul get dtn2.example.org:run42 /data\n  longhaul get host:a host:b/c ."
 )]
 pub(crate) struct GetArgs {
@@ -107,6 +111,22 @@ pub(crate) struct GetArgs {
     args: Vec<String>,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    modes: ModeArgs,
+}
+
+/// The receiver's mode rules (`get`, and `server` for what clients send). Only the receiving side
+/// sets them: no peer can turn them on.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ModeArgs {
+    /// Keep the setuid, setgid and sticky bits of received files and directories (dropped by
+    /// default). Group and other bits always follow this process's umask.
+    #[arg(long)]
+    pub(crate) keep_special_bits: bool,
+    /// With --overwrite (the sender's, for `server`): give directories that already exist the
+    /// sender's mode too (by default they keep theirs).
+    #[arg(long)]
+    pub(crate) chmod_existing_dirs: bool,
 }
 
 /// `longhaul keygen FILE`.
@@ -255,6 +275,12 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
         fsync: c.fsync,
         congestion: c.congestion.clone(),
         idle_timeout: Duration::from_secs(c.idle_timeout),
+        // `send`: unused (the server applies its operator's rules).
+        modes: ModePolicy {
+            umask: longhaul_engine::transfer::process_umask(),
+            keep_special_bits: false,
+        },
+        chmod_existing_dirs: false,
     })
 }
 
@@ -312,7 +338,9 @@ pub(crate) fn get(a: &GetArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return usage(e.to_string()),
         }
     }
-    let cfg = config(&a.common, host.expect("at least one source"))?;
+    let mut cfg = config(&a.common, host.expect("at least one source"))?;
+    cfg.modes.keep_special_bits = a.modes.keep_special_bits;
+    cfg.chmod_existing_dirs = a.modes.chmod_existing_dirs;
     let mut out = Output::new(&a.common);
     let result =
         longhaul_engine::transfer::get(&cfg, &paths, Path::new(dest), &mut |e| out.event(e));

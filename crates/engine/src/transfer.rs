@@ -19,7 +19,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::Preamble;
-use longhaul_transfer::manifest::{MAX_STREAMS, memory_bound};
+use longhaul_transfer::journal::JOURNAL_KEY_CONTEXT;
+use longhaul_transfer::manifest::{MAX_STREAMS, ModePolicy, memory_bound};
 use longhaul_transfer::msg::Direction;
 use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
 use longhaul_transfer::{Key, MacKey, Message, RelPath, Role, SessionKeys, choose_chunk_size};
@@ -37,7 +38,7 @@ mod source;
 pub use conn::Endpoint;
 use conn::{Ctl, unexpected};
 use root::Root;
-use sink::{Sink, SinkOptions};
+use sink::{Sink, SinkOptions, recv_manifest};
 use source::Sources;
 
 /// How long a side waits for each set-up step of the conversation (manifest, resume state, done).
@@ -72,6 +73,25 @@ pub struct TransferConfig {
     pub congestion: Option<String>,
     /// Give up after this long with no progress at all (a dead peer or a cut path).
     pub idle_timeout: Duration,
+    /// `get`: what the server's modes become here (the server of a `send` applies its own).
+    pub modes: ModePolicy,
+    /// `get` with `overwrite`: existing directories get the server's (filtered) mode too.
+    pub chmod_existing_dirs: bool,
+}
+
+/// This process's umask, for [`ModePolicy::umask`]: read from `/proc/self/status` (Linux ≥ 4.7),
+/// because `umask(2)` can only read it by changing it, which would race with other threads creating
+/// files. If it cannot be read, 0o077 (fail closed: nobody else gets any access).
+pub fn process_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .map_or(0o077, |m| m & 0o777)
 }
 
 /// What a transfer reports as it goes.
@@ -444,16 +464,6 @@ pub fn get(
 ) -> Result<Summary, EngineError> {
     // Authenticate first: a wrong key or an unreachable server leaves no trace in DEST.
     let (mut ctl, server, cookie, keys) = open(cfg, Direction::Get)?;
-    std::fs::create_dir_all(dest)
-        .map_err(|e| EngineError::io(format!("create {}", dest.display()), e))?;
-    let root = Root::open(dest)?;
-    let mut sink = Sink::new(
-        root,
-        SinkOptions {
-            overwrite: cfg.overwrite,
-            fsync: cfg.fsync,
-        },
-    )?;
     let p = plan(cfg, &ctl)?;
     ctl.send(&Message::Request {
         paths: sources.to_vec(),
@@ -464,7 +474,24 @@ pub fn get(
         rtt_ns: p.rtt_ns,
         rate_bps: p.rate_bps,
     })?;
-    sink.recv_manifest(&mut ctl, p.chunk_size)?;
+    // The whole manifest is checked before DEST is created or looked at: a server may list only the
+    // names asked for, and what lies under them.
+    let names: Vec<String> = sources.iter().map(|s| s.file_name().to_string()).collect();
+    let manifest = recv_manifest(&mut ctl, Some(&names))?;
+    std::fs::create_dir_all(dest)
+        .map_err(|e| EngineError::io(format!("create {}", dest.display()), e))?;
+    let root = Root::open(dest)?;
+    let mut sink = Sink::new(
+        root,
+        SinkOptions {
+            overwrite: cfg.overwrite,
+            fsync: cfg.fsync,
+            modes: cfg.modes,
+            chmod_existing_dirs: cfg.chmod_existing_dirs,
+            journal_key: cfg.key.derive_for(JOURNAL_KEY_CONTEXT),
+        },
+    )?;
+    sink.prepare_all(manifest, p.chunk_size)?;
     sink.send_have(&ctl)?;
     let socks = open_streams(cfg, server, cookie, &keys, &p, false)?;
     let mut side = Side::new(on_event, cfg.idle_timeout);
@@ -500,6 +527,10 @@ pub struct ServeFiles {
     pub key: Key,
     /// A transfer with no progress at all for this long is ended (its journal stays for a resume).
     pub idle_timeout: Duration,
+    /// What clients' modes become on `send` (the operator's choice: no client can change it).
+    pub modes: ModePolicy,
+    /// With a client's `--overwrite`: existing directories get the client's (filtered) mode too.
+    pub chmod_existing_dirs: bool,
 }
 
 /// What a transfer's data connections must prove: the session's client → server key, known once its
@@ -630,6 +661,8 @@ fn serve_authenticated(
                 m => return Err(unexpected(&m, "send_to")),
             };
             let p = recv_plan(ctl, adm)?;
+            // The whole manifest is checked before anything under the root is created.
+            let manifest = recv_manifest(ctl, None)?;
             let dest_root = match &dest {
                 Some(d) => {
                     root.create_dirs(d.as_str(), 0o755)?;
@@ -637,8 +670,15 @@ fn serve_authenticated(
                 }
                 None => root,
             };
-            let mut sink = Sink::new(dest_root, SinkOptions { overwrite, fsync })?;
-            sink.recv_manifest(ctl, p.chunk_size)?;
+            let opts = SinkOptions {
+                overwrite,
+                fsync,
+                modes: files.modes,
+                chmod_existing_dirs: files.chmod_existing_dirs,
+                journal_key: files.key.derive_for(JOURNAL_KEY_CONTEXT),
+            };
+            let mut sink = Sink::new(dest_root, opts)?;
+            sink.prepare_all(manifest, p.chunk_size)?;
             sink.send_have(ctl)?;
             let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, false)?;

@@ -133,6 +133,13 @@ impl Key {
         format!("{KEY_FILE_TAG} {}\n", to_hex(&self.0))
     }
 
+    /// A key for another purpose, derived from this one (BLAKE3's key derivation with `context`, a
+    /// fixed string naming the purpose): e.g. the resume journal's line MACs. Knowing a derived key
+    /// reveals nothing about this one.
+    pub fn derive_for(&self, context: &str) -> [u8; 32] {
+        blake3::derive_key(context, &self.0)
+    }
+
     /// The proof that `role` holds this key, for this pair of nonces.
     pub fn proof(&self, role: Role, server_nonce: &Nonce, client_nonce: &Nonce) -> Digest {
         let mut h = blake3::Hasher::new_keyed(&self.0);

@@ -10,7 +10,10 @@
 //! {"r":"complete","id":0,"digest":"…64 hex…"} c1d2e3f4
 //! ```
 //!
-//! The checksum is the first 8 hex digits of BLAKE3 over the text before the last space. A process killed
+//! The checksum is the first 8 hex digits of BLAKE3 over the text before the last space. That is the
+//! format's base form ([`Journal::new`]); receivers write the keyed form ([`Journal::keyed`], header
+//! `longhaul-journal-v2`), where the tag is a MAC (16 bytes of keyed BLAKE3 under a key derived from the
+//! transfer key), so a journal written without the key is not trusted at all. A process killed
 //! mid-append leaves a torn last line; a disk error may garble one. [`Journal::replay`] trusts the longest
 //! prefix of complete (newline-terminated), well-checksummed, consistent lines and ignores everything
 //! after the first line that is not, so a chunk is never taken as verified unless its whole record was
@@ -22,6 +25,13 @@
 //! (`fdatasync`). Without `--fsync` resume is exact after a killed process or a cut path (the page cache
 //! survives), but not after a power loss, where the journal may outlive the data it describes.
 //! A `complete` record is appended after the file was verified and renamed into place.
+//!
+//! The journal is data the receiver reads back from disk, so it is never trusted to name what the
+//! receiver touches: the temporary file of a record is *derived* ([`temp_path`]: `.lh-<id>.part` in the
+//! file's own directory) and a record whose `temp` field says anything else is inconsistent (replay stops
+//! there); a record naming a reserved path ([`is_reserved_name`]) is inconsistent too; and the receiver
+//! acts on a record only for a path of the current manifest with the same [`FileIdentity`]. So a forged
+//! or planted journal can at worst make the receiver delete or continue the session's own temporaries.
 //!
 //! Records name files by a journal-local id (the sender's file ids change from run to run); a new `file`
 //! record for a path replaces whatever the journal held for it, which is how a changed source restarts.
@@ -39,8 +49,33 @@ use crate::relpath::{PathError, RelPath};
 
 /// File name of the journal in the destination directory.
 pub const JOURNAL_NAME: &str = ".longhaul-journal";
-/// First record of every journal: the format and its version.
+/// First record of a journal whose lines carry a plain checksum (the format's base form).
 pub const JOURNAL_HEADER: &str = "longhaul-journal-v1";
+/// First record of a journal whose lines carry a MAC ([`Journal::keyed`]), what receivers write.
+pub const JOURNAL_HEADER_KEYED: &str = "longhaul-journal-v2";
+/// Context of the key derivation for journal MACs ([`crate::Key::derive_for`]).
+pub const JOURNAL_KEY_CONTEXT: &str = "longhaul 2026-11 resume journal line MAC";
+
+/// The key of a journal's line MACs.
+pub type JournalKey = [u8; 32];
+
+/// Whether `name` (one path component) is reserved for the receiver's own files: the journal
+/// ([`JOURNAL_NAME`]) and temporaries (`.lh-` + 8 hex digits + `.part`, what [`temp_path`] makes).
+/// Manifests may not carry such names (a file named like another file's temporary could be renamed over
+/// it; a file named like the journal would plant one), and the sender leaves them out.
+pub fn is_reserved_name(name: &str) -> bool {
+    if name == JOURNAL_NAME {
+        return true;
+    }
+    name.strip_prefix(".lh-")
+        .and_then(|rest| rest.strip_suffix(".part"))
+        .is_some_and(|id| id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The first reserved component of `path`, if any ([`is_reserved_name`]).
+pub fn reserved_component(path: &RelPath) -> Option<&str> {
+    path.components().find(|c| is_reserved_name(c))
+}
 
 /// What makes a partially received file resumable: if any of these changed at the sender, the chunks
 /// already received belong to another version of the file.
@@ -87,7 +122,8 @@ pub struct FileState {
     pub identity: FileIdentity,
     /// Permission bits to apply when complete.
     pub mode: u32,
-    /// Where the partial data lives (relative to the destination root).
+    /// Where the partial data lives (relative to the destination root): always
+    /// `temp_path(path, id)`, never a name read from the journal.
     pub temp: RelPath,
     /// Chunks whose bytes are in `temp` and whose hash was verified.
     pub verified: RangeSet,
@@ -167,33 +203,72 @@ pub struct Journal {
     next_id: u32,
     valid_len: usize,
     ignored_tail: bool,
+    /// Lines end with a MAC under this key instead of a checksum.
+    mac: Option<JournalKey>,
 }
 
 impl Journal {
-    /// The journal of a destination that has none. The first line it returns carries the header.
+    /// The journal of a destination that has none, lines with checksums. The first line it returns
+    /// carries the header.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The first line of every journal file.
+    /// The journal of a destination that has none, each line authenticated with a keyed BLAKE3 MAC
+    /// (16 bytes, as 32 hex digits) under `key` (derived from the transfer key with
+    /// [`JOURNAL_KEY_CONTEXT`]): a journal written without the key, planted or forged, is not trusted
+    /// at all ([`Journal::replay_keyed`]).
+    pub fn keyed(key: JournalKey) -> Self {
+        Self {
+            mac: Some(key),
+            ..Self::default()
+        }
+    }
+
+    /// The first line of a journal file with checksums.
     pub fn header_line() -> String {
-        seal(JOURNAL_HEADER)
+        seal(JOURNAL_HEADER, None)
+    }
+
+    /// The first line of this journal's file.
+    fn own_header_line(&self) -> String {
+        match &self.mac {
+            None => Self::header_line(),
+            Some(k) => seal(JOURNAL_HEADER_KEYED, Some(k)),
+        }
     }
 
     /// Rebuilds the state from a journal file's bytes. Never fails: it trusts the longest valid prefix
     /// (module docs) and records where it ends in [`Journal::valid_len`].
     pub fn replay(bytes: &[u8]) -> Self {
-        let mut j = Self::new();
+        Self::new().replayed(bytes)
+    }
+
+    /// As [`Journal::replay`] for a keyed journal: only lines with a valid MAC under `key` count.
+    pub fn replay_keyed(bytes: &[u8], key: JournalKey) -> Self {
+        Self::keyed(key).replayed(bytes)
+    }
+
+    fn replayed(mut self, bytes: &[u8]) -> Self {
+        let j = &mut self;
+        let header = if j.mac.is_some() {
+            JOURNAL_HEADER_KEYED
+        } else {
+            JOURNAL_HEADER
+        };
+        let mac = j.mac;
         let mut pos = 0;
         let mut lines = bytes.split_inclusive(|&b| b == b'\n');
         let header_ok = lines
             .next()
-            .and_then(unseal)
-            .is_some_and(|content| content == JOURNAL_HEADER);
+            .and_then(|raw| unseal(raw, mac.as_ref()))
+            .is_some_and(|content| content == header);
         if header_ok {
-            pos = Self::header_line().len();
+            pos = j.own_header_line().len();
             for raw in lines {
-                let Some(rec) = unseal(raw).and_then(|c| serde_json::from_str(c).ok()) else {
+                let Some(rec) =
+                    unseal(raw, mac.as_ref()).and_then(|c| serde_json::from_str(c).ok())
+                else {
                     break;
                 };
                 if j.apply(rec).is_err() {
@@ -204,7 +279,7 @@ impl Journal {
         }
         j.valid_len = pos;
         j.ignored_tail = pos < bytes.len();
-        j
+        self
     }
 
     /// Bytes of the journal file that are trusted. After a replay the writer truncates the file to this
@@ -245,13 +320,13 @@ impl Journal {
         }
     }
 
-    /// Starts (or restarts) `path`; its data will land in `temp`. Returns the line to append.
+    /// Starts (or restarts) `path`; its data will land in `temp_path(path, self.next_id())`, which
+    /// [`FileState::temp`] then holds. Returns the line to append.
     pub fn start_file(
         &mut self,
         path: &RelPath,
         identity: FileIdentity,
         mode: u32,
-        temp: RelPath,
     ) -> Result<String, JournalError> {
         self.commit(Record::File {
             id: self.next_id,
@@ -260,7 +335,7 @@ impl Journal {
             mtime_ns: identity.mtime_ns,
             mode,
             chunk_size: identity.chunk_size,
-            temp,
+            temp: temp_path(path, self.next_id),
         })
     }
 
@@ -288,7 +363,7 @@ impl Journal {
     /// The whole state as a fresh journal text (for compaction: write it to a new file and rename it over
     /// the old one). Replaying it gives the same files, verified sets and hashes.
     pub fn compacted(&self) -> String {
-        let mut out = Self::header_line();
+        let mut out = self.own_header_line();
         for (path, f) in &self.files {
             let mut recs = vec![Record::File {
                 id: f.id,
@@ -309,7 +384,7 @@ impl Journal {
                     .map(|digest| Record::Complete { id: f.id, digest }),
             );
             for r in recs {
-                out.push_str(&encode(&r));
+                out.push_str(&encode(&r, self.mac.as_ref()));
             }
         }
         out
@@ -325,10 +400,10 @@ impl Journal {
     /// Applies a record and returns its line (preceded by the header if nothing is trusted yet); the
     /// state is unchanged on error.
     fn commit(&mut self, rec: Record) -> Result<String, JournalError> {
-        let mut line = encode(&rec);
+        let mut line = encode(&rec, self.mac.as_ref());
         self.apply(rec)?;
         if self.valid_len == 0 {
-            line.insert_str(0, &Self::header_line());
+            line.insert_str(0, &self.own_header_line());
         }
         self.valid_len += line.len();
         Ok(line)
@@ -346,7 +421,13 @@ impl Journal {
                 chunk_size,
                 temp,
             } => {
-                if id < self.next_id || check_chunk_size(chunk_size).is_err() {
+                // The temporary is derived, never taken from the text: a record pointing anywhere else
+                // (another file of the tree, a path of nobody's session) is not ours.
+                if id < self.next_id
+                    || check_chunk_size(chunk_size).is_err()
+                    || temp != temp_path(&path, id)
+                    || reserved_component(&path).is_some()
+                {
                     return Err(JournalError::Inconsistent);
                 }
                 self.next_id = id.checked_add(1).ok_or(JournalError::Inconsistent)?;
@@ -408,20 +489,34 @@ pub fn temp_path(path: &RelPath, id: u32) -> RelPath {
     }
 }
 
-fn encode(rec: &Record) -> String {
-    seal(&serde_json::to_string(rec).expect("records always serialise"))
+fn encode(rec: &Record, mac: Option<&JournalKey>) -> String {
+    seal(
+        &serde_json::to_string(rec).expect("records always serialise"),
+        mac,
+    )
 }
 
-/// `content checksum\n`.
-fn seal(content: &str) -> String {
-    format!("{content} {}\n", checksum(content))
+/// `content tag\n`.
+fn seal(content: &str, mac: Option<&JournalKey>) -> String {
+    format!("{content} {}\n", tag(content, mac))
 }
 
-/// The content of a sealed line, if it is complete, UTF-8, and its checksum matches.
-fn unseal(raw: &[u8]) -> Option<&str> {
+/// The content of a sealed line, if it is complete, UTF-8, and its tag matches.
+fn unseal<'a>(raw: &'a [u8], mac: Option<&JournalKey>) -> Option<&'a str> {
     let line = std::str::from_utf8(raw.strip_suffix(b"\n")?).ok()?;
     let (content, sum) = line.rsplit_once(' ')?;
-    (sum == checksum(content)).then_some(content)
+    // Both are lowercase hex of a public length: comparing them as strings leaks nothing useful
+    // (a forger learns at most where a guessed tag of a line they wrote first differs).
+    (sum == tag(content, mac)).then_some(content)
+}
+
+/// The line's tag: without a key a checksum (4 bytes of BLAKE3, against torn and garbled lines);
+/// with one a MAC (16 bytes of keyed BLAKE3, against forged lines too).
+fn tag(content: &str, mac: Option<&JournalKey>) -> String {
+    match mac {
+        None => checksum(content),
+        Some(k) => to_hex(&blake3::keyed_hash(k, content.as_bytes()).as_bytes()[..16]),
+    }
 }
 
 fn checksum(content: &str) -> String {
@@ -450,8 +545,7 @@ mod tests {
     }
 
     fn start(j: &mut Journal, path: &str, size: u64) -> String {
-        let temp = temp_path(&p(path), j.next_id());
-        j.start_file(&p(path), ident(size), 0o644, temp).unwrap()
+        j.start_file(&p(path), ident(size), 0o644).unwrap()
     }
 
     #[test]
@@ -527,8 +621,7 @@ mod tests {
             );
         }
         // Restarting replaces the old state: nothing verified, a new id and temp name.
-        let temp = temp_path(&p("f"), j.next_id());
-        j.start_file(&p("f"), newer, 0o600, temp).unwrap();
+        j.start_file(&p("f"), newer, 0o600).unwrap();
         let f = j.file(&p("f")).unwrap();
         assert!(f.verified.is_empty());
         assert_eq!(f.id, 1);
@@ -558,13 +651,94 @@ mod tests {
             ..ident(1)
         };
         assert_eq!(
-            j.start_file(&p("g"), bad_chunk, 0, p("t")),
+            j.start_file(&p("g"), bad_chunk, 0),
             Err(JournalError::Inconsistent)
         );
         assert!(
             j.file(&p("g")).is_none(),
             "a refused record leaves no trace"
         );
+    }
+
+    #[test]
+    fn reserved_names_are_the_journal_and_temporaries() {
+        for name in [JOURNAL_NAME, ".lh-00000000.part", ".lh-DEADbeef.part"] {
+            assert!(is_reserved_name(name), "{name}");
+        }
+        for name in [
+            ".longhaul-journal2",
+            ".lh-0000000.part",
+            ".lh-000000000.part",
+            ".lh-0000000g.part",
+            "lh-00000000.part",
+            ".lh-00000000.partial",
+        ] {
+            assert!(!is_reserved_name(name), "{name}");
+        }
+        assert_eq!(
+            reserved_component(&p("a/.lh-00000001.part/b")),
+            Some(".lh-00000001.part")
+        );
+        assert_eq!(reserved_component(&p("a/b")), None);
+        // Every name `temp_path` makes is reserved.
+        assert!(is_reserved_name(temp_path(&p("x/y"), u32::MAX).file_name()));
+    }
+
+    /// A line as an old writer (or a forger) would seal it, with any content.
+    fn forged(content: &str) -> String {
+        seal(content, None)
+    }
+
+    #[test]
+    fn a_keyed_journal_trusts_only_lines_with_its_mac() {
+        let key = [7u8; 32];
+        let mut j = Journal::keyed(key);
+        let mut text = j.start_file(&p("a"), ident(3 * MIB), 0o644).unwrap();
+        text += &j.chunk_verified(&p("a"), 1, hash_chunk(b"one")).unwrap();
+        assert!(text.starts_with("longhaul-journal-v2 "), "{text}");
+        let back = Journal::replay_keyed(text.as_bytes(), key);
+        assert_eq!(back, j);
+        assert_eq!(back.valid_len(), text.len());
+        // Compaction keeps the key.
+        assert_eq!(
+            Journal::replay_keyed(j.compacted().as_bytes(), key).files,
+            j.files
+        );
+        // Another key, or none, trusts nothing.
+        assert_eq!(
+            Journal::replay_keyed(text.as_bytes(), [8u8; 32]).valid_len(),
+            0
+        );
+        assert_eq!(Journal::replay(text.as_bytes()).valid_len(), 0);
+        // A journal with checksums only (anyone can write one) is not trusted by a keyed reader.
+        let mut plain = Journal::new();
+        let forged = plain.start_file(&p("a"), ident(3 * MIB), 0o644).unwrap();
+        assert_eq!(Journal::replay_keyed(forged.as_bytes(), key).valid_len(), 0);
+        // A line appended without the key ends the trusted prefix.
+        let mut tampered = text.clone();
+        tampered += &seal(r#"{"r":"chunk","id":0,"index":2,"hash":"00"}"#, None);
+        let t = Journal::replay_keyed(tampered.as_bytes(), key);
+        assert_eq!(t.valid_len(), text.len());
+        assert!(t.ignored_tail());
+    }
+
+    #[test]
+    fn a_record_whose_temporary_is_not_derived_is_not_trusted() {
+        let good = r#"{"r":"file","id":0,"path":"a.txt","size":5,"mtime_ns":1,"mode":420,"chunk_size":1048576,"temp":".lh-00000000.part"}"#;
+        for temp in ["victim.txt", "sub/.lh-00000000.part", ".lh-00000001.part"] {
+            let bad = good.replace(".lh-00000000.part", temp);
+            let text = Journal::header_line() + &forged(&bad);
+            let j = Journal::replay(text.as_bytes());
+            assert!(j.file(&p("a.txt")).is_none(), "{temp} trusted");
+            assert!(j.ignored_tail());
+        }
+        let text = Journal::header_line() + &forged(good);
+        let j = Journal::replay(text.as_bytes());
+        assert_eq!(j.file(&p("a.txt")).unwrap().temp, p(".lh-00000000.part"));
+        // A record for a reserved path is not ours either.
+        let planted = good.replace(r#""a.txt""#, r#"".longhaul-journal""#);
+        let text = Journal::header_line() + &forged(&planted);
+        assert!(Journal::replay(text.as_bytes()).files().next().is_none());
     }
 
     #[test]
@@ -601,8 +775,7 @@ mod tests {
                 }
                 _ => {
                     let size = rng.below(8 * MIB) + 1;
-                    let temp = temp_path(path, j.next_id());
-                    j.start_file(path, ident(size), 0o644, temp).unwrap()
+                    j.start_file(path, ident(size), 0o644).unwrap()
                 }
             };
             text += &line;

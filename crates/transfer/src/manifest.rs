@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::journal::reserved_component;
 use crate::relpath::{PathError, RelPath, check_symlink_target};
 
 /// Smallest chunk: 1 MiB. Per chunk the protocol spends a 64-byte header, a ~60-byte verdict and a
@@ -115,6 +116,46 @@ impl Entry {
     }
 }
 
+/// The setuid, setgid and sticky bits.
+pub const SPECIAL_BITS: u32 = 0o7000;
+
+/// What the receiver makes of the permission bits a peer sends (the sender's `st_mode & 0o7777`).
+///
+/// The rule, as tar and rsync apply it for a non-root user: the read/write/execute bits are kept minus
+/// the receiver's umask (so with the usual 022 nobody else gains write access), and the setuid, setgid
+/// and sticky bits are dropped unless the *receiver* asked to keep them. Neither field ever comes from
+/// the peer: a key holder cannot make a root server create setuid files, nor a server make a client's
+/// files group-writable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModePolicy {
+    /// Permission bits cleared from every mode (the receiving process's umask).
+    pub umask: u32,
+    /// Keep setuid, setgid and sticky (`longhaul server --keep-special-bits`, `get --keep-special-bits`).
+    pub keep_special_bits: bool,
+}
+
+impl Default for ModePolicy {
+    /// The common umask 022, special bits dropped.
+    fn default() -> Self {
+        Self {
+            umask: 0o022,
+            keep_special_bits: false,
+        }
+    }
+}
+
+impl ModePolicy {
+    /// The mode to give an entry the peer sent with `sent`.
+    pub fn apply(&self, sent: u32) -> u32 {
+        let special = if self.keep_special_bits {
+            sent & SPECIAL_BITS
+        } else {
+            0
+        };
+        special | (sent & 0o777 & !self.umask)
+    }
+}
+
 /// Most entries in one transfer: 2^21 (about two million). The receiver keeps every entry in memory
 /// (about 200 bytes each, so at most ~400 MiB of control-plane state); larger trees are sent in parts.
 pub const MAX_ENTRIES: usize = 1 << 21;
@@ -147,10 +188,32 @@ pub enum ManifestError {
     /// More than [`MAX_ENTRIES`] entries.
     #[error("manifest has more than {MAX_ENTRIES} entries")]
     TooMany,
+    /// `get`: an entry that is not one of the requested sources' names nor under one.
+    #[error(
+        "the server listed {path:?}, which was not requested (asked for {}); refused the whole \
+transfer, nothing was written",
+        .requested.join(", ")
+    )]
+    NotRequested {
+        /// The entry.
+        path: String,
+        /// The names asked for.
+        requested: Vec<String>,
+    },
+    /// A path with a name the receiver reserves for its journal or temporaries
+    /// ([`crate::journal::is_reserved_name`]).
+    #[error("{path}: {name:?} is reserved for the receiver's journal and temporary files")]
+    Reserved {
+        /// The entry.
+        path: RelPath,
+        /// The reserved component.
+        name: String,
+    },
 }
 
 /// The manifest as accumulated from batches, with the tree rules enforced on every addition:
-/// unique ids, unique paths, and every non-top-level entry's parent is a directory that came earlier.
+/// unique ids, unique paths, no reserved names (the receiver's journal and temporaries), and every
+/// non-top-level entry's parent is a directory that came earlier.
 /// The last rule means the receiver can create entries in manifest order, and that nothing is ever placed
 /// *under* a file or a symlink (a symlink as a parent would redirect the child outside the tree).
 #[derive(Debug, Default)]
@@ -169,6 +232,12 @@ impl Manifest {
     /// Validates and appends one entry.
     pub fn add(&mut self, e: ManifestEntry) -> Result<(), ManifestError> {
         e.entry.validate()?;
+        if let Some(name) = reserved_component(&e.entry.path) {
+            return Err(ManifestError::Reserved {
+                name: name.to_string(),
+                path: e.entry.path,
+            });
+        }
         if self.entries.len() >= MAX_ENTRIES {
             return Err(ManifestError::TooMany);
         }
@@ -211,6 +280,21 @@ impl Manifest {
             .filter_map(|e| e.entry.file_size().map(|size| (e.id, size)))
             .map(|(id, size)| Ok((id, ChunkPlan::new(size, chunk_size)?)))
             .collect()
+    }
+}
+
+/// The rule of `get` (scp's CVE-2019-6111): each requested source lands in DEST under its own name
+/// (`requested` holds those names), so every entry the server lists must be one of those names or lie
+/// under one. Anything else (`.profile`, `.ssh/authorized_keys`, a sibling) is refused.
+pub fn check_requested(path: &RelPath, requested: &[String]) -> Result<(), ManifestError> {
+    let top = path.components().next().unwrap_or_default();
+    if requested.iter().any(|n| n == top) {
+        Ok(())
+    } else {
+        Err(ManifestError::NotRequested {
+            path: path.to_string(),
+            requested: requested.to_vec(),
+        })
     }
 }
 
@@ -456,6 +540,73 @@ mod tests {
                 mtime_ns: 0,
             },
         }
+    }
+
+    #[test]
+    fn reserved_names_are_refused_anywhere_in_a_path() {
+        let mut m = Manifest::new();
+        m.add(me(1, "d", EntryKind::Dir)).unwrap();
+        for (id, bad) in [
+            (2, ".longhaul-journal"),
+            (3, ".lh-00000000.part"),
+            (4, "d/.lh-0000abcd.part"),
+        ] {
+            let err = m.add(me(id, bad, EntryKind::File { size: 1 })).unwrap_err();
+            assert!(matches!(err, ManifestError::Reserved { .. }), "{bad}");
+            assert!(err.to_string().contains("is reserved"), "{err}");
+        }
+        m.add(me(5, "d/.lh-note.part", EntryKind::File { size: 1 }))
+            .unwrap();
+        assert_eq!(m.entries().len(), 2);
+    }
+
+    #[test]
+    fn get_accepts_only_the_requested_names_and_what_lies_under_them() {
+        let asked = vec!["a".to_string(), "run 7".to_string()];
+        for ok in ["a", "a/b", "a/.profile", "run 7/x/y"] {
+            assert_eq!(
+                check_requested(&RelPath::parse(ok).unwrap(), &asked),
+                Ok(())
+            );
+        }
+        for bad in [
+            ".profile",
+            ".ssh/authorized_keys",
+            "b",
+            "ab",
+            "run",
+            "run 7x/y",
+        ] {
+            let err = check_requested(&RelPath::parse(bad).unwrap(), &asked).unwrap_err();
+            assert!(matches!(err, ManifestError::NotRequested { .. }), "{bad}");
+        }
+        assert_eq!(
+            check_requested(&RelPath::parse(".profile").unwrap(), &asked)
+                .unwrap_err()
+                .to_string(),
+            "the server listed \".profile\", which was not requested (asked for a, run 7); refused \
+the whole transfer, nothing was written"
+        );
+    }
+
+    #[test]
+    fn modes_follow_the_umask_and_special_bits_need_the_receivers_consent() {
+        let default = ModePolicy::default();
+        assert_eq!(default.apply(0o6755), 0o755);
+        assert_eq!(default.apply(0o1777), 0o755);
+        assert_eq!(default.apply(0o666), 0o644);
+        assert_eq!(default.apply(0o640), 0o640);
+        let strict = ModePolicy {
+            umask: 0o077,
+            keep_special_bits: false,
+        };
+        assert_eq!(strict.apply(0o777), 0o700);
+        let keep = ModePolicy {
+            umask: 0o022,
+            keep_special_bits: true,
+        };
+        assert_eq!(keep.apply(0o6777), 0o6755);
+        assert_eq!(keep.apply(0o1777), 0o1755);
     }
 
     #[test]

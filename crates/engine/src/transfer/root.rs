@@ -105,6 +105,30 @@ impl Meta {
     }
 }
 
+/// Which file a descriptor or a name refers to: (device, inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inode(pub u64, pub u64);
+
+impl Inode {
+    fn of(st: &Stat) -> Self {
+        Self(st.st_dev, st.st_ino)
+    }
+
+    /// The file behind an open descriptor.
+    pub fn of_file(f: &File) -> io::Result<Self> {
+        rustix::fs::fstat(f)
+            .map(|st| Self::of(&st))
+            .map_err(Into::into)
+    }
+}
+
+/// Sets the permission bits and the modification time of an open file.
+pub fn set_file_meta(f: &File, mode: u32, mtime_ns: i64) -> io::Result<()> {
+    rustix::fs::fchmod(f, Mode::from_raw_mode(mode & 0o7777))?;
+    rustix::fs::futimens(f, &times(mtime_ns))?;
+    Ok(())
+}
+
 /// A directory that confines every path of a transfer.
 #[derive(Debug)]
 pub struct Root {
@@ -322,15 +346,38 @@ impl Root {
         }
     }
 
-    /// Sets the permission bits and modification time of file or directory `rel`, through a
-    /// descriptor opened without following links (a symlink there is an error, never a way out).
-    pub fn set_meta(&self, rel: &str, mode: u32, mtime_ns: i64) -> Result<(), RootError> {
+    /// Sets the permission bits (unless `mode` is `None`) and the modification time of file or
+    /// directory `rel`, through a descriptor opened without following links (a symlink there is an
+    /// error, never a way out).
+    pub fn set_meta(&self, rel: &str, mode: Option<u32>, mtime_ns: i64) -> Result<(), RootError> {
         let fd = self
             .open_at(rel, OFlags::RDONLY | OFlags::NOFOLLOW, Mode::empty())
             .map_err(|e| self.err("set the mode of", rel, e))?;
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))
-            .map_err(|e| self.err("set the mode of", rel, e))?;
+        if let Some(mode) = mode {
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))
+                .map_err(|e| self.err("set the mode of", rel, e))?;
+        }
         rustix::fs::futimens(&fd, &times(mtime_ns)).map_err(|e| self.err("set times of", rel, e))
+    }
+
+    /// Opens the existing regular file `rel` for reading and writing (never creating it, never
+    /// following a link).
+    pub fn open_rw(&self, rel: &str) -> Result<File, RootError> {
+        self.open_at(rel, OFlags::RDWR | OFlags::NOFOLLOW, Mode::empty())
+            .map(File::from)
+            .map_err(|e| self.err("open", rel, e))
+    }
+
+    /// The (device, inode) of what the name `rel` is now (not following a final link); `None` if
+    /// nothing is there.
+    pub fn inode(&self, rel: &str) -> Result<Option<Inode>, RootError> {
+        let (parent, name) = split(rel);
+        let dir = self.dir(parent).map_err(|e| self.err("stat", rel, e))?;
+        match statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(Inode::of(&st))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(self.err("stat", rel, e)),
+        }
     }
 
     /// Sets the modification time of symlink `rel` itself (links have no mode of their own).
@@ -410,7 +457,7 @@ mod tests {
             .read_to_string(&mut s)
             .unwrap();
         assert_eq!(s, "hello");
-        root.set_meta("a/b/ü/x", 0o640, 1_600_000_000_123_456_789)
+        root.set_meta("a/b/ü/x", Some(0o640), 1_600_000_000_123_456_789)
             .unwrap();
         let m = root.lstat("a/b/ü/x").unwrap().unwrap();
         assert_eq!(
@@ -430,7 +477,7 @@ mod tests {
             root.lstat("a/b/l").unwrap().unwrap().mtime_ns,
             1_000_000_000
         );
-        assert!(root.set_meta("a/b/l", 0o600, 0).is_err());
+        assert!(root.set_meta("a/b/l", Some(0o600), 0).is_err());
         let names: Vec<(String, Kind)> = root
             .list("a/b")
             .unwrap()
@@ -495,8 +542,8 @@ mod tests {
                 .unwrap_err(),
         );
         loop_or_xdev(root.rename("s", "out/s", true).unwrap_err());
-        loop_or_xdev(root.set_meta("s", 0o777, 0).unwrap_err());
-        loop_or_xdev(root.set_meta("out", 0o777, 0).unwrap_err());
+        loop_or_xdev(root.set_meta("s", Some(0o777), 0).unwrap_err());
+        loop_or_xdev(root.set_meta("out", Some(0o777), 0).unwrap_err());
         assert!(root.list("out").is_err());
         assert!(!outside.0.join("planted").exists());
         assert!(!outside.0.join("x").exists());

@@ -11,6 +11,14 @@
 //! completes with every file in place. An existing file with the sender's size and modification time
 //! counts as already there (after both sides have hashed it: the digests must still match); another
 //! existing file fails unless `overwrite`.
+//!
+//! What the peer says is checked before it is acted on. The whole manifest is received and validated
+//! (tree rules, reserved names, and for `get` that every entry lies under a name the client asked for)
+//! before anything in the destination is created or even looked at. Modes go through the receiver's
+//! [`ModePolicy`] (umask; setuid, setgid and sticky only if the receiver asked); existing directories
+//! keep their mode unless the receiver asked otherwise. Temporaries are derived names
+//! (`.lh-<id>.part`), and each is renamed into place only if the name is still the very inode this
+//! receiver created and wrote (checked on the open descriptor and again just before the rename).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -22,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use longhaul_transfer::journal::{JOURNAL_NAME, Resume, temp_path};
-use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest};
+use longhaul_transfer::journal::{JOURNAL_NAME, JournalKey, Resume, temp_path};
+use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest, ModePolicy, check_requested};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, have_messages};
 use longhaul_transfer::{
     ChunkOpener, Digest, FileIdentity, Journal, MacKey, Message, RangeSet, RelPath, file_digest,
@@ -32,15 +40,24 @@ use longhaul_transfer::{
 use rustix::fs::{FallocateFlags, FlockOperation};
 
 use super::conn::{Ctl, Writer, unexpected};
-use super::root::{Kind, Root, RootError};
+use super::root::{Inode, Kind, Root, RootError, set_file_meta};
 use super::{Event, IDLE_TIMEOUT, Side};
 use crate::EngineError;
 
-/// What the receiver does with existing files and durability.
+/// What the receiver does with existing files, modes and durability. Only `overwrite` and `fsync` may
+/// come from the peer (the client of `send` asks for them); the mode rules are the receiver's own.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SinkOptions {
     pub(crate) overwrite: bool,
     pub(crate) fsync: bool,
+    /// What the peer's modes become.
+    pub(crate) modes: ModePolicy,
+    /// With `overwrite`: existing directories also get the (filtered) mode the peer sent; otherwise
+    /// they keep theirs.
+    pub(crate) chmod_existing_dirs: bool,
+    /// The key of the journal's line MACs (derived from the transfer key): a journal written
+    /// without it is not trusted.
+    pub(crate) journal_key: JournalKey,
 }
 
 /// One file being received.
@@ -48,8 +65,12 @@ struct Slot {
     path: RelPath,
     temp: RelPath,
     plan: ChunkPlan,
+    /// The mode to give the file (the peer's, through the receiver's policy).
     mode: u32,
     mtime_ns: i64,
+    /// The temporary file this receiver created or resumed: only this inode is ever written or
+    /// renamed into place.
+    inode: Option<Inode>,
     /// Hashes of the verified chunks (from the journal after re-checking, and from this run).
     hashes: Mutex<BTreeMap<u64, Digest>>,
     /// Already complete under its final name (same size and time): verify by hashing it.
@@ -76,13 +97,14 @@ impl JournalFile {
 pub(crate) struct Sink {
     root: Root,
     opts: SinkOptions,
-    manifest: Manifest,
     slots: HashMap<u32, Arc<Slot>>,
-    dirs: Vec<(RelPath, u32, i64)>,
+    /// Directories to finish last: path, mode to set (`None`: an existing one that keeps its own),
+    /// time.
+    dirs: Vec<(RelPath, Option<u32>, i64)>,
     journal: Mutex<JournalFile>,
 }
 
-fn lock_journal(root: &Root) -> Result<JournalFile, EngineError> {
+fn lock_journal(root: &Root, key: JournalKey) -> Result<JournalFile, EngineError> {
     let mut file = root.open_partial(JOURNAL_NAME)?;
     rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).map_err(|_| {
         EngineError::Transfer(format!(
@@ -93,7 +115,7 @@ fn lock_journal(root: &Root) -> Result<JournalFile, EngineError> {
     let mut text = Vec::new();
     file.read_to_end(&mut text)
         .map_err(|e| EngineError::io(format!("read {JOURNAL_NAME}"), e))?;
-    let state = Journal::replay(&text);
+    let state = Journal::replay_keyed(&text, key);
     // A torn tail (the process died mid-line) is cut off before anything is appended.
     file.set_len(state.valid_len() as u64)
         .map_err(|e| EngineError::io(format!("truncate {JOURNAL_NAME}"), e))?;
@@ -106,38 +128,27 @@ fn lock_journal(root: &Root) -> Result<JournalFile, EngineError> {
 impl Sink {
     /// Opens the destination's journal (refusing a second transfer into the same directory).
     pub(crate) fn new(root: Root, opts: SinkOptions) -> Result<Self, EngineError> {
-        let journal = lock_journal(&root)?;
+        let journal = lock_journal(&root, opts.journal_key)?;
         Ok(Self {
             root,
             opts,
-            manifest: Manifest::new(),
             slots: HashMap::new(),
             dirs: Vec::new(),
             journal: Mutex::new(journal),
         })
     }
 
-    /// Reads the manifest batches, creating directories and links and preparing every file.
-    pub(crate) fn recv_manifest(
+    /// Creates the directories and links of a validated manifest ([`recv_manifest`]) and prepares
+    /// every file.
+    pub(crate) fn prepare_all(
         &mut self,
-        ctl: &mut Ctl,
+        manifest: Manifest,
         chunk_size: u64,
     ) -> Result<(), EngineError> {
-        loop {
-            let (entries, last) = match ctl.recv(IDLE_TIMEOUT, "the manifest")? {
-                Message::ManifestBatch { entries, last } => (entries, last),
-                m => return Err(unexpected(&m, "the manifest")),
-            };
-            for e in entries {
-                self.manifest
-                    .add(e.clone())
-                    .map_err(|err| EngineError::Transfer(format!("bad manifest: {err}")))?;
-                self.prepare(e.id, &e.entry, chunk_size)?;
-            }
-            if last {
-                return Ok(());
-            }
+        for e in manifest.entries() {
+            self.prepare(e.id, &e.entry, chunk_size)?;
         }
+        Ok(())
     }
 
     fn prepare(
@@ -150,9 +161,19 @@ impl Sink {
         let existing = self.root.lstat(path)?;
         match &e.kind {
             EntryKind::Dir => {
+                let mode = self.opts.modes.apply(e.mode);
                 match existing.map(|m| m.kind) {
-                    None => self.root.create_dirs(path, 0o700)?,
-                    Some(Kind::Dir) => {}
+                    // Owner rwx while the transfer writes into it; the final mode is set at the end.
+                    // (A transfer cut before that leaves `mode | 0o700`, which the resume keeps.)
+                    None => {
+                        self.root.create_dirs(path, mode | 0o700)?;
+                        self.dirs.push((e.path.clone(), Some(mode), e.mtime_ns));
+                    }
+                    Some(Kind::Dir) => {
+                        let chmod = self.opts.overwrite && self.opts.chmod_existing_dirs;
+                        self.dirs
+                            .push((e.path.clone(), chmod.then_some(mode), e.mtime_ns));
+                    }
                     Some(_) => {
                         return Err(EngineError::Transfer(format!(
                             "{path} exists in {} and is not a directory",
@@ -160,7 +181,6 @@ impl Sink {
                         )));
                     }
                 }
-                self.dirs.push((e.path.clone(), e.mode, e.mtime_ns));
             }
             EntryKind::Symlink { target } => {
                 if let Some(m) = existing {
@@ -201,8 +221,9 @@ impl Sink {
             path: e.path.clone(),
             temp: e.path.clone(),
             plan,
-            mode: e.mode,
+            mode: self.opts.modes.apply(e.mode),
             mtime_ns: e.mtime_ns,
+            inode: None,
             hashes: Mutex::new(BTreeMap::new()),
             in_place: false,
             refused: None,
@@ -230,9 +251,12 @@ impl Sink {
             chunk_size: plan.chunk_size(),
         };
         let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        // The journal's state is only used for a path of this manifest with the same identity, and
+        // its temporaries are derived names (`journal::temp_path`), never names read from its text.
         let resumed = match j.state.resume(&e.path, identity) {
             Resume::Continue(st) => Some((st.temp.clone(), st.verified.clone(), st.clone())),
             Resume::Restart(st) => {
+                debug_assert_eq!(st.temp, temp_path(&e.path, st.id));
                 self.root.remove_file(st.temp.as_str())?;
                 None
             }
@@ -243,6 +267,7 @@ impl Sink {
                 slot.temp = temp;
                 // Trust only what is still on disk: re-read and re-hash every chunk the journal claims.
                 let f = self.root.open_partial(slot.temp.as_str())?;
+                slot.inode = Some(inode_of(&f, &slot.temp)?);
                 let mut buf = Vec::new();
                 let mut hashes = BTreeMap::new();
                 for (s, end) in verified.ranges() {
@@ -264,10 +289,11 @@ impl Sink {
                 slot.temp = temp_path(&e.path, j.state.next_id());
                 let line = j
                     .state
-                    .start_file(&e.path, identity, e.mode, slot.temp.clone())
+                    .start_file(&e.path, identity, e.mode)
                     .map_err(|err| EngineError::Transfer(err.to_string()))?;
                 j.append(&line)?;
                 let f = self.root.open_partial(slot.temp.as_str())?;
+                slot.inode = Some(inode_of(&f, &slot.temp)?);
                 f.set_len(0)
                     .map_err(|err| EngineError::io(format!("truncate {}", slot.temp), err))?;
                 // Reserve the space now: a full disk is found before any data moves.
@@ -344,6 +370,46 @@ impl Sink {
         }
         (self.slots.len() as u64, total, missing)
     }
+}
+
+/// Reads every manifest batch and checks the whole manifest before anything is created or looked at in
+/// the destination: the tree rules and reserved names ([`Manifest::add`]), and for `get`
+/// (`requested`: the names of the sources the client asked for, each landing in DEST under its name)
+/// that every entry is one of those names or lies under one, as scp should have (CVE-2019-6111).
+pub(crate) fn recv_manifest(
+    ctl: &mut Ctl,
+    requested: Option<&[String]>,
+) -> Result<Manifest, EngineError> {
+    let mut manifest = Manifest::new();
+    loop {
+        let (entries, last) = match ctl.recv(IDLE_TIMEOUT, "the manifest")? {
+            Message::ManifestBatch { entries, last } => (entries, last),
+            m => return Err(unexpected(&m, "the manifest")),
+        };
+        for e in entries {
+            if let Some(names) = requested {
+                check_requested(&e.entry.path, names)
+                    .map_err(|err| EngineError::Transfer(err.to_string()))?;
+            }
+            manifest
+                .add(e)
+                .map_err(|err| EngineError::Transfer(format!("bad manifest: {err}")))?;
+        }
+        if last {
+            return Ok(manifest);
+        }
+    }
+}
+
+fn inode_of(f: &File, temp: &RelPath) -> Result<Inode, EngineError> {
+    Inode::of_file(f).map_err(|e| EngineError::io(format!("stat {temp}"), e))
+}
+
+/// The refusal when a temporary's name no longer leads to the inode this receiver wrote.
+fn replaced(temp: &RelPath) -> String {
+    format!(
+        "its temporary file {temp} was replaced by another file during the transfer; not put in place"
+    )
 }
 
 fn disk_error(root: &Root, path: &RelPath, size: u64, e: std::io::Error) -> EngineError {
@@ -493,7 +559,15 @@ fn stream(
         let ok = h.matches(&buf) && slot.refused.is_none() && !slot.in_place;
         if ok {
             if open.as_ref().is_none_or(|(id, _)| *id != h.file) {
-                open = Some((h.file, sink.root.open_partial(slot.temp.as_str())?));
+                let f = sink.root.open_rw(slot.temp.as_str())?;
+                if Some(inode_of(&f, &slot.temp)?) != slot.inode {
+                    return Err(EngineError::Transfer(format!(
+                        "{}: {}",
+                        slot.path,
+                        replaced(&slot.temp)
+                    )));
+                }
+                open = Some((h.file, f));
             }
             let f = &open.as_ref().expect("opened above").1;
             f.write_all_at(&buf, h.offset).map_err(|e| {
@@ -610,13 +684,24 @@ fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, E
     if slot.in_place {
         return Ok(Ok(()));
     }
+    // Only the inode this receiver created and wrote (and whose chunks it verified as they were
+    // written) is put in place: checked on the descriptor, whose mode and time are set, and again on
+    // the name right before the rename. (Re-hashing the file instead would double the disk reads.)
+    let f = sink.root.open_rw(slot.temp.as_str())?;
+    let inode = inode_of(&f, &slot.temp)?;
+    if Some(inode) != slot.inode {
+        return Ok(Err(replaced(&slot.temp)));
+    }
     if sink.opts.fsync {
-        let f = sink.root.open_partial(slot.temp.as_str())?;
         f.sync_all()
             .map_err(|e| EngineError::io(format!("fsync {}", slot.temp), e))?;
     }
-    sink.root
-        .set_meta(slot.temp.as_str(), slot.mode, slot.mtime_ns)?;
+    set_file_meta(&f, slot.mode, slot.mtime_ns)
+        .map_err(|e| EngineError::io(format!("set the mode and time of {}", slot.temp), e))?;
+    drop(f);
+    if sink.root.inode(slot.temp.as_str())? != Some(inode) {
+        return Ok(Err(replaced(&slot.temp)));
+    }
     sink.root
         .rename(slot.temp.as_str(), slot.path.as_str(), sink.opts.overwrite)?;
     if sink.opts.fsync {
@@ -701,6 +786,66 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
 mod tests {
     use super::*;
 
+    /// A sink over a fresh directory with one 5-byte file `f` (id 1) prepared and its one chunk
+    /// written and verified, as the stream threads leave it.
+    fn one_verified_file(tag: &str) -> (std::path::PathBuf, Sink, Digest) {
+        use longhaul_transfer::manifest::{Entry, ManifestEntry};
+        let dir = std::env::temp_dir().join(format!("lh-sink-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut sink = Sink::new(Root::open(&dir).unwrap(), SinkOptions::default()).unwrap();
+        let mut m = Manifest::new();
+        m.add(ManifestEntry {
+            id: 1,
+            entry: Entry {
+                path: RelPath::parse("f").unwrap(),
+                kind: EntryKind::File { size: 5 },
+                mode: 0o4777,
+                mtime_ns: 1_000_000_000,
+            },
+        })
+        .unwrap();
+        sink.prepare_all(m, 1 << 20).unwrap();
+        let slot = Arc::clone(&sink.slots[&1]);
+        let f = sink.root.open_rw(slot.temp.as_str()).unwrap();
+        f.write_all_at(b"hello", 0).unwrap();
+        let h = hash_chunk(b"hello");
+        slot.hashes.lock().unwrap().insert(0, h);
+        let mut j = sink.journal.lock().unwrap();
+        let line = j.state.chunk_verified(&slot.path, 0, h).unwrap();
+        j.append(&line).unwrap();
+        drop(j);
+        (dir, sink, file_digest(5, 1 << 20, [&h]))
+    }
+
+    #[test]
+    fn only_the_inode_the_receiver_wrote_is_renamed_into_place() {
+        let (dir, sink, digest) = one_verified_file("inode-ok");
+        assert_eq!(finalize(&sink, 1, &digest).unwrap(), Ok(()));
+        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"hello");
+        // The default policy: umask 022, no setuid.
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(dir.join("f")).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o7777, 0o755);
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // Another file renamed over the temporary (by a local user, or by a peer's file of that
+        // name before names were reserved) is refused, though the digest of what was verified
+        // matches.
+        let (dir, sink, digest) = one_verified_file("inode-replaced");
+        let temp = sink.slots[&1].temp.clone();
+        std::fs::write(dir.join("other"), b"HELLO").unwrap();
+        std::fs::rename(dir.join("other"), dir.join(temp.as_str())).unwrap();
+        let got = finalize(&sink, 1, &digest).unwrap();
+        assert!(
+            got.as_ref().is_err_and(|e| e.contains("was replaced")),
+            "{got:?}"
+        );
+        assert!(!dir.join("f").exists(), "unverified bytes put in place");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_new_journal_is_replayed_with_its_records() {
         let dir = std::env::temp_dir().join(format!("lh-sink-journal-{}", std::process::id()));
@@ -714,15 +859,14 @@ mod tests {
             chunk_size: 1 << 20,
         };
         {
-            let mut j = lock_journal(&root).unwrap();
-            let temp = temp_path(&path, j.state.next_id());
-            let line = j.state.start_file(&path, identity, 0o644, temp).unwrap();
+            let mut j = lock_journal(&root, [3; 32]).unwrap();
+            let line = j.state.start_file(&path, identity, 0o644).unwrap();
             j.append(&line).unwrap();
             let line = j.state.chunk_verified(&path, 1, hash_chunk(b"x")).unwrap();
             j.append(&line).unwrap();
         }
         let text = std::fs::read(dir.join(JOURNAL_NAME)).unwrap();
-        let replayed = Journal::replay(&text);
+        let replayed = Journal::replay_keyed(&text, [3; 32]);
         assert!(
             !replayed.ignored_tail(),
             "{}",
@@ -734,12 +878,12 @@ mod tests {
         }
         // A second transfer continues the same journal: still one header, all records trusted.
         {
-            let mut j = lock_journal(&root).unwrap();
+            let mut j = lock_journal(&root, [3; 32]).unwrap();
             let line = j.state.chunk_verified(&path, 2, hash_chunk(b"y")).unwrap();
             j.append(&line).unwrap();
         }
         let text = std::fs::read(dir.join(JOURNAL_NAME)).unwrap();
-        let replayed = Journal::replay(&text);
+        let replayed = Journal::replay_keyed(&text, [3; 32]);
         assert!(
             !replayed.ignored_tail(),
             "{}",

@@ -16,6 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use longhaul_transfer::journal::is_reserved_name;
 use longhaul_transfer::manifest::{ChunkPlan, Entry, EntryKind, ManifestEntry};
 use longhaul_transfer::msg::ManifestBatcher;
 use longhaul_transfer::schedule::DEFAULT_MAX_RETRIES;
@@ -55,6 +56,11 @@ impl Sources {
         let dest = RelPath::parse(name).map_err(|e| {
             EngineError::Transfer(format!("source name {name:?} cannot be transferred: {e}"))
         })?;
+        if is_reserved_name(name) {
+            return Err(EngineError::Transfer(format!(
+                "source name {name:?} is reserved for a receiver's journal and temporary files"
+            )));
+        }
         if self.entries.iter().any(|e| e.entry.path == dest) {
             return Err(EngineError::Transfer(format!(
                 "two sources are called {name:?}; they would land on the same path"
@@ -131,6 +137,15 @@ impl Sources {
             }
             EntryKind::Dir => {
                 for (name, m) in self.roots[r].list(&rel)? {
+                    // A receiver's own files (an earlier transfer's journal or partial files here)
+                    // are not data, and every receiver refuses their names.
+                    if is_reserved_name(&name) {
+                        self.skipped.push(format!(
+                            "{path}/{name}: left out (a name reserved for a receiver's journal and \
+temporary files)"
+                        ));
+                        continue;
+                    }
                     let child = match RelPath::parse(&name).and_then(|n| path.join(&n)) {
                         Ok(c) => c,
                         Err(e) => {
