@@ -95,6 +95,32 @@ impl Control {
     }
 }
 
+/// How long [`linger_close`] waits for the peer to read an error and close.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Closes a connection gracefully after a fatal error was sent on it: our side is shut down, and
+/// what the peer still sends is read and dropped until it closes too or [`LINGER`] passes. Closing a
+/// socket with unread input makes the kernel answer with a reset, which can destroy the error
+/// message in the peer's receive queue before it is read: the peer would report "connection reset"
+/// instead of the reason.
+pub(crate) fn linger_close(mut sock: &TcpStream) {
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + LINGER;
+    let mut sink = [0u8; 16 * 1024];
+    while let Some(left) = deadline
+        .checked_duration_since(Instant::now())
+        .filter(|l| !l.is_zero())
+    {
+        sock.set_read_timeout(Some(left)).ok();
+        match sock.read(&mut sink) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
 /// Reads the 32-byte preamble, all of it by `deadline`: a whole-step deadline, not one per read, so
 /// a peer trickling a byte every few seconds is dropped when the step's time is up (issue 11).
 pub(crate) fn read_preamble(

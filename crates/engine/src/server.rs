@@ -478,7 +478,7 @@ fn handle(
         ConnKind::Control => {
             let cap = shared.cfg.max_tests;
             let running = shared.running.fetch_add(1, Ordering::AcqRel);
-            let _slot = Slot(&shared.running);
+            let slot = Slot(&shared.running);
             let mut ctrl = Control::new(conn);
             if running >= cap {
                 info!(%peer, running, cap, "refused test: busy");
@@ -494,6 +494,9 @@ fn handle(
                         let _ = ctrl.send(&Message::Error {
                             message: e.to_string(),
                         });
+                        // The test is over: its slot is free while the client reads why.
+                        drop(slot);
+                        crate::control::linger_close(ctrl.socket());
                     }
                 }
             }

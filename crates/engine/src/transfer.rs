@@ -613,9 +613,7 @@ pub(crate) fn serve(
     let (direction, keys) = match direction {
         Ok(d) => d,
         Err(e) => {
-            let _ = ctl.send(&Message::Error {
-                message: e.to_string(),
-            });
+            ctl.refuse(&e);
             return Err(e);
         }
     };
@@ -625,9 +623,7 @@ pub(crate) fn serve(
     if let Err(e) = &result
         && !matches!(e, EngineError::Peer(_) | EngineError::Closed(_))
     {
-        let _ = ctl.send(&Message::Error {
-            message: e.to_string(),
-        });
+        ctl.refuse(e);
     }
     result.map(Some)
 }

@@ -114,6 +114,15 @@ impl Ctl {
         self.writer.send(msg)
     }
 
+    /// Tells the peer why the transfer ends, then closes gracefully
+    /// ([`crate::control::linger_close`]), so the peer reads the reason rather than a reset.
+    pub(crate) fn refuse(&self, e: &EngineError) {
+        let _ = self.send(&Message::Error {
+            message: e.to_string(),
+        });
+        crate::control::linger_close(&self.read);
+    }
+
     /// The next message before `deadline`, `Ok(None)` when the deadline passes first. A peer's
     /// `error` message becomes [`EngineError::Peer`].
     pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>, EngineError> {
