@@ -33,7 +33,10 @@ key=$data/key
 [ -f "$key" ] || "$1" keygen "$key" >/dev/null
 
 server_pid=
-stop_server() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+stop_server() {
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+    server_pid=
+}
 trap stop_server EXIT
 start_server() { # BINARY ROOT
     "$1" server -B 127.0.0.1 -p $port --root "$2" --key "$key" --log warn >/dev/null 2>&1 &
