@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::{ConnKind, PREAMBLE_LEN, Preamble};
 use longhaul_transfer::auth::Role;
+use longhaul_transfer::manifest::ManifestEntry;
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, ChunkHeader, Direction, TRANSFER_VERSION};
 use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
 use longhaul_transfer::{
@@ -237,6 +238,67 @@ impl RawPeer {
         }
     }
 
+    /// Plays a `send` client up to its data: `send_to` (the root, `overwrite` as given), a plan of
+    /// one stream with 1 MiB chunks, `entries` as one manifest batch; returns the server's answer (its
+    /// last `have`, or the refusal as `Err`).
+    pub(crate) fn offer(
+        &mut self,
+        overwrite: bool,
+        entries: Vec<ManifestEntry>,
+    ) -> Result<Message, String> {
+        self.send(&Message::SendTo {
+            dest: None,
+            overwrite,
+            fsync: false,
+        });
+        self.send(&Message::Plan {
+            streams: 1,
+            chunk_size: MIB,
+            rtt_ns: 100_000,
+            rate_bps: 1_000_000_000,
+        });
+        self.send(&Message::ManifestBatch {
+            entries,
+            last: true,
+        });
+        self.recv_until(|m| matches!(m, Message::Have { last: true, .. }))
+    }
+
+    /// After [`RawPeer::offer`]: sends each `(id, payload)` as one chunk on stream 0 of the server on
+    /// `port`, its digest, and `done`; returns the server's answer to each file.
+    pub(crate) fn deliver(&mut self, port: u16, files: &[(u32, &[u8])]) -> Vec<Message> {
+        let mut data = self.open_data(port, 0);
+        let mut results = Vec::new();
+        for &(id, payload) in files {
+            self.send_chunk(&mut data, id, 0, 0, payload);
+            let verdict = self
+                .recv_until(|m| matches!(m, Message::ChunkVerdict { .. }))
+                .expect("a verdict");
+            assert!(
+                matches!(verdict, Message::ChunkVerdict { ok: true, .. }),
+                "{verdict:?}"
+            );
+            self.send(&Message::FileDone {
+                file: id,
+                digest: one_chunk_digest(payload, MIB),
+            });
+            results.push(
+                self.recv_until(|m| {
+                    matches!(m, Message::FileVerified { .. } | Message::FileFailed { .. })
+                })
+                .expect("the file's result"),
+            );
+        }
+        drop(data);
+        self.send(&Message::Done {
+            files: files.len() as u64,
+            bytes: files.iter().map(|f| f.1.len() as u64).sum(),
+        });
+        self.recv_until(|m| matches!(m, Message::Done { .. }))
+            .expect("the server's done");
+        results
+    }
+
     /// The client's data connection `stream` to the server on `port`, presenting this transfer's
     /// cookie and the session's proof for it.
     pub(crate) fn open_data(&self, port: u16, stream: u32) -> TcpStream {
@@ -320,6 +382,15 @@ impl RawPeer {
         data.read_exact(&mut payload).expect("read chunk payload");
         (header, payload)
     }
+}
+
+/// The chunk size of [`RawPeer::offer`]'s plan.
+pub(crate) const MIB: u64 = 1 << 20;
+
+/// The file digest of a file sent as one chunk.
+pub(crate) fn one_chunk_digest(payload: &[u8], chunk_size: u64) -> longhaul_transfer::Digest {
+    let h = longhaul_transfer::digest::hash_chunk(payload);
+    longhaul_transfer::digest::file_digest(payload.len() as u64, chunk_size, [&h])
 }
 
 /// A listener on an ephemeral loopback port, for a hostile server.

@@ -1304,69 +1304,32 @@ fn a_client_of_another_protocol_version_is_refused_with_a_clear_error() {
 #[test]
 fn the_raw_test_peer_sends_a_file_the_real_server_accepts() {
     use crate::raw_peer::{RawPeer, key_of};
+    use longhaul_transfer::Message;
     use longhaul_transfer::manifest::{Entry, EntryKind, ManifestEntry};
     use longhaul_transfer::msg::Direction;
-    use longhaul_transfer::{Message, digest};
 
     let t = Scratch::new("rawpeer");
     let key = t.key("key");
     let root = t.dir("root");
     let server = serve(&root, &key);
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
-    let chunk_size: u64 = 1 << 20;
     let payload = b"sent by hand".to_vec();
-    peer.send(&Message::SendTo {
-        dest: None,
-        overwrite: false,
-        fsync: false,
-    });
-    peer.send(&Message::Plan {
-        streams: 1,
-        chunk_size,
-        rtt_ns: 100_000,
-        rate_bps: 1_000_000_000,
-    });
-    peer.send(&Message::ManifestBatch {
-        entries: vec![ManifestEntry {
-            id: 7,
-            entry: Entry {
-                path: "hand.txt".to_string().try_into().unwrap(),
-                kind: EntryKind::File {
-                    size: payload.len() as u64,
-                },
-                mode: 0o644,
-                mtime_ns: 1_600_000_000_000_000_000,
+    let entry = ManifestEntry {
+        id: 7,
+        entry: Entry {
+            path: "hand.txt".to_string().try_into().unwrap(),
+            kind: EntryKind::File {
+                size: payload.len() as u64,
             },
-        }],
-        last: true,
-    });
-    peer.recv_until(|m| matches!(m, Message::Have { last: true, .. }))
+            mode: 0o644,
+            mtime_ns: 1_600_000_000_000_000_000,
+        },
+    };
+    peer.offer(false, vec![entry])
         .expect("the server's resume state");
-    let mut data = peer.open_data(server.port, 0);
-    peer.send_chunk(&mut data, 7, 0, 0, &payload);
     assert_eq!(
-        peer.recv().expect("a verdict"),
-        Message::ChunkVerdict {
-            file: 7,
-            chunk: 0,
-            ok: true
-        }
+        peer.deliver(server.port, &[(7, &payload)]),
+        [Message::FileVerified { file: 7 }]
     );
-    let hash = digest::hash_chunk(&payload);
-    peer.send(&Message::FileDone {
-        file: 7,
-        digest: digest::file_digest(payload.len() as u64, chunk_size, [&hash]),
-    });
-    assert_eq!(
-        peer.recv().expect("the file's result"),
-        Message::FileVerified { file: 7 }
-    );
-    drop(data);
-    peer.send(&Message::Done {
-        files: 1,
-        bytes: payload.len() as u64,
-    });
-    peer.recv_until(|m| matches!(m, Message::Done { .. }))
-        .expect("the server's done");
     assert_eq!(std::fs::read(root.join("hand.txt")).unwrap(), payload);
 }

@@ -13,7 +13,7 @@ use std::process::{Child, Output, Stdio};
 use longhaul_transfer::digest::{self, to_hex};
 use longhaul_transfer::manifest::{Entry, EntryKind, ManifestEntry};
 use longhaul_transfer::msg::Direction;
-use longhaul_transfer::{Digest, Message, RelPath};
+use longhaul_transfer::{Message, RelPath};
 
 use crate::raw_peer::{RawPeer, key_of, listener};
 use crate::transfer::{
@@ -53,11 +53,6 @@ fn file(id: u32, p: &str, mode: u32, size: u64) -> ManifestEntry {
 }
 
 /// The file digest of a one-chunk file.
-fn one_chunk_digest(payload: &[u8], chunk_size: u64) -> Digest {
-    let h = digest::hash_chunk(payload);
-    digest::file_digest(payload.len() as u64, chunk_size, [&h])
-}
-
 fn mode_of(p: &Path) -> u32 {
     std::fs::symlink_metadata(p)
         .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
@@ -84,66 +79,6 @@ fn my_ids(scratch: &Scratch) -> (u32, u32) {
     (m.uid(), m.gid())
 }
 
-/// As a raw client: `send_to` + plan (one stream, 1 MiB chunks) + one manifest batch; returns the
-/// server's first answer (its `have`, or the refusal as `Err`).
-fn offer(
-    peer: &mut RawPeer,
-    overwrite: bool,
-    entries: Vec<ManifestEntry>,
-) -> Result<Message, String> {
-    peer.send(&Message::SendTo {
-        dest: None,
-        overwrite,
-        fsync: false,
-    });
-    peer.send(&Message::Plan {
-        streams: 1,
-        chunk_size: MIB,
-        rtt_ns: 100_000,
-        rate_bps: 1_000_000_000,
-    });
-    peer.send(&Message::ManifestBatch {
-        entries,
-        last: true,
-    });
-    peer.recv_until(|m| matches!(m, Message::Have { last: true, .. }))
-}
-
-/// As a raw client after `have`: sends each `(id, payload)` as one chunk on stream 0, its digest, and
-/// `done`; returns the server's answer to each file.
-fn deliver(peer: &mut RawPeer, port: u16, files: &[(u32, &[u8])]) -> Vec<Message> {
-    let mut data = peer.open_data(port, 0);
-    let mut results = Vec::new();
-    for &(id, payload) in files {
-        peer.send_chunk(&mut data, id, 0, 0, payload);
-        let verdict = peer
-            .recv_until(|m| matches!(m, Message::ChunkVerdict { .. }))
-            .expect("a verdict");
-        assert!(
-            matches!(verdict, Message::ChunkVerdict { ok: true, .. }),
-            "{verdict:?}"
-        );
-        peer.send(&Message::FileDone {
-            file: id,
-            digest: one_chunk_digest(payload, MIB),
-        });
-        results.push(
-            peer.recv_until(|m| {
-                matches!(m, Message::FileVerified { .. } | Message::FileFailed { .. })
-            })
-            .expect("the file's result"),
-        );
-    }
-    drop(data);
-    peer.send(&Message::Done {
-        files: files.len() as u64,
-        bytes: files.iter().map(|f| f.1.len() as u64).sum(),
-    });
-    peer.recv_until(|m| matches!(m, Message::Done { .. }))
-        .expect("the server's done");
-    results
-}
-
 // ---------------------------------------------------------------------------------------------
 // Finding 1: modes.
 
@@ -165,8 +100,7 @@ fn a_key_holder_cannot_plant_setuid_files_or_open_up_existing_directories() {
     let server = serve(&root, &key);
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
     let shell = b"#!/bin/sh\nid\n";
-    let have = offer(
-        &mut peer,
+    let have = peer.offer(
         true,
         vec![
             dir(1, "existing", 0o777),
@@ -176,7 +110,7 @@ fn a_key_holder_cannot_plant_setuid_files_or_open_up_existing_directories() {
         ],
     );
     assert!(have.is_ok(), "the server refused: {have:?}");
-    let results = deliver(&mut peer, server.port, &[(2, shell), (4, b"hi")]);
+    let results = peer.deliver(server.port, &[(2, shell), (4, b"hi")]);
     assert!(
         results
             .iter()
@@ -215,8 +149,9 @@ fn special_bits_are_kept_only_when_the_receiving_server_asks() {
     let server = ServerProc::start(&["--root", s(&root), "--key", s(&key), "--keep-special-bits"]);
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
     let payload = b"x";
-    offer(&mut peer, false, vec![file(1, "tool", 0o4755, 1)]).expect("have");
-    deliver(&mut peer, server.port, &[(1, payload)]);
+    peer.offer(false, vec![file(1, "tool", 0o4755, 1)])
+        .expect("have");
+    peer.deliver(server.port, &[(1, payload)]);
     assert_eq!(mode_of(&root.join("tool")), 0o4755 & !umask());
 }
 
@@ -239,8 +174,9 @@ fn existing_directories_change_mode_only_with_overwrite_and_the_receivers_flag()
     ]);
     for (overwrite, want) in [(false, 0o700), (true, 0o777 & !umask())] {
         let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
-        offer(&mut peer, overwrite, vec![dir(1, "d", 0o777)]).expect("have");
-        deliver(&mut peer, server.port, &[]);
+        peer.offer(overwrite, vec![dir(1, "d", 0o777)])
+            .expect("have");
+        peer.deliver(server.port, &[]);
         assert_eq!(mode_of(&root.join("d")), want, "overwrite {overwrite}");
     }
 
@@ -333,7 +269,7 @@ fn serve_files(
             .expect("a verdict");
         peer.send(&Message::FileDone {
             file: id,
-            digest: one_chunk_digest(payload, MIB),
+            digest: crate::raw_peer::one_chunk_digest(payload, MIB),
         });
         peer.recv_until(|m| matches!(m, Message::FileVerified { .. }))
             .expect("the file is verified");
@@ -475,16 +411,16 @@ fn manifests_naming_temporaries_or_the_journal_are_refused() {
     .enumerate()
     {
         let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
-        let err = offer(
-            &mut peer,
-            true,
-            vec![
-                file(1, "big", 0o644, 5),
-                dir(2, "d", 0o755),
-                file(3, bad, 0o644, 5),
-            ],
-        )
-        .expect_err("a manifest with a reserved name is refused");
+        let err = peer
+            .offer(
+                true,
+                vec![
+                    file(1, "big", 0o644, 5),
+                    dir(2, "d", 0o755),
+                    file(3, bad, 0o644, 5),
+                ],
+            )
+            .expect_err("a manifest with a reserved name is refused");
         assert!(err.contains("reserved"), "{bad}: {err}");
         assert!(
             err.contains(bad.rsplit('/').next().unwrap()),
@@ -629,7 +565,7 @@ fn a_sender_leaves_reserved_names_out() {
         done,
         Message::FileDone {
             file: h.file,
-            digest: one_chunk_digest(&payload, MIB)
+            digest: crate::raw_peer::one_chunk_digest(&payload, MIB)
         }
     );
     peer.send(&Message::FileVerified { file: h.file });

@@ -489,35 +489,20 @@ fn a_data_connection_with_a_sniffed_cookie_but_no_proof_is_not_admitted() {
     let root = t.dir("root");
     let mut server = serve(&root, &key);
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
-    let chunk_size: u64 = 1 << 20;
     let real = b"the real content".to_vec();
     let evil = b"INJECTED CONTENT".to_vec();
-    peer.send(&Message::SendTo {
-        dest: None,
-        overwrite: false,
-        fsync: false,
-    });
-    peer.send(&Message::Plan {
-        streams: 1,
-        chunk_size,
-        rtt_ns: 100_000,
-        rate_bps: 1_000_000_000,
-    });
-    peer.send(&Message::ManifestBatch {
-        entries: vec![ManifestEntry {
-            id: 0,
-            entry: Entry {
-                path: "f.txt".to_string().try_into().unwrap(),
-                kind: EntryKind::File {
-                    size: real.len() as u64,
-                },
-                mode: 0o644,
-                mtime_ns: 1_600_000_000_000_000_000,
+    let entry = ManifestEntry {
+        id: 0,
+        entry: Entry {
+            path: "f.txt".to_string().try_into().unwrap(),
+            kind: EntryKind::File {
+                size: real.len() as u64,
             },
-        }],
-        last: true,
-    });
-    peer.recv_until(|m| matches!(m, Message::Have { last: true, .. }))
+            mode: 0o644,
+            mtime_ns: 1_600_000_000_000_000_000,
+        },
+    };
+    peer.offer(false, vec![entry])
         .expect("the server's resume state");
 
     // The attacker: the cookie, stream 0, and straight away a chunk (version 1's 64-byte header:
@@ -539,34 +524,11 @@ fn a_data_connection_with_a_sniffed_cookie_but_no_proof_is_not_admitted() {
     // Give the server the time to route it (ordering only: the attacker's connection comes first).
     std::thread::sleep(Duration::from_millis(500));
 
-    // The real client's own data connection and chunk.
-    let mut data = peer.open_data(server.port, 0);
-    peer.send_chunk(&mut data, 0, 0, 0, &real);
-    let verdict = peer.recv().expect("a verdict for the real chunk");
+    // The real client's own data connection and chunk: verified, and the file is the real one.
     assert_eq!(
-        verdict,
-        Message::ChunkVerdict {
-            file: 0,
-            chunk: 0,
-            ok: true
-        }
+        peer.deliver(server.port, &[(0, &real)]),
+        [Message::FileVerified { file: 0 }]
     );
-    let hash = hash_chunk(&real);
-    peer.send(&Message::FileDone {
-        file: 0,
-        digest: file_digest(real.len() as u64, chunk_size, [&hash]),
-    });
-    assert_eq!(
-        peer.recv().expect("the file's result"),
-        Message::FileVerified { file: 0 }
-    );
-    drop(data);
-    peer.send(&Message::Done {
-        files: 1,
-        bytes: real.len() as u64,
-    });
-    peer.recv_until(|m| matches!(m, Message::Done { .. }))
-        .expect("the server's done");
     assert_eq!(std::fs::read(root.join("f.txt")).unwrap(), real);
     let written = files_under(&root);
     assert!(

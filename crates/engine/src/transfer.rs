@@ -294,6 +294,18 @@ struct Plan {
     rate_bps: u64,
 }
 
+impl Plan {
+    /// The client's `plan` message.
+    fn message(&self) -> Message {
+        Message::Plan {
+            streams: self.streams,
+            chunk_size: self.chunk_size,
+            rtt_ns: self.rtt_ns,
+            rate_bps: self.rate_bps,
+        }
+    }
+}
+
 /// The client's plan: RTT from the control connection's TCP_INFO (after the handshake's round
 /// trips), streams from the window plan (enough windows for the target rate under this host's
 /// buffer limits, at least [`DEFAULT_STREAMS`]) unless given, chunk size from the core's rule.
@@ -429,12 +441,7 @@ pub fn send(
         overwrite: cfg.overwrite,
         fsync: cfg.fsync,
     })?;
-    ctl.send(&Message::Plan {
-        streams: p.streams,
-        chunk_size: p.chunk_size,
-        rtt_ns: p.rtt_ns,
-        rate_bps: p.rate_bps,
-    })?;
+    ctl.send(&p.message())?;
     src.send_manifest(&ctl)?;
     let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
     let socks = open_streams(cfg, server, cookie, &keys, &p, true)?;
@@ -468,12 +475,7 @@ pub fn get(
     ctl.send(&Message::Request {
         paths: sources.to_vec(),
     })?;
-    ctl.send(&Message::Plan {
-        streams: p.streams,
-        chunk_size: p.chunk_size,
-        rtt_ns: p.rtt_ns,
-        rate_bps: p.rate_bps,
-    })?;
+    ctl.send(&p.message())?;
     // The whole manifest is checked before DEST is created or looked at: a server may list only the
     // names asked for, and what lies under them.
     let names: Vec<String> = sources.iter().map(|s| s.file_name().to_string()).collect();

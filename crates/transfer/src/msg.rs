@@ -406,20 +406,26 @@ impl HaveCollector {
     }
 }
 
+/// The JSON length announced by the frame at the start of `buf`, checked (1 ..= [`MAX_FRAME_LEN`]) as
+/// soon as its 4-byte prefix is in; `Ok(None)` before that. Plain and sealed frames share it.
+pub fn frame_body_len(buf: &[u8]) -> Result<Option<usize>, WireError> {
+    let Some(prefix) = buf.first_chunk::<4>() else {
+        return Ok(None);
+    };
+    match u32::from_be_bytes(*prefix) as usize {
+        0 => Err(WireError::EmptyFrame),
+        len if len > MAX_FRAME_LEN => Err(WireError::FrameTooLarge(len)),
+        len => Ok(Some(len)),
+    }
+}
+
 /// Decodes the first frame of `buf`: `Ok(None)` if more bytes are needed, else the message and the
 /// number of bytes it used. Errors on an out-of-range length as soon as the 4-byte prefix is in, so the
 /// caller never buffers more than `4 + MAX_FRAME_LEN` bytes for a hostile peer.
 pub fn decode_frame(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
-    let Some(prefix) = buf.first_chunk::<4>() else {
+    let Some(len) = frame_body_len(buf)? else {
         return Ok(None);
     };
-    let len = u32::from_be_bytes(*prefix) as usize;
-    if len > MAX_FRAME_LEN {
-        return Err(WireError::FrameTooLarge(len));
-    }
-    if len == 0 {
-        return Err(WireError::EmptyFrame);
-    }
     match buf.get(4..4 + len) {
         Some(body) => Ok(Some((Message::from_json(body)?, 4 + len))),
         None => Ok(None),

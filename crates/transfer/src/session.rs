@@ -30,6 +30,7 @@ use crate::auth::{MacKey, Role};
 use crate::digest::Digest;
 use crate::msg::{
     CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, MAX_FRAME_LEN, Message, WireError,
+    frame_body_len,
 };
 
 /// Bytes of the tag after each sealed control frame.
@@ -94,16 +95,9 @@ impl FrameOpener {
     /// `4 + 64 KiB + 32` bytes buffered); the tag is checked before the JSON is parsed; the sequence
     /// number advances only on an authentic frame.
     pub fn open(&mut self, buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
-        let Some(prefix) = buf.first_chunk::<4>() else {
+        let Some(len) = frame_body_len(buf)? else {
             return Ok(None);
         };
-        let len = u32::from_be_bytes(*prefix) as usize;
-        if len > MAX_FRAME_LEN {
-            return Err(WireError::FrameTooLarge(len));
-        }
-        if len == 0 {
-            return Err(WireError::EmptyFrame);
-        }
         let Some(frame) = buf.get(..4 + len) else {
             return Ok(None);
         };
