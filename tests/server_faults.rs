@@ -38,7 +38,8 @@ fn hello(s: &mut TcpStream) -> String {
     }
 }
 
-fn params() -> TestParams {
+/// One 1-second stream at 1 Gbit/s, everything else default: parameters the server accepts.
+pub(crate) fn params() -> TestParams {
     TestParams {
         streams: 1,
         end: EndCondition::Time { ns: 1_000_000_000 },

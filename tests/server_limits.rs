@@ -10,11 +10,12 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::{Preamble, encode_frame};
-use longhaul_proto::{Direction, EndCondition, Message, TestParams, WindowRequest};
+use longhaul_proto::{EndCondition, Message, TestParams, WindowRequest};
 use longhaul_transfer::msg::{Direction as XferDirection, HaveFile};
 use longhaul_transfer::{Message as Xfer, RangeSet};
 
 use crate::raw_peer::{RawPeer, key_of};
+use crate::server_faults::params;
 use crate::util::{ServerProc, bin, json_test};
 
 fn connect(port: u16) -> TcpStream {
@@ -60,23 +61,6 @@ fn hello(s: &mut TcpStream) -> [u8; 16] {
             out
         }
         m => panic!("expected welcome, got {m:?}"),
-    }
-}
-
-fn params() -> TestParams {
-    TestParams {
-        streams: 1,
-        end: EndCondition::Time { ns: 1_000_000_000 },
-        interval_ns: 1_000_000_000,
-        direction: Direction::Forward,
-        congestion: None,
-        window: WindowRequest::Auto,
-        target_rate_bps: 1_000_000_000,
-        pace_total_bps: None,
-        write_len: 131_072,
-        zerocopy: false,
-        rtt_ns: 100_000,
-        omit_ns: 0,
     }
 }
 
