@@ -1,4 +1,4 @@
-//! `longhaul emulate` end to end (needs root: namespaces and TUN devices; skipped otherwise): stock
+//! `longhaul emulate` end to end (needs root: namespaces and TUN devices; fails otherwise, unless LONGHAUL_TEST_SKIP=1): stock
 //! `ping` sees the configured RTT, `longhaul test` is held to the bottleneck rate with every byte
 //! delivered, stock `traceroute` lists the router hops, configured random loss is measured within
 //! 3σ, duplication shows, a preset's routers answer traceroute at the seed's RTTs, presets are
@@ -16,33 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Machine, bin, longhaul, machine_alone};
+use crate::util::{Machine, bin, longhaul, machine_alone, netns_privileges, program};
 
 fn serial() -> Machine {
     machine_alone()
-}
-
-/// Whether a program is installed (CI installs traceroute and iperf3 from Debian).
-fn have(program: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        println!("skipped: `{program}` is not installed (apt-get install {program})");
-    }
-    found
-}
-
-/// Whether this process may create namespaces and TUN devices; prints why not.
-fn skip_unprivileged() -> bool {
-    const CAP_SYS_ADMIN: u32 = 21;
-    if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
-        println!("skipped: needs CAP_NET_ADMIN");
-        return true;
-    }
-    false
 }
 
 /// Runs `longhaul emulate ARGS` and checks that its namespaces are gone afterwards.
@@ -139,7 +116,7 @@ fn p99_lateness_ms(stderr: &str, direction: &str) -> f64 {
 
 #[test]
 fn ping_sees_the_configured_rtt() {
-    if skip_unprivileged() {
+    if !netns_privileges() || !program("ping", "iputils-ping") {
         return;
     }
     let _serial = serial();
@@ -199,7 +176,7 @@ fn ping_sees_the_configured_rtt() {
 
 #[test]
 fn longhaul_test_is_held_to_the_bottleneck() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let _serial = serial();
@@ -273,7 +250,7 @@ fn longhaul_test_is_held_to_the_bottleneck() {
 /// request and this stream ran at +27 % of window ÷ RTT.
 #[test]
 fn a_fixed_window_moves_one_window_per_round_trip() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let _serial = serial();
@@ -327,7 +304,7 @@ fn a_fixed_window_moves_one_window_per_round_trip() {
 
 #[test]
 fn exit_code_of_the_command_is_returned() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let out = emulate(&["--rtt", "2ms", "--no-server", "--", "sh", "-c", "exit 3"]);
@@ -399,7 +376,7 @@ fn hops(text: &str) -> Vec<(String, f64)> {
 
 #[test]
 fn traceroute_lists_the_router_hops() {
-    if skip_unprivileged() || !have("traceroute") {
+    if !netns_privileges() || !program("traceroute", "traceroute") {
         return;
     }
     let _serial = serial();
@@ -482,7 +459,7 @@ fn hop_times_off(
 
 #[test]
 fn traceroute_through_a_preset_lists_its_routers() {
-    if skip_unprivileged() || !have("traceroute") {
+    if !netns_privileges() || !program("traceroute", "traceroute") {
         return;
     }
     let _serial = serial();
@@ -604,7 +581,7 @@ fn a_broken_topology_file_is_refused_with_its_line() {
 
 #[test]
 fn random_loss_is_measured_within_three_sigma() {
-    if skip_unprivileged() {
+    if !netns_privileges() || !program("ping", "iputils-ping") {
         return;
     }
     let _serial = serial();
@@ -662,7 +639,7 @@ fn random_loss_is_measured_within_three_sigma() {
 
 #[test]
 fn duplicates_show_in_ping() {
-    if skip_unprivileged() {
+    if !netns_privileges() || !program("ping", "iputils-ping") {
         return;
     }
     let _serial = serial();
@@ -692,7 +669,7 @@ fn duplicates_show_in_ping() {
 
 #[test]
 fn iperf3_fills_a_60ms_1gbit_path() {
-    if skip_unprivileged() || !have("iperf3") {
+    if !netns_privileges() || !program("iperf3", "iperf3") {
         return;
     }
     let _serial = serial();
@@ -748,7 +725,7 @@ const MIN_IPERF3_FRACTION: f64 = 0.93;
 
 #[test]
 fn sigterm_stops_the_command_and_tears_down() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let _serial = serial();
@@ -810,7 +787,7 @@ fn sigterm_stops_the_command_and_tears_down() {
 
 #[test]
 fn burst_loss_codel_reordering_and_cross_traffic_are_wired() {
-    if skip_unprivileged() {
+    if !netns_privileges() || !program("ping", "iputils-ping") {
         return;
     }
     let _serial = serial();
@@ -899,7 +876,7 @@ fn namespaces_named(prefix: &str) -> usize {
 
 #[test]
 fn a_named_testbed_comes_up_runs_commands_reports_and_goes_down() {
-    if skip_unprivileged() {
+    if !netns_privileges() || !program("ping", "iputils-ping") {
         return;
     }
     let _serial = serial();
@@ -989,7 +966,7 @@ fn a_named_testbed_comes_up_runs_commands_reports_and_goes_down() {
 
 #[test]
 fn a_killed_named_testbed_is_cleaned_up_by_the_next_up() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let _serial = serial();
@@ -1048,7 +1025,7 @@ fn a_killed_named_testbed_is_cleaned_up_by_the_next_up() {
 
 #[test]
 fn pcap_captures_each_direction_for_tcpdump() {
-    if skip_unprivileged() || !have("tcpdump") {
+    if !netns_privileges() || !program("tcpdump", "tcpdump") || !program("ping", "iputils-ping") {
         return;
     }
     let _serial = serial();

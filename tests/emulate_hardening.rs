@@ -3,7 +3,7 @@
 //! a test cookie, and the emulator's control socket and state directory under a hostile umask, a
 //! planted symlink and a client of another user.
 //!
-//! The emulator tests need root (namespaces and TUN devices) and are skipped otherwise; they hold the
+//! The emulator tests need root (namespaces and TUN devices) and fail otherwise (unless LONGHAUL_TEST_SKIP=1); they hold the
 //! machine alone, as the other emulator tests do, and every testbed they bring up is taken down.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -16,17 +16,7 @@ use std::time::{Duration, Instant};
 use longhaul_proto::Message;
 use longhaul_proto::wire::{Preamble, encode_frame};
 
-use crate::util::{bin, machine_alone, machine_shared};
-
-/// Whether this process may create namespaces and TUN devices; prints why not.
-fn skip_unprivileged() -> bool {
-    const CAP_SYS_ADMIN: u32 = 21;
-    if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
-        println!("skipped: needs CAP_NET_ADMIN and CAP_SYS_ADMIN");
-        return true;
-    }
-    false
-}
+use crate::util::{bin, machine_alone, machine_shared, netns_privileges, program};
 
 fn show(what: &str, out: &Output) {
     println!(
@@ -82,7 +72,7 @@ fn emulate_pcap(dir: &Path) -> Output {
 
 #[test]
 fn pcap_refuses_a_planted_symlink_and_never_truncates_an_existing_file() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let _machine = machine_alone();
@@ -232,8 +222,7 @@ impl Drop for Server {
 #[test]
 fn a_server_out_of_file_descriptors_never_hands_out_a_guessable_cookie() {
     let _machine = machine_shared();
-    if Command::new("prlimit").arg("--version").output().is_err() {
-        println!("skipped: needs prlimit (util-linux)");
+    if !program("prlimit", "util-linux") {
         return;
     }
     let server = Server::start();
@@ -375,11 +364,10 @@ const AS_NOBODY_WITH_DAC_OVERRIDE: &str = "setpriv --reuid=65534 --regid=65534 -
 
 #[test]
 fn the_control_socket_is_private_whatever_the_umask_and_refuses_other_users() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        println!("skipped: needs setpriv (util-linux)");
+    if !program("setpriv", "util-linux") {
         return;
     }
     let _machine = machine_alone();
@@ -462,7 +450,7 @@ fn the_control_socket_is_private_whatever_the_umask_and_refuses_other_users() {
 
 #[test]
 fn a_symlink_planted_at_the_state_directory_is_not_followed() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let _machine = machine_alone();

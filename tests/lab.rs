@@ -2,23 +2,14 @@
 //! leaves a result file that passes the schema, PNG and SVG plots and an HTML report with each
 //! plot; `lab list` shows the runs; a run stopped by SIGINT is listed as incomplete; a broken
 //! experiment file exits 2 naming file, line and field. The runs need root (namespaces, TUN
-//! devices) and are skipped with a printed reason otherwise; they hold the machine alone.
+//! devices) and fail with the reason otherwise (unless LONGHAUL_TEST_SKIP=1); they hold the machine alone.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{bin, machine_alone};
-
-fn skip_unprivileged() -> bool {
-    const CAP_SYS_ADMIN: u32 = 21;
-    if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
-        println!("skipped: needs CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root)");
-        return true;
-    }
-    false
-}
+use crate::util::{bin, machine_alone, netns_privileges};
 
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("lh-lab-{tag}-{}", std::process::id()));
@@ -76,7 +67,7 @@ fn assert_plot_files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let _alone = machine_alone();
@@ -161,7 +152,7 @@ fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report(
 
 #[test]
 fn a_lab_run_stopped_by_sigint_is_listed_incomplete() {
-    if skip_unprivileged() {
+    if !netns_privileges() {
         return;
     }
     let _alone = machine_alone();

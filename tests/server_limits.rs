@@ -419,8 +419,10 @@ fn listener_rcvbuf(port: u16) -> u64 {
 /// autotuning ceiling (`tcp_rmem[2]`). Before, it stayed at 2 GiB for good.
 #[test]
 fn the_listener_buffer_comes_back_down_after_a_huge_window_test() {
-    if !nix_root() {
-        eprintln!("skipped: needs root (SO_RCVBUFFORCE) to force a 1 GiB listener buffer");
+    if !longhaul_testkit::require(
+        nix_root(),
+        "needs root (SO_RCVBUFFORCE) to force a 1 GiB listener buffer",
+    ) {
         return;
     }
     let mut srv = ServerProc::start(&[]);

@@ -1,6 +1,6 @@
 //! End-to-end tests of `longhaul testbed serve`: the real binary on a free loopback port, over SQLite
 //! and over a real PostgreSQL that the test starts itself (initdb as the `postgres` user into a
-//! temporary directory; skipped with a reason when the binaries are missing or we are not root).
+//! temporary directory; failing with the reason when the binaries are missing or we are not root).
 //! The concurrency tests are issue 6's "Done means": 200 concurrent requests for overlapping slots
 //! give exactly one booking, on one resource and on a parent with its children.
 
@@ -754,7 +754,7 @@ fn post(
 }
 
 /// `#[test] fn $sqlite` and `#[test] fn $postgres`: `$scenario(database)` on a fresh SQLite file and
-/// on a fresh database of the throwaway PostgreSQL cluster (skipped, with the reason, without one).
+/// on a fresh database of the throwaway PostgreSQL cluster (failing, with the reason, without one).
 macro_rules! on_both_stores {
     ($sqlite:ident, $postgres:ident, $scenario:ident) => {
         #[test]
@@ -1823,8 +1823,10 @@ impl Drop for Down {
 #[test]
 fn testbed_emulate_up_and_lab_run_need_the_reservation() {
     let _machine = crate::util::machine_alone();
-    if !longhaul_sys::has_net_admin() {
-        println!("skipped: needs CAP_NET_ADMIN (emulate up refuses before asking the service)");
+    if !longhaul_testkit::require(
+        longhaul_sys::has_net_admin(),
+        "needs CAP_NET_ADMIN (emulate up refuses before asking the service)",
+    ) {
         return;
     }
     let dir = TempDir::new("ties");

@@ -9,8 +9,8 @@
 //!
 //! The screenshot (taken when the conflict preview is showing) goes to the test's temporary
 //! directory; with `LONGHAUL_UPDATE_SCREENSHOT=1` it replaces `docs/img/testbed-ui.png`, which the
-//! README shows. Skipped, with the reason, when `/usr/bin/chromium` or `/usr/bin/chromedriver` is
-//! missing (`.ci/run` installs the `chromium` and `chromium-driver` packages).
+//! README shows. Fails with the reason when `/usr/bin/chromium` or `/usr/bin/chromedriver` is missing
+//! (`scripts/test.sh` installs the `chromium` and `chromium-driver` packages).
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -203,10 +203,12 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 #[test]
 fn testbed_ui_books_previews_conflicts_and_releases_in_chromium() {
     for bin in [CHROMIUM, CHROMEDRIVER] {
-        if !Path::new(bin).exists() {
-            eprintln!(
-                "skipped: {bin} is missing (apt-get install --no-install-recommends chromium chromium-driver)"
-            );
+        if !longhaul_testkit::require(
+            Path::new(bin).exists(),
+            format_args!(
+                "{bin} is missing (apt-get install --no-install-recommends chromium chromium-driver)"
+            ),
+        ) {
             return;
         }
     }

@@ -1014,7 +1014,7 @@ fn full_disk_fails_cleanly_and_resumes_once_space_is_freed() {
     let fs = match Tmpfs::mount(&root, "64m") {
         Ok(fs) => fs,
         Err(e) => {
-            println!("skipped: cannot mount a tmpfs (needs root): {e}");
+            longhaul_testkit::cannot_run(format_args!("cannot mount a tmpfs (needs root): {e}"));
             return;
         }
     };
@@ -1137,9 +1137,7 @@ impl Drop for Testbed {
 /// their idle timeout; once the path is back, the same command moves only what the journal lacks.
 #[test]
 fn a_cut_path_times_out_on_both_ends_and_the_same_command_resumes() {
-    const CAP_SYS_ADMIN: u32 = 21;
-    if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
-        println!("skipped: needs CAP_NET_ADMIN (namespaces for the emulated path)");
+    if !crate::util::netns_privileges() {
         return;
     }
     let _machine = crate::util::machine_alone();

@@ -1,5 +1,6 @@
-//! Test helpers: a `longhaul server` child process on an ephemeral loopback port, and runners for the
-//! `longhaul` binary.
+//! Test helpers: a `longhaul server` child process on an ephemeral loopback port, runners for the
+//! `longhaul` binary, and the checks a test that needs root or a program makes first (it fails with
+//! the reason when it cannot run, or is skipped with `LONGHAUL_TEST_SKIP=1`: `longhaul_testkit`).
 
 use std::cell::Cell;
 use std::io::{BufRead, BufReader, Read};
@@ -63,8 +64,25 @@ pub(crate) fn machine_alone() -> Machine {
     }
 }
 
+/// Whether this process may create namespaces and TUN devices (`CAP_NET_ADMIN` and
+/// `CAP_SYS_ADMIN`); when not, the test cannot run ([`longhaul_testkit::cannot_run`]).
+pub(crate) fn netns_privileges() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    longhaul_testkit::require(
+        longhaul_sys::has_net_admin() && longhaul_sys::has_capability(CAP_SYS_ADMIN),
+        "needs CAP_NET_ADMIN and CAP_SYS_ADMIN (namespaces and TUN devices): run as root",
+    )
+}
+
+/// Whether `program` is installed (on `PATH`); when not, the test cannot run and says which Debian
+/// `package` provides it.
+pub(crate) fn program(program: &str, package: &str) -> bool {
+    longhaul_testkit::program(program, package)
+}
+
 /// A throwaway PostgreSQL cluster ([`Postgres::start`]) that holds the machine shared from before
-/// its initdb until it is stopped; `None` (with the reason printed) where one cannot be started.
+/// its initdb until it is stopped. Where none can be started the test fails with the reason, or,
+/// opted out, this is `None` ([`Postgres::start`]).
 pub(crate) struct SharedPostgres {
     pg: Postgres,
     _machine: Machine,

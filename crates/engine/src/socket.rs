@@ -219,8 +219,7 @@ mod tests {
     #[test]
     fn root_is_granted_two_bdp_for_a_120ms_path() {
         let limits = kernel_limits();
-        if !limits.privileged {
-            eprintln!("skipped: needs CAP_NET_ADMIN (run the tests as root)");
+        if !longhaul_testkit::require(limits.privileged, "needs CAP_NET_ADMIN: run as root") {
             return;
         }
         let rtt = Nanos::from_millis(120);

@@ -62,7 +62,9 @@ mod tests {
         match ip(&["-V"]) {
             Ok(out) => assert!(out.contains("iproute2"), "{out}"),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                println!("skipped: iproute2 not installed ({e})");
+                longhaul_testkit::cannot_run(format_args!(
+                    "`ip` is not installed (apt-get install iproute2): {e}"
+                ));
             }
             Err(e) => panic!("{e}"),
         }

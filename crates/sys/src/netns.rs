@@ -88,7 +88,7 @@ pub fn netns_id(path: &Path) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{TestNetns, skip_without_netns_privileges};
+    use crate::testutil::{TestNetns, netns_privileges};
 
     #[test]
     fn path_of_named_namespace() {
@@ -126,14 +126,14 @@ mod tests {
             Ok(id) => assert_eq!(id.unwrap(), here),
             Err(e) => {
                 assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
-                println!("skipped: needs CAP_SYS_ADMIN ({e})");
+                longhaul_testkit::cannot_run(format_args!("needs CAP_SYS_ADMIN ({e})"));
             }
         }
     }
 
     #[test]
     fn enters_named_namespace_and_leaves_caller_alone() {
-        if skip_without_netns_privileges() {
+        if !netns_privileges() {
             return;
         }
         let ns = TestNetns::new("ns").unwrap();
@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn propagates_panics() {
-        if skip_without_netns_privileges() {
+        if !netns_privileges() {
             return;
         }
         let ns = TestNetns::new("panic").unwrap();

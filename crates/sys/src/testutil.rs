@@ -45,18 +45,17 @@ impl Drop for TestNetns {
     }
 }
 
-/// Whether a test that creates namespaces and TUN devices must be skipped;
-/// prints why. `ip netns add` and `setns` need `CAP_SYS_ADMIN`, TUN devices
+/// Whether a test that creates namespaces and TUN devices can run; when not, the
+/// test fails with the reason ([`longhaul_testkit::cannot_run`]) or, opted out,
+/// is skipped. `ip netns add` and `setns` need `CAP_SYS_ADMIN`, TUN devices
 /// and addresses `CAP_NET_ADMIN`.
-pub(crate) fn skip_without_netns_privileges() -> bool {
+pub(crate) fn netns_privileges() -> bool {
     const CAP_SYS_ADMIN: u32 = 21;
-    if !crate::has_net_admin() {
-        println!("skipped: needs CAP_NET_ADMIN");
-        return true;
-    }
-    if !crate::has_capability(CAP_SYS_ADMIN) {
-        println!("skipped: needs CAP_SYS_ADMIN");
-        return true;
-    }
-    false
+    longhaul_testkit::require(
+        crate::has_net_admin(),
+        "needs CAP_NET_ADMIN (TUN devices, addresses): run as root",
+    ) && longhaul_testkit::require(
+        crate::has_capability(CAP_SYS_ADMIN),
+        "needs CAP_SYS_ADMIN (network namespaces): run as root",
+    )
 }

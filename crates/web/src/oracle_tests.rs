@@ -2,7 +2,7 @@
 //! extend / preempt / the expiry sweep (seeded, replayable) applied to a [`Ledger`] and to a store give the same outcome at every step
 //! and the same bookings afterwards (docs/testbed.md §5: "each store must accept and refuse exactly
 //! what the ledger does"). On SQLite, and on a PostgreSQL cluster the test starts itself
-//! ([`crate::testing::Postgres`]; skipped with the reason when it cannot).
+//! ([`crate::testing::Postgres`]; failing with the reason when it cannot).
 
 use std::collections::BTreeMap;
 

@@ -67,18 +67,22 @@ impl Postgres {
         self.bin.join(name)
     }
 
-    /// The cluster, or `None` with the reason printed.
+    /// The cluster. When none can be started here (no binaries, not root), the calling test fails
+    /// with the reason ([`longhaul_testkit::cannot_run`]), or, opted out, this is `None` and the
+    /// test returns.
     pub fn start() -> Option<Self> {
         let bin = PathBuf::from(PG_BIN);
-        if !bin.join("initdb").exists() {
-            println!(
-                "skipped: no PostgreSQL binaries in {PG_BIN} (apt-get install postgresql; .ci/run does)"
-            );
+        if !longhaul_testkit::require(
+            bin.join("initdb").exists(),
+            format_args!("no PostgreSQL binaries in {PG_BIN} (apt-get install postgresql)"),
+        ) {
             return None;
         }
         let uid = run(Command::new("id").arg("-u"));
-        if uid.trim() != "0" {
-            println!("skipped: starting PostgreSQL as the postgres user needs root");
+        if !longhaul_testkit::require(
+            uid.trim() == "0",
+            "starting PostgreSQL as the postgres user needs root",
+        ) {
             return None;
         }
         let dir = TempDir::new("pg");
