@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need (idempotently), then runs them.
+#
+#   scripts/test.sh                   install what is missing, then `cargo test --workspace`
+#   scripts/test.sh ARGS...           install, then `cargo test ARGS...` (e.g. `-p longhaul-sys netns::`)
+#   scripts/test.sh --install         install only (.ci/run does this before fmt and clippy)
+#
+# Installs the Debian packages of scripts/test-packages.txt that are missing, schemathesis (pinned)
+# in its own venv at /opt/longhaul-venv, and the Rust components rustfmt and clippy. Runs as root
+# (the tests make namespaces, TUN devices and forced socket buffers; it asks sudo otherwise), with no
+# standard input. A test that cannot run here fails with the reason; with LONGHAUL_TEST_SKIP=1 it is
+# skipped instead and printed as `skipped: <test>: <reason>`, and the closing lines count them. Ends
+# with the totals over every test binary: `tests: N passed, N failed`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# sudo resets PATH (secure_path): keep the caller's, where rustup's cargo is; -E keeps RUSTUP_HOME etc.
+[ "$(id -u)" = 0 ] || exec sudo -E env "PATH=$PATH" bash "$0" "$@"
+export DEBIAN_FRONTEND=noninteractive CARGO_TERM_COLOR=never
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "Debian packages (scripts/test-packages.txt)"
+need=()
+for pkg in $(sed 's/#.*//' scripts/test-packages.txt); do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "installing: ${need[*]}"
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${need[@]}"
+else
+    echo "all installed"
+fi
+
+step "schemathesis (the API fuzzer of tests/testbed_api_fuzz.rs), pinned, in its own venv"
+# The test looks for /opt/longhaul-venv/bin/schemathesis (LONGHAUL_SCHEMATHESIS overrides) and fails
+# without it. Debian's python3, so the venv does not depend on a user's pyenv.
+SCHEMATHESIS_VERSION=4.32.5
+venv=/opt/longhaul-venv
+[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+"$venv/bin/schemathesis" --version 2>/dev/null | grep -qx "schemathesis, version $SCHEMATHESIS_VERSION" ||
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+"$venv/bin/schemathesis" --version
+
+step "Rust components"
+command -v cargo >/dev/null || { echo "no cargo on PATH: install a Rust toolchain first (https://rustup.rs)" >&2; exit 1; }
+if command -v rustup >/dev/null; then
+    rustup component add rustfmt clippy >/dev/null
+fi
+cargo --version
+
+[ "${1-}" = --install ] && exit 0
+
+if [ $# -gt 0 ]; then args=("$@"); else args=(--workspace); fi
+step "cargo test ${args[*]}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test "${args[@]}" 2>&1 | tee "$log" || status=$?
+
+# The tests that could not run here (only with LONGHAUL_TEST_SKIP=1; otherwise they failed), by
+# reason; longhaul_testkit writes them as `skipped: <test>: <reason>`, past the harness's capture.
+skipped=$(grep -o 'skipped: [^ ]*: .*' "$log" | sort -u || true)
+if [ -n "$skipped" ]; then
+    printf '\n%s\n' "$skipped"
+    printf 'skipped: %d tests (LONGHAUL_TEST_SKIP=1; cargo counts them as passed), for these reasons:\n' \
+        "$(printf '%s\n' "$skipped" | wc -l)"
+    printf '%s\n' "$skipped" | sed 's/^skipped: [^ ]*: //' | sort | uniq -c | sort -rn
+fi
+# One closing line with the totals over every test binary (cargo prints one "test result" per binary,
+# the last often a doc-test run with 0 tests).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
