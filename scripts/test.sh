@@ -13,8 +13,11 @@
 # with the totals over every test binary: `tests: N passed, N failed`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# sudo resets PATH (secure_path): keep the caller's, where rustup's cargo is; -E keeps RUSTUP_HOME etc.
-[ "$(id -u)" = 0 ] || exec sudo -E env "PATH=$PATH" bash "$0" "$@"
+if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "scripts/test.sh: run it as root (no sudo here)" >&2; exit 1; }
+    # sudo resets PATH (secure_path): keep the caller's, where rustup's cargo is; -E keeps RUSTUP_HOME etc.
+    exec sudo -E env "PATH=$PATH" bash "$0" "$@"
+fi
 export DEBIAN_FRONTEND=noninteractive CARGO_TERM_COLOR=never
 
 step() { printf '\n== %s\n' "$*"; }
