@@ -133,6 +133,48 @@ pub enum Status {
     },
 }
 
+/// Where a booking that needed approval stands (the service's approval
+/// workflow; the ledger has no approval state). Serialised, and stored in
+/// the databases' `approval` column, as `pending`, `approved` and
+/// `declined`; a booking that never needed approval has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// Waiting for an approver; held until its start meanwhile.
+    Pending,
+    /// Approved (and confirmed).
+    Approved,
+    /// Declined by an approver or admin (it ended as cancelled).
+    Declined,
+}
+
+impl Approval {
+    /// The stored and serialised name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Declined => "declined",
+        }
+    }
+
+    /// The state a stored name stands for; `None` for any other text.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pending" => Some(Self::Pending),
+            "approved" => Some(Self::Approved),
+            "declined" => Some(Self::Declined),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Approval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where a booking is in its life, at a given time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

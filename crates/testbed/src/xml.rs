@@ -106,7 +106,7 @@ fn root_name(text: &str) -> Option<&str> {
 mod tests {
     use super::*;
     use crate::api::{BusyView, LocalTimes, Note, SlotView};
-    use crate::booking::Phase;
+    use crate::booking::{Approval, Phase};
     use std::fmt::Debug;
 
     /// JSON value → struct → XML → struct (equal) → JSON value (equal).
@@ -204,7 +204,7 @@ mod tests {
         assert_eq!(from_xml::<BookingView>(&to_xml(&v).unwrap()).unwrap(), v);
         let v = BookingView {
             status: Phase::Cancelled,
-            approval: Some("declined".into()),
+            approval: Some(Approval::Declined),
             preempted_by: None,
             notice: None,
             declined_by: Some("carol".into()),
