@@ -15,7 +15,9 @@
 //! before [`Ledger::expire_holds`] sweeps it), and *conflicting* means one
 //! resource is an ancestor-or-self of the other. This ledger is the
 //! reference model: the SQLite and PostgreSQL stores must accept and refuse
-//! exactly what it does (`docs/testbed.md`).
+//! exactly what it does (`docs/testbed.md`). It states the lifecycle rules
+//! itself rather than through [`crate::decide`], which the stores apply: an
+//! oracle that called what it checks would check nothing.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -1095,6 +1097,21 @@ pub(crate) mod tests {
         // Refused operations leave no trace.
         assert!(l.confirm(x, &alice, h(10)).is_err());
         assert_eq!(l.audit().len(), 6);
+    }
+
+    #[test]
+    fn approval_states_keep_their_stored_names() {
+        for (a, name) in [
+            (Approval::Pending, "pending"),
+            (Approval::Approved, "approved"),
+            (Approval::Declined, "declined"),
+        ] {
+            assert_eq!(serde_json::to_value(a).unwrap(), name);
+            assert_eq!(serde_json::from_value::<Approval>(name.into()).unwrap(), a);
+            assert_eq!((a.as_str(), a.to_string()), (name, name.to_owned()));
+            assert_eq!(Approval::parse(name), Some(a));
+        }
+        assert_eq!(Approval::parse("Pending"), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::api::{ErrorBody, Note};
+use crate::api::{DeclineBooking, ErrorBody, Note, PreemptBooking};
 use crate::booking::{Action, Actor, Approval, Booking, LedgerError, Phase, Role, Status};
 use crate::policy::{Decision, Policy, Reason, UserContext};
 use crate::resource::Inventory;
@@ -214,6 +214,23 @@ pub fn decide_extend<'a>(
     }
 }
 
+/// Who and why of a preemption, checked before which booking (as the
+/// ledger does): an admin (403 `not_admin`), a notice (422
+/// `notice_required`) within [`PreemptBooking::NOTICE_MAX`] (422
+/// `notice_too_long`).
+pub fn check_preempt(notice: &str, actor: &Actor) -> Result<(), ErrorBody> {
+    if actor.role != Role::Admin {
+        return Err(ErrorBody::from(&LedgerError::NotAdmin("preempt a booking")));
+    }
+    if notice.trim().is_empty() {
+        return Err(ErrorBody::from(&LedgerError::NoticeRequired));
+    }
+    PreemptBooking {
+        notice: notice.to_owned(),
+    }
+    .check_length()
+}
+
 /// An admin takes a live booking away, with a notice for its owner.
 pub fn decide_preempt<'a>(
     notice: &'a str,
@@ -247,7 +264,7 @@ pub fn decide_preempt<'a>(
 }
 
 /// The 403 for a user who tries to `op` (approve, decline) a booking.
-pub fn not_approver(op: &str) -> ErrorBody {
+fn not_approver(op: &str) -> ErrorBody {
     ErrorBody {
         code: "not_approver".into(),
         message: format!("only an approver or an admin can {op} a booking"),
@@ -317,6 +334,17 @@ fn awaiting_approval(
             b.phase(now)
         ))),
     }
+}
+
+/// Who and why of a decline, checked before which booking, as for a
+/// preemption: an approver or admin (403 `not_approver`), then the reason
+/// ([`DeclineBooking::reason`]: 422 `reason_required` or
+/// `reason_too_long`); the trimmed reason.
+pub fn check_decline<'b>(body: &'b DeclineBooking, actor: &Actor) -> Result<&'b str, ErrorBody> {
+    if actor.role == Role::User {
+        return Err(not_approver("decline"));
+    }
+    body.reason()
 }
 
 /// An approver or admin declines a booking waiting for approval, with a

@@ -211,6 +211,8 @@ mod tests {
             decline_reason: Some("kept for the LSR attempt".into()),
             ..v
         };
+        let text = to_xml(&v).unwrap();
+        assert!(text.contains("<approval>declined</approval>"), "{text}");
         assert_eq!(from_xml::<BookingView>(&to_xml(&v).unwrap()).unwrap(), v);
     }
 

@@ -7,11 +7,11 @@
 //! ([`crate::reply`], [`crate::rows`], [`crate::write`], [`crate::tokens`]).
 
 use jiff::Timestamp;
-use longhaul_testbed::api::{DeclineBooking, ErrorBody, PreemptBooking};
-use longhaul_testbed::booking::{Actor, Approval, AuditEvent, Booking, LedgerError, Role};
+use longhaul_testbed::api::DeclineBooking;
+use longhaul_testbed::booking::{Actor, Approval, AuditEvent, Booking, Role};
 use longhaul_testbed::decide::{
-    Decide, Op, decide_approve, decide_decline, decide_extend, decide_op, decide_preempt,
-    not_approver,
+    Decide, Op, check_decline, check_preempt, decide_approve, decide_decline, decide_extend,
+    decide_op, decide_preempt,
 };
 use longhaul_testbed::policy::Policy;
 use longhaul_testbed::resource::{Inventory, ResourceId};
@@ -247,19 +247,7 @@ impl Store {
         actor: &Actor,
         now: Timestamp,
     ) -> Result<Reply, StoreError> {
-        // As the ledger: who and why before which.
-        if actor.role != Role::Admin {
-            return Ok(Reply::error(ErrorBody::from(&LedgerError::NotAdmin(
-                "preempt a booking",
-            ))));
-        }
-        if notice.trim().is_empty() {
-            return Ok(Reply::error(ErrorBody::from(&LedgerError::NoticeRequired)));
-        }
-        let body = PreemptBooking {
-            notice: notice.to_owned(),
-        };
-        if let Err(e) = body.check_length() {
+        if let Err(e) = check_preempt(notice, actor) {
             return Ok(Reply::error(e));
         }
         self.modify(id, actor, now, &decide_preempt(notice, actor, now))
@@ -291,10 +279,7 @@ impl Store {
         actor: &Actor,
         now: Timestamp,
     ) -> Result<Reply, StoreError> {
-        if actor.role == Role::User {
-            return Ok(Reply::error(not_approver("decline")));
-        }
-        let reason = match body.reason() {
+        let reason = match check_decline(body, actor) {
             Ok(r) => r,
             Err(e) => return Ok(Reply::error(e)),
         };
