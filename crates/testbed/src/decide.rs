@@ -1,6 +1,7 @@
-//! The service's booking decisions, pure (no I/O, no clock: `now` is passed in): what a change of a
+//! The service's booking decisions, pure (no I/O, no clock: `now` is passed in): whether a new
+//! booking passes (its body, its resource, policy) and the status it starts in; what a change of a
 //! stored booking (confirm, release, cancel, extend, preempt, approve, decline) makes of it, or the
-//! refusal the API returns, and the free gaps between busy intervals. The database stores run
+//! refusal the API returns; and the free gaps between busy intervals. The database stores run
 //! these inside their writing transactions and keep the last word on overlaps (docs/testbed.md §5).
 //!
 //! The in-memory [`crate::booking::Ledger`] states the same lifecycle rules on its own, on purpose:
@@ -8,10 +9,10 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::api::{DeclineBooking, ErrorBody, Note, PreemptBooking};
+use crate::api::{CreateBooking, DeclineBooking, ErrorBody, Note, PreemptBooking};
 use crate::booking::{Action, Actor, Approval, Booking, LedgerError, Phase, Role, Status};
-use crate::policy::{Decision, Policy, Reason, UserContext};
-use crate::resource::Inventory;
+use crate::policy::{Decision, Policy, Reason, Request, UserContext};
+use crate::resource::{Inventory, ResourceId};
 use crate::time::Slot;
 
 /// A change of an existing booking.
@@ -61,6 +62,84 @@ fn unchanged(before: &Booking, approval: Option<Approval>, action: Action) -> Ch
         approval,
         action,
         warnings: Vec::new(),
+    }
+}
+
+/// The checks of a new booking before any database work: a valid body and
+/// a known resource.
+pub fn validate_new(
+    create: &CreateBooking,
+    inventory: &Inventory,
+) -> Result<(ResourceId, Slot), ErrorBody> {
+    let (resource, slot) = create.validate()?;
+    if inventory.get(&resource).is_none() {
+        return Err(ErrorBody::from(&LedgerError::UnknownResource(resource)));
+    }
+    Ok((resource, slot))
+}
+
+/// Policy at booking time for `actor` (display `zone`) asking for
+/// `request`, against their `existing` bookings nearby:
+/// `Ok((warnings, needs_approval))` or the refusal. A booking that needs
+/// approval (an event beyond the horizon) is made as a pending hold until
+/// its start ([`new_status`]).
+pub fn check_new(
+    policy: &Policy,
+    inventory: &Inventory,
+    request: &Request,
+    actor: &Actor,
+    zone: Option<&str>,
+    existing: &[Booking],
+    now: Timestamp,
+) -> Result<(Vec<Note>, bool), ErrorBody> {
+    let user = UserContext {
+        user: actor.user.clone(),
+        role: actor.role,
+        zone: zone.map(str::to_owned),
+        override_policy: false,
+    };
+    let decision = policy.check(request, &user, inventory, existing, now);
+    match &decision {
+        Decision::Allow { warnings } => Ok((warnings.iter().map(Note::from).collect(), false)),
+        Decision::NeedsApproval { reason, warnings } => {
+            let mut notes: Vec<Note> = warnings.iter().map(Note::from).collect();
+            notes.push(Note {
+                code: "needs_approval".into(),
+                message: format!(
+                    "needs approval: {reason}; held until its start while an approver decides"
+                ),
+            });
+            Ok((notes, true))
+        }
+        _ => Err(
+            ErrorBody::from_decision(&decision).unwrap_or_else(|| ErrorBody {
+                code: "policy".into(),
+                message: "refused by policy".into(),
+                reasons: Vec::new(),
+            }),
+        ),
+    }
+}
+
+/// A new booking's status: held until its start when it needs approval,
+/// held for `hold_ttl` from `now` when `hold` was asked for, or confirmed.
+pub fn new_status(
+    hold: bool,
+    slot: &Slot,
+    needs_approval: bool,
+    now: Timestamp,
+    hold_ttl: SignedDuration,
+) -> Status {
+    if needs_approval {
+        Status::Held {
+            until: slot.start(),
+        }
+    } else if hold {
+        Status::Held {
+            until: crate::api::hold_until(now, hold_ttl),
+        }
+    } else {
+        Status::Confirmed
     }
 }
 

@@ -1,13 +1,15 @@
 //! The parts of a write that both stores share and that need no database: the checks before the
-//! transaction (a valid body, a known resource, policy against the owner's bookings nearby), the
-//! status of a new booking, and the replies after it (views, conflicts, unknown bookings). The
-//! decisions on an existing booking are [`longhaul_testbed::decide`]'s.
+//! transaction (a valid body, a known resource, policy against the owner's bookings nearby) and the
+//! status of a new booking, as [`longhaul_testbed::decide`] decides them for a [`BookRequest`], the
+//! window of bookings policy looks at, and the replies after the transaction (views, conflicts,
+//! unknown bookings).
 
 use jiff::Timestamp;
 use longhaul_testbed::api::{BookingView, ErrorBody, Note};
 use longhaul_testbed::booking::{Approval, Booking, BookingId, LedgerError, Status};
+use longhaul_testbed::decide;
 use longhaul_testbed::idempotency::IdempotencyError;
-use longhaul_testbed::policy::{Decision, Request, UserContext};
+use longhaul_testbed::policy::Request;
 use longhaul_testbed::resource::ResourceId;
 use longhaul_testbed::time::Slot;
 
@@ -33,14 +35,9 @@ pub(crate) fn anonymous_conflict(resource: &ResourceId, slot: &Slot) -> Reply {
     })
 }
 
-/// The checks before any database work: a valid body and a known
-/// resource.
+/// The checks before any database work ([`decide::validate_new`]).
 pub(crate) fn validate(req: &BookRequest<'_>) -> Result<(ResourceId, Slot), ErrorBody> {
-    let (resource, slot) = req.create.validate()?;
-    if req.inventory.get(&resource).is_none() {
-        return Err(ErrorBody::from(&LedgerError::UnknownResource(resource)));
-    }
-    Ok((resource, slot))
+    decide::validate_new(req.create, req.inventory)
 }
 
 /// The window of a user's bookings that policy looks at around `slot`
@@ -53,9 +50,9 @@ pub(crate) fn policy_window(slot: &Slot) -> (i64, i64) {
     )
 }
 
-/// Policy at booking time: `Ok((warnings, needs_approval))` or the
-/// refusal. A booking that needs approval (an event beyond the horizon) is
-/// made as a pending hold until its start ([`new_status`]).
+/// Policy at booking time for `req` on `resource` during `slot`, against
+/// the owner's `existing` bookings nearby ([`decide::check_new`]):
+/// `Ok((warnings, needs_approval))` or the refusal.
 pub(crate) fn check_policy(
     req: &BookRequest<'_>,
     resource: &ResourceId,
@@ -67,51 +64,20 @@ pub(crate) fn check_policy(
         slot: *slot,
         event: req.create.event,
     };
-    let user = UserContext {
-        user: req.actor.user.clone(),
-        role: req.actor.role,
-        zone: req.zone.clone(),
-        override_policy: false,
-    };
-    let decision = req
-        .policy
-        .check(&request, &user, req.inventory, existing, req.now);
-    match &decision {
-        Decision::Allow { warnings } => Ok((warnings.iter().map(Note::from).collect(), false)),
-        Decision::NeedsApproval { reason, warnings } => {
-            let mut notes: Vec<Note> = warnings.iter().map(Note::from).collect();
-            notes.push(Note {
-                code: "needs_approval".into(),
-                message: format!(
-                    "needs approval: {reason}; held until its start while an approver decides"
-                ),
-            });
-            Ok((notes, true))
-        }
-        _ => Err(
-            ErrorBody::from_decision(&decision).unwrap_or_else(|| ErrorBody {
-                code: "policy".into(),
-                message: "refused by policy".into(),
-                reasons: Vec::new(),
-            }),
-        ),
-    }
+    decide::check_new(
+        req.policy,
+        req.inventory,
+        &request,
+        req.actor,
+        req.zone.as_deref(),
+        existing,
+        req.now,
+    )
 }
 
-/// The new booking's status: held until its start when it needs approval,
-/// held until now + ttl, or confirmed.
+/// The new booking's status ([`decide::new_status`]).
 pub(crate) fn new_status(req: &BookRequest<'_>, slot: &Slot, needs_approval: bool) -> Status {
-    if needs_approval {
-        Status::Held {
-            until: slot.start(),
-        }
-    } else if req.create.hold {
-        Status::Held {
-            until: longhaul_testbed::api::hold_until(req.now, req.hold_ttl),
-        }
-    } else {
-        Status::Confirmed
-    }
+    decide::new_status(req.create.hold, slot, needs_approval, req.now, req.hold_ttl)
 }
 
 /// The refusal for a key used with another request.
