@@ -310,7 +310,8 @@ pub fn check_preempt(notice: &str, actor: &Actor) -> Result<(), ErrorBody> {
     .check_length()
 }
 
-/// An admin takes a live booking away, with a notice for its owner.
+/// An admin takes a live booking away, with a notice for its owner
+/// ([`check_preempt`] first).
 pub fn decide_preempt<'a>(
     notice: &'a str,
     actor: &'a Actor,
@@ -318,12 +319,7 @@ pub fn decide_preempt<'a>(
 ) -> impl Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a
 {
     move |b, approval, _| {
-        if actor.role != Role::Admin {
-            return Err(ErrorBody::from(&LedgerError::NotAdmin("preempt a booking")));
-        }
-        if notice.trim().is_empty() {
-            return Err(ErrorBody::from(&LedgerError::NoticeRequired));
-        }
+        check_preempt(notice, actor)?;
         let phase = b.phase(now);
         if !matches!(phase, Phase::Held | Phase::Upcoming | Phase::Active) {
             return Err(ErrorBody::from(&LedgerError::InvalidTransition {
