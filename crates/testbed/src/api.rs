@@ -8,7 +8,7 @@
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::booking::{Booking, Ledger, LedgerError, Phase, Status};
+use crate::booking::{Approval, Booking, Ledger, LedgerError, Phase, Status};
 use crate::idempotency::IdempotencyError;
 use crate::policy::{Decision, Reason, Warning};
 use crate::resource::{InventoryError, ResourceId};
@@ -138,7 +138,7 @@ pub struct BookingView {
     /// `pending` while a booking beyond the horizon waits for an approver
     /// (it is held until its start meanwhile), `approved` once approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<String>,
+    pub approval: Option<Approval>,
     /// Who preempted it, when preempted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempted_by: Option<String>,

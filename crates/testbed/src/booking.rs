@@ -15,7 +15,9 @@
 //! before [`Ledger::expire_holds`] sweeps it), and *conflicting* means one
 //! resource is an ancestor-or-self of the other. This ledger is the
 //! reference model: the SQLite and PostgreSQL stores must accept and refuse
-//! exactly what it does (`docs/testbed.md`).
+//! exactly what it does (`docs/testbed.md`). It states the lifecycle rules
+//! itself rather than through [`crate::decide`], which the stores apply: an
+//! oracle that called what it checks would check nothing.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -131,6 +133,48 @@ pub enum Status {
         /// Why, for the owner.
         reason: String,
     },
+}
+
+/// Where a booking that needed approval stands (the service's approval
+/// workflow; the ledger has no approval state). Serialised, and stored in
+/// the databases' `approval` column, as `pending`, `approved` and
+/// `declined`; a booking that never needed approval has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// Waiting for an approver; held until its start meanwhile.
+    Pending,
+    /// Approved (and confirmed).
+    Approved,
+    /// Declined by an approver or admin (it ended as cancelled).
+    Declined,
+}
+
+impl Approval {
+    /// The stored and serialised name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Declined => "declined",
+        }
+    }
+
+    /// The state a stored name stands for; `None` for any other text.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pending" => Some(Self::Pending),
+            "approved" => Some(Self::Approved),
+            "declined" => Some(Self::Declined),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Approval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where a booking is in its life, at a given time.
@@ -1053,6 +1097,21 @@ pub(crate) mod tests {
         // Refused operations leave no trace.
         assert!(l.confirm(x, &alice, h(10)).is_err());
         assert_eq!(l.audit().len(), 6);
+    }
+
+    #[test]
+    fn approval_states_keep_their_stored_names() {
+        for (a, name) in [
+            (Approval::Pending, "pending"),
+            (Approval::Approved, "approved"),
+            (Approval::Declined, "declined"),
+        ] {
+            assert_eq!(serde_json::to_value(a).unwrap(), name);
+            assert_eq!(serde_json::from_value::<Approval>(name.into()).unwrap(), a);
+            assert_eq!((a.as_str(), a.to_string()), (name, name.to_owned()));
+            assert_eq!(Approval::parse(name), Some(a));
+        }
+        assert_eq!(Approval::parse("Pending"), None);
     }
 
     #[test]

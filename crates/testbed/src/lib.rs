@@ -7,6 +7,9 @@
 //! - [`policy`]: booking-time policy with a stated reason for each refusal.
 //! - [`booking`]: the reservation state machine, the audit log and the
 //!   in-memory [`booking::Ledger`] that is the oracle for the database stores.
+//! - [`decide`]: the service's decisions on a stored booking (confirm, release,
+//!   cancel, extend, preempt, approve, decline) and free slots, which the
+//!   database stores apply inside their transactions.
 //! - [`idempotency`]: idempotency keys for retried API calls.
 //! - [`ical`]: iCalendar feeds per user and per resource.
 //! - [`api`] and [`xml`]: the REST bodies, in JSON and in XML.
@@ -15,6 +18,7 @@
 
 pub mod api;
 pub mod booking;
+pub mod decide;
 pub mod ical;
 pub mod idempotency;
 pub mod policy;

@@ -106,7 +106,7 @@ fn root_name(text: &str) -> Option<&str> {
 mod tests {
     use super::*;
     use crate::api::{BusyView, LocalTimes, Note, SlotView};
-    use crate::booking::Phase;
+    use crate::booking::{Approval, Phase};
     use std::fmt::Debug;
 
     /// JSON value → struct → XML → struct (equal) → JSON value (equal).
@@ -204,13 +204,15 @@ mod tests {
         assert_eq!(from_xml::<BookingView>(&to_xml(&v).unwrap()).unwrap(), v);
         let v = BookingView {
             status: Phase::Cancelled,
-            approval: Some("declined".into()),
+            approval: Some(Approval::Declined),
             preempted_by: None,
             notice: None,
             declined_by: Some("carol".into()),
             decline_reason: Some("kept for the LSR attempt".into()),
             ..v
         };
+        let text = to_xml(&v).unwrap();
+        assert!(text.contains("<approval>declined</approval>"), "{text}");
         assert_eq!(from_xml::<BookingView>(&to_xml(&v).unwrap()).unwrap(), v);
     }
 

@@ -24,18 +24,18 @@ use longhaul_testbed::api::{
     DeclineBooking, ErrorBody, ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, LocalTimes, Me,
     Note, PreemptBooking, SlotView,
 };
-use longhaul_testbed::booking::{Actor, Booking};
+use longhaul_testbed::booking::{Actor, Approval, Booking};
 use longhaul_testbed::idempotency::{Fingerprint, IdempotencyKey};
-use longhaul_testbed::policy::Policy;
 use longhaul_testbed::policy::Warning;
 use longhaul_testbed::resource::{Inventory, ResourceId};
 use longhaul_testbed::time::{Slot, dst_warnings, format_utc, parse_instant, render_in_zone};
 use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{
-    API_TOKEN_PREFIX, Account, BookRequest, FEED_TOKEN_PREFIX, Op, Reply, Store, free_slots,
-};
+use crate::reply::{Account, BookRequest, Reply};
+pub use crate::state::AppState;
+use crate::tokens::{API_TOKEN_PREFIX, FEED_TOKEN_PREFIX};
+use longhaul_testbed::decide::{Op, free_slots};
 
 /// The OpenAPI 3.1 document of this API.
 pub const OPENAPI: &str = include_str!("../openapi.json");
@@ -64,19 +64,6 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/current"),
     ("get", "/api/v1/preview"),
 ];
-
-/// What every handler shares.
-#[derive(Debug)]
-pub struct AppState {
-    /// The database.
-    pub store: Store,
-    /// The resources.
-    pub inventory: Inventory,
-    /// Booking policy.
-    pub policy: Policy,
-    /// How long a hold lasts before it must be confirmed.
-    pub hold_ttl: SignedDuration,
-}
 
 type Shared = Arc<AppState>;
 
@@ -786,7 +773,7 @@ async fn me(State(state): State<Shared>, headers: HeaderMap) -> Response {
             200,
             &Me {
                 user: a.actor.user.clone(),
-                role: crate::store::role_name(a.actor.role).to_owned(),
+                role: crate::rows::role_name(a.actor.role).to_owned(),
                 zone: a.zone,
             },
             xml,
@@ -891,13 +878,13 @@ async fn current(
 /// A stored booking as the caller sees it: its approval state, times in the caller's zone.
 fn stored_view(
     b: &Booking,
-    approval: &Option<String>,
+    approval: &Option<Approval>,
     now: Timestamp,
     account: &Account,
     inventory: &Inventory,
 ) -> BookingView {
     let mut v = BookingView::new(b, now, None, &[]);
-    v.approval.clone_from(approval);
+    v.approval = *approval;
     localize(&mut v, account, inventory);
     v
 }

@@ -6,7 +6,6 @@
 //! [`serve`], [`add_token`], [`list_tokens`], [`revoke_tokens`], [`feed_token`] and
 //! [`revoke_feed_token`].
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,39 +15,26 @@ use jiff::{SignedDuration, Timestamp};
 use longhaul_testbed::booking::Role;
 use longhaul_testbed::policy::Policy;
 use longhaul_testbed::resource::Inventory;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 pub mod http;
+mod migrations;
 #[cfg(test)]
 mod oracle_tests;
 pub mod postgres;
 pub mod preview;
+pub mod reply;
+pub mod rows;
 pub mod sqlite;
+pub mod state;
 pub mod store;
 pub mod testing;
+pub mod tokens;
 pub mod ui;
+pub mod write;
 
-pub use store::{RevokeError, Store, StoreError, TokenInfo, TokenSelector};
-
-/// A migrator over embedded SQL files, `(version, description, sql)`.
-pub(crate) fn migrator(list: &[(i64, &'static str, &'static str)]) -> Migrator {
-    Migrator {
-        migrations: Cow::Owned(
-            list.iter()
-                .map(|&(v, d, sql)| {
-                    Migration::new(
-                        v,
-                        Cow::Borrowed(d),
-                        MigrationType::Simple,
-                        Cow::Borrowed(sql),
-                        false,
-                    )
-                })
-                .collect(),
-        ),
-        ..Migrator::DEFAULT
-    }
-}
+pub use reply::StoreError;
+pub use store::Store;
+pub use tokens::{RevokeError, TokenInfo, TokenSelector};
 
 /// What `longhaul testbed serve` needs.
 #[derive(Debug, Clone)]

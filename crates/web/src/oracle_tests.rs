@@ -13,7 +13,11 @@ use longhaul_testbed::policy::Policy;
 use longhaul_testbed::resource::{Inventory, ResourceId};
 use longhaul_testbed::time::{Slot, format_utc};
 
-use crate::store::{Account, BookRequest, Op, Reply, Store, view};
+use longhaul_testbed::decide::Op;
+
+use crate::reply::{Account, BookRequest, Reply};
+use crate::store::Store;
+use crate::write::view;
 
 /// What the comparison looks at: status and id, or the error code.
 fn outcome(r: &Reply) -> Result<(u16, u64), String> {

@@ -7,17 +7,24 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use longhaul_testbed::booking::{Action, Actor, AuditEvent, Booking, BookingId, Role, Status};
+use longhaul_testbed::booking::{
+    Action, Actor, Approval, AuditEvent, Booking, BookingId, Role, Status,
+};
+use longhaul_testbed::decide::Decide;
 use longhaul_testbed::resource::{Inventory, ResourceId, ResourceState};
 use longhaul_testbed::time::Slot;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, Postgres, Row, Transaction};
 
-use crate::store::{
-    Account, BookRequest, BookingRow, Decide, Reply, StoreError, TokenRow, anonymous_conflict,
-    audit_event, check_policy, conflict_reply, mismatch, new_status, parse_role, policy_window,
-    refused_change, role_name, status_columns, status_texts, stored_approval, system,
-    unknown_booking, view_with,
+use crate::reply::{Account, BookRequest, Reply, StoreError};
+use crate::rows::{
+    BookingRow, audit_event, parse_role, role_name, status_columns, status_texts, stored_approval,
+    system,
+};
+use crate::tokens::TokenRow;
+use crate::write::{
+    anonymous_conflict, check_policy, conflict_reply, mismatch, new_status, policy_window,
+    refused_change, unknown_booking, view_with,
 };
 
 const COLS: &str = "b.id, b.resource, b.owner, lh_us_of(lower(b.during)) AS start_us, \
@@ -32,7 +39,7 @@ const EXCLUSION_VIOLATION: &str = "23P01";
 const RETRIES: u32 = 8;
 
 fn migrator() -> sqlx::migrate::Migrator {
-    crate::migrator(&[
+    crate::migrations::migrator(&[
         (
             1,
             "init",
@@ -476,7 +483,7 @@ impl PgStore {
             }
         };
         let status = new_status(req, slot, needs_approval);
-        let approval = needs_approval.then_some("pending");
+        let approval = needs_approval.then_some(Approval::Pending);
         let (status_name, hold_us, _) = status_columns(&status);
         let note = req.create.note.clone().unwrap_or_default();
         // A savepoint, so that an exclusion violation leaves the
@@ -498,7 +505,7 @@ impl PgStore {
             .bind(hold_us)
             .bind(&note)
             .bind(now_us)
-            .bind(approval)
+            .bind(approval.map(Approval::as_str))
             .fetch_one(&mut *sp)
             .await?
             .try_get(0)?;
@@ -693,7 +700,7 @@ impl PgStore {
         .iter()
         .map(|r| row(r).map_err(StoreError::from)?.into_booking())
         .collect::<Result<Vec<_>, _>>()?;
-        let change = match decide(&before, approval.as_deref(), &mine) {
+        let change = match decide(&before, approval, &mine) {
             Ok(c) => c,
             Err(e) => return Ok(Reply::error(e)),
         };
@@ -719,7 +726,7 @@ impl PgStore {
         .bind(notice)
         .bind(start_us)
         .bind(end_us)
-        .bind(stored_approval(change.approval.as_deref()))
+        .bind(stored_approval(change.approval))
         .bind(declined_by)
         .execute(&mut *tx)
         .await?;
@@ -755,7 +762,7 @@ impl PgStore {
         tx.commit().await?;
         Ok(Reply::ok(
             200,
-            view_with(&after, change.approval.as_deref(), now, change.warnings),
+            view_with(&after, change.approval, now, change.warnings),
         ))
     }
 

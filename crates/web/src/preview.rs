@@ -1,8 +1,8 @@
 //! `GET /api/v1/preview`: a dry run of `POST /api/v1/bookings` for the UI's live conflict preview.
 //! It applies the checks a booking gets — the body's validation and the resource's existence
-//! ([`crate::store::validate`]), the hierarchy conflict rule (a live booking of the resource, an
+//! (`write::validate`), the hierarchy conflict rule (a live booking of the resource, an
 //! ancestor or a descendant overlapping the slot, [`ResourceId::conflicts_with`]) and the policy
-//! ([`crate::store::check_policy`], against the caller's bookings in the same window the store
+//! (`write::check_policy`, against the caller's bookings in the same window the store
 //! uses) — and reports *all* of them at once, where a booking stops at the first: every conflicting
 //! booking, every rule that would refuse it, and the warnings (degraded resources, a daylight saving
 //! change inside the slot in the caller's zone or any site's zone above the resource). Nothing is
@@ -23,8 +23,10 @@ use longhaul_testbed::resource::{ResourceId, ResourceState};
 use longhaul_testbed::time::{Slot, dst_warnings, format_utc, zone};
 use serde::{Deserialize, Serialize};
 
-use crate::http::AppState;
-use crate::store::{BookRequest, check_policy, policy_window, role_name, validate};
+use crate::reply::BookRequest;
+use crate::rows::role_name;
+use crate::state::AppState;
+use crate::write::{check_policy, policy_window, validate};
 
 /// The query: what would be booked, and the caller's display zone.
 #[derive(Debug, Deserialize)]

@@ -8,7 +8,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use longhaul_testbed::booking::{Action, Actor, AuditEvent, Booking, BookingId, Role, Status};
+use longhaul_testbed::booking::{
+    Action, Actor, Approval, AuditEvent, Booking, BookingId, Role, Status,
+};
+use longhaul_testbed::decide::Decide;
 use longhaul_testbed::resource::{Inventory, ResourceId, ResourceState};
 use longhaul_testbed::time::Slot;
 use sqlx::sqlite::{
@@ -16,10 +19,15 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, Sqlite, Transaction};
 
-use crate::store::{
-    Account, BookRequest, BookingRow, Decide, Reply, StoreError, TokenRow, audit_event,
-    check_policy, conflict_reply, mismatch, new_status, parse_role, policy_window, refused_change,
-    role_name, status_columns, status_texts, stored_approval, system, unknown_booking, view_with,
+use crate::reply::{Account, BookRequest, Reply, StoreError};
+use crate::rows::{
+    BookingRow, audit_event, parse_role, role_name, status_columns, status_texts, stored_approval,
+    system,
+};
+use crate::tokens::TokenRow;
+use crate::write::{
+    check_policy, conflict_reply, mismatch, new_status, policy_window, refused_change,
+    unknown_booking, view_with,
 };
 
 const COLS: &str = "id, resource, owner, start_us, end_us, status, hold_until_us, status_at_us, \
@@ -29,7 +37,7 @@ const COLS: &str = "id, resource, owner, start_us, end_us, status, hold_until_us
 const LIVE: &str = "(status = 'confirmed' OR (status = 'held' AND hold_until_us > ?))";
 
 fn migrator() -> sqlx::migrate::Migrator {
-    crate::migrator(&[
+    crate::migrations::migrator(&[
         (
             1,
             "init",
@@ -286,7 +294,7 @@ impl SqliteStore {
     async fn get(
         tx: &mut Transaction<'static, Sqlite>,
         id: i64,
-    ) -> Result<Option<(Booking, Option<String>)>, StoreError> {
+    ) -> Result<Option<(Booking, Option<Approval>)>, StoreError> {
         let r = sqlx::query(&format!("SELECT {COLS} FROM booking WHERE id = ?"))
             .bind(id)
             .fetch_optional(&mut **tx)
@@ -514,7 +522,7 @@ impl SqliteStore {
             Err(e) => return Ok(Reply::error(e)),
         };
         let status = new_status(req, slot, needs_approval);
-        let approval = needs_approval.then_some("pending");
+        let approval = needs_approval.then_some(Approval::Pending);
         let (status_name, hold_us, _) = status_columns(&status);
         let note = req.create.note.clone().unwrap_or_default();
         let id: i64 = sqlx::query(
@@ -531,7 +539,7 @@ impl SqliteStore {
         .bind(&note)
         .bind(now_us)
         .bind(now_us)
-        .bind(approval)
+        .bind(approval.map(Approval::as_str))
         .fetch_one(&mut **tx)
         .await?
         .try_get(0)?;
@@ -581,7 +589,7 @@ impl SqliteStore {
         .iter()
         .map(|r| row(r).map_err(StoreError::from)?.into_booking())
         .collect::<Result<Vec<_>, _>>()?;
-        let change = match decide(&before, approval.as_deref(), &mine) {
+        let change = match decide(&before, approval, &mine) {
             Ok(c) => c,
             Err(e) => return Ok(Reply::error(e)),
         };
@@ -604,7 +612,7 @@ impl SqliteStore {
         .bind(by)
         .bind(notice)
         .bind(after.slot.end().as_microsecond())
-        .bind(stored_approval(change.approval.as_deref()))
+        .bind(stored_approval(change.approval))
         .bind(declined_by)
         .bind(now.as_microsecond())
         .bind(id)
@@ -624,7 +632,7 @@ impl SqliteStore {
         tx.commit().await?;
         Ok(Reply::ok(
             200,
-            view_with(&after, change.approval.as_deref(), now, change.warnings),
+            view_with(&after, change.approval, now, change.warnings),
         ))
     }
 

@@ -12,7 +12,7 @@ use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// The page.
 pub const INDEX_HTML: &str = include_str!("../ui/index.html");

@@ -1,0 +1,21 @@
+//! What every handler of the service shares: the store, the resources, the policy and the hold
+//! time. Below the HTTP API, the web UI and the preview endpoint, which all take it as axum state.
+
+use jiff::SignedDuration;
+use longhaul_testbed::policy::Policy;
+use longhaul_testbed::resource::Inventory;
+
+use crate::store::Store;
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// The database.
+    pub store: Store,
+    /// The resources.
+    pub inventory: Inventory,
+    /// Booking policy.
+    pub policy: Policy,
+    /// How long a hold lasts before it must be confirmed.
+    pub hold_ttl: SignedDuration,
+}
