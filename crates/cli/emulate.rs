@@ -125,7 +125,7 @@ fn refuse(r: Refusal) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
+    crate::logging::to_stderr("warn");
     match &a.action {
         Some(Action::Presets(p)) => match path::list(p.json) {
             Ok(text) => {

@@ -170,7 +170,7 @@ struct RecordsArgs {
 }
 
 pub(crate) fn run(a: &LabArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
+    crate::logging::to_stderr("warn");
     match &a.action {
         Action::Run(r) => run_experiment(r),
         Action::List(l) => list(l),

@@ -11,6 +11,7 @@ mod calc;
 mod doctor;
 mod emulate;
 mod lab;
+mod logging;
 mod server;
 mod test;
 mod testbed;
@@ -82,26 +83,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn log_filter(level: &str) -> tracing_subscriber::EnvFilter {
-    tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level))
-}
-
-/// Sends logs to stderr at `level` unless `RUST_LOG` says otherwise.
-fn init_logging(level: &str) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(log_filter(level))
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-/// Appends logs to `file` at `level` unless `RUST_LOG` says otherwise.
-fn init_logging_to(level: &str, file: std::fs::File) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(log_filter(level))
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file))
-        .try_init();
 }

@@ -273,7 +273,7 @@ fn default_database() -> anyhow::Result<String> {
 pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
     match &a.command {
         TestbedCommand::Serve(s) => {
-            crate::init_logging(&s.log);
+            crate::logging::to_stderr(&s.log);
             let database = match &s.database {
                 Some(d) => d.clone(),
                 None => default_database()?,

@@ -291,7 +291,7 @@ fn usage(msg: String) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn send(a: &SendArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
+    crate::logging::to_stderr("warn");
     let (target, sources) = a.args.split_last().expect("clap requires two arguments");
     let Some((host, dest)) = host_path(target) else {
         return usage(format!("{target:?}: the last argument must be HOST:DEST"));
@@ -316,7 +316,7 @@ pub(crate) fn send(a: &SendArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn get(a: &GetArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
+    crate::logging::to_stderr("warn");
     let (dest, sources) = a.args.split_last().expect("clap requires two arguments");
     let mut host = None;
     let mut paths = Vec::new();
