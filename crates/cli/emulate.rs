@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use longhaul_emu::signals::{stop_child, stop_process_group, wait_for};
 use longhaul_emu::{HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Termination, Testbed};
-use longhaul_units::{Nanos, TimeUnit, fmt_size, parse_duration};
+use longhaul_units::{Nanos, fmt_size};
 
 mod flags;
 mod path;
@@ -96,7 +96,7 @@ struct RunArgs {
     #[arg(long, value_name = "SHELL-CMD")]
     b_cmd: Option<String>,
     /// How long to give --b-cmd to get ready before CMD starts.
-    #[arg(long, default_value = "500ms", value_parser = duration)]
+    #[arg(long, default_value = "500ms", value_parser = crate::args::duration)]
     b_cmd_wait: Nanos,
     /// Do not start `longhaul server` on host b.
     #[arg(long)]
@@ -107,10 +107,6 @@ struct RunArgs {
     /// The command to run on host a, after `--`.
     #[arg(last = true, required_unless_present = "describe", value_name = "CMD")]
     cmd: Vec<String>,
-}
-
-pub(crate) fn duration(s: &str) -> Result<Nanos, String> {
-    parse_duration(s, TimeUnit::Millis).map_err(|e| e.to_string())
 }
 
 /// Prints a refusal: bad usage exits with 2, a refused value with 1.

@@ -103,13 +103,13 @@ pub(crate) struct BurstArgs {
     #[arg(long, default_value = DEFAULT_NAME)]
     name: String,
     /// Cross-traffic rate during the burst, e.g. 900M.
-    #[arg(value_parser = super::flags::rate_arg)]
+    #[arg(value_parser = crate::args::rate)]
     rate: u64,
     /// How long, e.g. 2s.
-    #[arg(value_parser = super::duration)]
+    #[arg(value_parser = crate::args::duration)]
     length: Nanos,
     /// When, from now.
-    #[arg(long = "in", default_value = "0s", value_parser = super::duration)]
+    #[arg(long = "in", default_value = "0s", value_parser = crate::args::duration)]
     delay: Nanos,
     /// On the b→a direction instead of a→b.
     #[arg(long)]
