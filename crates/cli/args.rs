@@ -7,7 +7,9 @@
 //! `emulate` refuse a bad value while parsing (clap's usage error, exit 2); `calc` and `doctor`
 //! take the text and refuse it when computing, with a one-line error that starts with the flag's
 //! name (their tests hold them to that). Both go through the same parser, so they accept the same
-//! values.
+//! values. What differs on purpose: `emulate --rtt` is a delay and may be 0 ([`duration`]), a model's
+//! RTT may not ([`rtt`]); a test allows up to 1024 streams (the protocol's limit), a transfer 256
+//! (the transfer's memory bound), and the models any count from 1.
 
 use longhaul_engine::Family;
 use longhaul_units::{Nanos, TimeUnit, parse_duration, parse_rate};
