@@ -76,14 +76,15 @@ enum Action {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("As a JSON array")))]
 struct PresetsArgs {
-    /// As a JSON array.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 /// `longhaul emulate [PRESET|FILE] -- CMD`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("Print the emulator's report as JSON (on stderr, like the text report)")))]
 struct RunArgs {
     #[command(flatten)]
     path: PathArgs,
@@ -101,9 +102,8 @@ struct RunArgs {
     /// Do not start `longhaul server` on host b.
     #[arg(long)]
     no_server: bool,
-    /// Print the emulator's report as JSON (on stderr, like the text report).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
     /// The command to run on host a, after `--`.
     #[arg(last = true, required_unless_present = "describe", value_name = "CMD")]
     cmd: Vec<String>,
@@ -123,7 +123,7 @@ fn refuse(r: Refusal) -> anyhow::Result<ExitCode> {
 pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
     crate::logging::to_stderr("warn");
     match &a.action {
-        Some(Action::Presets(p)) => match path::list(p.json) {
+        Some(Action::Presets(p)) => match path::list(p.json.json) {
             Ok(text) => {
                 print!("{text}");
                 Ok(ExitCode::SUCCESS)
@@ -216,7 +216,7 @@ to {}{}",
         }
     }
     let r = bed.down();
-    report::print(&r, a.path.max_lateness, a.json);
+    report::print(&r, a.path.max_lateness, a.json.json);
     if let Some(sig) = term.received() {
         eprintln!("emulate: stopped by signal {sig}; testbed torn down");
         return Ok(ExitCode::from(u8::try_from(128 + sig).unwrap_or(1)));
