@@ -85,3 +85,17 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every subcommand's flags together: no two share a name or a short letter (the shared flags
+    /// of `args` are flattened into many of them).
+    #[test]
+    fn clap_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+}
