@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::util::{json_test, longhaul};
+use crate::util::{ServerProc, json_test, longhaul};
 
 #[test]
 fn daemon_mode_detaches_logs_to_a_file_and_writes_its_pid() {
@@ -84,4 +84,34 @@ fn an_unwritable_log_file_is_an_error_before_detaching() {
         err.contains("cannot open log file /nonexistent-dir/x.log"),
         "{err}"
     );
+}
+
+/// Logs that do not go to a terminal are plain text: no ANSI colour escapes in a `--logfile` nor in
+/// stderr read through a pipe (what a service manager or `2>file` gives).
+#[test]
+fn logs_to_a_file_or_a_pipe_have_no_colour_escapes() {
+    // stderr is a pipe here (ServerProc reads it).
+    let mut piped = ServerProc::start(&[]);
+    json_test("127.0.0.1", piped.port, &["-t", "1"]);
+    piped.wait_for("test finished");
+    let text = piped.log();
+    assert!(!text.contains("\x1b["), "piped stderr: {text:?}");
+
+    let dir = std::env::temp_dir().join(format!("lh-plain-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("server.log");
+    let server = ServerProc::start(&["--logfile", log.to_str().unwrap()]);
+    json_test("127.0.0.1", server.port, &["-t", "1"]);
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("test finished") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(text.contains("test finished"), "log file: {text:?}");
+    assert!(!text.contains("\x1b["), "log file: {text:?}");
 }

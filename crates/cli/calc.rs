@@ -22,9 +22,9 @@ use longhaul_models::calc::responsiveness::{self, ResponsivenessReport};
 use longhaul_units::{TimeUnit, fmt_size, parse_distance, parse_duration, parse_size};
 use serde::Serialize;
 
-use inputs::{
-    parse_c, parse_loss, parse_metric, parse_mss, parse_positive_rate, parse_rtt, path_inputs,
-};
+use crate::args;
+
+use inputs::{parse_c, parse_loss, parse_metric, parse_mss, parse_rtt, path_inputs};
 
 mod inputs;
 mod text;
@@ -116,9 +116,8 @@ struct Common {
     /// Segment payload in bytes: 1460 for MTU 1500, 8960 for MTU 9000.
     #[arg(long, value_name = "BYTES", default_value = "1460")]
     mss: String,
-    /// Print one JSON object with every input and output (base units plus display strings).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: args::Json,
 }
 
 #[derive(clap::Args, Debug)]
@@ -126,9 +125,8 @@ struct BdpArgs {
     /// Bottleneck rate in bit/s: 10G, 9.29G, 100m (k/m/g/t = ×1000).
     #[arg(long, value_name = "RATE")]
     rate: String,
-    /// Parallel streams sharing the rate.
-    #[arg(short = 'P', long, visible_alias = "parallel", default_value_t = 1)]
-    streams: u32,
+    #[command(flatten)]
+    streams: args::ModelStreams,
     #[command(flatten)]
     common: Common,
 }
@@ -184,9 +182,8 @@ struct LsrArgs {
     /// A standing mark to compare with, in Tbit·m/s (272400) or with a unit (272.4P, 272400 Tbit·m/s).
     #[arg(long, value_name = "METRIC")]
     beats: Option<String>,
-    /// Print one JSON object with every input and output.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: args::Json,
 }
 
 #[derive(clap::Args, Debug)]
@@ -200,18 +197,16 @@ struct PathArgs {
     /// Segment payload in bytes: 1460 for MTU 1500, 8960 for MTU 9000.
     #[arg(long, value_name = "BYTES", default_value = "1460")]
     mss: String,
-    /// Parallel streams sharing the rate.
-    #[arg(short = 'P', long, visible_alias = "parallel", default_value_t = 1)]
-    streams: u32,
+    #[command(flatten)]
+    streams: args::ModelStreams,
     /// Loss probability of the path, if known: adds Reno's ceiling at that loss.
     #[arg(long, value_name = "P")]
     loss: Option<String>,
     /// Mathis constant C (default √(3/2) ≈ 1.22).
     #[arg(long = "c", value_name = "C")]
     c: Option<f64>,
-    /// Print one JSON object with every input and output.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: args::Json,
 }
 
 /// Runs `longhaul calc`: prints the report as text, or as JSON with `--json`.
@@ -233,7 +228,7 @@ fn compute(args: &CalcArgs) -> Result<(Report, bool)> {
     Ok(match &args.command {
         Some(CalcCommand::Bdp(a)) => {
             let p = path_inputs(&a.rate, &a.common, a.streams)?;
-            (Report::Bdp(bdp::report(&p)), a.common.json)
+            (Report::Bdp(bdp::report(&p)), a.common.json.json)
         }
         Some(CalcCommand::Mathis(a)) => {
             let rtt = parse_rtt(a.common.rtt.as_deref())?;
@@ -241,26 +236,26 @@ fn compute(args: &CalcArgs) -> Result<(Report, bool)> {
             let c = parse_c(a.c)?;
             let given = match (&a.loss, &a.rate) {
                 (Some(l), _) => MathisGiven::Loss(parse_loss(l)?),
-                (None, Some(r)) => MathisGiven::Rate(parse_positive_rate(r)?),
+                (None, Some(r)) => MathisGiven::Rate(args::named("--rate", r, args::rate)?),
                 (None, None) => bail!("give --loss or --rate"),
             };
             (
                 Report::Mathis(mathis::report(mss, rtt, c, given)),
-                a.common.json,
+                a.common.json.json,
             )
         }
         Some(CalcCommand::Responsiveness(a)) => {
-            let p = path_inputs(&a.rate, &a.common, 1)?;
+            let p = path_inputs(&a.rate, &a.common, args::ModelStreams { n: 1 })?;
             (
                 Report::Responsiveness(responsiveness::report(p.rate_bps, p.rtt, p.mss)),
-                a.common.json,
+                a.common.json.json,
             )
         }
-        Some(CalcCommand::Lsr(a)) => (Report::Lsr(lsr_report(a)?), a.json),
-        Some(CalcCommand::Path(a)) => (Report::Path(Box::new(path_report(a)?)), a.json),
+        Some(CalcCommand::Lsr(a)) => (Report::Lsr(lsr_report(a)?), a.json.json),
+        Some(CalcCommand::Path(a)) => (Report::Path(Box::new(path_report(a)?)), a.json.json),
         None => (
             Report::Path(Box::new(path_report(&args.path)?)),
-            args.path.json,
+            args.path.json.json,
         ),
     })
 }
@@ -307,7 +302,7 @@ fn lsr_report(a: &LsrArgs) -> Result<LsrReport> {
             }
             lsr::Run::Moved { bytes, seconds }
         }
-        (None, None, Some(r)) => lsr::Run::Rate(parse_positive_rate(r)?),
+        (None, None, Some(r)) => lsr::Run::Rate(args::named("--rate", r, args::rate)?),
         _ => bail!("give --bytes and --seconds, or --rate"),
     };
     let old = a.beats.as_deref().map(parse_metric).transpose()?;

@@ -6,12 +6,12 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result};
 use longhaul_engine::doctor::gather;
 use longhaul_models::tuning::{
     Finding, HostSnapshot, Status, Target, any_fail, count, evaluate, write_sysctl_file,
 };
-use longhaul_units::{Nanos, TimeUnit, fmt_size, fmt_size_si, parse_duration, parse_rate};
+use longhaul_units::{fmt_size, fmt_size_si};
 use serde::Serialize;
 
 /// Flags of `longhaul doctor`.
@@ -29,7 +29,8 @@ flags or values.
 Examples:
   longhaul doctor                                # 10 Gbit/s over 120 ms, one stream
   longhaul doctor --rate 100G --rtt 150ms -P 8
-  longhaul doctor --rate 1G --rtt 17 --json      # bare RTT = ms")]
+  longhaul doctor --rate 1G --rtt 17 --json      # bare RTT = ms",
+    mut_arg("json", |a| a.help("Print one JSON object: target, host snapshot, findings, sysctl.d snippet")))]
 pub(crate) struct DoctorArgs {
     /// Target rate of the path, bit/s: 10G, 2.5g, 100G (k/m/g/t = ×1000).
     #[arg(long, value_name = "RATE", default_value = "10G")]
@@ -37,12 +38,10 @@ pub(crate) struct DoctorArgs {
     /// Round-trip time of the path: 120ms, 0.3s; a bare number is milliseconds.
     #[arg(long, value_name = "DURATION", default_value = "120ms")]
     rtt: String,
-    /// Parallel streams that will share the rate (each needs its share of the BDP).
-    #[arg(short = 'P', long, visible_alias = "parallel", default_value_t = 1)]
-    streams: u32,
-    /// Print one JSON object: target, host snapshot, findings, sysctl.d snippet.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    streams: crate::args::ModelStreams,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 /// What `--json` prints.
@@ -72,7 +71,7 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode> {
     };
     let snap = gather();
     let findings = evaluate(&snap, &target);
-    if args.json {
+    if args.json.json {
         let out = Output {
             target: &target,
             target_display: target.describe(),
@@ -99,21 +98,11 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode> {
 }
 
 fn target(args: &DoctorArgs) -> Result<Target> {
-    let rate_bps = parse_rate(&args.rate).map_err(|e| anyhow!("--rate: {e}"))?;
-    if rate_bps == 0 {
-        bail!("--rate: must be above 0 bit/s");
-    }
-    let rtt = parse_duration(&args.rtt, TimeUnit::Millis).map_err(|e| anyhow!("--rtt: {e}"))?;
-    if rtt == Nanos::ZERO {
-        bail!("--rtt: must be above 0");
-    }
-    if args.streams == 0 {
-        bail!("--streams: must be at least 1");
-    }
+    use crate::args::{named, rate, rtt};
     Ok(Target {
-        rate_bps,
-        rtt,
-        streams: args.streams,
+        rate_bps: named("--rate", &args.rate, rate)?,
+        rtt: named("--rtt", &args.rtt, rtt)?,
+        streams: args.streams.get()?,
     })
 }
 
@@ -233,6 +222,7 @@ fn render(target: &Target, snap: &HostSnapshot, findings: &[Finding]) -> String 
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
+    use longhaul_units::Nanos;
 
     use super::*;
 

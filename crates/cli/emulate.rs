@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use longhaul_emu::signals::{stop_child, stop_process_group, wait_for};
 use longhaul_emu::{HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Termination, Testbed};
-use longhaul_units::{Nanos, TimeUnit, fmt_size, parse_duration};
+use longhaul_units::{Nanos, fmt_size};
 
 mod flags;
 mod path;
@@ -76,14 +76,15 @@ enum Action {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("As a JSON array")))]
 struct PresetsArgs {
-    /// As a JSON array.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 /// `longhaul emulate [PRESET|FILE] -- CMD`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("Print the emulator's report as JSON (on stderr, like the text report)")))]
 struct RunArgs {
     #[command(flatten)]
     path: PathArgs,
@@ -96,21 +97,16 @@ struct RunArgs {
     #[arg(long, value_name = "SHELL-CMD")]
     b_cmd: Option<String>,
     /// How long to give --b-cmd to get ready before CMD starts.
-    #[arg(long, default_value = "500ms", value_parser = duration)]
+    #[arg(long, default_value = "500ms", value_parser = crate::args::duration)]
     b_cmd_wait: Nanos,
     /// Do not start `longhaul server` on host b.
     #[arg(long)]
     no_server: bool,
-    /// Print the emulator's report as JSON (on stderr, like the text report).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
     /// The command to run on host a, after `--`.
     #[arg(last = true, required_unless_present = "describe", value_name = "CMD")]
     cmd: Vec<String>,
-}
-
-pub(crate) fn duration(s: &str) -> Result<Nanos, String> {
-    parse_duration(s, TimeUnit::Millis).map_err(|e| e.to_string())
 }
 
 /// Prints a refusal: bad usage exits with 2, a refused value with 1.
@@ -125,9 +121,9 @@ fn refuse(r: Refusal) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
+    crate::logging::to_stderr("warn");
     match &a.action {
-        Some(Action::Presets(p)) => match path::list(p.json) {
+        Some(Action::Presets(p)) => match path::list(p.json.json) {
             Ok(text) => {
                 print!("{text}");
                 Ok(ExitCode::SUCCESS)
@@ -220,7 +216,7 @@ to {}{}",
         }
     }
     let r = bed.down();
-    report::print(&r, a.path.max_lateness, a.json);
+    report::print(&r, a.path.max_lateness, a.json.json);
     if let Some(sig) = term.received() {
         eprintln!("emulate: stopped by signal {sig}; testbed torn down");
         return Ok(ExitCode::from(u8::try_from(128 + sig).unwrap_or(1)));

@@ -79,6 +79,7 @@ impl ArchiveArg {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("Print the outcome as JSON on stdout (progress stays on stderr)")))]
 struct RunArgs {
     /// A built-in experiment name or an experiment file (TOML).
     experiment: String,
@@ -93,35 +94,33 @@ struct RunArgs {
     points: Option<usize>,
     #[command(flatten)]
     archive: ArchiveArg,
-    /// Print the outcome as JSON on stdout (progress stays on stderr).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
     #[command(flatten)]
     ties: crate::testbed::TiesArgs,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("As JSON: {\"archive\", \"runs\": [{id, experiment, started, finished, complete, trustworthy, reduced, points, file}]}")))]
 struct ListArgs {
     #[command(flatten)]
     archive: ArchiveArg,
-    /// As JSON: {"archive", "runs": [{id, experiment, started, finished, complete, trustworthy,
-    /// reduced, points, file}]}.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
     /// Rebuild the index from the result files first.
     #[arg(long)]
     reindex: bool,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("Print the whole result file")))]
 struct ShowArgs {
     /// Run id (or unique prefix, experiment name, result file).
     run: String,
     #[command(flatten)]
     archive: ArchiveArg,
-    /// Print the whole result file.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 #[derive(clap::Args, Debug)]
@@ -151,26 +150,26 @@ struct PlotArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("As JSON")))]
 struct BuiltinsArgs {
-    /// As JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("As JSON")))]
 struct RecordsArgs {
     /// Check these runs against the rules and rank them (emulated runs are never eligible).
     #[arg(long, value_name = "RUN")]
     check: Vec<String>,
     #[command(flatten)]
     archive: ArchiveArg,
-    /// As JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 pub(crate) fn run(a: &LabArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
+    crate::logging::to_stderr("warn");
     match &a.action {
         Action::Run(r) => run_experiment(r),
         Action::List(l) => list(l),
@@ -290,7 +289,7 @@ fn run_experiment(a: &RunArgs) -> anyhow::Result<ExitCode> {
     };
     let out = runner::run(&loaded, &opts, &mut progress)?;
     let rf = &out.result;
-    if a.json {
+    if a.json.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&outcome_json(rf, &out.file, out.interrupted))?
@@ -407,7 +406,7 @@ fn list(a: &ListArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let rows = ar.list()?;
-    if a.json {
+    if a.json.json {
         println!(
             "{}",
             serde_json::to_string_pretty(
@@ -440,7 +439,7 @@ fn list(a: &ListArgs) -> anyhow::Result<ExitCode> {
 
 fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
     let rf = a.archive.open()?.load(&a.run)?;
-    if a.json {
+    if a.json.json {
         println!("{}", rf.to_json());
     } else {
         print!("{}", summary_text(&rf));
@@ -509,7 +508,7 @@ fn builtins(a: &BuiltinsArgs) -> anyhow::Result<ExitCode> {
             "reduced_test_time_s": reduced.test_time().as_secs_f64(),
         }));
     }
-    if a.json {
+    if a.json.json {
         println!("{}", serde_json::to_string_pretty(&all)?);
     } else {
         println!(
@@ -551,7 +550,7 @@ fn records_cmd(a: &RecordsArgs) -> anyhow::Result<ExitCode> {
             cands.push(c);
         }
     }
-    if a.json {
+    if a.json.json {
         let table: Vec<Value> = rows
             .iter()
             .map(|r| {

@@ -7,10 +7,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod args;
 mod calc;
 mod doctor;
 mod emulate;
 mod lab;
+mod logging;
 mod server;
 mod test;
 mod testbed;
@@ -84,24 +86,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn log_filter(level: &str) -> tracing_subscriber::EnvFilter {
-    tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level))
-}
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
 
-/// Sends logs to stderr at `level` unless `RUST_LOG` says otherwise.
-fn init_logging(level: &str) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(log_filter(level))
-        .with_writer(std::io::stderr)
-        .try_init();
-}
+    use super::Cli;
 
-/// Appends logs to `file` at `level` unless `RUST_LOG` says otherwise.
-fn init_logging_to(level: &str, file: std::fs::File) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(log_filter(level))
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file))
-        .try_init();
+    /// Every subcommand's flags together: no two share a name or a short letter (the shared flags
+    /// of `args` are flattened into many of them).
+    #[test]
+    fn clap_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
 }

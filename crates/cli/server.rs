@@ -155,8 +155,8 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write pid file {}", p.display()))?;
     }
     match logfile {
-        Some(f) => crate::init_logging_to(&a.log, f),
-        None => crate::init_logging(&a.log),
+        Some(f) => crate::logging::to_file(&a.log, f),
+        None => crate::logging::to_stderr(&a.log),
     }
     server.run()?;
     Ok(ExitCode::SUCCESS)

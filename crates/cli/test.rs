@@ -5,17 +5,17 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::process::ExitCode;
 
-use longhaul_engine::{
-    ClientConfig, DEFAULT_PORT, Family, Observer, Server, ServerConfig, run_test,
-};
+use longhaul_engine::{ClientConfig, DEFAULT_PORT, Observer, Server, ServerConfig, run_test};
 use longhaul_proto::msg::{MAX_OMIT_NS, MAX_WRITE_LEN};
 use longhaul_proto::report::{IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry};
 use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
 use longhaul_units::models::{LSR_MAX_KM, fmt_lsr, lsr_capped_km, lsr_metric_from_rate};
 use longhaul_units::{
     Nanos, ParseError, TimeUnit, fmt_rate_iperf, fmt_size_iperf, parse_distance, parse_duration,
-    parse_rate, parse_size,
+    parse_size,
 };
+
+use crate::args;
 
 /// Flags of `longhaul test`.
 #[derive(clap::Args, Debug)]
@@ -26,7 +26,8 @@ buffers to at least 2 x BDP per stream, using SO_*BUFFORCE as root. The report s
 granted vs cap and the rate ceiling that implies, with the sysctl that lifts a binding cap.\n\n\
 Sizes use K/M/G = x1024 (-l 128K, -w 64M, -n 10G); rates use k/m/g = x1000 (--rate 10G, --pace 2.5g).\n\n\
 Examples:\n  longhaul test dtn.example.org -P 4 -t 60\n  longhaul test ::1 -6 -R -C cubic --json\n  \
-longhaul test 10.0.0.2 --pace 9G -P 8 --distance-km 11539"
+longhaul test 10.0.0.2 --pace 9G -P 8 --distance-km 11539",
+    mut_arg("json", |a| a.help("Print one iperf3-compatible JSON document at the end"))
 )]
 pub(crate) struct TestArgs {
     /// Server to test against; omit for a self-test against an in-process server on loopback.
@@ -34,9 +35,8 @@ pub(crate) struct TestArgs {
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// Parallel streams (per direction with --bidir).
-    #[arg(short = 'P', long = "parallel", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    streams: u32,
+    #[command(flatten)]
+    streams: args::Streams,
     /// Test duration: seconds, or with a unit (10, 90s, 1500ms).
     #[arg(short = 't', long = "time", default_value = "10", value_parser = secs, conflicts_with = "bytes")]
     time: Nanos,
@@ -56,12 +56,8 @@ pub(crate) struct TestArgs {
     /// Both directions at once, on separate connections.
     #[arg(long)]
     bidir: bool,
-    /// Use IPv4 only.
-    #[arg(short = '4', long = "version4", conflicts_with = "v6")]
-    v4: bool,
-    /// Use IPv6 only.
-    #[arg(short = '6', long = "version6")]
-    v6: bool,
+    #[command(flatten)]
+    ip: args::IpFamily,
     /// Local address to bind.
     #[arg(short = 'B', long)]
     bind: Option<IpAddr>,
@@ -76,19 +72,18 @@ pub(crate) struct TestArgs {
     #[arg(short = 'w', long, default_value = "auto", value_parser = window)]
     window: WindowRequest,
     /// Target rate of all streams together, for -w auto (e.g. 10G, 400M).
-    #[arg(long, default_value = "10G", value_parser = rate)]
+    #[arg(long, default_value = "10G", value_parser = args::rate)]
     rate: u64,
     /// Pace all sending streams together at this total rate, split evenly (SO_MAX_PACING_RATE).
-    #[arg(long, value_parser = rate)]
+    #[arg(long, value_parser = args::rate)]
     pace: Option<u64>,
     /// Zero-copy send (sendfile; see docs/test.md for the measurement behind the choice).
     #[arg(short = 'Z', long)]
     zerocopy: bool,
-    /// Print one iperf3-compatible JSON document at the end.
-    #[arg(short = 'J', long, conflicts_with = "json_stream")]
-    json: bool,
+    #[command(flatten)]
+    json: args::Json,
     /// Print one JSON event per line as the test runs (start, interval, end, error).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     json_stream: bool,
     /// Path distance in km: adds the Land Speed Record metric (bit·m/s) to the summary.
     #[arg(long, value_parser = distance)]
@@ -115,14 +110,6 @@ fn omit(s: &str) -> Result<Nanos, String> {
 
 fn size(s: &str) -> Result<u64, ParseError> {
     parse_size(s)
-}
-
-fn rate(s: &str) -> Result<u64, String> {
-    match parse_rate(s) {
-        Ok(0) => Err("rate must be > 0".into()),
-        Ok(r) => Ok(r),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 fn write_len(s: &str) -> Result<u32, String> {
@@ -160,7 +147,7 @@ fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         None => EndCondition::Time { ns: a.time.0 },
     };
     let p = TestParams {
-        streams: a.streams,
+        streams: a.streams.n,
         end,
         interval_ns: a.interval.0,
         direction: if a.bidir {
@@ -190,7 +177,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     let (host, port) = match &a.host {
         Some(h) => (h.clone(), a.port),
         None => {
-            let ip: IpAddr = if a.v6 {
+            let ip: IpAddr = if a.ip.ipv6 {
                 "::1".parse()?
             } else {
                 "127.0.0.1".parse()?
@@ -208,13 +195,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     let cfg = ClientConfig {
         host,
         port,
-        family: if a.v4 {
-            Family::V4
-        } else if a.v6 {
-            Family::V6
-        } else {
-            Family::Any
-        },
+        family: a.ip.family(),
         bind: a.bind,
         params,
         timeout: a.connect_timeout.to_duration(),
@@ -272,7 +253,7 @@ struct Output {
 
 impl Output {
     fn new(a: &TestArgs) -> Self {
-        let mode = if a.json {
+        let mode = if a.json.json {
             Mode::Json
         } else if a.json_stream {
             Mode::JsonStream
@@ -281,7 +262,7 @@ impl Output {
         };
         Self {
             mode,
-            streams: a.streams,
+            streams: a.streams.n,
             start: None,
         }
     }

@@ -152,6 +152,7 @@ struct ServeArgs {
 
 /// Where the client finds the service.
 #[derive(Args, Debug)]
+#[command(mut_arg("json", |a| a.help("Print the service's JSON instead of a summary")))]
 struct ClientArgs {
     /// Service URL.
     #[arg(
@@ -163,9 +164,8 @@ struct ClientArgs {
     /// API token (`longhaul testbed token add`).
     #[arg(long, env = "LONGHAUL_TESTBED_TOKEN", hide_env_values = true)]
     token: String,
-    /// Print the service's JSON instead of a summary.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 #[derive(Args, Debug)]
@@ -273,7 +273,7 @@ fn default_database() -> anyhow::Result<String> {
 pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
     match &a.command {
         TestbedCommand::Serve(s) => {
-            crate::init_logging(&s.log);
+            crate::logging::to_stderr(&s.log);
             let database = match &s.database {
                 Some(d) => d.clone(),
                 None => default_database()?,
@@ -452,7 +452,7 @@ fn reserve(r: &ReserveArgs) -> anyhow::Result<ExitCode> {
         Err(e) if e.downcast_ref::<ureq::Error>().is_some() => send()?,
         other => other?,
     };
-    if r.client.json {
+    if r.client.json.json {
         println!("{text}");
     } else {
         print_booking(&serde_json::from_str(&text).context("the service's answer")?);
@@ -470,7 +470,7 @@ fn list(l: &ListArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let text = call::<()>(req, None)?;
-    if l.client.json {
+    if l.client.json.json {
         println!("{text}");
     } else {
         let list: BookingList = serde_json::from_str(&text).context("the service's answer")?;
@@ -488,7 +488,7 @@ fn change(i: &IdArgs, op: &str) -> anyhow::Result<ExitCode> {
             .set("Authorization", &format!("Bearer {}", i.client.token)),
         None,
     )?;
-    if i.client.json {
+    if i.client.json.json {
         println!("{text}");
     } else {
         print_booking(&serde_json::from_str(&text).context("the service's answer")?);
@@ -507,7 +507,7 @@ fn post_with<B: serde::Serialize>(
             .set("Authorization", &format!("Bearer {}", c.token)),
         Some(body),
     )?;
-    if c.json {
+    if c.json.json {
         println!("{text}");
     } else {
         print_booking(&serde_json::from_str(&text).context("the service's answer")?);
@@ -605,7 +605,7 @@ fn audit(i: &IdArgs) -> anyhow::Result<ExitCode> {
             .set("Authorization", &format!("Bearer {}", i.client.token)),
         None,
     )?;
-    if i.client.json {
+    if i.client.json.json {
         println!("{text}");
         return Ok(ExitCode::SUCCESS);
     }
@@ -642,7 +642,7 @@ fn me(m: &MeArgs) -> anyhow::Result<ExitCode> {
             .set("Authorization", &format!("Bearer {}", m.client.token)),
         None,
     )?;
-    if m.client.json {
+    if m.client.json.json {
         println!("{text}");
     } else {
         let me: Me = serde_json::from_str(&text).context("the service's answer")?;

@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use longhaul_engine::client::Family;
 use longhaul_engine::transfer::{Endpoint, Event, Summary, TransferConfig};
 use longhaul_engine::{DEFAULT_PORT, EngineError};
 use longhaul_transfer::manifest::ModePolicy;
 use longhaul_transfer::{Key, RelPath};
-use longhaul_units::{fmt_rate, fmt_size, parse_rate, parse_size};
+use longhaul_units::{fmt_rate, fmt_size, parse_size};
+
+use crate::args;
 
 /// Where `--key` is looked for when not given: $LONGHAUL_KEY, then this under $HOME.
 const DEFAULT_KEY: &str = ".config/longhaul/key";
@@ -27,23 +28,18 @@ pub(crate) struct CommonArgs {
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// IPv4 only.
-    #[arg(short = '4', conflicts_with = "ipv6")]
-    ipv4: bool,
-    /// IPv6 only.
-    #[arg(short = '6')]
-    ipv6: bool,
+    #[command(flatten)]
+    ip: args::IpFamily,
     /// Local address to bind.
     #[arg(short = 'B', long)]
     bind: Option<IpAddr>,
     /// Key file shared with the server [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
     #[arg(long, value_name = "FILE")]
     key: Option<PathBuf>,
-    /// Data streams [default: from the measured RTT and --rate, at least 4].
-    #[arg(short = 'P', long, value_parser = clap::value_parser!(u32).range(1..=256))]
-    parallel: Option<u32>,
+    #[command(flatten)]
+    streams: args::TransferStreams,
     /// Target rate of the whole transfer; sizes windows and chunks.
-    #[arg(long, default_value = "10G", value_parser = rate)]
+    #[arg(long, default_value = "10G", value_parser = args::rate)]
     rate: u64,
     /// Chunk size (a power of two, 1M to 64M) [default: one stream's share of one RTT].
     #[arg(long, value_parser = chunk)]
@@ -57,11 +53,10 @@ pub(crate) struct CommonArgs {
     /// Congestion control for the data connections (e.g. cubic, bbr).
     #[arg(short = 'C', long)]
     congestion: Option<String>,
-    /// Print the summary as JSON on stdout.
-    #[arg(short = 'J', long, conflicts_with = "json_stream")]
-    json: bool,
+    #[command(flatten)]
+    json: args::Json,
     /// Print one JSON event per line (started, progress, file, summary) instead of a progress bar.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     json_stream: bool,
     /// How long to try connecting and to wait for each set-up step, seconds.
     #[arg(long, default_value_t = 10)]
@@ -142,14 +137,6 @@ pub(crate) struct KeygenArgs {
     /// Replace an existing file.
     #[arg(long)]
     force: bool,
-}
-
-fn rate(s: &str) -> Result<u64, String> {
-    match parse_rate(s) {
-        Ok(0) => Err("rate must be > 0".into()),
-        Ok(r) => Ok(r),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 fn chunk(s: &str) -> Result<u64, String> {
@@ -257,18 +244,12 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
         endpoint: Endpoint {
             host,
             port: c.port,
-            family: if c.ipv4 {
-                Family::V4
-            } else if c.ipv6 {
-                Family::V6
-            } else {
-                Family::Any
-            },
+            family: c.ip.family(),
             bind: c.bind,
             timeout: Duration::from_secs(c.connect_timeout.max(1)),
         },
         key: load_key(c.key.as_deref())?,
-        streams: c.parallel,
+        streams: c.streams.n,
         rate_bps: c.rate,
         chunk_size: c.chunk,
         overwrite: c.overwrite,
@@ -291,7 +272,7 @@ fn usage(msg: String) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn send(a: &SendArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
+    crate::logging::to_stderr("warn");
     let (target, sources) = a.args.split_last().expect("clap requires two arguments");
     let Some((host, dest)) = host_path(target) else {
         return usage(format!("{target:?}: the last argument must be HOST:DEST"));
@@ -316,7 +297,7 @@ pub(crate) fn send(a: &SendArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn get(a: &GetArgs) -> anyhow::Result<ExitCode> {
-    crate::init_logging("warn");
+    crate::logging::to_stderr("warn");
     let (dest, sources) = a.args.split_last().expect("clap requires two arguments");
     let mut host = None;
     let mut paths = Vec::new();
@@ -362,7 +343,7 @@ struct Output {
 
 impl Output {
     fn new(c: &CommonArgs) -> Self {
-        let bar = (!c.json && !c.json_stream && std::io::stderr().is_terminal()).then(|| {
+        let bar = (!c.json.json && !c.json_stream && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::new(0);
             b.set_style(
                 ProgressStyle::with_template(
@@ -373,7 +354,7 @@ impl Output {
             b
         });
         Self {
-            json: c.json,
+            json: c.json.json,
             stream: c.json_stream,
             bar,
         }

@@ -3,25 +3,14 @@
 use anyhow::{Result, anyhow, bail};
 use longhaul_models::calc::PathInputs;
 use longhaul_units::models::MATHIS_C_PER_ACK;
-use longhaul_units::{Nanos, TimeUnit, parse_duration, parse_rate, parse_size};
+use longhaul_units::{Nanos, parse_size};
 
 use super::Common;
-
-pub(super) fn parse_positive_rate(s: &str) -> Result<u64> {
-    let r = parse_rate(s).map_err(|e| anyhow!("--rate: {e}"))?;
-    if r == 0 {
-        bail!("--rate: must be above 0 bit/s");
-    }
-    Ok(r)
-}
+use crate::args::{self, ModelStreams};
 
 pub(super) fn parse_rtt(s: Option<&str>) -> Result<Nanos> {
     let s = s.ok_or_else(|| anyhow!("--rtt is required"))?;
-    let rtt = parse_duration(s, TimeUnit::Millis).map_err(|e| anyhow!("--rtt: {e}"))?;
-    if rtt == Nanos::ZERO {
-        bail!("--rtt: must be above 0");
-    }
-    Ok(rtt)
+    args::named("--rtt", s, args::rtt)
 }
 
 pub(super) fn parse_mss(s: &str) -> Result<u64> {
@@ -83,14 +72,11 @@ pub(super) fn parse_metric(s: &str) -> Result<f64> {
 }
 
 /// Rate, RTT, MSS and streams of a path.
-pub(super) fn path_inputs(rate: &str, c: &Common, streams: u32) -> Result<PathInputs> {
-    if streams == 0 {
-        bail!("--streams: must be at least 1");
-    }
+pub(super) fn path_inputs(rate: &str, c: &Common, streams: ModelStreams) -> Result<PathInputs> {
     Ok(PathInputs {
-        rate_bps: parse_positive_rate(rate)?,
+        streams: streams.get()?,
+        rate_bps: args::named("--rate", rate, args::rate)?,
         rtt: parse_rtt(c.rtt.as_deref())?,
         mss: parse_mss(&c.mss)?,
-        streams,
     })
 }

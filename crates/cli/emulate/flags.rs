@@ -9,11 +9,10 @@ use longhaul_emu::link::{
 };
 use longhaul_emu::{MAX_HOPS, TestbedConfig, evenly_spaced_hops};
 use longhaul_topology::Overrides;
-use longhaul_units::{
-    Nanos, TimeUnit, fmt_duration, fmt_rate, fmt_size, parse_duration, parse_rate, parse_size,
-};
+use longhaul_units::{Nanos, fmt_duration, fmt_rate, fmt_size, parse_size};
 
 use super::path;
+use crate::args::{duration, rate};
 
 /// Flags that define the path and how it is emulated.
 #[derive(clap::Args, Debug, Clone)]
@@ -112,23 +111,6 @@ pub(crate) struct PathArgs {
     /// flagged NOT TRUSTWORTHY.
     #[arg(long, default_value = "1ms", value_parser = duration)]
     pub(crate) max_lateness: Nanos,
-}
-
-fn duration(s: &str) -> Result<Nanos, String> {
-    parse_duration(s, TimeUnit::Millis).map_err(|e| e.to_string())
-}
-
-/// A rate flag's value (> 0).
-pub(crate) fn rate_arg(s: &str) -> Result<u64, String> {
-    rate(s)
-}
-
-fn rate(s: &str) -> Result<u64, String> {
-    match parse_rate(s) {
-        Ok(0) => Err("rate must be > 0".into()),
-        Ok(r) => Ok(r),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 fn loss(s: &str) -> Result<f64, String> {

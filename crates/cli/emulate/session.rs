@@ -30,6 +30,7 @@ const UP_TIMEOUT: Duration = Duration::from_secs(60);
 /run/longhaul/emulate/NAME.log) until `longhaul emulate down --name NAME`. Hosts: a = lh-NAME-a \
 (10.201.0.1, fd00:4c48::1), b = lh-NAME-b (10.201.0.2, fd00:4c48::2), where `longhaul server` runs \
 unless --no-server. Run commands on them with `longhaul emulate exec a|b -- CMD`.")]
+#[command(mut_arg("json", |a| a.help("Print the testbed (name, pid, hosts, path) as JSON on stdout")))]
 pub(crate) struct UpArgs {
     #[command(flatten)]
     path: PathArgs,
@@ -42,9 +43,8 @@ pub(crate) struct UpArgs {
     /// Stay in the foreground (until SIGINT/SIGTERM or `down`) instead of running in the background.
     #[arg(long)]
     foreground: bool,
-    /// Print the testbed (name, pid, hosts, path) as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
     #[command(flatten)]
     ties: crate::testbed::TiesArgs,
 }
@@ -65,13 +65,13 @@ pub(crate) struct ExecArgs {
 
 /// `longhaul emulate status`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("As JSON: {\"testbeds\": [{name, pid, hosts, path, links: {a_to_b, b_to_a}, fidelity}, ...]}")))]
 pub(crate) struct StatusArgs {
     /// Only this testbed (default: every running one).
     #[arg(long)]
     name: Option<String>,
-    /// As JSON: {"testbeds": [{name, pid, hosts, path, links: {a_to_b, b_to_a}, fidelity}, ...]}.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 /// `longhaul emulate link`.
@@ -103,13 +103,13 @@ pub(crate) struct BurstArgs {
     #[arg(long, default_value = DEFAULT_NAME)]
     name: String,
     /// Cross-traffic rate during the burst, e.g. 900M.
-    #[arg(value_parser = super::flags::rate_arg)]
+    #[arg(value_parser = crate::args::rate)]
     rate: u64,
     /// How long, e.g. 2s.
-    #[arg(value_parser = super::duration)]
+    #[arg(value_parser = crate::args::duration)]
     length: Nanos,
     /// When, from now.
-    #[arg(long = "in", default_value = "0s", value_parser = super::duration)]
+    #[arg(long = "in", default_value = "0s", value_parser = crate::args::duration)]
     delay: Nanos,
     /// On the b→a direction instead of a→b.
     #[arg(long)]
@@ -118,13 +118,13 @@ pub(crate) struct BurstArgs {
 
 /// `longhaul emulate down`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("json", |a| a.help("Print the final counters as JSON on stdout")))]
 pub(crate) struct DownArgs {
     /// The testbed.
     #[arg(long, default_value = DEFAULT_NAME)]
     name: String,
-    /// Print the final counters as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: crate::args::Json,
 }
 
 fn now_unix_s() -> u64 {
@@ -208,7 +208,7 @@ pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
             log_path.display()
         );
     };
-    if a.json {
+    if a.json.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         print!("{}", describe(&s));
@@ -425,7 +425,7 @@ pub(crate) fn status(a: &StatusArgs) -> anyhow::Result<ExitCode> {
         text += &counters_text(&doc);
         docs.push(doc);
     }
-    if a.json {
+    if a.json.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "testbeds": docs }))?
@@ -470,7 +470,7 @@ pub(crate) fn down(a: &DownArgs) -> anyhow::Result<ExitCode> {
     }
     // A clean teardown needs no post-mortem: the log goes with it (a crashed emulator's stays).
     let _ = std::fs::remove_file(state::log_file(&a.name));
-    if a.json {
+    if a.json.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         println!(
