@@ -25,6 +25,7 @@ pub mod postgres;
 pub mod preview;
 pub mod sqlite;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod ui;
 
