@@ -17,7 +17,7 @@ pub enum Origin {
         /// Source.
         source: String,
     },
-    /// A run checked with [`check`].
+    /// A run checked with [`check`](super::rules::check).
     Run,
 }
 

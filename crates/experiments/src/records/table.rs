@@ -165,10 +165,10 @@ pub struct RecordRow {
     /// Quoted bytes and time, when given.
     pub quoted: Option<Quoted>,
     /// Whether rate × km reproduces the metric within rounding (`None`: not
-    /// computable). Tested against [`recompute`] for every row.
+    /// computable). Tested against [`recompute`](super::recompute) for every row.
     pub metric_agrees: Option<bool>,
     /// Which byte unit makes the quoted bytes and time agree with the rate.
-    /// Tested against [`units_check`] for every row.
+    /// Tested against [`units_check`](super::units_check) for every row.
     pub reading: Option<Reading>,
     /// Which table.
     pub table: Table,
