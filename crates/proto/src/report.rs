@@ -585,34 +585,15 @@ fn rate_s(bytes: u64, seconds: f64) -> f64 {
 }
 
 /// Formats seconds since the epoch as an RFC 7231 date ("Sat, 21 Nov 2026 05:49:17 GMT"), as iperf3's
-/// `timestamp.time` does.
+/// `timestamp.time` does. Instants past 9999-12-31T23:59:59Z (beyond any clock) print as that instant.
 pub fn http_date(secs: u64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm, public domain description).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
-        DAYS[(days % 7) as usize],
-        day,
-        MONTHS[(month - 1) as usize],
-        year,
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let at = i64::try_from(secs)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .unwrap_or(jiff::Timestamp::MAX);
+    jiff::fmt::rfc2822::DateTimePrinter::new()
+        .timestamp_to_rfc9110_string(&at)
+        .expect("every year from 1970 to 9999 has an RFC 9110 form")
 }
 
 #[cfg(test)]

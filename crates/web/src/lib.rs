@@ -27,6 +27,7 @@ pub mod rows;
 pub mod sqlite;
 pub mod state;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tokens;
 pub mod ui;

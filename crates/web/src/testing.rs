@@ -1,5 +1,6 @@
 //! Test fixtures shared by this crate's tests and the workspace's end-to-end tests: temporary
-//! directories and a throwaway PostgreSQL cluster. Not part of the service.
+//! directories and a throwaway PostgreSQL cluster. Not part of the service: compiled only into this
+//! crate's unit tests and with the `testing` feature, which only the workspace's tests enable.
 
 use std::net::TcpListener;
 use std::path::PathBuf;

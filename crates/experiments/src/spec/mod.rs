@@ -1,0 +1,632 @@
+//! The experiment file (TOML): which path to emulate, which `longhaul test`
+//! parameters to sweep, for how long and how often, an optional event (a
+//! cross-traffic burst) and which time series to keep. [`Spec::parse`] reads
+//! and checks a file and refuses anything impossible with an error naming the
+//! file, the line and the field; [`Spec::points`] expands the sweep into the
+//! cartesian product of its axes, each [`Point`] carrying its full parameter
+//! set, a stable id, and the `longhaul test` and `longhaul emulate` arguments
+//! that run it. The format is documented with an annotated example in
+//! docs/lab.md.
+//!
+//! Decisions worth knowing:
+//! - Axes are expanded in a fixed order, outermost first: congestion, mtu,
+//!   rate, streams, length, window (the order of the keys in the file does not
+//!   matter). A point's id lists only the swept axes in that order
+//!   (`mtu=9000,window=4M`).
+//! - Congestion-control names: any `[a-z0-9_]{1,15}` (the kernel's
+//!   `TCP_CA_NAME_MAX` is 16 with the NUL) is accepted, since what a kernel
+//!   offers is only known on the host (the runner checks
+//!   `tcp_available_congestion_control`, and `longhaul test -C` verifies);
+//!   names outside [`KNOWN_CONGESTION`] give a [`SpecWarning`], anything else
+//!   is an error.
+//! - Times: `duration` is `longhaul test -t`, `omit` is `-O` (left out of the
+//!   totals; the test runs omit + duration). An event's `at` counts from the
+//!   start of the test, omit period included, and must fall after the omit
+//!   period and end before the test does.
+//!
+//! One module per step: `raw` (the file's shape as serde reads it, and the
+//! reading of each raw value with its place), `check` (the whole file checked
+//! into a [`Spec`]) and `args` (the flag values and the `longhaul test` and
+//! `longhaul emulate` arguments of a point).
+
+use std::fmt::Write as _;
+
+use longhaul_topology::{CompiledPath, Overrides, Topology, preset};
+use longhaul_units::Nanos;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{SpecError, SpecWarning, field_at_line, line_col};
+
+mod args;
+mod check;
+mod raw;
+
+pub use args::{duration_flag, rate_flag, secs_flag, size_flag};
+use raw::{Ctx, RawSpec};
+
+/// Most repetitions of each point.
+pub const MAX_REPETITIONS: u32 = 100;
+/// Largest window a point may request: 1 GiB (TCP's own limit is just under,
+/// 65,535 << 14 bytes).
+pub const MAX_WINDOW: u64 = 1 << 30;
+/// Most parallel streams (`longhaul test -P` accepts 1–1024).
+pub const MAX_STREAMS: u32 = 1024;
+/// Longest duration of one point: 24 h.
+pub const MAX_DURATION: Nanos = Nanos(24 * 3600 * 1_000_000_000);
+/// Most points a sweep may expand to.
+pub const MAX_POINTS: usize = 1000;
+/// Fastest bottleneck rate an experiment may ask for (emulated links on one
+/// host; a sanity bound, not a promise).
+pub const MAX_RATE_BPS: u64 = 400_000_000_000;
+/// Congestion-control modules known to exist in Linux; other well-formed
+/// names are accepted with a warning.
+pub const KNOWN_CONGESTION: &[&str] = &[
+    "reno",
+    "cubic",
+    "bbr",
+    "bbr2",
+    "bbr3",
+    "htcp",
+    "bic",
+    "highspeed",
+    "scalable",
+    "westwood",
+    "vegas",
+    "veno",
+    "hybla",
+    "illinois",
+    "yeah",
+    "lp",
+    "nv",
+    "cdg",
+    "dctcp",
+    "prague",
+];
+
+/// Which path the experiment runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathSource {
+    /// A topology preset (`longhaul emulate presets`).
+    Preset(String),
+    /// A topology file, relative to the experiment file; the runner reads it
+    /// and passes the text to [`Spec::topology`].
+    File(String),
+}
+
+/// A bottleneck queue override.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueSize {
+    /// One BDP of the path (the emulator's `auto`).
+    Auto,
+    /// This many bytes per direction.
+    Bytes(u64),
+}
+
+/// The path and its overrides (`longhaul emulate` flags).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathSpec {
+    /// Preset or file.
+    pub source: PathSource,
+    /// Round-trip time of the whole path (every leg scaled).
+    pub rtt: Option<Nanos>,
+    /// Bottleneck rate, bit/s.
+    pub rate_bps: Option<u64>,
+    /// Forward random loss probability.
+    pub loss: Option<f64>,
+    /// IP MTU, 1500 or 9000.
+    pub mtu: Option<u32>,
+    /// Bottleneck queue.
+    pub queue: Option<QueueSize>,
+}
+
+/// One sweep axis and its values, in the order written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    /// `longhaul test -w`: bytes, `None` for "auto".
+    Window(Vec<Option<u64>>),
+    /// `longhaul test -P`.
+    Streams(Vec<u32>),
+    /// `longhaul test -C`.
+    Congestion(Vec<String>),
+    /// `longhaul test -l`, bytes per write.
+    Length(Vec<u64>),
+    /// `longhaul emulate --mtu`.
+    Mtu(Vec<u32>),
+    /// `longhaul emulate --rate` (and `longhaul test --rate` for auto windows).
+    Rate(Vec<u64>),
+}
+
+impl Axis {
+    /// The axis's name in the file and in point ids.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Window(_) => "window",
+            Self::Streams(_) => "streams",
+            Self::Congestion(_) => "congestion",
+            Self::Length(_) => "length",
+            Self::Mtu(_) => "mtu",
+            Self::Rate(_) => "rate",
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Window(v) => v.len(),
+            Self::Streams(v) => v.len(),
+            Self::Congestion(v) => v.len(),
+            Self::Length(v) => v.len(),
+            Self::Mtu(v) => v.len(),
+            Self::Rate(v) => v.len(),
+        }
+    }
+
+    /// Whether the axis has no values (never true of a parsed spec).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The short label of an axis in point ids.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Congestion(_) => "cc",
+            other => other.name(),
+        }
+    }
+}
+
+/// How fast the cross traffic of an event runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventRate {
+    /// A fraction of the bottleneck rate ("90%" → 0.9), in (0, 1).
+    Fraction(f64),
+    /// An absolute rate, bit/s, below the bottleneck rate.
+    Bps(u64),
+}
+
+impl EventRate {
+    /// The rate in bit/s on a bottleneck of `bottleneck_bps`.
+    pub fn bps(self, bottleneck_bps: u64) -> u64 {
+        match self {
+            Self::Fraction(f) => (bottleneck_bps as f64 * f).round() as u64,
+            Self::Bps(b) => b,
+        }
+    }
+}
+
+/// A cross-traffic burst on the bottleneck during the test (seed 002 Fig.
+/// 10: a 2-s UDP burst that forces drops).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Start, from the start of the test (omit period included).
+    pub at: Nanos,
+    /// How long the burst lasts.
+    pub length: Nanos,
+    /// Its rate.
+    pub rate: EventRate,
+    /// Recovered when the rate is back at this fraction of the pre-burst
+    /// mean (default 0.95).
+    pub recover_to: f64,
+    /// The sliding window over which the recovered rate is averaged
+    /// (default 1 s).
+    pub recovery_window: Nanos,
+}
+
+impl Event {
+    /// When the burst ends, from the start of the test.
+    pub fn end(&self) -> Nanos {
+        self.at.saturating_add(self.length)
+    }
+}
+
+/// A time series the runner keeps per interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Series {
+    /// Bits per second, per stream and summed.
+    Throughput,
+    /// Congestion window per stream.
+    Cwnd,
+    /// Smoothed RTT per stream.
+    Rtt,
+    /// Retransmitted segments per interval.
+    Retransmits,
+}
+
+impl Series {
+    const ALL: [(&'static str, Self); 4] = [
+        ("throughput", Self::Throughput),
+        ("cwnd", Self::Cwnd),
+        ("rtt", Self::Rtt),
+        ("retransmits", Self::Retransmits),
+    ];
+}
+
+/// A checked experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// Short name, `[a-z0-9][a-z0-9_-]*` (used in file names).
+    pub name: String,
+    /// One line for listings (default: the name).
+    pub title: String,
+    /// The figure or table it reproduces ("seed 002, Fig. 6").
+    pub source: String,
+    /// Free text: method, caveats.
+    pub notes: String,
+    /// The scale of the original experiment.
+    pub original_scale: String,
+    /// The scale chosen here, and why.
+    pub scale: String,
+    /// The path.
+    pub path: PathSpec,
+    /// Window for points the sweep does not set (`None` = auto).
+    pub window: Option<u64>,
+    /// Streams for points the sweep does not set.
+    pub streams: u32,
+    /// Congestion control for points the sweep does not set (`None` = the
+    /// host's default).
+    pub congestion: Option<String>,
+    /// Write size for points the sweep does not set (`None` = longhaul's).
+    pub length: Option<u64>,
+    /// The sweep axes, in expansion order (outermost first).
+    pub sweep: Vec<Axis>,
+    /// `longhaul test -t` per point.
+    pub duration: Nanos,
+    /// `longhaul test -O` per point.
+    pub omit: Nanos,
+    /// `longhaul test -i`.
+    pub interval: Nanos,
+    /// Runs of each point.
+    pub repetitions: u32,
+    /// A cross-traffic burst during each test.
+    pub event: Option<Event>,
+    /// Series to keep.
+    pub record: Vec<Series>,
+    /// Whether this is the reduced (CI) variant ([`Spec::reduced`]).
+    pub reduced: bool,
+    /// Things accepted but worth saying.
+    pub warnings: Vec<SpecWarning>,
+}
+
+/// One point of the sweep: every parameter of one `longhaul test` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// 0-based position in [`Spec::points`].
+    pub index: usize,
+    /// Stable label: the swept axes and their values (`mtu=9000,window=4M`).
+    pub id: String,
+    /// The path and its overrides for this point (mtu and rate axes
+    /// applied).
+    pub path: PathSpec,
+    /// Window per stream, bytes; `None` = auto.
+    pub window: Option<u64>,
+    /// Parallel streams.
+    pub streams: u32,
+    /// Congestion control; `None` = the host's default.
+    pub congestion: Option<String>,
+    /// Bytes per write; `None` = longhaul's default.
+    pub length: Option<u64>,
+    /// Test duration (after the omit period).
+    pub duration: Nanos,
+    /// Omit period.
+    pub omit: Nanos,
+    /// Interval between reports.
+    pub interval: Nanos,
+    /// The event, if any.
+    pub event: Option<Event>,
+}
+
+impl Spec {
+    /// Reads and checks the experiment in `text`; `file_name` names it in
+    /// errors. Presets are resolved and compiled with every override (so an
+    /// MTU or rate a preset cannot take is refused here); a topology file is
+    /// only named, and checked when the runner passes its text to
+    /// [`Spec::topology`].
+    pub fn parse(text: &str, file_name: &str) -> Result<Self, SpecError> {
+        let raw: RawSpec = toml::from_str(text).map_err(|e| {
+            let (line, column) = match e.span() {
+                Some(span) => {
+                    let (l, c) = line_col(text, span.start);
+                    (Some(l), Some(c))
+                }
+                None => (None, None),
+            };
+            SpecError {
+                file: file_name.to_owned(),
+                line,
+                column,
+                field: line.and_then(|l| field_at_line(text, l)),
+                message: e.message().trim().to_owned(),
+            }
+        })?;
+        let mut cx = Ctx {
+            text,
+            file: file_name,
+            warnings: Vec::new(),
+        };
+        let spec = Self::check(&mut cx, raw)?;
+        Ok(Self {
+            warnings: cx.warnings,
+            ..spec
+        })
+    }
+
+    /// The expanded sweep: the cartesian product of the axes, outermost axis
+    /// first, each point with its full parameter set.
+    pub fn points(&self) -> Vec<Point> {
+        let mut points = vec![Point {
+            index: 0,
+            id: String::new(),
+            path: self.path.clone(),
+            window: self.window,
+            streams: self.streams,
+            congestion: self.congestion.clone(),
+            length: self.length,
+            duration: self.duration,
+            omit: self.omit,
+            interval: self.interval,
+            event: self.event,
+        }];
+        for axis in &self.sweep {
+            let mut next = Vec::with_capacity(points.len() * axis.len());
+            for p in &points {
+                for i in 0..axis.len() {
+                    let mut q = p.clone();
+                    let value = match axis {
+                        Axis::Window(v) => {
+                            q.window = v[i];
+                            v[i].map_or_else(|| "auto".to_owned(), size_flag)
+                        }
+                        Axis::Streams(v) => {
+                            q.streams = v[i];
+                            v[i].to_string()
+                        }
+                        Axis::Congestion(v) => {
+                            q.congestion = Some(v[i].clone());
+                            v[i].clone()
+                        }
+                        Axis::Length(v) => {
+                            q.length = Some(v[i]);
+                            size_flag(v[i])
+                        }
+                        Axis::Mtu(v) => {
+                            q.path.mtu = Some(v[i]);
+                            v[i].to_string()
+                        }
+                        Axis::Rate(v) => {
+                            q.path.rate_bps = Some(v[i]);
+                            rate_flag(v[i])
+                        }
+                    };
+                    if !q.id.is_empty() {
+                        q.id.push(',');
+                    }
+                    let _ = write!(q.id, "{}={value}", axis.label());
+                    next.push(q);
+                }
+            }
+            points = next;
+        }
+        for (i, p) in points.iter_mut().enumerate() {
+            p.index = i;
+        }
+        points
+    }
+
+    /// The topology: the preset's, or parsed from `file_text` (the text of
+    /// [`PathSource::File`], which the runner reads). Errors name the file.
+    pub fn topology(&self, file_text: Option<&str>) -> Result<Topology, SpecError> {
+        let refuse = |file: &str, message: String| SpecError {
+            file: file.to_owned(),
+            line: None,
+            column: None,
+            field: Some("path".into()),
+            message,
+        };
+        match (&self.path.source, file_text) {
+            (PathSource::Preset(name), _) => preset(name)
+                .ok_or_else(|| refuse("", format!("unknown preset {name:?}")))?
+                .topology()
+                .map_err(|e| refuse("", e.to_string())),
+            (PathSource::File(f), Some(text)) => {
+                Topology::from_toml(text, f).map_err(|e| SpecError {
+                    file: e.file,
+                    line: e.line,
+                    column: e.column,
+                    field: e.field,
+                    message: e.message,
+                })
+            }
+            (PathSource::File(f), None) => {
+                Err(refuse(f, "the topology file's text is needed".into()))
+            }
+        }
+    }
+
+    /// The CI variant: one repetition, no omit period, at most 3 s per point
+    /// and 1-s intervals; an event moves to 2 s, lasts at most 1 s and the
+    /// test runs 5 s after it. Every point is kept, so every point runs in
+    /// CI.
+    pub fn reduced(&self) -> Self {
+        let mut s = self.clone();
+        s.reduced = true;
+        s.repetitions = 1;
+        s.omit = Nanos::ZERO;
+        s.duration = s.duration.min(Nanos::from_secs(3));
+        s.interval = s.interval.min(Nanos::SECOND).min(s.duration);
+        if let Some(e) = &mut s.event {
+            e.at = Nanos::from_secs(2);
+            e.length = e.length.min(Nanos::SECOND);
+            e.recovery_window = e.recovery_window.min(Nanos::SECOND);
+            s.duration = e.end().saturating_add(Nanos::from_secs(5));
+        }
+        s
+    }
+
+    /// Total test time of one repetition of every point (omit included),
+    /// without set-up and tear-down.
+    pub fn test_time(&self) -> Nanos {
+        let n = self.sweep.iter().map(Axis::len).product::<usize>() as u64;
+        Nanos(
+            self.omit
+                .saturating_add(self.duration)
+                .as_nanos()
+                .saturating_mul(n)
+                .saturating_mul(u64::from(self.repetitions)),
+        )
+    }
+}
+
+/// The topology overrides of a path ("auto" queue = the topology's own).
+fn overrides(path: &PathSpec) -> Overrides {
+    Overrides {
+        rtt: path.rtt,
+        rate: path.rate_bps,
+        loss: path.loss,
+        mtu: path.mtu,
+        queue: match path.queue {
+            Some(QueueSize::Bytes(b)) => Some(b),
+            _ => None,
+        },
+    }
+}
+
+impl Point {
+    /// The topology overrides for this point (path overrides with the mtu
+    /// and rate axes applied). A queue of "auto" is left to the topology.
+    pub fn overrides(&self) -> Overrides {
+        overrides(&self.path)
+    }
+
+    /// The path compiled with this point's overrides.
+    pub fn compile(
+        &self,
+        topology: &Topology,
+    ) -> Result<CompiledPath, longhaul_topology::TopologyError> {
+        topology.compile(&self.overrides())
+    }
+
+    /// The event resolved on a bottleneck of `bottleneck_bps`: when the
+    /// burst starts and ends (from the test start) and its rate in bit/s.
+    pub fn event_plan(&self, bottleneck_bps: u64) -> Option<EventPlan> {
+        self.event.map(|e| EventPlan {
+            start: e.at,
+            end: e.end(),
+            rate_bps: e.rate.bps(bottleneck_bps),
+        })
+    }
+}
+
+/// An event as the runner applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventPlan {
+    /// Start, from the start of the test.
+    pub start: Nanos,
+    /// End, from the start of the test.
+    pub end: Nanos,
+    /// Cross-traffic rate, bit/s.
+    pub rate_bps: u64,
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(super) const BASE: &str = r#"name = "t"
+duration = "10s"
+
+[path]
+preset = "cern-starlight"
+rate = "500M"
+
+[sweep]
+window = ["1M", "4M"]
+"#;
+
+    pub(super) fn parse(text: &str) -> Result<Spec, SpecError> {
+        Spec::parse(text, "lab/x.toml")
+    }
+
+    #[track_caller]
+    pub(super) fn refused(text: &str) -> String {
+        match parse(text) {
+            Ok(s) => panic!("accepted: {s:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn base_parses_with_defaults() {
+        let s = parse(BASE).unwrap();
+        assert_eq!(s.name, "t");
+        assert_eq!(s.title, "t");
+        assert_eq!(s.repetitions, 1);
+        assert_eq!(s.interval, Nanos::SECOND);
+        assert_eq!(s.omit, Nanos::ZERO);
+        assert_eq!(s.streams, 1);
+        assert_eq!(s.record, vec![Series::Throughput]);
+        assert_eq!(
+            s.sweep,
+            vec![Axis::Window(vec![Some(1 << 20), Some(4 << 20)])]
+        );
+        assert!(s.warnings.is_empty());
+    }
+
+    #[test]
+    fn points_are_the_cartesian_product_in_fixed_order() {
+        let s = parse(&format!(
+            "{BASE}mtu = [1500, 9000]\ncongestion = [\"reno\", \"cubic\"]\n"
+        ))
+        .unwrap();
+        let p = s.points();
+        assert_eq!(p.len(), 8);
+        let ids: Vec<&str> = p.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids[0], "cc=reno,mtu=1500,window=1M");
+        assert_eq!(ids[1], "cc=reno,mtu=1500,window=4M");
+        assert_eq!(ids[2], "cc=reno,mtu=9000,window=1M");
+        assert_eq!(ids[7], "cc=cubic,mtu=9000,window=4M");
+        assert!(p.iter().enumerate().all(|(i, q)| q.index == i));
+        assert_eq!(p[7].congestion.as_deref(), Some("cubic"));
+        assert_eq!(p[7].path.mtu, Some(9000));
+        assert_eq!(p[7].window, Some(4 << 20));
+        let mut unique = ids.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), 8);
+    }
+
+    /// The annotated example of docs/lab.md is a valid experiment.
+    #[test]
+    fn docs_example_parses() {
+        let docs = include_str!("../../../../docs/lab.md");
+        let start = docs.find("```toml\n").unwrap() + "```toml\n".len();
+        let end = start + docs[start..].find("```").unwrap();
+        let s = Spec::parse(&docs[start..end], "docs/lab.md").unwrap_or_else(|e| panic!("{e}"));
+        assert!(s.warnings.is_empty());
+        assert_eq!(s.points().len(), 3 * 2 * 2 * 4 * 3 * 4);
+        assert!(s.event.is_some());
+    }
+
+    #[test]
+    fn reduced_keeps_points_and_shortens_time() {
+        let text = format!(
+            "omit = 3\nrepetitions = 5\n{BASE}\n[event]\nat = \"6s\"\nlength = \"2s\"\nrate = \"90%\"\n"
+        );
+        let s = parse(&text).unwrap();
+        let r = s.reduced();
+        assert!(r.reduced && !s.reduced);
+        assert_eq!(r.points().len(), s.points().len());
+        assert_eq!(r.repetitions, 1);
+        assert_eq!(r.omit, Nanos::ZERO);
+        let e = r.event.unwrap();
+        assert_eq!(e.at, Nanos::from_secs(2));
+        assert_eq!(e.length, Nanos::SECOND);
+        assert_eq!(r.duration, Nanos::from_secs(8));
+        assert!(r.test_time() < s.test_time());
+        assert_eq!(s.test_time(), Nanos::from_secs(13 * 2 * 5));
+    }
+}
