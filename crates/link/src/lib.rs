@@ -5,8 +5,8 @@
 //! netem's parameters), synthetic cross traffic, a bottleneck byte queue and
 //! serializer (drop-tail, CoDel per RFC 8289), propagation delay with
 //! FIFO-preserving jitter, reordering as displacement (RFC 4737 style, not
-//! netem's delay bypass), duplication; counters per direction. The design
-//! follows notes/wan-emulation.md §5.2–§5.6.
+//! netem's delay bypass), duplication; counters per direction. Chained
+//! stages follow Mahimahi and Rattan; loss parameters follow tc-netem(8).
 //!
 //! Contract: no I/O, threads or clock: time is a [`Nanos`] passed in, and
 //! every random draw comes from ChaCha8 streams of the configured seed, so a

@@ -13,8 +13,8 @@
 //! - [`buffer_sysctl_value`] rounds a buffer size to the value a sysctl fix sets; `longhaul calc bdp`
 //!   prints the same values through [`Target::core_sysctl_value`] and [`Target::autotune_sysctl_value`].
 //!
-//! The rules and their sources (notes/models-and-records.md §3–4.1, notes/transfer-tools.md §2 and §6)
-//! are stated next to each check, one module per topic: `buffers`, `tcp_options`, `congestion`,
+//! The rules and their sources (ESnet fasterdata's Linux host-tuning pages, socket(7), tcp(7), RFC 7323,
+//! RFC 9438) are stated next to each check, one module per topic: `buffers`, `tcp_options`, `congestion`,
 //! `queueing`, `links`, `window_limit`.
 
 mod buffers;

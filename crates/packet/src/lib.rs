@@ -8,7 +8,9 @@
 //! Contract: no I/O, no clock, no `unsafe`; every function that reads bytes returns a typed
 //! [`PacketError`] on malformed input and never panics (the bytes ultimately come from untrusted test
 //! programs). Output functions write into a caller-provided `Vec<u8>` (cleared, then extended) so the
-//! forwarding loop allocates nothing per packet. See `../shared/notes/wan-emulation.md` §3.1, §3.2, §5.4.
+//! forwarding loop allocates nothing per packet. The kernel accepts super-packets written back with their
+//! vnet header (`drivers/net/tun.c`, `tun_get_user` → `virtio_net_hdr_to_skb`); splitting and coalescing
+//! follow wireguard-go's `tun/offload_linux.go` (`gsoSplit`, `handleGRO`).
 
 pub mod build;
 pub mod checksum;

@@ -2,11 +2,12 @@
 //! behind longhaul's calculator and the yardsticks the emulator's results are
 //! compared with.
 //!
-//! Each function states its formula and source; the golden values are those of
-//! notes/models-and-records.md §3.10 and the record table of §2.2, checked in
-//! this module's tests. Notation: C = capacity in bit/s, RTT in seconds, MSS
-//! in bytes (×8 for bits), p = loss (congestion-event) probability per packet,
-//! W = congestion window in segments. Rates in and out are bit/s, times are
+//! Each function states its formula and source; the golden values (worked
+//! examples of those sources, e.g. RFC 9438's tables, and the Internet2 Land
+//! Speed Record marks as published) are checked in this module's tests.
+//! Notation: C = capacity in bit/s, RTT in seconds, MSS in bytes (×8 for
+//! bits), p = loss (congestion-event) probability per packet, W = congestion
+//! window in segments. Rates in and out are bit/s, times are
 //! [`Nanos`]. Results that are model outputs (loss rates, windows, rates) are
 //! `f64` since they are estimates, not counts.
 

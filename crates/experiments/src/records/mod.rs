@@ -1,10 +1,10 @@
-//! The Internet2 Land Speed Record: the historical table (every row of
-//! notes/models-and-records.md §2.2 and the Data Reservoir series of seed
-//! 004, each with its source), the check that every published metric comes
-//! back from its rate × distance within the quoted rounding, the check of
-//! quoted bytes and seconds against the rate (the seeds mix decimal and
-//! binary units, §2.3), the contest rules as a checker ([`check()`]) and a
-//! leaderboard per class ([`leaderboard()`]).
+//! The Internet2 Land Speed Record: the historical table (every published
+//! mark found in Internet2's pages and the teams' announcements, and the Data
+//! Reservoir series of seed 004, each with its source), the check that every
+//! published metric comes back from its rate × distance within the quoted
+//! rounding, the check of quoted bytes and seconds against the rate (the
+//! seeds mix decimal and binary units), the contest rules as a checker
+//! ([`check()`]) and a leaderboard per class ([`leaderboard()`]).
 //!
 //! Rounding: a quoted figure is good to half a unit in its last digit
 //! ("2.38" ± 0.005; "148.9 Pb·m/s" ± 0.05 Pb·m/s); a figure quoted as

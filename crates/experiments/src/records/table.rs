@@ -134,7 +134,7 @@ pub enum Reading {
 /// Which list a row comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Table {
-    /// notes/models-and-records.md §2.2.
+    /// Internet2's record pages, news and the teams' announcements (each row names its source).
     Notes,
     /// Seed 004's "The progress" slides (Data Reservoir, U Tokyo).
     DataReservoir,

@@ -84,7 +84,8 @@ pub struct BdpReport {
     pub ceilings: Vec<Ceiling>,
 }
 
-/// Windows that commonly cap a stream (notes/transfer-tools.md §2): (label, what sets it, bytes).
+/// Windows that commonly cap a stream (RFC 7323, socket(7), OpenSSH's `channels.h`), as
+/// (label, what sets it, bytes).
 /// setsockopt clamps a request at rmem_max and doubles it, about half of which is window, so a cap of
 /// N bytes gives about N of window; an autotuned buffer also gives about half its maximum.
 pub const COMMON_WINDOWS: [(&str, &str, u64); 6] = [

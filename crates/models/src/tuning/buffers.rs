@@ -1,7 +1,7 @@
 //! Socket-buffer caps: `net.core.rmem_max`/`wmem_max`, the autotuning maxima `tcp_rmem[2]`/`tcp_wmem[2]`,
 //! and whether longhaul may force its buffers past them (`SO_*BUFFORCE`).
 //!
-//! Rules (notes/transfer-tools.md §2; notes/models-and-records.md §3.1, §4.1; socket(7)):
+//! Rules (socket(7), tcp(7); ESnet fasterdata's Linux host-tuning pages and `fasterdata_tuning.py`):
 //! - `setsockopt(SO_RCVBUF, x)` is clamped at `net.core.rmem_max` and then doubled, about half of which
 //!   is usable window, so `rmem_max` ≈ the largest window a socket that sets its buffer can get. longhaul
 //!   asks for 2 × BDP per stream (proto::window), so `rmem_max` ≥ 2 × BDP; below 1 × BDP the path cannot

@@ -1,5 +1,5 @@
 //! Congestion control: CUBIC (RFC 9438, the Linux default) or BBR; Reno's recovery after one loss takes
-//! hours on these paths (responsiveness, notes/models-and-records.md §3.3; transfer-tools.md §2).
+//! hours on these paths (responsiveness C·RTT²/(2·MSS): 10 Gbit/s, 120 ms, 1460 B gives 6,164 s).
 
 use super::{Finding, HostSnapshot, Status};
 

@@ -13,7 +13,7 @@ use super::{Finding, HostSnapshot, Status, Target};
 const NOTSENT_LOWAT_UNLIMITED: u64 = u32::MAX as u64;
 
 /// fasterdata's `netdev_max_backlog` for 10G-and-up hosts
-/// (`fasterdata_tuning.py`, notes/models-and-records.md §4.1).
+/// (`fasterdata_tuning.py`, bltierney/fasterdata-tuning).
 pub const NETDEV_BACKLOG_10G: u64 = 250_000;
 
 /// The queueing findings: `default_qdisc`, `netdev_max_backlog` (at 10G and up), `tcp_notsent_lowat`.
