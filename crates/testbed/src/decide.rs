@@ -143,16 +143,22 @@ pub fn new_status(
     }
 }
 
+/// Only a booking's owner, or an admin, may change it.
+fn check_owner(b: &Booking, actor: &Actor) -> Result<(), ErrorBody> {
+    if b.owner != actor.user && actor.role != Role::Admin {
+        return Err(ErrorBody::from(&LedgerError::NotOwner {
+            booking: b.id,
+            owner: b.owner.clone(),
+        }));
+    }
+    Ok(())
+}
+
 /// Ownership and lifecycle of `op` on `b` by `actor` at `now`, as
 /// [`crate::booking::Ledger`] decides them: the new status, or the refusal.
 pub fn transition(op: Op, b: &Booking, actor: &Actor, now: Timestamp) -> Result<Status, ErrorBody> {
     let refuse = |e: LedgerError| Err(ErrorBody::from(&e));
-    if b.owner != actor.user && actor.role != Role::Admin {
-        return refuse(LedgerError::NotOwner {
-            booking: b.id,
-            owner: b.owner.clone(),
-        });
-    }
+    check_owner(b, actor)?;
     let phase = b.phase(now);
     match op {
         Op::Confirm => match b.status {
@@ -237,12 +243,7 @@ pub fn decide_extend<'a>(
 {
     move |b, approval, mine| {
         let refuse = |e: LedgerError| Err(ErrorBody::from(&e));
-        if b.owner != actor.user && actor.role != Role::Admin {
-            return refuse(LedgerError::NotOwner {
-                booking: b.id,
-                owner: b.owner.clone(),
-            });
-        }
+        check_owner(b, actor)?;
         let phase = b.phase(now);
         if !matches!(phase, Phase::Held | Phase::Upcoming | Phase::Active) {
             return refuse(LedgerError::InvalidTransition {
