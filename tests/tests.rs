@@ -4,6 +4,7 @@
 mod emulate;
 mod emulate_hardening;
 mod lab;
+mod module_graph;
 mod raw_peer;
 mod server_cmd;
 mod server_faults;

@@ -7,7 +7,7 @@
 //! *sender's* view of each stream, since that is where cwnd, RTT, pacing and the limit chronographs live.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,22 +23,11 @@ use longhaul_sys as sys;
 use longhaul_units::Nanos;
 
 use crate::control::{Control, unexpected};
-use crate::run::{Run, RunStream};
-use crate::server::{drain_timeout, recv_config, send_config};
+use crate::run::{Run, RunStream, drain_timeout, recv_config, send_config};
+
+use crate::address::{self, Family};
 use crate::socket::{self, SocketOptions};
 use crate::{EngineError, SOFTWARE, random};
-
-/// Which address family to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Family {
-    /// Whatever the name resolves to first.
-    #[default]
-    Any,
-    /// IPv4 only (`-4`).
-    V4,
-    /// IPv6 only (`-6`).
-    V6,
-}
 
 /// Everything a test needs.
 #[derive(Debug, Clone)]
@@ -346,23 +335,7 @@ impl IntervalMerger {
 }
 
 fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, EngineError> {
-    let addrs: Vec<SocketAddr> = (cfg.host.as_str(), cfg.port)
-        .to_socket_addrs()
-        .map_err(|e| EngineError::Resolve(format!("{}: {e}", cfg.host)))?
-        .filter(|a| match cfg.family {
-            Family::Any => true,
-            Family::V4 => a.is_ipv4(),
-            Family::V6 => a.is_ipv6(),
-        })
-        .filter(|a| cfg.bind.is_none_or(|b| b.is_ipv4() == a.is_ipv4()))
-        .collect();
-    if addrs.is_empty() {
-        return Err(EngineError::Resolve(format!(
-            "{}: no address of the requested family",
-            cfg.host
-        )));
-    }
-    Ok(addrs)
+    address::resolve(&cfg.host, cfg.port, cfg.family, cfg.bind)
 }
 
 fn new_socket(cfg: &ClientConfig, server: SocketAddr) -> Result<socket2::Socket, EngineError> {

@@ -9,8 +9,10 @@
 //! - `run`, `stream`, `socket`, `control`: one side of a running test, its stream workers, data-socket
 //!   set-up and the framed control connection.
 
+mod address;
 mod control;
 mod error;
+mod payload;
 mod random;
 mod run;
 mod socket;
@@ -22,7 +24,8 @@ pub mod server;
 pub mod transfer;
 pub mod zerocopy;
 
-pub use client::{ClientConfig, Family, Observer, Quiet, run_test};
+pub use address::Family;
+pub use client::{ClientConfig, Observer, Quiet, run_test};
 pub use error::EngineError;
 pub use server::{DEFAULT_PORT, Server, ServerConfig};
 

@@ -17,9 +17,13 @@ use longhaul_proto::interval::{
 };
 use longhaul_sys::CpuTime;
 
+use longhaul_proto::{EndCondition, TestParams, WindowRequest};
+use longhaul_units::models::MAX_TCP_WINDOW;
+
 use crate::EngineError;
 use crate::socket::tcp_sample;
-use crate::stream::{Clock, Job, SendMethod, StreamState, Worker};
+use crate::stream::{Clock, Job, StreamState, Worker};
+use crate::zerocopy::SendMethod;
 
 /// One data connection handed to a run.
 pub(crate) struct RunStream {
@@ -270,5 +274,37 @@ impl Run {
             totals.push(t.stats.finish(state.bytes(), end_ns));
         }
         (totals, cpu, wall_ns as f64 / 1e9, first_error)
+    }
+}
+
+/// How long to let queued data drain after the end: generous, since a long path with large buffers can
+/// hold seconds of data.
+pub(crate) fn drain_timeout(params: &TestParams) -> Duration {
+    Duration::from_secs(15) + Duration::from_nanos(params.rtt_ns.saturating_mul(20))
+}
+
+pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError> {
+    let write_len = params.write_len as usize;
+    let method = crate::zerocopy::method(params.zerocopy, write_len)?;
+    let budget_per_stream = match params.end {
+        EndCondition::Bytes { bytes } => Some(bytes.div_ceil(u64::from(params.streams))),
+        EndCondition::Time { .. } => None,
+    };
+    Ok(SendConfig {
+        method,
+        write_len,
+        budget_per_stream,
+    })
+}
+
+/// How receivers read: at least 1 MiB at a time, so small `-l` writes do not turn into small reads; and
+/// with a fixed `-w`, the window each receiver holds.
+pub(crate) fn recv_config(params: &TestParams) -> RecvConfig {
+    RecvConfig {
+        read_len: (params.write_len as usize).max(1024 * 1024),
+        window: match params.window {
+            WindowRequest::Fixed { bytes } => Some(bytes.min(MAX_TCP_WINDOW)),
+            WindowRequest::Auto => None,
+        },
     }
 }

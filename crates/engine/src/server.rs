@@ -36,13 +36,12 @@ use std::time::{Duration, Instant};
 use longhaul_proto::msg::{MAX_STREAMS, SidePlan};
 use longhaul_proto::window::BufferAction;
 use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, encode_frame};
-use longhaul_proto::{EndCondition, Message, ProtoError, TestParams, WindowRequest};
+use longhaul_proto::{EndCondition, Message, ProtoError, TestParams};
 use longhaul_sys as sys;
-use longhaul_units::models::MAX_TCP_WINDOW;
 use tracing::{info, warn};
 
 use crate::control::{Control, read_preamble};
-use crate::run::{RecvConfig, Run, RunStream, SendConfig};
+use crate::run::{Run, RunStream, drain_timeout, recv_config, send_config};
 use crate::socket::{self, SocketOptions};
 use crate::transfer::DataGate;
 use crate::{EngineError, SOFTWARE, random};
@@ -843,38 +842,6 @@ fn serve_running(
         return Err(EngineError::Timeout("the client's streams to end".into()));
     }
     Ok(())
-}
-
-/// How long to let queued data drain after the end: generous, since a long path with large buffers can
-/// hold seconds of data.
-pub(crate) fn drain_timeout(params: &TestParams) -> Duration {
-    Duration::from_secs(15) + Duration::from_nanos(params.rtt_ns.saturating_mul(20))
-}
-
-pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError> {
-    let write_len = params.write_len as usize;
-    let method = crate::zerocopy::method(params.zerocopy, write_len)?;
-    let budget_per_stream = match params.end {
-        EndCondition::Bytes { bytes } => Some(bytes.div_ceil(u64::from(params.streams))),
-        EndCondition::Time { .. } => None,
-    };
-    Ok(SendConfig {
-        method,
-        write_len,
-        budget_per_stream,
-    })
-}
-
-/// How receivers read: at least 1 MiB at a time, so small `-l` writes do not turn into small reads; and
-/// with a fixed `-w`, the window each receiver holds.
-pub(crate) fn recv_config(params: &TestParams) -> RecvConfig {
-    RecvConfig {
-        read_len: (params.write_len as usize).max(1024 * 1024),
-        window: match params.window {
-            WindowRequest::Fixed { bytes } => Some(bytes.min(MAX_TCP_WINDOW)),
-            WindowRequest::Auto => None,
-        },
-    }
 }
 
 /// One session's use of the listener's receive buffer; on drop, the buffer comes back down to what

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use longhaul_sys::{SendfileSource, SpliceSource, ZeroCopySender};
 
 use crate::EngineError;
-use crate::stream::{AlignedBuf, SendMethod};
+use crate::payload::{self, AlignedBuf};
 
 /// The zero-copy methods implemented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +85,15 @@ impl ZeroCopySource {
     }
 }
 
+/// How a sender puts bytes on the wire.
+#[derive(Clone)]
+pub(crate) enum SendMethod {
+    /// Plain `write` from a user buffer.
+    Copy(Arc<AlignedBuf>),
+    /// `-Z`: the kernel's zero-copy path (this module).
+    ZeroCopy(Arc<ZeroCopySource>),
+}
+
 /// One stream's zero-copy sender.
 pub(crate) enum StreamSender<'a> {
     File(&'a SendfileSource),
@@ -105,7 +114,7 @@ impl StreamSender<'_> {
 
 /// The send method for a test: plain copies, or zero-copy with `-Z`.
 pub(crate) fn method(zerocopy: bool, write_len: usize) -> Result<SendMethod, EngineError> {
-    let payload = crate::stream::payload(write_len)?;
+    let payload = payload::payload(write_len)?;
     Ok(if zerocopy {
         SendMethod::ZeroCopy(Arc::new(ZeroCopySource::new(payload)?))
     } else {

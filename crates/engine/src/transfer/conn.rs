@@ -8,7 +8,7 @@
 //! writes it, so frames from several threads get consecutive numbers in the order they hit the wire.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use longhaul_transfer::session::{FRAME_TAG_LEN, FrameOpener, FrameSealer};
 use longhaul_transfer::{Message, WireError};
 
 use crate::EngineError;
-use crate::client::Family;
+use crate::address::{self, Family};
 use crate::control::is_timeout;
 
 /// The socket's writing half and, once the session is keyed, its sealer: one lock for both.
@@ -211,22 +211,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     fn addrs(&self) -> Result<Vec<SocketAddr>, EngineError> {
-        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
-            .to_socket_addrs()
-            .map_err(|e| EngineError::Resolve(format!("{}: {e}", self.host)))?
-            .filter(|a| match self.family {
-                Family::Any => true,
-                Family::V4 => a.is_ipv4(),
-                Family::V6 => a.is_ipv6(),
-            })
-            .collect();
-        if addrs.is_empty() {
-            return Err(EngineError::Resolve(format!(
-                "{}: no address of the requested family",
-                self.host
-            )));
-        }
-        Ok(addrs)
+        address::resolve(&self.host, self.port, self.family, self.bind)
     }
 
     /// A socket for `server`, bound to `bind` if asked.
