@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::args;
 
-use inputs::{parse_c, parse_loss, parse_metric, parse_mss, parse_rtt, path_inputs};
+use inputs::{Common, parse_c, parse_loss, parse_metric, parse_mss, parse_rtt, path_inputs};
 
 mod inputs;
 mod text;
@@ -105,19 +105,6 @@ longhaul calc path --rate 10G --rtt 120ms --loss 1e-8 --mss 8960\n  longhaul cal
 # the same without the word path"
     )]
     Path(PathArgs),
-}
-
-/// Flags shared by the path-shaped subcommands.
-#[derive(clap::Args, Debug)]
-struct Common {
-    /// Round-trip time: 120ms, 0.12s, 17 ms; a bare number is milliseconds.
-    #[arg(long, value_name = "DURATION", required = true)]
-    rtt: Option<String>,
-    /// Segment payload in bytes: 1460 for MTU 1500, 8960 for MTU 9000.
-    #[arg(long, value_name = "BYTES", default_value = "1460")]
-    mss: String,
-    #[command(flatten)]
-    json: args::Json,
 }
 
 #[derive(clap::Args, Debug)]

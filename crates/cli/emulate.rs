@@ -3,10 +3,8 @@
 //! persistent (`up`, `exec`, `status`, `down`), plus `presets`. Flags and output only; the work is in
 //! `longhaul-emu`.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -17,9 +15,11 @@ use longhaul_units::{Nanos, fmt_size};
 mod flags;
 mod path;
 mod report;
+mod server;
 mod session;
 
-use flags::{PathArgs, Refusal};
+use flags::{PathArgs, Refusal, refuse};
+use server::start_server;
 
 /// How long --b-cmd may keep running after CMD exits before it is stopped.
 const B_CMD_LINGER: Duration = Duration::from_secs(1);
@@ -107,17 +107,6 @@ struct RunArgs {
     /// The command to run on host a, after `--`.
     #[arg(last = true, required_unless_present = "describe", value_name = "CMD")]
     cmd: Vec<String>,
-}
-
-/// Prints a refusal: bad usage exits with 2, a refused value with 1.
-fn refuse(r: Refusal) -> anyhow::Result<ExitCode> {
-    match r {
-        Refusal::Usage(m) => {
-            eprintln!("longhaul: error: {m}");
-            Ok(ExitCode::from(2))
-        }
-        Refusal::Failed(m) => bail!("{m}"),
-    }
 }
 
 pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
@@ -227,40 +216,4 @@ to {}{}",
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1);
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
-}
-
-/// Starts `longhaul server` in host b and waits until it listens. It binds every address of host b
-/// (dual-stack), which are only its own: 10.201.0.2, fd00:4c48::2 and loopback. Its log lines go to
-/// this process's standard error, prefixed `server: `.
-fn start_server(ns: &str) -> anyhow::Result<Child> {
-    let exe = std::env::current_exe().context("cannot find the longhaul executable")?;
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(exe)
-        .args(["server", "--log", "warn"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot start longhaul server on host b")?;
-    let stderr = child.stderr.take().context("server stderr")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut ready = Some(tx);
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with("longhaul server listening on ") {
-                if let Some(tx) = ready.take() {
-                    let _ = tx.send(());
-                }
-            } else {
-                eprintln!("server: {line}");
-            }
-        }
-    });
-    if rx.recv_timeout(Duration::from_secs(10)).is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        bail!("longhaul server on host b did not start listening within 10 s");
-    }
-    Ok(child)
 }

@@ -5,8 +5,20 @@ use longhaul_models::calc::PathInputs;
 use longhaul_units::models::MATHIS_C_PER_ACK;
 use longhaul_units::{Nanos, parse_size};
 
-use super::Common;
 use crate::args::{self, ModelStreams};
+
+/// Flags shared by the path-shaped subcommands.
+#[derive(clap::Args, Debug)]
+pub(super) struct Common {
+    /// Round-trip time: 120ms, 0.12s, 17 ms; a bare number is milliseconds.
+    #[arg(long, value_name = "DURATION", required = true)]
+    pub(super) rtt: Option<String>,
+    /// Segment payload in bytes: 1460 for MTU 1500, 8960 for MTU 9000.
+    #[arg(long, value_name = "BYTES", default_value = "1460")]
+    pub(super) mss: String,
+    #[command(flatten)]
+    pub(super) json: args::Json,
+}
 
 pub(super) fn parse_rtt(s: Option<&str>) -> Result<Nanos> {
     let s = s.ok_or_else(|| anyhow!("--rtt is required"))?;

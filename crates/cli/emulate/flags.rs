@@ -3,7 +3,9 @@
 //! priority, pinning, fidelity threshold); turned into a `TestbedConfig` by [`configure`].
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
+use anyhow::bail;
 use longhaul_emu::link::{
     Aqm, Bottleneck, CrossTraffic, Jitter, LinkConfig, Loss, OnOff, Reorder, queue_for_bdp,
 };
@@ -394,6 +396,17 @@ impl PathArgs {
 pub(crate) enum Refusal {
     Usage(String),
     Failed(String),
+}
+
+/// Prints a refusal: bad usage exits with 2, a refused value with 1.
+pub(crate) fn refuse(r: Refusal) -> anyhow::Result<ExitCode> {
+    match r {
+        Refusal::Usage(m) => {
+            eprintln!("longhaul: error: {m}");
+            Ok(ExitCode::from(2))
+        }
+        Refusal::Failed(m) => bail!("{m}"),
+    }
 }
 
 /// What the testbed emulates, for the one-line description, the status and the state file.

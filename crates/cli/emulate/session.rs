@@ -18,8 +18,10 @@ use longhaul_emu::signals::stop_child;
 use longhaul_emu::{HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Report, Termination, Testbed};
 use longhaul_units::{Nanos, fmt_duration};
 
+use super::flags::refuse;
 use super::flags::{self, PathArgs, PathSummary};
-use super::{refuse, report, start_server};
+use super::report;
+use super::server::start_server;
 
 /// How long `up` waits for the background emulator to report that the path is up.
 const UP_TIMEOUT: Duration = Duration::from_secs(60);

@@ -7,11 +7,12 @@
 //! Builders panic on impossible specs (packet over 64 KiB, options not a multiple of 4 bytes);
 //! verifiers return [`PacketError::BadField`] naming the wrong field.
 
+use crate::GsoType;
 use crate::checksum::{checksum, fold, sum};
 use crate::parse::{IpVersion, L4Proto, Parsed, parse};
 use crate::segment::{finish_checksum, pseudo_sum};
 use crate::tcp::{ACK, CHECKSUM_OFFSET, CWR};
-use crate::vnet::{FLAG_NEEDS_CSUM, GsoType, VNET_HDR_LEN, VnetHeader};
+use crate::vnet::{FLAG_NEEDS_CSUM, VNET_HDR_LEN, VnetHeader};
 use crate::{MAX_IP_LEN, PacketError, ip};
 use std::net::{Ipv4Addr, Ipv6Addr};
 

@@ -19,10 +19,11 @@
 //! record rebuilds that record byte for byte when the original had correct checksums, a correct
 //! `hdr_len`, ECN bit iff CWR, and IPv4 ids numbered as split numbers them.
 
+use crate::GsoType;
 use crate::parse::{IpVersion, Parsed, parse};
 use crate::segment::{fix_ip, set_tcp_checksum};
 use crate::tcp::{CWR, FIN, PSH, RST, SYN, URG};
-use crate::vnet::{GsoType, VNET_HDR_LEN, VnetHeader};
+use crate::vnet::{VNET_HDR_LEN, VnetHeader};
 use crate::{MAX_IP_LEN, PacketError};
 
 fn same_headers(a: &[u8], b: &[u8], pa: &Parsed) -> bool {

@@ -41,7 +41,7 @@ pub enum PacketError {
     #[error("gso_type {gso:?} does not match the packet: {why}")]
     GsoMismatch {
         /// The declared type.
-        gso: crate::GsoType,
+        gso: crate::gso::GsoType,
         /// What does not match.
         why: &'static str,
     },

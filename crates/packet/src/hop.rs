@@ -23,10 +23,11 @@
 //!   CHECKSUM_PARTIAL; for a TCP super-packet, of its first segment alone (the packet a real router
 //!   would have seen first).
 
+use crate::GsoType;
 use crate::checksum::{checksum, fold, pseudo_header_v6, sum, update16};
 use crate::parse::{IpVersion, L4Proto, Parsed, parse};
 use crate::segment::{ChecksumMode, finish_checksum, split};
-use crate::vnet::{GsoType, VNET_HDR_LEN, VnetHeader};
+use crate::vnet::{VNET_HDR_LEN, VnetHeader};
 use crate::{PacketError, ip};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -16,6 +16,7 @@ pub mod build;
 pub mod checksum;
 pub mod coalesce;
 mod error;
+mod gso;
 pub mod hop;
 pub mod ip;
 pub mod parse;
@@ -26,10 +27,11 @@ pub mod vnet;
 
 pub use coalesce::coalesce;
 pub use error::PacketError;
+pub use gso::GsoType;
 pub use hop::{HopAction, RouterAddrs, process_hop};
 pub use parse::{FlowKey, IpVersion, L4Proto, Parsed, TcpInfo, parse};
 pub use segment::{ChecksumMode, finish_checksum, split, truncate};
-pub use vnet::{GsoType, VNET_HDR_LEN, VnetHeader};
+pub use vnet::{VNET_HDR_LEN, VnetHeader};
 
 /// Largest IP packet a record may carry (the TUN/GSO limit): 64 KiB − 1.
 pub const MAX_IP_LEN: usize = 65_535;

@@ -17,11 +17,12 @@
 //!   chain ends in an unknown header parse with that header as [`L4Proto::Other`] (not splittable:
 //!   the emulator passes them through whole).
 
+use crate::GsoType;
 use crate::PacketError;
 use crate::ip::{self, Ipv4Header, Ipv6Header};
 use crate::tcp::TcpHeader;
 use crate::udp::UdpHeader;
-use crate::vnet::{GsoType, VNET_HDR_LEN, VnetHeader};
+use crate::vnet::{VNET_HDR_LEN, VnetHeader};
 use std::net::IpAddr;
 
 /// IP version of a record.

@@ -16,10 +16,11 @@
 //!
 //! Trailing buffer bytes after the IP packet are dropped. Outputs go to a caller-provided `Vec`.
 
+use crate::GsoType;
 use crate::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum};
 use crate::parse::{IpVersion, L4Proto, Parsed, parse};
 use crate::tcp::{CHECKSUM_OFFSET, CWR, FIN, PSH};
-use crate::vnet::{FLAG_NEEDS_CSUM, GsoType, VNET_HDR_LEN, VnetHeader};
+use crate::vnet::{FLAG_NEEDS_CSUM, VNET_HDR_LEN, VnetHeader};
 use crate::{PacketError, ip};
 
 /// How the TCP checksum of a produced record is left.

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::time::TimeUnit;
+use crate::time_unit::TimeUnit;
 
 /// Inputs longer than this many characters are shortened in messages, so that
 /// an error stays one readable line even for a pasted blob.

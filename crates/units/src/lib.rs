@@ -20,6 +20,7 @@ mod num;
 pub mod rate;
 pub mod size;
 pub mod time;
+pub mod time_unit;
 
 pub use distance::{
     EARTH_MEAN_RADIUS_KM, FIBRE_SPEED_M_PER_S, fibre_delay, fmt_km, great_circle_km,
@@ -37,4 +38,5 @@ pub use models::{
 pub use num::group_thousands;
 pub use rate::{fmt_rate, fmt_rate_iperf, parse_rate};
 pub use size::{fmt_size, fmt_size_iperf, fmt_size_si, parse_size};
-pub use time::{Nanos, TimeUnit, fmt_duration, parse_duration};
+pub use time::{Nanos, fmt_duration, parse_duration};
+pub use time_unit::TimeUnit;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ParseError, ParseErrorKind, Quantity};
 use crate::num::{split_number, three_figures_trimmed};
+use crate::time_unit::TimeUnit;
 
 /// A span (or an instant on a caller-supplied clock) in whole nanoseconds.
 ///
@@ -161,44 +162,6 @@ impl From<Nanos> for Duration {
 impl fmt::Display for Nanos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&fmt_duration(*self))
-    }
-}
-
-/// The unit of a bare number in [`parse_duration`] (chosen per flag: seconds
-/// for `-t 10`, milliseconds for `--rtt 120`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TimeUnit {
-    /// Nanoseconds.
-    Nanos,
-    /// Microseconds.
-    Micros,
-    /// Milliseconds.
-    Millis,
-    /// Seconds.
-    Secs,
-}
-
-impl TimeUnit {
-    /// Nanoseconds in one of this unit.
-    pub const fn nanos(self) -> u64 {
-        match self {
-            Self::Nanos => 1,
-            Self::Micros => 1_000,
-            Self::Millis => 1_000_000,
-            Self::Secs => 1_000_000_000,
-        }
-    }
-}
-
-/// The unit's symbol: "ns", "µs", "ms", "s".
-impl fmt::Display for TimeUnit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Nanos => "ns",
-            Self::Micros => "µs",
-            Self::Millis => "ms",
-            Self::Secs => "s",
-        })
     }
 }
 

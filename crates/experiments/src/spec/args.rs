@@ -3,7 +3,7 @@
 
 use longhaul_units::Nanos;
 
-use super::{PathSource, Point, QueueSize};
+use super::model::{PathSource, Point, QueueSize};
 
 /// A size as a flag value: "4M" when it is a whole number of MiB, and so on;
 /// plain bytes otherwise.

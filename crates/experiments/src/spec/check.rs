@@ -7,11 +7,12 @@ use longhaul_topology::{Overrides, preset, presets};
 use longhaul_units::Nanos;
 use toml::Spanned;
 
-use super::raw::{Ctx, RawEvent, RawPath, RawSpec, V, Values};
-use super::{
+use super::args::{duration_flag, rate_flag};
+use super::model::{
     Axis, Event, EventRate, MAX_DURATION, MAX_POINTS, MAX_REPETITIONS, PathSource, PathSpec,
-    QueueSize, Series, Spec, duration_flag, overrides, rate_flag,
+    QueueSize, Series, Spec, overrides,
 };
+use super::raw::{Ctx, RawEvent, RawPath, RawSpec, V, Values};
 use crate::error::SpecError;
 
 impl Spec {

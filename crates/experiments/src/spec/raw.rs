@@ -11,7 +11,8 @@ use toml::Spanned;
 
 use crate::error::{SpecError, SpecWarning, line_col};
 
-use super::{KNOWN_CONGESTION, MAX_RATE_BPS, MAX_STREAMS, MAX_WINDOW, rate_flag};
+use super::args::rate_flag;
+use super::model::{KNOWN_CONGESTION, MAX_RATE_BPS, MAX_STREAMS, MAX_WINDOW};
 
 pub(super) type V = Spanned<toml::Value>;
 

@@ -1,0 +1,336 @@
+//! The checked experiment: [`Spec`] and its parts (path, axes, event, series), the expanded
+//! [`Point`]s and the limits a file is checked against. Plain data with small accessors; reading a file
+//! into it is `check`'s job, and its flag values are `args`'.
+
+use longhaul_topology::{CompiledPath, Overrides, Topology};
+use longhaul_units::Nanos;
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecWarning;
+
+/// Most repetitions of each point.
+pub const MAX_REPETITIONS: u32 = 100;
+/// Largest window a point may request: 1 GiB (TCP's own limit is just under,
+/// 65,535 << 14 bytes).
+pub const MAX_WINDOW: u64 = 1 << 30;
+/// Most parallel streams (`longhaul test -P` accepts 1–1024).
+pub const MAX_STREAMS: u32 = 1024;
+/// Longest duration of one point: 24 h.
+pub const MAX_DURATION: Nanos = Nanos(24 * 3600 * 1_000_000_000);
+/// Most points a sweep may expand to.
+pub const MAX_POINTS: usize = 1000;
+/// Fastest bottleneck rate an experiment may ask for (emulated links on one
+/// host; a sanity bound, not a promise).
+pub const MAX_RATE_BPS: u64 = 400_000_000_000;
+/// Congestion-control modules known to exist in Linux; other well-formed
+/// names are accepted with a warning.
+pub const KNOWN_CONGESTION: &[&str] = &[
+    "reno",
+    "cubic",
+    "bbr",
+    "bbr2",
+    "bbr3",
+    "htcp",
+    "bic",
+    "highspeed",
+    "scalable",
+    "westwood",
+    "vegas",
+    "veno",
+    "hybla",
+    "illinois",
+    "yeah",
+    "lp",
+    "nv",
+    "cdg",
+    "dctcp",
+    "prague",
+];
+
+/// Which path the experiment runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathSource {
+    /// A topology preset (`longhaul emulate presets`).
+    Preset(String),
+    /// A topology file, relative to the experiment file; the runner reads it
+    /// and passes the text to [`Spec::topology`].
+    File(String),
+}
+
+/// A bottleneck queue override.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueSize {
+    /// One BDP of the path (the emulator's `auto`).
+    Auto,
+    /// This many bytes per direction.
+    Bytes(u64),
+}
+
+/// The path and its overrides (`longhaul emulate` flags).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathSpec {
+    /// Preset or file.
+    pub source: PathSource,
+    /// Round-trip time of the whole path (every leg scaled).
+    pub rtt: Option<Nanos>,
+    /// Bottleneck rate, bit/s.
+    pub rate_bps: Option<u64>,
+    /// Forward random loss probability.
+    pub loss: Option<f64>,
+    /// IP MTU, 1500 or 9000.
+    pub mtu: Option<u32>,
+    /// Bottleneck queue.
+    pub queue: Option<QueueSize>,
+}
+
+/// One sweep axis and its values, in the order written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    /// `longhaul test -w`: bytes, `None` for "auto".
+    Window(Vec<Option<u64>>),
+    /// `longhaul test -P`.
+    Streams(Vec<u32>),
+    /// `longhaul test -C`.
+    Congestion(Vec<String>),
+    /// `longhaul test -l`, bytes per write.
+    Length(Vec<u64>),
+    /// `longhaul emulate --mtu`.
+    Mtu(Vec<u32>),
+    /// `longhaul emulate --rate` (and `longhaul test --rate` for auto windows).
+    Rate(Vec<u64>),
+}
+
+impl Axis {
+    /// The axis's name in the file and in point ids.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Window(_) => "window",
+            Self::Streams(_) => "streams",
+            Self::Congestion(_) => "congestion",
+            Self::Length(_) => "length",
+            Self::Mtu(_) => "mtu",
+            Self::Rate(_) => "rate",
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Window(v) => v.len(),
+            Self::Streams(v) => v.len(),
+            Self::Congestion(v) => v.len(),
+            Self::Length(v) => v.len(),
+            Self::Mtu(v) => v.len(),
+            Self::Rate(v) => v.len(),
+        }
+    }
+
+    /// Whether the axis has no values (never true of a parsed spec).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The short label of an axis in point ids.
+    pub(super) fn label(&self) -> &'static str {
+        match self {
+            Self::Congestion(_) => "cc",
+            other => other.name(),
+        }
+    }
+}
+
+/// How fast the cross traffic of an event runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventRate {
+    /// A fraction of the bottleneck rate ("90%" → 0.9), in (0, 1).
+    Fraction(f64),
+    /// An absolute rate, bit/s, below the bottleneck rate.
+    Bps(u64),
+}
+
+impl EventRate {
+    /// The rate in bit/s on a bottleneck of `bottleneck_bps`.
+    pub fn bps(self, bottleneck_bps: u64) -> u64 {
+        match self {
+            Self::Fraction(f) => (bottleneck_bps as f64 * f).round() as u64,
+            Self::Bps(b) => b,
+        }
+    }
+}
+
+/// A cross-traffic burst on the bottleneck during the test (seed 002 Fig.
+/// 10: a 2-s UDP burst that forces drops).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Start, from the start of the test (omit period included).
+    pub at: Nanos,
+    /// How long the burst lasts.
+    pub length: Nanos,
+    /// Its rate.
+    pub rate: EventRate,
+    /// Recovered when the rate is back at this fraction of the pre-burst
+    /// mean (default 0.95).
+    pub recover_to: f64,
+    /// The sliding window over which the recovered rate is averaged
+    /// (default 1 s).
+    pub recovery_window: Nanos,
+}
+
+impl Event {
+    /// When the burst ends, from the start of the test.
+    pub fn end(&self) -> Nanos {
+        self.at.saturating_add(self.length)
+    }
+}
+
+/// A time series the runner keeps per interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Series {
+    /// Bits per second, per stream and summed.
+    Throughput,
+    /// Congestion window per stream.
+    Cwnd,
+    /// Smoothed RTT per stream.
+    Rtt,
+    /// Retransmitted segments per interval.
+    Retransmits,
+}
+
+impl Series {
+    pub(super) const ALL: [(&'static str, Self); 4] = [
+        ("throughput", Self::Throughput),
+        ("cwnd", Self::Cwnd),
+        ("rtt", Self::Rtt),
+        ("retransmits", Self::Retransmits),
+    ];
+}
+
+/// A checked experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// Short name, `[a-z0-9][a-z0-9_-]*` (used in file names).
+    pub name: String,
+    /// One line for listings (default: the name).
+    pub title: String,
+    /// The figure or table it reproduces ("seed 002, Fig. 6").
+    pub source: String,
+    /// Free text: method, caveats.
+    pub notes: String,
+    /// The scale of the original experiment.
+    pub original_scale: String,
+    /// The scale chosen here, and why.
+    pub scale: String,
+    /// The path.
+    pub path: PathSpec,
+    /// Window for points the sweep does not set (`None` = auto).
+    pub window: Option<u64>,
+    /// Streams for points the sweep does not set.
+    pub streams: u32,
+    /// Congestion control for points the sweep does not set (`None` = the
+    /// host's default).
+    pub congestion: Option<String>,
+    /// Write size for points the sweep does not set (`None` = longhaul's).
+    pub length: Option<u64>,
+    /// The sweep axes, in expansion order (outermost first).
+    pub sweep: Vec<Axis>,
+    /// `longhaul test -t` per point.
+    pub duration: Nanos,
+    /// `longhaul test -O` per point.
+    pub omit: Nanos,
+    /// `longhaul test -i`.
+    pub interval: Nanos,
+    /// Runs of each point.
+    pub repetitions: u32,
+    /// A cross-traffic burst during each test.
+    pub event: Option<Event>,
+    /// Series to keep.
+    pub record: Vec<Series>,
+    /// Whether this is the reduced (CI) variant ([`Spec::reduced`]).
+    pub reduced: bool,
+    /// Things accepted but worth saying.
+    pub warnings: Vec<SpecWarning>,
+}
+
+/// One point of the sweep: every parameter of one `longhaul test` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// 0-based position in [`Spec::points`].
+    pub index: usize,
+    /// Stable label: the swept axes and their values (`mtu=9000,window=4M`).
+    pub id: String,
+    /// The path and its overrides for this point (mtu and rate axes
+    /// applied).
+    pub path: PathSpec,
+    /// Window per stream, bytes; `None` = auto.
+    pub window: Option<u64>,
+    /// Parallel streams.
+    pub streams: u32,
+    /// Congestion control; `None` = the host's default.
+    pub congestion: Option<String>,
+    /// Bytes per write; `None` = longhaul's default.
+    pub length: Option<u64>,
+    /// Test duration (after the omit period).
+    pub duration: Nanos,
+    /// Omit period.
+    pub omit: Nanos,
+    /// Interval between reports.
+    pub interval: Nanos,
+    /// The event, if any.
+    pub event: Option<Event>,
+}
+
+/// The topology overrides of a path ("auto" queue = the topology's own).
+pub(super) fn overrides(path: &PathSpec) -> Overrides {
+    Overrides {
+        rtt: path.rtt,
+        rate: path.rate_bps,
+        loss: path.loss,
+        mtu: path.mtu,
+        queue: match path.queue {
+            Some(QueueSize::Bytes(b)) => Some(b),
+            _ => None,
+        },
+    }
+}
+
+impl Point {
+    /// The topology overrides for this point (path overrides with the mtu
+    /// and rate axes applied). A queue of "auto" is left to the topology.
+    pub fn overrides(&self) -> Overrides {
+        overrides(&self.path)
+    }
+
+    /// The path compiled with this point's overrides.
+    pub fn compile(
+        &self,
+        topology: &Topology,
+    ) -> Result<CompiledPath, longhaul_topology::TopologyError> {
+        topology.compile(&self.overrides())
+    }
+
+    /// The event resolved on a bottleneck of `bottleneck_bps`: when the
+    /// burst starts and ends (from the test start) and its rate in bit/s.
+    pub fn event_plan(&self, bottleneck_bps: u64) -> Option<EventPlan> {
+        self.event.map(|e| EventPlan {
+            start: e.at,
+            end: e.end(),
+            rate_bps: e.rate.bps(bottleneck_bps),
+        })
+    }
+}
+
+/// An event as the runner applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventPlan {
+    /// Start, from the start of the test.
+    pub start: Nanos,
+    /// End, from the start of the test.
+    pub end: Nanos,
+    /// Cross-traffic rate, bit/s.
+    pub rate_bps: u64,
+}
