@@ -81,13 +81,13 @@ fn paths_after(code: &str, prefix: &str) -> Vec<String> {
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
             continue;
         }
-        expand(at, &mut String::new(), &mut out);
+        expand(at, "", &mut out);
     }
     out
 }
 
 /// Reads one path (possibly a `{…}` group) at the start of `s`, appending full paths to `out`.
-fn expand(s: &str, base: &mut String, out: &mut Vec<String>) {
+fn expand(s: &str, base: &str, out: &mut Vec<String>) {
     let s = s.trim_start();
     if let Some(group) = s.strip_prefix('{') {
         let mut depth = 0;
@@ -112,7 +112,7 @@ fn expand(s: &str, base: &mut String, out: &mut Vec<String>) {
     expand_item(s, base, out);
 }
 
-fn expand_item(s: &str, base: &mut String, out: &mut Vec<String>) {
+fn expand_item(s: &str, base: &str, out: &mut Vec<String>) {
     let s = s.trim_start();
     let ident_end = s
         .find(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -121,14 +121,13 @@ fn expand_item(s: &str, base: &mut String, out: &mut Vec<String>) {
     if ident.is_empty() {
         return;
     }
-    let mut full = base.clone();
-    if !full.is_empty() {
-        full.push_str("::");
-    }
-    full.push_str(ident);
+    let full = if base.is_empty() {
+        ident.to_string()
+    } else {
+        format!("{base}::{ident}")
+    };
     if let Some(next) = s[ident_end..].strip_prefix("::") {
-        let mut b = full;
-        expand(next, &mut b, out);
+        expand(next, &full, out);
     } else {
         out.push(full);
     }
@@ -152,11 +151,7 @@ fn reexports(modules: &Sources) -> BTreeMap<String, String> {
             continue;
         };
         let mut paths = Vec::new();
-        expand(
-            at.trim_start_matches("crate::"),
-            &mut String::new(),
-            &mut paths,
-        );
+        expand(at.trim_start_matches("crate::"), "", &mut paths);
         for p in paths {
             if let (Some(m), Some(name)) = (module_of(&p, modules), p.rsplit("::").next()) {
                 out.insert(name.to_string(), m);
