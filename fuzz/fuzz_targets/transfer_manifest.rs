@@ -13,7 +13,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use longhaul_transfer::journal::{Journal, is_reserved_name, reserved_component, temp_path};
+use longhaul_transfer::journal::Journal;
+use longhaul_transfer::reserved::{is_reserved_name, reserved_component, temp_path};
 use longhaul_transfer::manifest::{Manifest, ModePolicy, SPECIAL_BITS, check_requested};
 use longhaul_transfer::msg::{Message, decode_frame};
 
