@@ -254,7 +254,7 @@ fn open(
     let (mut sock, server) = cfg.endpoint.connect_any()?;
     std::io::Write::write_all(&mut sock, &Preamble::transfer().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
-    let mut ctl = Ctl::new(sock)?;
+    let mut ctl = Ctl::new(sock);
     let (cookie, keys) =
         conn::client_handshake(&mut ctl, &cfg.key, direction, cfg.endpoint.timeout)?;
     Ok((ctl, server, cookie, keys))
@@ -454,7 +454,7 @@ pub(crate) fn serve(
     files: Option<&ServeFiles>,
     adm: &Admission<'_>,
 ) -> Result<Option<Summary>, EngineError> {
-    let mut ctl = Ctl::new(sock)?;
+    let mut ctl = Ctl::new(sock);
     let direction =
         conn::server_handshake(&mut ctl, files.map(|f| &f.key), adm.cookie, adm.timeout);
     let (direction, keys) = match direction {
