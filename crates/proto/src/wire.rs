@@ -22,7 +22,7 @@
 use crate::frame::Framed;
 use crate::{Message, ProtoError};
 
-pub use crate::frame::{FrameDecoder, MAX_FRAME_LEN, decode_all, encode_frame};
+pub use crate::frame::{FrameDecoder, MAX_FRAME_LEN, encode_frame};
 
 /// The magic bytes that open every longhaul connection.
 pub const MAGIC: [u8; 8] = *b"LONGHAUL";
