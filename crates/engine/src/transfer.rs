@@ -2,7 +2,8 @@
 //! `longhaul-transfer` (protocol, manifest, journal, scheduler, digests; `docs/transfer.md`).
 //!
 //! - [`root`]: the directory a transfer is confined to (openat2, no symlink is ever followed);
-//! - `conn`: the framed control connection, connect, and the mutual authentication;
+//! - `conn`: the control connection (the engine's framed `control::Conn` with transfer messages), connect,
+//!   and the mutual authentication;
 //! - `source`: the sending side (manifest from the sources, one thread per data stream reading,
 //!   hashing and sending chunks);
 //! - `sink`: the receiving side (journal, temporary files, verification, rename into place);
