@@ -199,7 +199,7 @@ impl RawPeer {
         loop {
             let frame = match &mut self.opener {
                 Some(o) => o.open(&self.buf),
-                None => longhaul_transfer::msg::decode_frame(&self.buf),
+                None => longhaul_proto::frame::decode(&self.buf, None),
             };
             match frame {
                 Ok(Some((m, used))) => {

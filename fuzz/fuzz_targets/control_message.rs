@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
     // The first byte picks the read size, as a socket would split the stream.
     let Some((&split, rest)) = data.split_first() else { return };
     let step = usize::from(split).max(1);
-    let mut dec = FrameDecoder::new();
+    let mut dec = FrameDecoder::<Message>::new();
     let mut buffered = 0usize;
     for chunk in rest.chunks(step) {
         let mut chunk = chunk;

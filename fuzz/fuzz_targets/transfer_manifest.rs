@@ -13,9 +13,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use longhaul_transfer::journal::{Journal, is_reserved_name, reserved_component, temp_path};
+use longhaul_transfer::journal::Journal;
+use longhaul_transfer::reserved::{is_reserved_name, reserved_component, temp_path};
 use longhaul_transfer::manifest::{Manifest, ModePolicy, SPECIAL_BITS, check_requested};
-use longhaul_transfer::msg::{Message, decode_frame};
+use longhaul_proto::frame;
+use longhaul_transfer::msg::Message;
 
 fuzz_target!(|data: &[u8]| {
     // The first bytes choose the receiver's own settings; the rest is what the peer sends.
@@ -34,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
 
     let mut manifest = Manifest::new();
     let mut input = rest;
-    while let Ok(Some((m, used))) = decode_frame(input) {
+    while let Ok(Some((m, used))) = frame::decode(input, None) {
         input = &input[used..];
         let Message::ManifestBatch { entries, .. } = m else {
             continue;

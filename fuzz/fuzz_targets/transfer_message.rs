@@ -20,11 +20,14 @@
 use libfuzzer_sys::fuzz_target;
 use longhaul_transfer::journal::Journal;
 use longhaul_transfer::manifest::{MAX_CHUNK, MEMORY_LIMIT, memory_bound};
+use longhaul_proto::frame::{self, FrameDecoder};
 use longhaul_transfer::msg::{
     CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, HaveCollector, MAX_FRAME_LEN, MAX_RATE_BPS,
-    MAX_RTT_NS, Message, WireError, decode_frame,
+    MAX_RTT_NS, Message, WireError,
 };
-use longhaul_transfer::session::{ChunkOpener, ChunkSealer, FrameOpener, FrameSealer};
+use longhaul_transfer::session::{
+    ChunkOpener, ChunkSealer, FRAME_TAG_LEN, FrameOpener, FrameSealer,
+};
 use longhaul_transfer::{Key, Role};
 
 /// The fuzz manifest: files 0..4, file `i` with 37 × `i` chunks.
@@ -54,10 +57,10 @@ fuzz_target!(|data: &[u8]| {
 
     let mut rest = data;
     let mut have = Some(HaveCollector::new((0..4).filter_map(chunk_count).sum()));
-    while let Ok(Some((m, used))) = decode_frame(rest) {
+    while let Ok(Some((m, used))) = frame::decode::<Message>(rest, None) {
         assert!(used <= rest.len());
         let again = m.encode_frame();
-        let (back, n) = decode_frame(&again)
+        let (back, n) = frame::decode::<Message>(&again, None)
             .expect("re-encoded message parses")
             .expect("whole frame");
         assert_eq!(n, again.len());
@@ -102,6 +105,7 @@ fuzz_target!(|data: &[u8]| {
         FrameSealer::new(send.clone()),
         FrameOpener::new(recv.clone(), Role::Client),
     );
+    let (mut stream, mut want) = (Vec::new(), Vec::new());
     let mut rest = data;
     while let Some((len, tail)) = rest.split_first_chunk::<2>() {
         let len = (u16::from_be_bytes(*len) as usize).min(tail.len());
@@ -113,6 +117,8 @@ fuzz_target!(|data: &[u8]| {
         let mut frame = (body.len() as u32).to_be_bytes().to_vec();
         frame.extend_from_slice(body);
         let sealed = sealer.seal_frame(frame);
+        stream.extend_from_slice(&sealed);
+        want.push(Message::from_json(body));
         match (opener.open(&sealed), Message::from_json(body)) {
             (Ok(Some((m, used))), Ok(want)) => {
                 assert_eq!(m, want);
@@ -120,6 +126,31 @@ fuzz_target!(|data: &[u8]| {
             }
             (Err(got), Err(want)) => assert_eq!(got, want),
             (got, want) => panic!("sealed {got:?} vs plain {want:?}"),
+        }
+    }
+
+    // The same sealed frames through the incremental decoder of a connection, read as a socket would
+    // (what it wants, no more): it holds at most one sealed frame and yields the same results, in
+    // order, up to the first refusal.
+    let mut dec = FrameDecoder::<Message>::new();
+    dec.open_with(Box::new(FrameOpener::new(recv.clone(), Role::Client)));
+    let (mut want, mut rest, mut buffered) = (want.into_iter(), &stream[..], 0);
+    while !rest.is_empty() {
+        let n = dec.wanted().min(rest.len());
+        dec.push(&rest[..n]).expect("a key holder's lengths are in range");
+        buffered += n;
+        assert!(buffered <= 4 + MAX_FRAME_LEN + FRAME_TAG_LEN, "decoder buffered more than one frame");
+        rest = &rest[n..];
+        match dec.next_message() {
+            Ok(Some(m)) => {
+                buffered = 0;
+                assert_eq!(Ok(m), want.next().expect("a frame was sealed"));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                assert_eq!(Err(e), want.next().expect("a frame was sealed"));
+                break;
+            }
         }
     }
 

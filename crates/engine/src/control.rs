@@ -1,37 +1,88 @@
-//! The control connection: framed messages over a blocking TCP socket, with deadlines.
+//! A framed control connection over a blocking TCP socket, for any message type of the frame codec
+//! (`longhaul_proto::frame`): the test's (`Control`) and the transfer's (`transfer::conn`).
 //!
-//! Reads go through [`longhaul_proto::wire::FrameDecoder`], which never buffers more than one frame, so a
-//! peer that sends garbage, a giant length prefix or half a frame costs the server one bounded buffer and
-//! one clear error, never a hang: every read has a deadline.
+//! Reads go through one [`FrameDecoder`], which never buffers more than one frame, so a peer that sends
+//! garbage, a giant length prefix or half a frame costs one bounded buffer and one clear error, never a
+//! hang: every read has a deadline. Writes go through a [`Writer`], which any number of threads may hold
+//! (a transfer's stream threads send verdicts while its control thread sends results): each frame is
+//! encoded, sealed and written under one lock, so frames never interleave and, once [`Conn::seal`]
+//! switched sealing on, their sequence numbers follow the order on the wire.
 
 use std::io::{self, Read, Write};
+use std::marker::PhantomData;
 use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::wire::{FrameDecoder, PREAMBLE_LEN, Preamble, encode_frame};
+use longhaul_proto::frame::{FrameDecoder, FrameEncoder, FrameOpen, FrameSeal, Framed};
+use longhaul_proto::wire::{PREAMBLE_LEN, Preamble};
 use longhaul_proto::{Message, ProtoError};
 
 use crate::EngineError;
 
-/// One side of a control connection.
-pub(crate) struct Control {
-    sock: TcpStream,
-    dec: FrameDecoder,
-    peer: String,
+/// One side of a test's control connection.
+pub(crate) type Control = Conn<Message>;
+
+/// The writing half of a connection, shareable between threads.
+pub(crate) struct Writer<M> {
+    sock: Arc<TcpStream>,
+    enc: Arc<Mutex<FrameEncoder>>,
+    peer: Arc<str>,
+    msg: PhantomData<fn(&M)>,
 }
 
-impl Control {
-    pub(crate) fn new(sock: TcpStream) -> Self {
-        let peer = sock
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into());
-        // Control messages are small and latency-sensitive (RTT pings).
-        let _ = sock.set_nodelay(true);
+impl<M> Clone for Writer<M> {
+    fn clone(&self) -> Self {
         Self {
-            sock,
+            sock: Arc::clone(&self.sock),
+            enc: Arc::clone(&self.enc),
+            peer: Arc::clone(&self.peer),
+            msg: PhantomData,
+        }
+    }
+}
+
+impl<M: Framed> Writer<M> {
+    /// Sends one message as one frame (sealed once the connection is). The frame is encoded, sealed
+    /// and written under one lock, so frames from several threads neither interleave nor get their
+    /// sequence numbers out of wire order.
+    pub(crate) fn send(&self, msg: &M) -> Result<(), EngineError> {
+        let mut enc = self.enc.lock().unwrap_or_else(|e| e.into_inner());
+        let frame = enc.encode(msg);
+        (&*self.sock)
+            .write_all(&frame)
+            .map_err(|e| EngineError::io(format!("send {} to {}", msg.kind(), self.peer), e))
+    }
+}
+
+/// One side of a control connection: the reading half (one owner) and a [`Writer`].
+pub(crate) struct Conn<M> {
+    sock: Arc<TcpStream>,
+    dec: FrameDecoder<M>,
+    writer: Writer<M>,
+}
+
+impl<M: Framed> Conn<M>
+where
+    EngineError: From<M::Error>,
+{
+    pub(crate) fn new(sock: TcpStream) -> Self {
+        // Control messages are small and latency-sensitive (RTT pings, verdicts).
+        let _ = sock.set_nodelay(true);
+        let peer: Arc<str> = sock
+            .peer_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string())
+            .into();
+        let sock = Arc::new(sock);
+        Self {
+            sock: Arc::clone(&sock),
             dec: FrameDecoder::new(),
-            peer,
+            writer: Writer {
+                sock,
+                enc: Arc::new(Mutex::new(FrameEncoder::new())),
+                peer,
+                msg: PhantomData,
+            },
         }
     }
 
@@ -39,18 +90,38 @@ impl Control {
         &self.sock
     }
 
-    pub(crate) fn send(&mut self, msg: &Message) -> Result<(), EngineError> {
-        self.sock
-            .write_all(&encode_frame(msg))
-            .map_err(|e| EngineError::io(format!("send {} to {}", msg.kind(), self.peer), e))
+    /// The peer's address, for messages.
+    pub(crate) fn peer(&self) -> &str {
+        &self.writer.peer
     }
 
-    /// Waits for the next message until `deadline`; `Ok(None)` when the deadline passes first.
-    pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>, EngineError> {
+    /// A writer that other threads may hold.
+    pub(crate) fn writer(&self) -> Writer<M> {
+        self.writer.clone()
+    }
+
+    pub(crate) fn send(&self, msg: &M) -> Result<(), EngineError> {
+        self.writer.send(msg)
+    }
+
+    /// From now on frames this side sends are sealed by `sealer`, and frames it receives must be sealed
+    /// and pass `opener`. Called between frames, where the protocol switches.
+    pub(crate) fn seal(&mut self, sealer: Box<dyn FrameSeal>, opener: Box<dyn FrameOpen>) {
+        self.dec.open_with(opener);
+        self.writer
+            .enc
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .seal_with(sealer);
+    }
+
+    /// Waits for the next message until `deadline`; `Ok(None)` when the deadline passes first. A peer's
+    /// error message becomes [`EngineError::Peer`].
+    pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Option<M>, EngineError> {
         loop {
             if let Some(m) = self.dec.next_message()? {
-                if let Message::Error { message } = m {
-                    return Err(EngineError::Peer(message));
+                if let Some(why) = m.peer_error() {
+                    return Err(EngineError::Peer(why.to_string()));
                 }
                 return Ok(Some(m));
             }
@@ -61,22 +132,22 @@ impl Control {
             // A zero timeout means "block forever" to the kernel: keep at least 1 ms.
             let wait = (deadline - now).max(Duration::from_millis(1));
             self.sock.set_read_timeout(Some(wait)).ok();
-            let mut buf = [0u8; 4096];
+            let mut buf = [0u8; 16 * 1024];
+            // Never read past the current frame: the rest stays in the socket.
             let want = self.dec.wanted().min(buf.len());
-            match self.sock.read(&mut buf[..want]) {
+            match (&*self.sock).read(&mut buf[..want]) {
                 Ok(0) => {
                     return Err(if self.dec.has_partial() {
-                        EngineError::Truncated(self.peer.clone())
+                        EngineError::Truncated(self.peer().to_string())
                     } else {
-                        EngineError::Closed(self.peer.clone())
+                        EngineError::Closed(self.peer().to_string())
                     });
                 }
                 Ok(n) => self.dec.push(&buf[..n])?,
-                Err(e) if is_timeout(&e) => continue,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     return Err(EngineError::io(
-                        format!("read control from {}", self.peer),
+                        format!("read control from {}", self.peer()),
                         e,
                     ));
                 }
@@ -85,13 +156,14 @@ impl Control {
     }
 
     /// Waits for the next message for at most `timeout`; a timeout is an error naming `what`.
-    pub(crate) fn recv(
-        &mut self,
-        timeout: Duration,
-        what: &'static str,
-    ) -> Result<Message, EngineError> {
-        self.recv_until(Instant::now() + timeout)?
-            .ok_or_else(|| EngineError::Timeout(format!("{what} from {}", self.peer)))
+    pub(crate) fn recv(&mut self, timeout: Duration, what: &str) -> Result<M, EngineError> {
+        self.recv_by(Instant::now() + timeout, what)
+    }
+
+    /// Waits for the next message until `deadline`; passing it is an error naming `what`.
+    pub(crate) fn recv_by(&mut self, deadline: Instant, what: &str) -> Result<M, EngineError> {
+        self.recv_until(deadline)?
+            .ok_or_else(|| EngineError::Timeout(format!("{what} from {}", self.peer())))
     }
 }
 

@@ -2,10 +2,12 @@
 //! `longhaul-transfer` (protocol, manifest, journal, scheduler, digests; `docs/transfer.md`).
 //!
 //! - [`root`]: the directory a transfer is confined to (openat2, no symlink is ever followed);
-//! - `conn`: the framed control connection, connect, and the mutual authentication;
+//! - `conn`: the control connection (the engine's framed `control::Conn` with transfer messages), connect,
+//!   and the mutual authentication;
 //! - `source`: the sending side (manifest from the sources, one thread per data stream reading,
 //!   hashing and sending chunks);
-//! - `sink`: the receiving side (journal, temporary files, verification, rename into place).
+//! - `sink`: the receiving side (journal, temporary files, verification, rename into place);
+//! - `side`: what both sides share: counters, events, the summary, the timeouts.
 //!
 //! The client measures the RTT on the control connection and chooses streams and the chunk size
 //! from it and the target rate, in both directions; the server follows the client's plan.
@@ -25,29 +27,27 @@ use longhaul_transfer::msg::Direction;
 use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
 use longhaul_transfer::{Key, MacKey, Message, RelPath, Role, SessionKeys, choose_chunk_size};
 use longhaul_units::Nanos;
-use serde::Serialize;
 
 use crate::EngineError;
 use crate::socket::{self, SocketOptions};
 
 mod conn;
 pub mod root;
+mod side;
 mod sink;
 mod source;
 
 pub use conn::Endpoint;
 use conn::{Ctl, unexpected};
 use root::Root;
+use side::Side;
+pub use side::{Event, Summary};
 use sink::{Sink, SinkOptions, recv_manifest};
 use source::Sources;
 
-/// How long a side waits for each set-up step of the conversation (manifest, resume state, done).
-pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a side may see neither a control message nor a payload byte before it gives up, unless
 /// configured otherwise.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// How often progress is reported.
-pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// Streams used when the window plan does not ask for more: enough to hash and read on several
 /// cores and to spread one big file, few enough not to thrash a disk.
 pub const DEFAULT_STREAMS: u32 = 4;
@@ -94,194 +94,34 @@ pub fn process_umask() -> u32 {
         .map_or(0o077, |m| m & 0o777)
 }
 
-/// What a transfer reports as it goes.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    /// Data is about to flow.
-    Started {
-        /// Data streams.
-        streams: u32,
-        /// Chunk size, bytes.
-        chunk_size: u64,
-        /// Files in the transfer.
-        files: u64,
-        /// Their total size.
-        bytes_total: u64,
-        /// What this run has to move (less when resuming or when files are already there).
-        bytes_to_send: u64,
-    },
-    /// Every second.
-    Progress {
-        /// Payload bytes moved so far in this run.
-        bytes: u64,
-        /// Of `bytes_to_send`.
-        bytes_to_send: u64,
-        /// Files verified and in place.
-        files: u64,
-        /// Seconds since the start.
-        seconds: f64,
-        /// Rate over the last interval, bit/s.
-        bits_per_second: f64,
-    },
-    /// A file is verified and in place, or failed.
-    File {
-        /// Its path in the transfer.
-        path: String,
-        /// Why it failed, if it did.
-        error: Option<String>,
-    },
-}
-
-/// The end of a transfer.
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    /// `send` or `get`.
-    pub direction: String,
-    /// Files verified and in place (including those that already were).
-    pub files: u64,
-    /// Files that failed, with why.
-    pub failed: Vec<String>,
-    /// Entries left out by the sender (special files, links leaving the tree).
-    pub skipped: Vec<String>,
-    /// Payload bytes moved in this run.
-    pub bytes_moved: u64,
-    /// What this run had to move.
-    pub bytes_to_send: u64,
-    /// Seconds from the first byte to the end.
-    pub seconds: f64,
-    /// bytes_moved × 8 / seconds.
-    pub bits_per_second: f64,
-    /// Data streams.
-    pub streams: u32,
-    /// Chunk size, bytes.
-    pub chunk_size: u64,
-    /// Chunk-buffer memory bound of each side, bytes (streams × chunk × 2).
-    pub memory_bound: u64,
-    /// RTT measured on the control connection, ns.
-    pub rtt_ns: u64,
-    /// Chunks sent again after failing verification.
-    pub chunks_resent: u64,
-    /// TCP retransmits on the data connections (known when this side sends).
-    pub retransmits: Option<u64>,
-    /// Whether every file was verified end to end (file digests equal).
-    pub verified: bool,
-}
-
-/// One side's running counters and its event sink.
-pub(crate) struct Side<'a> {
-    on_event: &'a mut dyn FnMut(&Event),
-    start: Instant,
-    pub(crate) to_send: u64,
-    pub(crate) bytes_moved: u64,
-    pub(crate) files_ok: u64,
-    pub(crate) failed: Vec<String>,
-    pub(crate) resent: u64,
-    last_activity: Instant,
-    last_bytes: u64,
-    last_tick: (Instant, u64),
-    idle_timeout: Duration,
-}
-
-impl<'a> Side<'a> {
-    fn new(on_event: &'a mut dyn FnMut(&Event), idle_timeout: Duration) -> Self {
-        let now = Instant::now();
-        Self {
-            on_event,
-            start: now,
-            to_send: 0,
-            bytes_moved: 0,
-            files_ok: 0,
-            failed: Vec::new(),
-            resent: 0,
-            last_activity: now,
-            last_bytes: 0,
-            last_tick: (now, 0),
-            idle_timeout,
-        }
-    }
-
-    pub(crate) fn event(&mut self, e: Event) {
-        if matches!(e, Event::Started { .. }) {
-            self.start = Instant::now();
-            self.last_tick = (self.start, 0);
-        }
-        (self.on_event)(&e);
-    }
-
-    pub(crate) fn progress(&mut self, bytes: u64, files: u64) {
-        let now = Instant::now();
-        let (t0, b0) = self.last_tick;
-        let dt = now.duration_since(t0).as_secs_f64().max(1e-9);
-        self.last_tick = (now, bytes);
-        let e = Event::Progress {
-            bytes,
-            bytes_to_send: self.to_send,
-            files,
-            seconds: now.duration_since(self.start).as_secs_f64(),
-            bits_per_second: bytes.saturating_sub(b0) as f64 * 8.0 / dt,
-        };
-        (self.on_event)(&e);
-    }
-
-    pub(crate) fn file_done(&mut self, path: String, error: Option<String>) {
-        match &error {
-            None => self.files_ok += 1,
-            Some(r) => self.failed.push(r.clone()),
-        }
-        (self.on_event)(&Event::File { path, error });
-    }
-
-    /// A control message arrived.
-    pub(crate) fn touch(&mut self) {
-        self.last_activity = Instant::now();
-    }
-
-    /// Fails when nothing at all happened for the idle timeout.
-    pub(crate) fn check_idle(&mut self, bytes: u64) -> Result<(), EngineError> {
-        let now = Instant::now();
-        if bytes != self.last_bytes {
-            self.last_bytes = bytes;
-            self.last_activity = now;
-        }
-        if now.duration_since(self.last_activity) > self.idle_timeout {
-            return Err(EngineError::Transfer(format!(
-                "no progress for {} s: the peer or the path is gone; run the same command again \
-to resume",
-                self.idle_timeout.as_secs()
-            )));
-        }
-        Ok(())
-    }
-
-    fn summary(
-        &self,
-        direction: Direction,
-        plan: &Plan,
-        skipped: Vec<String>,
-        retransmits: Option<u64>,
-    ) -> Summary {
-        let seconds = self.start.elapsed().as_secs_f64();
-        Summary {
-            direction: match direction {
-                Direction::Send => "send".into(),
-                Direction::Get => "get".into(),
-            },
-            files: self.files_ok,
-            failed: self.failed.clone(),
-            skipped,
-            bytes_moved: self.bytes_moved,
-            bytes_to_send: self.to_send,
-            seconds,
-            bits_per_second: self.bytes_moved as f64 * 8.0 / seconds.max(1e-9),
-            streams: plan.streams,
-            chunk_size: plan.chunk_size,
-            memory_bound: memory_bound(plan.streams, plan.chunk_size),
-            rtt_ns: plan.rtt_ns,
-            chunks_resent: self.resent,
-            retransmits,
-            verified: self.failed.is_empty(),
-        }
+/// The summary of a side that has finished.
+fn summary(
+    side: &Side<'_>,
+    direction: Direction,
+    plan: &Plan,
+    skipped: Vec<String>,
+    retransmits: Option<u64>,
+) -> Summary {
+    let seconds = side.seconds();
+    Summary {
+        direction: match direction {
+            Direction::Send => "send".into(),
+            Direction::Get => "get".into(),
+        },
+        files: side.files_ok,
+        failed: side.failed.clone(),
+        skipped,
+        bytes_moved: side.bytes_moved,
+        bytes_to_send: side.to_send,
+        seconds,
+        bits_per_second: side.bytes_moved as f64 * 8.0 / seconds.max(1e-9),
+        streams: plan.streams,
+        chunk_size: plan.chunk_size,
+        memory_bound: memory_bound(plan.streams, plan.chunk_size),
+        rtt_ns: plan.rtt_ns,
+        chunks_resent: side.resent,
+        retransmits,
+        verified: side.failed.is_empty(),
     }
 }
 
@@ -415,7 +255,7 @@ fn open(
     let (mut sock, server) = cfg.endpoint.connect_any()?;
     std::io::Write::write_all(&mut sock, &Preamble::transfer().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
-    let mut ctl = Ctl::new(sock)?;
+    let mut ctl = Ctl::new(sock);
     let (cookie, keys) =
         conn::client_handshake(&mut ctl, &cfg.key, direction, cfg.endpoint.timeout)?;
     Ok((ctl, server, cookie, keys))
@@ -458,7 +298,13 @@ pub fn send(
         &have,
         &mut side,
     )?;
-    Ok(side.summary(Direction::Send, &p, skipped, Some(retransmits(&probe))))
+    Ok(summary(
+        &side,
+        Direction::Send,
+        &p,
+        skipped,
+        Some(retransmits(&probe)),
+    ))
 }
 
 /// `longhaul get HOST:SRC... DEST`: each source (relative to the server's root) lands in the local
@@ -499,7 +345,7 @@ pub fn get(
     let mut side = Side::new(on_event, cfg.idle_timeout);
     let chunk_key = keys.receiving(Role::Client);
     sink::run(&mut ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
-    Ok(side.summary(Direction::Get, &p, Vec::new(), None))
+    Ok(summary(&side, Direction::Get, &p, Vec::new(), None))
 }
 
 /// A local source path as (its parent directory, its name).
@@ -609,7 +455,7 @@ pub(crate) fn serve(
     files: Option<&ServeFiles>,
     adm: &Admission<'_>,
 ) -> Result<Option<Summary>, EngineError> {
-    let mut ctl = Ctl::new(sock)?;
+    let mut ctl = Ctl::new(sock);
     let direction =
         conn::server_handshake(&mut ctl, files.map(|f| &f.key), adm.cookie, adm.timeout);
     let (direction, keys) = match direction {
@@ -683,7 +529,7 @@ fn serve_authenticated(
             let mut side = Side::new(&mut log, files.idle_timeout);
             let chunk_key = keys.receiving(Role::Server);
             sink::run(ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
-            Ok(side.summary(direction, &p, Vec::new(), None))
+            Ok(summary(&side, direction, &p, Vec::new(), None))
         }
         Direction::Get => {
             let paths = match ctl.recv(timeout, "request")? {
@@ -704,7 +550,13 @@ fn serve_authenticated(
             let mut side = Side::new(&mut log, files.idle_timeout);
             let chunk_key = keys.sending(Role::Server);
             source::run(ctl, socks, src, p.chunk_size, chunk_key, &have, &mut side)?;
-            Ok(side.summary(direction, &p, skipped, Some(retransmits(&probe))))
+            Ok(summary(
+                &side,
+                direction,
+                &p,
+                skipped,
+                Some(retransmits(&probe)),
+            ))
         }
     }
 }

@@ -3,7 +3,9 @@
 //! Nothing here touches a socket, a thread or the clock; the engine crate drives these types over real
 //! connections and passes time in. That keeps every rule testable and every parser fuzzable:
 //!
-//! - [`wire`]: the connection preamble and length-prefixed control frames;
+//! - [`wire`]: the connection preamble (and the control frames' items, re-exported for the test);
+//! - [`frame`]: the one frame codec of every control connection (length-prefixed JSON, optionally
+//!   sealed), generic over the message type;
 //! - [`msg`]: the control messages, the test parameters and their validation;
 //! - [`window`]: socket-buffer sizing from RTT × rate, and the honest report of what the kernel granted;
 //! - [`pacing`]: a total pacing rate split across streams;
@@ -12,6 +14,7 @@
 //!
 //! Allowed dependencies: `longhaul-units`, serde, thiserror. No tokio, libc, sockets or clock.
 
+pub mod frame;
 pub mod interval;
 pub mod msg;
 pub mod pacing;
@@ -40,6 +43,9 @@ pub enum ProtoError {
     /// A frame of length zero.
     #[error("empty control frame")]
     EmptyFrame,
+    /// A sealed frame whose tag did not verify ([`frame::FrameOpen`]).
+    #[error("control frame failed authentication: {0}")]
+    FrameAuth(String),
     /// The frame was not a valid message.
     #[error("malformed control message: {0}")]
     BadMessage(String),
@@ -54,4 +60,14 @@ pub enum ProtoError {
         /// What the receiver was waiting for.
         phase: &'static str,
     },
+}
+
+impl From<frame::FrameError> for ProtoError {
+    fn from(e: frame::FrameError) -> Self {
+        match e {
+            frame::FrameError::TooLarge(len) => ProtoError::FrameTooLarge(len),
+            frame::FrameError::Empty => ProtoError::EmptyFrame,
+            frame::FrameError::Auth(why) => ProtoError::FrameAuth(why),
+        }
+    }
 }

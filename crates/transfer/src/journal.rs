@@ -1,6 +1,6 @@
 //! The receiver's resume journal: which chunks of which file are already on disk and verified.
 //!
-//! One journal per destination transfer, kept next to the data as [`JOURNAL_NAME`]. It is append-only
+//! One journal per destination transfer, kept next to the data as [`JOURNAL_NAME`](crate::reserved::JOURNAL_NAME). It is append-only
 //! text, one record per line, and every line ends with a checksum of itself:
 //!
 //! ```text
@@ -27,9 +27,9 @@
 //! A `complete` record is appended after the file was verified and renamed into place.
 //!
 //! The journal is data the receiver reads back from disk, so it is never trusted to name what the
-//! receiver touches: the temporary file of a record is *derived* ([`temp_path`]: `.lh-<id>.part` in the
+//! receiver touches: the temporary file of a record is *derived* ([`temp_path`](crate::reserved::temp_path): `.lh-<id>.part` in the
 //! file's own directory) and a record whose `temp` field says anything else is inconsistent (replay stops
-//! there); a record naming a reserved path ([`is_reserved_name`]) is inconsistent too; and the receiver
+//! there); a record naming a reserved path ([`is_reserved_name`](crate::reserved::is_reserved_name)) is inconsistent too; and the receiver
 //! acts on a record only for a path of the current manifest with the same [`FileIdentity`]. So a forged
 //! or planted journal can at worst make the receiver delete or continue the session's own temporaries.
 //!
@@ -46,9 +46,8 @@ use crate::digest::{Digest, file_digest, to_hex};
 use crate::manifest::{ChunkPlan, check_chunk_size};
 use crate::ranges::RangeSet;
 use crate::relpath::{PathError, RelPath};
+use crate::reserved::{reserved_component, temp_path};
 
-/// File name of the journal in the destination directory.
-pub const JOURNAL_NAME: &str = ".longhaul-journal";
 /// First record of a journal whose lines carry a plain checksum (the format's base form).
 pub const JOURNAL_HEADER: &str = "longhaul-journal-v1";
 /// First record of a journal whose lines carry a MAC ([`Journal::keyed`]), what receivers write.
@@ -58,24 +57,6 @@ pub const JOURNAL_KEY_CONTEXT: &str = "longhaul 2026-11 resume journal line MAC"
 
 /// The key of a journal's line MACs.
 pub type JournalKey = [u8; 32];
-
-/// Whether `name` (one path component) is reserved for the receiver's own files: the journal
-/// ([`JOURNAL_NAME`]) and temporaries (`.lh-` + 8 hex digits + `.part`, what [`temp_path`] makes).
-/// Manifests may not carry such names (a file named like another file's temporary could be renamed over
-/// it; a file named like the journal would plant one), and the sender leaves them out.
-pub fn is_reserved_name(name: &str) -> bool {
-    if name == JOURNAL_NAME {
-        return true;
-    }
-    name.strip_prefix(".lh-")
-        .and_then(|rest| rest.strip_suffix(".part"))
-        .is_some_and(|id| id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-/// The first reserved component of `path`, if any ([`is_reserved_name`]).
-pub fn reserved_component(path: &RelPath) -> Option<&str> {
-    path.components().find(|c| is_reserved_name(c))
-}
 
 /// What makes a partially received file resumable: if any of these changed at the sender, the chunks
 /// already received belong to another version of the file.
@@ -478,17 +459,6 @@ impl Journal {
     }
 }
 
-/// The temporary name for a file's partial data: a hidden name in the same directory (so the final
-/// rename stays within one file system), unique per journal id.
-pub fn temp_path(path: &RelPath, id: u32) -> RelPath {
-    let name = format!(".lh-{id:08x}.part");
-    let name = RelPath::parse(&name).expect("a fixed ASCII name is a valid path");
-    match path.parent() {
-        Some(dir) => dir.join(&name).unwrap_or(name),
-        None => name,
-    }
-}
-
 fn encode(rec: &Record, mac: Option<&JournalKey>) -> String {
     seal(
         &serde_json::to_string(rec).expect("records always serialise"),
@@ -658,30 +628,6 @@ mod tests {
             j.file(&p("g")).is_none(),
             "a refused record leaves no trace"
         );
-    }
-
-    #[test]
-    fn reserved_names_are_the_journal_and_temporaries() {
-        for name in [JOURNAL_NAME, ".lh-00000000.part", ".lh-DEADbeef.part"] {
-            assert!(is_reserved_name(name), "{name}");
-        }
-        for name in [
-            ".longhaul-journal2",
-            ".lh-0000000.part",
-            ".lh-000000000.part",
-            ".lh-0000000g.part",
-            "lh-00000000.part",
-            ".lh-00000000.partial",
-        ] {
-            assert!(!is_reserved_name(name), "{name}");
-        }
-        assert_eq!(
-            reserved_component(&p("a/.lh-00000001.part/b")),
-            Some(".lh-00000001.part")
-        );
-        assert_eq!(reserved_component(&p("a/b")), None);
-        // Every name `temp_path` makes is reserved.
-        assert!(is_reserved_name(temp_path(&p("x/y"), u32::MAX).file_name()));
     }
 
     /// A line as an old writer (or a forger) would seal it, with any content.

@@ -14,6 +14,7 @@
 //!   the memory bound;
 //! - [`ranges`]: compact sets of chunk indices;
 //! - [`journal`]: the receiver's append-only resume journal;
+//! - [`reserved`]: the names the receiver keeps for itself (the journal, temporaries);
 //! - [`schedule`]: the sender's work list, pulled by one thread per stream;
 //! - [`digest`]: BLAKE3 chunk hashes and the end-to-end file digest.
 //!
@@ -29,6 +30,7 @@ pub mod manifest;
 pub mod msg;
 pub mod ranges;
 pub mod relpath;
+pub mod reserved;
 pub mod schedule;
 pub mod session;
 

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::journal::reserved_component;
 use crate::relpath::{PathError, RelPath, check_symlink_target};
+use crate::reserved::reserved_component;
 
 /// Smallest chunk: 1 MiB. Per chunk the protocol spends a 64-byte header, a ~60-byte verdict and a
 /// ~150-byte journal line, 0.03 % of a 1 MiB chunk; smaller chunks would buy nothing but overhead.
@@ -201,7 +201,7 @@ transfer, nothing was written",
         requested: Vec<String>,
     },
     /// A path with a name the receiver reserves for its journal or temporaries
-    /// ([`crate::journal::is_reserved_name`]).
+    /// ([`crate::reserved::is_reserved_name`]).
     #[error("{path}: {name:?} is reserved for the receiver's journal and temporary files")]
     Reserved {
         /// The entry.

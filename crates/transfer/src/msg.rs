@@ -1,8 +1,8 @@
 //! The transfer protocol: control messages (JSON frames) and the binary chunk header of data streams.
 //!
 //! A transfer uses the connection preamble of `longhaul_proto::wire` (kind control or data, the cookie,
-//! the stream index) and the same control framing: a 4-byte big-endian length, then that many bytes of
-//! JSON, at most [`MAX_FRAME_LEN`] (64 KiB). The conversation (C = client, S = server; "sender" and
+//! the stream index) and the same control frames (`longhaul_proto::frame`, through [`Framed`]): a 4-byte
+//! big-endian length, then that many bytes of JSON, at most [`MAX_FRAME_LEN`] (64 KiB). The conversation (C = client, S = server; "sender" and
 //! "receiver" are the data's):
 //!
 //! ```text
@@ -40,8 +40,9 @@ use crate::manifest::{
 use crate::ranges::RangeSet;
 use crate::relpath::RelPath;
 
+pub use longhaul_proto::frame::MAX_FRAME_LEN;
+use longhaul_proto::frame::{self, FrameError, Framed};
 pub use longhaul_proto::msg::{MAX_RATE_BPS, MAX_RTT_NS};
-pub use longhaul_proto::wire::MAX_FRAME_LEN;
 
 /// Version of the transfer protocol spoken by this build.
 ///
@@ -295,13 +296,61 @@ impl Message {
         }
     }
 
-    /// The message as a frame: 4-byte big-endian length, then JSON.
+    /// The message as a plain frame ([`longhaul_proto::frame::encode_frame`]).
     pub fn encode_frame(&self) -> Vec<u8> {
-        let json = serde_json::to_vec(self).expect("messages always serialise");
-        let mut out = Vec::with_capacity(4 + json.len());
-        out.extend_from_slice(&(json.len() as u32).to_be_bytes());
-        out.extend_from_slice(&json);
-        out
+        frame::encode_frame(self)
+    }
+
+    /// The message's kind, its JSON `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::TransferHello { .. } => "transfer_hello",
+            Message::AuthChallenge { .. } => "auth_challenge",
+            Message::AuthResponse { .. } => "auth_response",
+            Message::AuthOk { .. } => "auth_ok",
+            Message::Request { .. } => "request",
+            Message::SendTo { .. } => "send_to",
+            Message::Plan { .. } => "plan",
+            Message::ManifestBatch { .. } => "manifest_batch",
+            Message::Have { .. } => "have",
+            Message::ChunkVerdict { .. } => "chunk_verdict",
+            Message::FileDone { .. } => "file_done",
+            Message::FileVerified { .. } => "file_verified",
+            Message::FileFailed { .. } => "file_failed",
+            Message::Done { .. } => "done",
+            Message::Error { .. } => "error",
+        }
+    }
+}
+
+/// Transfer messages travel in the frames of `longhaul_proto::frame`; after the handshake they are
+/// sealed by [`crate::session`].
+impl Framed for Message {
+    type Error = WireError;
+
+    fn from_json(bytes: &[u8]) -> Result<Self, WireError> {
+        Message::from_json(bytes)
+    }
+
+    fn kind(&self) -> &'static str {
+        Message::kind(self)
+    }
+
+    fn peer_error(&self) -> Option<&str> {
+        match self {
+            Message::Error { message } => Some(message),
+            _ => None,
+        }
+    }
+}
+
+impl From<FrameError> for WireError {
+    fn from(e: FrameError) -> Self {
+        match e {
+            FrameError::TooLarge(len) => WireError::FrameTooLarge(len),
+            FrameError::Empty => WireError::EmptyFrame,
+            FrameError::Auth(why) => WireError::FrameAuth(why),
+        }
     }
 }
 
@@ -403,32 +452,6 @@ impl HaveCollector {
     /// The united resume state: verified chunks per file id.
     pub fn finish(self) -> std::collections::HashMap<u32, RangeSet> {
         self.have
-    }
-}
-
-/// The JSON length announced by the frame at the start of `buf`, checked (1 ..= [`MAX_FRAME_LEN`]) as
-/// soon as its 4-byte prefix is in; `Ok(None)` before that. Plain and sealed frames share it.
-pub fn frame_body_len(buf: &[u8]) -> Result<Option<usize>, WireError> {
-    let Some(prefix) = buf.first_chunk::<4>() else {
-        return Ok(None);
-    };
-    match u32::from_be_bytes(*prefix) as usize {
-        0 => Err(WireError::EmptyFrame),
-        len if len > MAX_FRAME_LEN => Err(WireError::FrameTooLarge(len)),
-        len => Ok(Some(len)),
-    }
-}
-
-/// Decodes the first frame of `buf`: `Ok(None)` if more bytes are needed, else the message and the
-/// number of bytes it used. Errors on an out-of-range length as soon as the 4-byte prefix is in, so the
-/// caller never buffers more than `4 + MAX_FRAME_LEN` bytes for a hostile peer.
-pub fn decode_frame(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
-    let Some(len) = frame_body_len(buf)? else {
-        return Ok(None);
-    };
-    match buf.get(4..4 + len) {
-        Some(body) => Ok(Some((Message::from_json(body)?, 4 + len))),
-        None => Ok(None),
     }
 }
 
@@ -627,6 +650,11 @@ pub(crate) mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// The first plain frame of `buf`, through the one codec.
+    fn decode_frame(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
+        frame::decode(buf, None)
+    }
+
     fn plan(streams: u32, chunk_size: u64, rtt_ns: u64, rate_bps: u64) -> Message {
         Message::Plan {
             streams,
@@ -821,6 +849,14 @@ pub(crate) mod tests {
             for cut in 0..f.len() {
                 assert_eq!(decode_frame(&f[..cut]), Ok(None), "{m:?} cut at {cut}");
             }
+        }
+    }
+
+    #[test]
+    fn kind_is_the_json_type() {
+        for m in samples() {
+            let v: serde_json::Value = serde_json::to_value(&m).unwrap();
+            assert_eq!(v["type"].as_str(), Some(m.kind()), "{m:?}");
         }
     }
 

@@ -13,6 +13,9 @@
 //! the next number. A frame that is altered, injected, replayed, reordered, dropped (the next one then
 //! carries an unexpected number) or reflected back to its sender (the other direction's key) fails, and
 //! the connection ends with [`WireError::FrameAuth`]. The tag is checked before the JSON is parsed.
+//! [`FrameSealer`] and [`FrameOpener`] are the authenticator hooks of the one frame codec
+//! (`longhaul_proto::frame`, [`FrameSeal`] and [`FrameOpen`]): the codec places and checks the tags, the
+//! keys and sequence numbers live here.
 //!
 //! **Data connections** present, right after their preamble, `data_proof(cookie, stream)` under the
 //! client → server key ([`DATA_PROOF_LEN`] bytes): a cookie alone no longer admits a connection.
@@ -26,12 +29,11 @@
 //!
 //! None of this encrypts: the bytes stay readable on the path.
 
+use longhaul_proto::frame::{self, FrameOpen, FrameSeal};
+
 use crate::auth::{MacKey, Role};
 use crate::digest::Digest;
-use crate::msg::{
-    CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, MAX_FRAME_LEN, Message, WireError,
-    frame_body_len,
-};
+use crate::msg::{CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, Message, WireError};
 
 /// Bytes of the tag after each sealed control frame.
 pub const FRAME_TAG_LEN: usize = 32;
@@ -60,11 +62,17 @@ impl FrameSealer {
     /// Seals a frame already encoded (length prefix and body), whatever its content: the hand-written
     /// test peer uses it to send well-authenticated nonsense.
     pub fn seal_frame(&mut self, mut frame: Vec<u8>) -> Vec<u8> {
-        let tag = self.key.frame_tag(self.next, &frame);
+        self.append_tag(&mut frame);
+        frame
+    }
+}
+
+impl FrameSeal for FrameSealer {
+    fn append_tag(&mut self, frame: &mut Vec<u8>) {
+        let tag = self.key.frame_tag(self.next, frame);
         // 2^64 frames cannot be sent (584 years at 10^9 per second); wrapping is never reached.
         self.next = self.next.wrapping_add(1);
         frame.extend_from_slice(&tag.0);
-        frame
     }
 }
 
@@ -82,32 +90,26 @@ impl FrameOpener {
         Self { key, next: 0, from }
     }
 
-    /// Total bytes of the sealed frame at the start of `buf`, once its length prefix is in (`None`
-    /// before). The length is not checked here; [`FrameOpener::open`] does.
-    pub fn frame_len(buf: &[u8]) -> Option<usize> {
-        let prefix = buf.first_chunk::<4>()?;
-        let len = (u32::from_be_bytes(*prefix) as usize).min(MAX_FRAME_LEN);
-        Some(4 + len + FRAME_TAG_LEN)
-    }
-
-    /// Opens the first sealed frame of `buf`: `Ok(None)` if more bytes are needed, else the message and
+    /// Opens the first sealed frame of `buf` through the frame codec
+    /// ([`longhaul_proto::frame::decode`]): `Ok(None)` if more bytes are needed, else the message and
     /// the bytes it used. The length is bounded as soon as its prefix is in (never more than
     /// `4 + 64 KiB + 32` bytes buffered); the tag is checked before the JSON is parsed; the sequence
     /// number advances only on an authentic frame.
     pub fn open(&mut self, buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
-        let Some(len) = frame_body_len(buf)? else {
-            return Ok(None);
-        };
-        let Some(frame) = buf.get(..4 + len) else {
-            return Ok(None);
-        };
-        let Some(tag) = buf.get(4 + len..4 + len + FRAME_TAG_LEN) else {
-            return Ok(None);
-        };
-        let mut got = [0u8; 32];
+        frame::decode(buf, Some(self))
+    }
+}
+
+impl FrameOpen for FrameOpener {
+    fn tag_len(&self) -> usize {
+        FRAME_TAG_LEN
+    }
+
+    fn check(&mut self, frame: &[u8], tag: &[u8]) -> Result<(), String> {
+        let mut got = [0u8; FRAME_TAG_LEN];
         got.copy_from_slice(tag);
         if self.key.frame_tag(self.next, frame) != Digest(got) {
-            return Err(WireError::FrameAuth(format!(
+            return Err(format!(
                 "frame {} from the {}: its tag does not match (altered, injected, replayed, reordered \
 or dropped on the path, or not from this session)",
                 self.next,
@@ -115,11 +117,10 @@ or dropped on the path, or not from this session)",
                     Role::Client => "client",
                     Role::Server => "server",
                 }
-            )));
+            ));
         }
         self.next = self.next.wrapping_add(1);
-        let m = Message::from_json(&frame[4..])?;
-        Ok(Some((m, 4 + len + FRAME_TAG_LEN)))
+        Ok(())
     }
 }
 
@@ -208,6 +209,7 @@ mod tests {
     use super::*;
     use crate::auth::{Key, SessionKeys};
     use crate::digest::hash_chunk;
+    use crate::msg::MAX_FRAME_LEN;
     use crate::msg::tests::samples;
 
     fn keys(seed: u8) -> SessionKeys {
@@ -229,7 +231,6 @@ mod tests {
         for m in samples() {
             let f = s.seal(&m);
             assert_eq!(f.len(), m.encode_frame().len() + FRAME_TAG_LEN);
-            assert_eq!(FrameOpener::frame_len(&f), Some(f.len()));
             // Any proper prefix is "need more", never an error or a message, and does not advance.
             for cut in 0..f.len() {
                 assert_eq!(o.clone().open(&f[..cut]), Ok(None), "{m:?} cut at {cut}");

@@ -30,9 +30,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use longhaul_transfer::journal::{JOURNAL_NAME, JournalKey, Resume, temp_path};
+use longhaul_transfer::journal::{JournalKey, Resume};
 use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest, ModePolicy, check_requested};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, have_messages};
+use longhaul_transfer::reserved::{JOURNAL_NAME, temp_path};
 use longhaul_transfer::{
     ChunkOpener, Digest, FileIdentity, Journal, MacKey, Message, RangeSet, RelPath, file_digest,
     hash_chunk,
@@ -41,7 +42,7 @@ use rustix::fs::{FallocateFlags, FlockOperation};
 
 use super::conn::{Ctl, Writer, unexpected};
 use super::root::{Inode, Kind, Root, RootError, set_file_meta};
-use super::{Event, IDLE_TIMEOUT, Side};
+use super::side::{Event, IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use crate::EngineError;
 
 /// What the receiver does with existing files, modes and durability. Only `overwrite` and `fsync` may
@@ -252,7 +253,7 @@ impl Sink {
         };
         let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
         // The journal's state is only used for a path of this manifest with the same identity, and
-        // its temporaries are derived names (`journal::temp_path`), never names read from its text.
+        // its temporaries are derived names (`reserved::temp_path`), never names read from its text.
         let resumed = match j.state.resume(&e.path, identity) {
             Resume::Continue(st) => Some((st.temp.clone(), st.verified.clone(), st.clone())),
             Resume::Restart(st) => {
@@ -719,7 +720,7 @@ fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, E
 
 fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), EngineError> {
     let sink = &shared.sink;
-    let mut next_tick = Instant::now() + super::PROGRESS_EVERY;
+    let mut next_tick = Instant::now() + PROGRESS_EVERY;
     let mut failed = 0u64;
     loop {
         if shared.stop.load(Ordering::Acquire) {
@@ -727,7 +728,7 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
         }
         let now = Instant::now();
         if now >= next_tick {
-            next_tick = now + super::PROGRESS_EVERY;
+            next_tick = now + PROGRESS_EVERY;
             side.progress(shared.bytes.load(Ordering::Relaxed), side.files_ok);
         }
         let Some(m) = ctl.recv_until(now + Duration::from_millis(250))? else {

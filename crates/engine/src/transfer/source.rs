@@ -16,9 +16,9 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use longhaul_transfer::journal::is_reserved_name;
 use longhaul_transfer::manifest::{ChunkPlan, Entry, EntryKind, ManifestEntry};
 use longhaul_transfer::msg::ManifestBatcher;
+use longhaul_transfer::reserved::is_reserved_name;
 use longhaul_transfer::schedule::DEFAULT_MAX_RETRIES;
 use longhaul_transfer::{
     ChunkHeader, ChunkSealer, Digest, MacKey, Message, RangeSet, RelPath, Scheduler,
@@ -28,7 +28,7 @@ use tracing::warn;
 
 use super::conn::{Ctl, unexpected};
 use super::root::{Kind, Root, join};
-use super::{Event, IDLE_TIMEOUT, Side};
+use super::side::{Event, IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use crate::EngineError;
 
 /// Where a manifest file's bytes come from.
@@ -454,7 +454,7 @@ fn control(
 ) -> Result<(), EngineError> {
     let total = src.files.len();
     let (mut verified, mut failed) = (0usize, 0usize);
-    let mut next_tick = Instant::now() + super::PROGRESS_EVERY;
+    let mut next_tick = Instant::now() + PROGRESS_EVERY;
     loop {
         // Files whose chunks are all verified (or were already there) get their digest.
         loop {
@@ -475,12 +475,10 @@ fn control(
         }
         let now = Instant::now();
         if now >= next_tick {
-            next_tick = now + super::PROGRESS_EVERY;
+            next_tick = now + PROGRESS_EVERY;
             side.progress(shared.bytes.load(Ordering::Relaxed), verified as u64);
         }
-        let Some(m) =
-            ctl.recv_until(now + super::PROGRESS_EVERY.min(Duration::from_millis(250)))?
-        else {
+        let Some(m) = ctl.recv_until(now + PROGRESS_EVERY.min(Duration::from_millis(250)))? else {
             side.check_idle(shared.bytes.load(Ordering::Relaxed))?;
             continue;
         };
