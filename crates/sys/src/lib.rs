@@ -13,6 +13,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cpu;
+pub mod dirs;
 pub mod error;
 pub mod ip;
 pub mod netns;
@@ -28,6 +29,7 @@ pub mod tun;
 pub mod zerocopy;
 
 pub use cpu::{CpuTime, online_cpus, pin_thread_to_cpu, process_cpu_time, thread_cpu_time};
+pub use dirs::data_dir;
 pub use error::{Result, SysError};
 pub use ip::ip;
 pub use netns::{NETNS_RUN_DIR, current_netns_id, netns_id, netns_path, run_in_netns};
