@@ -86,10 +86,6 @@ impl<'a> Ipv4Header<'a> {
     pub fn more_fragments(&self) -> bool {
         self.bytes[6] & 0x20 != 0
     }
-    /// Don't-fragment flag.
-    pub fn dont_fragment(&self) -> bool {
-        self.bytes[6] & 0x40 != 0
-    }
     /// Fragment offset in 8-byte units.
     pub fn fragment_offset(&self) -> u16 {
         be16(self.bytes, 6) & 0x1fff
@@ -106,8 +102,9 @@ impl<'a> Ipv4Header<'a> {
     pub fn checksum(&self) -> u16 {
         be16(self.bytes, 10)
     }
-    /// Whether the header checksum is correct.
-    pub fn checksum_ok(&self) -> bool {
+    /// Whether the header checksum is correct (for the tests).
+    #[cfg(test)]
+    pub(crate) fn checksum_ok(&self) -> bool {
         crate::checksum::checksum(self.bytes) == 0
     }
     /// Source address.
@@ -154,14 +151,6 @@ impl<'a> Ipv6Header<'a> {
         Ok(Ipv6Header { bytes })
     }
 
-    /// Traffic class.
-    pub fn traffic_class(&self) -> u8 {
-        (self.bytes[0] << 4) | (self.bytes[1] >> 4)
-    }
-    /// Flow label (20 bits).
-    pub fn flow_label(&self) -> u32 {
-        u32::from_be_bytes([0, self.bytes[1] & 0x0f, self.bytes[2], self.bytes[3]])
-    }
     /// Payload length field (everything after the fixed header).
     pub fn payload_len(&self) -> u16 {
         be16(self.bytes, 4)
@@ -169,10 +158,6 @@ impl<'a> Ipv6Header<'a> {
     /// Next header field of the fixed header.
     pub fn next_header(&self) -> u8 {
         self.bytes[6]
-    }
-    /// Hop limit.
-    pub fn hop_limit(&self) -> u8 {
-        self.bytes[7]
     }
     /// Source address.
     pub fn src(&self) -> Ipv6Addr {

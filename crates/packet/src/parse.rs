@@ -171,8 +171,9 @@ impl Parsed {
         self.tcp.is_some() && !self.fragment
     }
 
-    /// Whether the record is a TCP super-packet with more than one segment.
-    pub fn is_tcp_gso(&self) -> bool {
+    /// Whether the record is a TCP super-packet with more than one segment (for the tests).
+    #[cfg(test)]
+    fn is_tcp_gso(&self) -> bool {
         self.is_tcp() && self.vnet.gso_type != GsoType::None && self.segments > 1
     }
 }

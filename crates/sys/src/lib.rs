@@ -32,7 +32,7 @@ pub use cpu::{CpuTime, online_cpus, pin_thread_to_cpu, process_cpu_time, thread_
 pub use dirs::data_dir;
 pub use error::{Result, SysError};
 pub use ip::ip;
-pub use netns::{NETNS_RUN_DIR, current_netns_id, netns_id, netns_path, run_in_netns};
+pub use netns::{NETNS_RUN_DIR, netns_path, run_in_netns};
 pub use privilege::{CAP_NET_ADMIN, has_capability, has_net_admin};
 pub use process::daemonize;
 pub use sockopt::{
@@ -44,9 +44,6 @@ pub use sysctl::{
     NetLimits, PROC_SYS, read_sysctl, read_sysctl_in, sysctl_path_in, write_sysctl, write_sysctl_in,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
-pub use timing::{
-    monotonic_now_ns, set_normal_priority, set_realtime_priority, set_timer_slack_ns, sleep_until,
-    sleep_until_ns, timer_slack_ns,
-};
+pub use timing::{monotonic_now_ns, set_realtime_priority, set_timer_slack_ns, sleep_until_ns};
 pub use tun::{MAX_RECORD_LEN, Tun, TunOptions, VNET_HDR_LEN};
 pub use zerocopy::{SendfileSource, SpliceSource, ZeroCopySender};
