@@ -14,8 +14,7 @@
 //! by sizes); output is each segment's fate, exact ([`Link::arrive_each`])
 //! or as runs of segments ([`Link::arrive`]). A record of N segments gets
 //! exactly the fates of N one-segment records at the same time. The same
-//! model serves two drivers ("one link model, two drivers", code-models.md
-//! §3–§4): the virtual-time simulator in [`sim`] for tests, and the emulator's
+//! model serves two drivers: the virtual-time simulator in [`sim`] for tests, and the emulator's
 //! real-time TUN loop.
 
 mod codel;

@@ -1,4 +1,4 @@
-//! Splitting and truncating TCP super-packets per segment (notes §5.4), and finishing a partial
+//! Splitting and truncating TCP super-packets per segment (as wireguard-go's `gsoSplit` does), and finishing a partial
 //! checksum.
 //!
 //! [`split`] produces the record carrying exactly segments `[first, first + count)` of a parsed TCP
@@ -159,8 +159,8 @@ pub fn split(
     Ok(())
 }
 
-/// Writes into `out` the record carrying only the first `k` segments of `buf` (notes §5.4, queue
-/// overflow): [`split`] with `first = 0`.
+/// Writes into `out` the record carrying only the first `k` segments of `buf` (queue overflow: admit
+/// the segments that fit): [`split`] with `first = 0`.
 pub fn truncate(
     buf: &[u8],
     p: &Parsed,
