@@ -1,5 +1,8 @@
 //! The pure link model of longhaul's WAN emulator: one direction of a path as
-//! a chain of stages driven by virtual time (ARCHITECTURE.md, `crates/link`).
+//! a chain of stages driven by virtual time (docs/ARCHITECTURE.md, `crates/link`).
+//! Depends on `longhaul-units` (time as [`Nanos`]), rand_chacha, serde and
+//! thiserror; `longhaul-topology` compiles a path into its [`LinkConfig`]s and
+//! `longhaul-emu` drives it in real time. Start at [`Link`] and [`LinkConfig`].
 //!
 //! Stages, per TCP segment: random loss (Bernoulli, Gilbert–Elliott with
 //! netem's parameters), synthetic cross traffic, a bottleneck byte queue and

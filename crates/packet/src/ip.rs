@@ -3,7 +3,7 @@
 //!
 //! Contract: the `new` constructors check only that the fixed header (IPv4: `IHL × 4` bytes including
 //! options) is present and the version/IHL are sane; length consistency against the buffer is checked
-//! by [`crate::parse`]. The `set_*` functions take the IP packet (not the record) and assume a
+//! by [`mod@crate::parse`]. The `set_*` functions take the IP packet (not the record) and assume a
 //! header that a view accepted; they never index past the fixed header.
 
 use crate::PacketError;

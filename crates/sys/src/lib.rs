@@ -1,6 +1,8 @@
 //! Thin, safe wrappers over the Linux calls longhaul needs: socket options,
 //! `TCP_INFO`, zero-copy sending, sysctls, capabilities, CPU accounting, TUN
-//! devices, network namespaces and precise timing.
+//! devices, network namespaces, precise timing, and the user's data directory.
+//! Depends on libc and thiserror only; `longhaul-engine`, `longhaul-emu` and
+//! `longhaul-lab` call it. Start at [`sockopt`] and [`mod@tcp_info`].
 //!
 //! This is the only crate with `unsafe` in the workspace; every other crate
 //! denies it. The wrappers hold no policy: each does one call (or a fixed,
