@@ -70,10 +70,6 @@ impl<'a> Ipv4Header<'a> {
     pub fn header_len(&self) -> usize {
         self.bytes.len()
     }
-    /// Type of service / DSCP + ECN byte.
-    pub fn tos(&self) -> u8 {
-        self.bytes[1]
-    }
     /// Total length field.
     pub fn total_len(&self) -> u16 {
         be16(self.bytes, 2)
