@@ -1,5 +1,7 @@
-//! The `longhaul` binary: flags, subcommands and output. Glue only: the work happens in the library
-//! crates (units, proto, sys, engine).
+//! The `longhaul` binary: flags (`args.rs` defines each shared flag once), logging (`logging.rs`), one
+//! module per subcommand, and output (text, JSON). The work happens in the library crates: engine
+//! (test, server, send, get, doctor's facts), models and units (calc, doctor's checks), emu and
+//! topology (emulate), lab and experiments (lab), web and testbed (testbed). Start at `Command` below.
 //!
 //! Exit codes: 0 success; 1 the command failed (a test error, a doctor check that fails); 2 bad usage.
 

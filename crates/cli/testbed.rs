@@ -258,14 +258,7 @@ struct IdArgs {
 }
 
 fn default_database() -> anyhow::Result<String> {
-    let base = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").context("HOME is not set: pass --database")?)
-                .join(".local/share")
-        }
-    };
-    let dir = base.join("longhaul");
+    let dir = longhaul_sys::data_dir().context("HOME is not set: pass --database")?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir.join("testbed.sqlite").display().to_string())
 }

@@ -1,5 +1,5 @@
-//! `longhaul calc` end to end: flags, computation and printing, checked against the notes' golden
-//! values (docs/calc.md, "Tests").
+//! `longhaul calc` end to end: flags, computation and printing, checked against the golden values of
+//! docs/calc.md, "Tests" (each from its paper, RFC or seed).
 
 use clap::{CommandFactory, Parser};
 use longhaul_units::group_thousands as group;
@@ -61,9 +61,9 @@ fn bdp_ceilings_at_common_windows() {
             .find(|c| c["window_bytes"] == bytes)
             .unwrap()
     };
-    // 2 MiB OpenSSH window at 120 ms: 140 Mbit/s (transfer-tools §2).
+    // 2 MiB OpenSSH window (`CHAN_SES_WINDOW_DEFAULT`, channels.h) at 120 ms: 140 Mbit/s.
     assert_eq!(find(2 << 20)["ceiling"], "140 Mbit/s");
-    // 4 MiB: ≈ 0.28 Gbit/s (transfer-tools §2).
+    // 4 MiB (a stock `net.core.rmem_max`): ≈ 0.28 Gbit/s.
     assert_eq!(find(4 << 20)["ceiling"], "280 Mbit/s");
     assert_eq!(find(MAX_TCP_WINDOW)["ceiling"], "71.6 Gbit/s");
     // 10G × 120 ms: 2 × BDP = 300 MB → 512 MiB, as doctor says.
@@ -82,7 +82,7 @@ fn bdp_past_the_1_gib_window_needs_streams() {
     assert!(out.contains("longhaul asks for 1 GiB"), "{out}");
 }
 
-/// Notes §3.10: 10 Gbit/s, 100 ms, MSS 1460 → p ≈ 2.05e-10.
+/// Mathis et al. 1997 with C = 1.22: 10 Gbit/s, 100 ms, MSS 1460 → p ≈ 2.05e-10.
 #[test]
 fn mathis_loss_for_10g_100ms_1460_is_2_05e_minus_10() {
     let args = ["mathis", "--mss", "1460", "--rtt", "100ms", "--rate", "10G"];
@@ -139,7 +139,7 @@ fn mathis_ceiling_for_a_loss_rate_with_response_functions() {
     assert_eq!(v["rate"], "452 Mbit/s");
 }
 
-/// Notes §3.3: 10 G, 120 ms, 1460 B → 6,164 s.
+/// C·RTT²/(2·MSS) (seeds 001–003): 10 G, 120 ms, 1460 B → 6,164 s.
 #[test]
 fn responsiveness_10g_120ms_is_6164_s() {
     let out = text(&["responsiveness", "--rate", "10G", "--rtt", "120ms"]);
@@ -220,7 +220,8 @@ fn lsr_cap_at_30000_km() {
 
 #[test]
 fn lsr_ten_percent_rule() {
-    // 185,400 over 167,400 (+10.75 %) was a record (notes §2.2).
+    // 185,400 over 167,400 (+10.75 %) was a record (U Tokyo's IPv6 marks of 2005 and
+    // 2005–06, supercomputingonline 13066).
     let v = json(&[
         "lsr", "--rate", "6.18G", "--km", "30000", "--beats", "167400", "--json",
     ]);

@@ -233,7 +233,8 @@ pub(super) fn responsiveness(r: &ResponsivenessReport) -> String {
     s
 }
 
-/// `calc lsr`: the metric, the rounded and uncapped figures, the +10 % rule, the notes.
+/// `calc lsr`: the metric, the rounded and uncapped figures, the +10 % rule, and the report's own
+/// notes (`LsrReport::notes`).
 pub(super) fn lsr(r: &LsrReport) -> String {
     let mut s = String::new();
     let _ = writeln!(

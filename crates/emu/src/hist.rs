@@ -1,7 +1,8 @@
 //! Lateness histogram: how late the forwarder wrote each record after its
-//! scheduled release (notes wan-emulation.md §5.7).
+//! scheduled release. A run whose records leave late did not emulate the path
+//! it claims; the fidelity report prints the percentiles.
 //!
-//! Log-linear buckets in nanoseconds: values below 2^[`SUB_BITS`] have a
+//! Log-linear buckets in nanoseconds: values below 2^`SUB_BITS` have a
 //! bucket each; above, every power of two is split into 2^`SUB_BITS` equal
 //! buckets, so a reported percentile is at most 1/2^`SUB_BITS` (≈ 1.6 %)
 //! above the true value and never below it. The maximum is exact. Fixed

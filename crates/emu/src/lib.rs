@@ -1,10 +1,14 @@
-//! The I/O side of longhaul's WAN emulator (ARCHITECTURE.md, `crates/emu`):
+//! The I/O side of longhaul's WAN emulator (docs/ARCHITECTURE.md, `crates/emu`):
 //! emulated hosts are network namespaces, each with a TUN device opened with
 //! virtio-net headers and TCP segmentation offload, and one forwarder thread
 //! per direction moves records between them through the pure link model
 //! (`longhaul-link`), splitting GSO super-packets with `longhaul-packet`
 //! where segments get different fates. Real kernel TCP runs unmodified on
-//! the hosts.
+//! the hosts. Depends on `longhaul-units`, `longhaul-link`, `longhaul-packet`,
+//! `longhaul-sys` (TUN, namespaces, timing), rustix, pcap-file, signal-hook
+//! and serde; the binary's `emulate` drives it (paths come from
+//! `longhaul-topology`). Start at [`Testbed`], then the forwarder loop in
+//! `forward.rs`.
 //!
 //! This slice: two hosts and one path ([`Testbed`]) with router hops that
 //! decrement TTL / hop limit and answer ICMP time exceeded ([`Hop`]),

@@ -110,8 +110,9 @@ impl BufPool {
         b
     }
 
-    /// Free buffers held.
-    pub fn free_len(&self) -> usize {
+    /// Free buffers held (for the tests).
+    #[cfg(test)]
+    fn free_len(&self) -> usize {
         self.free.len()
     }
 

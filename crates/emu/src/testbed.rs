@@ -1,6 +1,7 @@
 //! Two emulated hosts joined by an emulated path: namespaces `lh-<tag>-a` and
 //! `lh-<tag>-b`, a vnet TUN `lh0` in each, and one forwarder thread per
-//! direction (notes wan-emulation.md §5.1).
+//! direction. No veth pair or kernel hop joins the namespaces: every packet
+//! between the hosts passes through the emulator.
 //!
 //! Lifecycle: [`Testbed::up`] creates everything, deleting what it already
 //! made if a later step fails; [`Testbed::down`] (or dropping the testbed)
@@ -38,7 +39,9 @@ pub const HOST_B_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 2);
 pub const ROUTERS_V4: &str = "10.201.1.0/24";
 /// Prefix of the router hops' IPv6 addresses.
 pub const ROUTERS_V6: &str = "fd00:4c48:1::/64";
-/// TUN transmit queue length (notes §5.1: ≥ 10000).
+/// TUN transmit queue length. The TUN default is 500 packets (`TUN_READQ_SIZE`,
+/// `drivers/net/tun.c`); a packet dropped there is a loss the emulator did not
+/// decide (counted in `tx_dropped`).
 pub const TXQUEUELEN: u32 = 10_000;
 /// Smallest `tcp_rmem`/`tcp_wmem` maximum set in the hosts.
 pub const MIN_TCP_BUFFER: u64 = 4 << 20;

@@ -6,7 +6,12 @@
 //! `CAP_NET_ADMIN`. It never changes anything. The result is plain data,
 //! [`longhaul_models::tuning::HostSnapshot`]; the rules that judge it, the fixes and the parsers of the
 //! tools' output are pure and live in `longhaul_models::tuning`.
+//!
+//! [`record`] reads, through the same sysctl reader, the facts `longhaul lab` writes into every
+//! result file (kernel, congestion controls, chosen sysctls as text, CPU, host name, load): the one
+//! place that gathers facts about this host.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -78,6 +83,58 @@ pub fn gather() -> HostSnapshot {
     snap.interfaces = interfaces(Path::new(SYS_CLASS_NET), &mut problems);
     snap.problems = problems;
     snap
+}
+
+/// Facts that identify this host and its TCP set-up, as text, for a record of a run (`longhaul lab`'s
+/// result files). A fact that cannot be read is `None` or left out, never invented.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostRecord {
+    /// `kernel.osrelease`.
+    pub kernel_release: Option<String>,
+    /// `net.ipv4.tcp_available_congestion_control`, one name per word.
+    pub available_cc: Vec<String>,
+    /// Each requested sysctl that could be read, by name; runs of whitespace (the tabs between the
+    /// numbers of `tcp_rmem`) become one space.
+    pub sysctls: BTreeMap<String, String>,
+    /// `kernel.hostname`.
+    pub hostname: Option<String>,
+    /// The first `model name` in `/proc/cpuinfo`.
+    pub cpu_model: Option<String>,
+    /// How many CPUs this process may use (`std::thread::available_parallelism`).
+    pub cpus: Option<usize>,
+    /// `/proc/loadavg` as read, trimmed.
+    pub loadavg: Option<String>,
+}
+
+/// Reads a [`HostRecord`] with the sysctls `names` (dotted, as `sysctl(8)` names them). Never fails
+/// and never writes; runs no tool.
+pub fn record(names: &[&str]) -> HostRecord {
+    let text = |name: &str| {
+        read_sysctl(name)
+            .ok()
+            .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    HostRecord {
+        kernel_release: text("kernel.osrelease"),
+        available_cc: text("net.ipv4.tcp_available_congestion_control")
+            .map(|v| sysctl_words(&v))
+            .unwrap_or_default(),
+        sysctls: names
+            .iter()
+            .filter_map(|&n| text(n).map(|v| (n.to_owned(), v)))
+            .collect(),
+        hostname: text("kernel.hostname"),
+        cpu_model: fs::read_to_string("/proc/cpuinfo").ok().and_then(|cpu| {
+            cpu.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        }),
+        cpus: std::thread::available_parallelism().ok().map(|n| n.get()),
+        loadavg: fs::read_to_string("/proc/loadavg")
+            .ok()
+            .map(|l| l.trim().to_owned()),
+    }
 }
 
 /// Reads one sysctl; a failure is noted in `problems` and gives `None`.
@@ -188,5 +245,15 @@ mod tests {
         // /proc/sys is always there on Linux, even in containers.
         assert!(snap.kernel_release.is_some(), "{:?}", snap.problems);
         assert!(snap.interfaces.iter().any(|i| i.loopback), "{snap:#?}");
+    }
+
+    #[test]
+    fn record_reads_this_host_and_joins_multi_valued_sysctls_with_one_space() {
+        let r = record(&["net.ipv4.tcp_rmem", "no.such.sysctl"]);
+        assert!(r.kernel_release.is_some(), "{r:?}");
+        assert_eq!(r.sysctls.len(), 1, "{r:?}");
+        let rmem = &r.sysctls["net.ipv4.tcp_rmem"];
+        assert_eq!(rmem.split(' ').count(), 3, "{rmem:?}");
+        assert!(r.cpus.is_some_and(|n| n > 0));
     }
 }

@@ -1,4 +1,8 @@
-//! longhaul-engine: the I/O shell that runs memory-to-memory tests over real sockets.
+//! longhaul-engine: the I/O shell that runs memory-to-memory tests ([`client`], [`server`]) and
+//! disk-to-disk transfers ([`transfer`]) over real sockets and files, and reads this host's facts
+//! ([`doctor`]). It owns the sockets, threads and clock; what it decides comes from the pure crates
+//! `longhaul-proto`, `longhaul-transfer` and `longhaul-models`, and its system calls from
+//! `longhaul-sys`. The binary's test, server, send, get and doctor call it. Start at [`client`].
 //!
 //! It drives the pure types of `longhaul-proto` (messages, window plan, interval accounting, report)
 //! with blocking sockets, one thread per data stream, and the system calls of `longhaul-sys`

@@ -122,8 +122,9 @@ pub fn recovery(samples: &[Sample], p: &RecoveryParams) -> Option<Recovery> {
 
 /// [`recovery`]'s time alone: seconds from the burst's end until a sliding
 /// window of the rate is back at `fraction` of the pre-burst mean; `None` if
-/// never (or no pre-burst samples).
-pub fn recovery_time(samples: &[Sample], p: &RecoveryParams) -> Option<f64> {
+/// never (or no pre-burst samples). For the tests; callers use [`recovery`].
+#[cfg(test)]
+fn recovery_time(samples: &[Sample], p: &RecoveryParams) -> Option<f64> {
     recovery(samples, p).and_then(|r| r.recovery_s)
 }
 

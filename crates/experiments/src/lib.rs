@@ -1,5 +1,8 @@
 //! The pure core of `longhaul lab`: the seeds' experiments as data files and
-//! everything about them that needs no I/O.
+//! everything about them that needs no I/O. Depends on `longhaul-units`,
+//! `longhaul-topology` (an experiment's path), `longhaul-proto` (the test's
+//! limits), serde, serde_json, toml and thiserror; `longhaul-lab` runs it.
+//! Start at [`spec`].
 //!
 //! - [`spec`]: the experiment file format (TOML), checked with errors that name
 //!   the file, line and field, and expanded into sweep [`Point`]s with their

@@ -9,7 +9,9 @@
 //! sends (MSS 1448 at MTU 1500). A requested window is taken as the window
 //! in flight (whether the engine's `-w` gives exactly that is for the runner
 //! to verify; see docs/lab.md). The Mathis ceiling and responsiveness use
-//! the MSS the notes use, MTU − 40 (1460 / 8960), and are Reno references.
+//! the MSS of the seeds' figures, MTU − 40 (1460 / 8960), and are Reno
+//! references (Mathis & Mahdavi, "Deprecating the TCP Macroscopic Model",
+//! CCR 49(5), 2019: CUBIC and BBR do not follow 1/√p).
 
 use longhaul_topology::CompiledPath;
 use longhaul_units::{

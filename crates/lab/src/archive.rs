@@ -59,14 +59,12 @@ pub struct Archive {
 }
 
 impl Archive {
-    /// `$XDG_DATA_HOME/longhaul/lab`, else `~/.local/share/longhaul/lab`.
+    /// `$XDG_DATA_HOME/longhaul/lab`, else `~/.local/share/longhaul/lab`
+    /// ([`longhaul_sys::data_dir`]), else `./longhaul/lab`.
     pub fn default_dir() -> PathBuf {
-        let base = std::env::var_os("XDG_DATA_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-            .unwrap_or_else(|| PathBuf::from("."));
-        base.join("longhaul").join("lab")
+        longhaul_sys::data_dir()
+            .unwrap_or_else(|| PathBuf::from(".").join("longhaul"))
+            .join("lab")
     }
 
     /// Opens (creating if needed) the archive in `dir`.

@@ -1,11 +1,14 @@
 //! Host facts for the result file: kernel, congestion controls, the TCP sysctls that bound a
-//! long fat path, and (from the testbed) the offloads of the emulated hosts' devices. Read from
-//! `/proc/sys` and `ethtool -k`; a fact that cannot be read is left out, never invented.
+//! long fat path, and (from the testbed) the offloads of the emulated hosts' devices. This module
+//! chooses what to record and in which keys; reading is `longhaul_engine::doctor::record` and parsing
+//! `ethtool -k` is `longhaul_models::tuning::parse_ethtool_k`, as for `longhaul doctor`. A fact that
+//! cannot be read is left out, never invented.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
+use longhaul_engine::doctor::record;
 use longhaul_experiments::result::HostFacts;
+use longhaul_models::tuning::parse_ethtool_k;
 use serde_json::Value;
 
 /// The sysctls recorded with every run.
@@ -34,57 +37,38 @@ pub const OFFLOADS: &[&str] = &[
     "scatter-gather",
 ];
 
-fn sysctl(name: &str) -> Option<String> {
-    let path = Path::new("/proc/sys").join(name.replace('.', "/"));
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
-}
-
-/// This host's facts (offloads empty: see [`parse_offloads`]).
+/// This host's facts, read by `longhaul_engine::doctor::record` (offloads empty: the runner fills
+/// them from the testbed with [`parse_offloads`]).
 pub fn gather() -> HostFacts {
+    let r = record(SYSCTLS);
     let mut other = BTreeMap::new();
-    if let Ok(cpu) = std::fs::read_to_string("/proc/cpuinfo")
-        && let Some(model) = cpu
-            .lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split(':').nth(1))
-    {
-        other.insert("cpu_model".into(), Value::from(model.trim()));
+    if let Some(model) = r.cpu_model {
+        other.insert("cpu_model".into(), Value::from(model));
     }
-    if let Ok(n) = std::thread::available_parallelism() {
-        other.insert("cpus".into(), Value::from(n.get()));
+    if let Some(n) = r.cpus {
+        other.insert("cpus".into(), Value::from(n));
     }
-    if let Some(l) = sysctl("kernel.hostname") {
-        other.insert("hostname".into(), Value::from(l));
+    if let Some(h) = r.hostname {
+        other.insert("hostname".into(), Value::from(h));
     }
-    if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
-        other.insert("loadavg_at_start".into(), Value::from(l.trim()));
+    if let Some(l) = r.loadavg {
+        other.insert("loadavg_at_start".into(), Value::from(l));
     }
     HostFacts {
-        kernel: sysctl("kernel.osrelease").unwrap_or_default(),
-        congestion_available: sysctl("net.ipv4.tcp_available_congestion_control")
-            .map(|s| s.split_whitespace().map(str::to_owned).collect())
-            .unwrap_or_default(),
-        sysctls: SYSCTLS
-            .iter()
-            .filter_map(|n| sysctl(n).map(|v| ((*n).to_owned(), v)))
-            .collect(),
+        kernel: r.kernel_release.unwrap_or_default(),
+        congestion_available: r.available_cc,
+        sysctls: r.sysctls,
         offloads: BTreeMap::new(),
         other,
     }
 }
 
-/// The [`OFFLOADS`] from `ethtool -k DEV` output (`tcp-segmentation-offload: on`).
+/// The [`OFFLOADS`] from `ethtool -k DEV` output (`tcp-segmentation-offload: on`), read by
+/// `longhaul_models::tuning::parse_ethtool_k`.
 pub fn parse_offloads(text: &str) -> BTreeMap<String, String> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.trim().split_once(':')?;
-            OFFLOADS
-                .contains(&k.trim())
-                .then(|| (k.trim().to_owned(), v.trim().to_owned()))
-        })
-        .collect()
+    let mut all = parse_ethtool_k(text);
+    all.retain(|name, _| OFFLOADS.contains(&name.as_str()));
+    all
 }
 
 #[cfg(test)]

@@ -1,4 +1,7 @@
-//! The I/O side of `longhaul lab`, on top of the pure `longhaul-experiments` crate:
+//! The I/O side of `longhaul lab`, on top of the pure `longhaul-experiments` crate. Depends on
+//! `longhaul-experiments`, `longhaul-topology`, `longhaul-units`, `longhaul-engine` (host facts),
+//! `longhaul-models` (the `ethtool -k` parser), `longhaul-sys` (the data directory), rusqlite,
+//! plotters, jiff and signal-hook; the binary's `lab` subcommand calls it. Start at [`run`]:
 //!
 //! - [`runner`]: runs an experiment point by point by driving this same binary as subprocesses
 //!   (`longhaul emulate up/exec/burst/down` and `longhaul test --json-stream`), records host

@@ -5,8 +5,8 @@
 //! configuration it accepts never makes the model panic or loop forever. Each
 //! refusal is a [`ConfigError`] naming the field (dotted path, as a topology
 //! file would spell it) and saying why, because a silently ignored parameter
-//! is the failure users of netem and Mininet hit most (notes
-//! wan-emulation.md §5.5, Mininet `bwParamMax`).
+//! is the failure users of netem and Mininet hit most (Mininet's `TCIntf`
+//! ignores a rate above `bwParamMax` after one error line, `mininet/link.py`).
 //!
 //! Loss parameters use netem's names so configurations translate one to one:
 //! `loss random P` is [`Loss::Bernoulli`], `loss gemodel p r 1-h 1-k` is
@@ -119,7 +119,7 @@ pub struct Bottleneck {
     pub rate_bps: u64,
     /// Queue capacity in bytes, including the frame being serialized. A
     /// segment is dropped when backlog + its wire size would exceed it. Size
-    /// it with [`queue_for_bdp`] (the notes recommend 1 BDP of the path RTT).
+    /// it with [`queue_for_bdp`] (1 BDP of the path RTT is the usual default).
     pub queue_bytes: u64,
     /// Bytes added to every segment on the wire (default 0, i.e. rate counts
     /// IP bytes; [`ETHERNET_OVERHEAD`] = 38 models Ethernet line rate).
@@ -187,7 +187,7 @@ pub struct OnOff {
     pub exponential: bool,
 }
 
-/// Synthetic cross traffic (stage 2; notes §5.6): virtual bytes that occupy
+/// Synthetic cross traffic (stage 2): virtual bytes that occupy
 /// the bottleneck queue and serializer, never materialised. Needs a
 /// [`Bottleneck`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -450,7 +450,7 @@ pub fn delay_from_km(km: f64) -> Nanos {
 }
 
 /// Queue size for a bottleneck of `rate_bps` on a path of round-trip time
-/// `rtt`: `factor` × BDP bytes, rounded up. The notes' default is one BDP of
+/// `rtt`: `factor` × BDP bytes, rounded up. The usual default is one BDP of
 /// the path RTT (factor 1.0); one direction does not know the RTT, so the
 /// caller (the topology) computes it. Never below `min_bytes` (pass one MTU
 /// frame so validation passes on short paths). Negative or NaN factors give

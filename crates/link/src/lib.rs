@@ -1,5 +1,8 @@
 //! The pure link model of longhaul's WAN emulator: one direction of a path as
-//! a chain of stages driven by virtual time (ARCHITECTURE.md, `crates/link`).
+//! a chain of stages driven by virtual time (docs/ARCHITECTURE.md, `crates/link`).
+//! Depends on `longhaul-units` (time as [`Nanos`]), rand_chacha, serde and
+//! thiserror; `longhaul-topology` compiles a path into its [`LinkConfig`]s and
+//! `longhaul-emu` drives it in real time. Start at [`Link`] and [`LinkConfig`].
 //!
 //! Stages, per TCP segment: random loss (Bernoulli, Gilbert–Elliott with
 //! netem's parameters), synthetic cross traffic, a bottleneck byte queue and
@@ -14,8 +17,7 @@
 //! by sizes); output is each segment's fate, exact ([`Link::arrive_each`])
 //! or as runs of segments ([`Link::arrive`]). A record of N segments gets
 //! exactly the fates of N one-segment records at the same time. The same
-//! model serves two drivers ("one link model, two drivers", code-models.md
-//! §3–§4): the virtual-time simulator in [`sim`] for tests, and the emulator's
+//! model serves two drivers: the virtual-time simulator in [`sim`] for tests, and the emulator's
 //! real-time TUN loop.
 
 mod codel;

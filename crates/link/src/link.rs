@@ -8,8 +8,8 @@
 //! the stages draw a fixed number of random values per segment, so a record
 //! of N segments gets exactly the fates its N segments would get as N
 //! one-segment records arriving at the same time. That equivalence is what
-//! lets the emulator keep super-packets whole and split them lazily (notes
-//! wan-emulation.md §5.4); `tests/equivalence.rs` checks it over many random
+//! lets the emulator keep super-packets whole and split them lazily (only where
+//! fates differ); `tests/equivalence.rs` checks it over many random
 //! configurations.
 //!
 //! Release time of a delivered segment: `depart + D + jitter`, then (unless

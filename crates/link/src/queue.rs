@@ -13,7 +13,7 @@
 //! segment departs at exactly `ceil(Σ wire bits / R)` ns after the first
 //! starts. Departure times are rounded up to whole nanoseconds.
 //!
-//! Cross traffic is a fluid (notes §5.6): between arrivals, virtual bytes
+//! Cross traffic is a fluid (virtual bytes, never materialised): between arrivals, virtual bytes
 //! arrive at the CBR rate plus the on/off rate when on, and the serializer
 //! drains at R; the backlog W evolves as `W' = clamp(W + (C − R)·dt, 0,
 //! queue)`, exactly, per piece of constant C. Virtual bytes above the queue

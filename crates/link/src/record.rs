@@ -2,7 +2,7 @@
 //! described without its bytes) and the fates of its segments.
 //!
 //! Contract: the model impairs per TCP segment even when the kernel hands
-//! over 64 KB super-packets (notes wan-emulation.md §5.4), so a record is a
+//! over 64 KB super-packets (GSO, `IFF_VNET_HDR`), so a record is a
 //! list of segments, segment `i` carrying `min(mss, payload − i·mss)` payload
 //! bytes behind a copy of the same headers. Output is either exact
 //! per-segment fates ([`SegmentFate`]) or runs of consecutive segment indices

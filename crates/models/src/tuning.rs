@@ -37,7 +37,10 @@ pub use buffers::{MAX_BUFFER_SYSCTL, buffer_sysctl_value};
 pub use evaluate::evaluate;
 pub use finding::{Finding, Status, any_fail, count};
 pub use links::JUMBO_MTU;
-pub use parse::{parse_ethtool_features, parse_tc_qdisc, sysctl_flag, sysctl_triple, sysctl_words};
+pub use parse::{
+    parse_ethtool_features, parse_ethtool_k, parse_tc_qdisc, sysctl_flag, sysctl_triple,
+    sysctl_words,
+};
 pub use queueing::NETDEV_BACKLOG_10G;
 pub use snapshot::{Feature, HostSnapshot, Interface, Offloads, Probe, Qdisc};
 pub use sysctl_file::write_sysctl_file;

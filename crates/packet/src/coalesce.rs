@@ -1,6 +1,7 @@
 //! Coalescing: merging a record into the preceding record of the same TCP flow when it continues it
-//! exactly — the inverse of [`crate::split`], and what the kernel's GRO does (notes §3.2: hand
-//! super-packets back so the receiver pays per super-packet, not per MTU packet).
+//! exactly — the inverse of [`crate::split`], and what the kernel's GRO does (wireguard-go's
+//! `handleGRO` in `tun/offload_linux.go`: hand super-packets back so the receiver pays per
+//! super-packet, not per MTU packet).
 //!
 //! Rules (a record `next` is appended to `acc` only if all hold; otherwise nothing changes):
 //! - both parse as unfragmented TCP of the same IP version and flow key, with payload;

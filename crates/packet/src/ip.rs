@@ -3,7 +3,7 @@
 //!
 //! Contract: the `new` constructors check only that the fixed header (IPv4: `IHL × 4` bytes including
 //! options) is present and the version/IHL are sane; length consistency against the buffer is checked
-//! by [`crate::parse`]. The `set_*` functions take the IP packet (not the record) and assume a
+//! by [`mod@crate::parse`]. The `set_*` functions take the IP packet (not the record) and assume a
 //! header that a view accepted; they never index past the fixed header.
 
 use crate::PacketError;
@@ -70,10 +70,6 @@ impl<'a> Ipv4Header<'a> {
     pub fn header_len(&self) -> usize {
         self.bytes.len()
     }
-    /// Type of service / DSCP + ECN byte.
-    pub fn tos(&self) -> u8 {
-        self.bytes[1]
-    }
     /// Total length field.
     pub fn total_len(&self) -> u16 {
         be16(self.bytes, 2)
@@ -85,10 +81,6 @@ impl<'a> Ipv4Header<'a> {
     /// More-fragments flag.
     pub fn more_fragments(&self) -> bool {
         self.bytes[6] & 0x20 != 0
-    }
-    /// Don't-fragment flag.
-    pub fn dont_fragment(&self) -> bool {
-        self.bytes[6] & 0x40 != 0
     }
     /// Fragment offset in 8-byte units.
     pub fn fragment_offset(&self) -> u16 {
@@ -106,8 +98,9 @@ impl<'a> Ipv4Header<'a> {
     pub fn checksum(&self) -> u16 {
         be16(self.bytes, 10)
     }
-    /// Whether the header checksum is correct.
-    pub fn checksum_ok(&self) -> bool {
+    /// Whether the header checksum is correct (for the tests).
+    #[cfg(test)]
+    pub(crate) fn checksum_ok(&self) -> bool {
         crate::checksum::checksum(self.bytes) == 0
     }
     /// Source address.
@@ -154,14 +147,6 @@ impl<'a> Ipv6Header<'a> {
         Ok(Ipv6Header { bytes })
     }
 
-    /// Traffic class.
-    pub fn traffic_class(&self) -> u8 {
-        (self.bytes[0] << 4) | (self.bytes[1] >> 4)
-    }
-    /// Flow label (20 bits).
-    pub fn flow_label(&self) -> u32 {
-        u32::from_be_bytes([0, self.bytes[1] & 0x0f, self.bytes[2], self.bytes[3]])
-    }
     /// Payload length field (everything after the fixed header).
     pub fn payload_len(&self) -> u16 {
         be16(self.bytes, 4)
@@ -169,10 +154,6 @@ impl<'a> Ipv6Header<'a> {
     /// Next header field of the fixed header.
     pub fn next_header(&self) -> u8 {
         self.bytes[6]
-    }
-    /// Hop limit.
-    pub fn hop_limit(&self) -> u8 {
-        self.bytes[7]
     }
     /// Source address.
     pub fn src(&self) -> Ipv6Addr {

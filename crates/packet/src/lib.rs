@@ -1,9 +1,11 @@
 //! Pure packet surgery for the emulator: the records a TUN device opened with
 //! `IFF_TUN | IFF_NO_PI | IFF_VNET_HDR` and `TUNSETOFFLOAD(CSUM | TSO4 | TSO6)` hands over (a 10-byte
 //! `virtio_net_hdr` followed by one IPv4 or IPv6 packet of up to 64 KiB, possibly a TCP super-packet),
-//! and the operations the emulator applies to them: parsing ([`parse`]), splitting and truncating
-//! super-packets per TCP segment ([`segment`]), re-coalescing them before writing back ([`coalesce`]),
-//! and router-hop processing with ICMP time-exceeded replies ([`hop`]).
+//! and the operations on them: parsing ([`mod@parse`]), splitting super-packets per TCP segment
+//! ([`mod@segment`]), router-hop processing with ICMP time-exceeded replies ([`hop`]), and
+//! re-coalescing ([`mod@coalesce`]: fuzzed, not yet called by the forwarder, which writes the runs it
+//! split as they are). Depends on thiserror only;
+//! `longhaul-emu`'s forwarders call it for every record. Start at [`mod@parse`].
 //!
 //! Contract: no I/O, no clock, no `unsafe`; every function that reads bytes returns a typed
 //! [`PacketError`] on malformed input and never panics (the bytes ultimately come from untrusted test
@@ -30,7 +32,7 @@ pub use error::PacketError;
 pub use gso::GsoType;
 pub use hop::{HopAction, RouterAddrs, process_hop};
 pub use parse::{FlowKey, IpVersion, L4Proto, Parsed, TcpInfo, parse};
-pub use segment::{ChecksumMode, finish_checksum, split, truncate};
+pub use segment::{ChecksumMode, finish_checksum, split};
 pub use vnet::{VNET_HDR_LEN, VnetHeader};
 
 /// Largest IP packet a record may carry (the TUN/GSO limit): 64 KiB − 1.

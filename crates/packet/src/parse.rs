@@ -4,7 +4,7 @@
 //!
 //! Contract:
 //! - The vnet `hdr_len` is **never trusted** (the kernel may set it to the whole first packet on the
-//!   forward path, notes §3.1); header lengths are recomputed from the packet: IP header (IPv4 IHL,
+//!   forward path, as wireguard-go's `tun/tun_linux.go` warns); header lengths are recomputed from the packet: IP header (IPv4 IHL,
 //!   IPv6 fixed header plus hop-by-hop, routing, destination-options, fragment and AH extension
 //!   headers) + TCP data offset or 8 for UDP.
 //! - The IP packet is `total length` (IPv4) / `40 + payload length` (IPv6) bytes; it must fit in the
@@ -172,8 +172,9 @@ impl Parsed {
         self.tcp.is_some() && !self.fragment
     }
 
-    /// Whether the record is a TCP super-packet with more than one segment.
-    pub fn is_tcp_gso(&self) -> bool {
+    /// Whether the record is a TCP super-packet with more than one segment (for the tests).
+    #[cfg(test)]
+    fn is_tcp_gso(&self) -> bool {
         self.is_tcp() && self.vnet.gso_type != GsoType::None && self.segments > 1
     }
 }

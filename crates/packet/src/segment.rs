@@ -1,4 +1,4 @@
-//! Splitting and truncating TCP super-packets per segment (notes §5.4), and finishing a partial
+//! Splitting TCP super-packets per segment (as wireguard-go's `gsoSplit` does), and finishing a partial
 //! checksum.
 //!
 //! [`split`] produces the record carrying exactly segments `[first, first + count)` of a parsed TCP
@@ -160,9 +160,11 @@ pub fn split(
     Ok(())
 }
 
-/// Writes into `out` the record carrying only the first `k` segments of `buf` (notes §5.4, queue
-/// overflow): [`split`] with `first = 0`.
-pub fn truncate(
+/// Writes into `out` the record carrying only the first `k` segments of `buf` (queue overflow: admit
+/// the segments that fit): [`split`] with `first = 0`. For the tests: the link model drops a queue's
+/// overflow per segment, and the forwarder cuts the runs it delivers out with [`split`].
+#[cfg(test)]
+pub(crate) fn truncate(
     buf: &[u8],
     p: &Parsed,
     k: usize,

@@ -86,10 +86,6 @@ impl<'a> TcpHeader<'a> {
     pub fn checksum(&self) -> u16 {
         u16::from_be_bytes([self.bytes[16], self.bytes[17]])
     }
-    /// Urgent pointer.
-    pub fn urgent(&self) -> u16 {
-        u16::from_be_bytes([self.bytes[18], self.bytes[19]])
-    }
     /// Options bytes (possibly empty).
     pub fn options(&self) -> &'a [u8] {
         &self.bytes[MIN_HDR_LEN..]

@@ -8,7 +8,7 @@
 //!
 //! Contract: [`VnetHeader::parse`] accepts any flags byte but only the GSO types NONE, TCPV4, TCPV6 and
 //! UDP_L4 (optionally with the ECN bit); `hdr_len` is carried but never trusted (see
-//! [`crate::parse`]). [`VnetHeader::emit`] is the exact inverse.
+//! [`mod@crate::parse`]). [`VnetHeader::emit`] is the exact inverse.
 
 use crate::PacketError;
 use crate::gso::GsoType;

@@ -1,4 +1,7 @@
-//! longhaul-proto: the pure, sans-IO heart of the memory-to-memory test.
+//! longhaul-proto: the pure, sans-IO heart of the memory-to-memory test: what client and server say
+//! to each other and how a run is planned and accounted. Depends on `longhaul-units`, serde,
+//! serde_json, thiserror and jiff (the report's dates); `longhaul-engine` drives it, and
+//! `longhaul-transfer` and `longhaul-experiments` share its framing and limits. Start at [`msg`].
 //!
 //! Nothing here touches a socket, a thread or the clock; the engine crate drives these types over real
 //! connections and passes time in. That keeps every rule testable and every parser fuzzable:

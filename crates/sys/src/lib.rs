@@ -1,6 +1,8 @@
 //! Thin, safe wrappers over the Linux calls longhaul needs: socket options,
 //! `TCP_INFO`, zero-copy sending, sysctls, capabilities, CPU accounting, TUN
-//! devices, network namespaces and precise timing.
+//! devices, network namespaces, precise timing, and the user's data directory.
+//! Depends on libc and thiserror only; `longhaul-engine`, `longhaul-emu` and
+//! `longhaul-lab` call it. Start at [`sockopt`] and [`mod@tcp_info`].
 //!
 //! This is the only crate with `unsafe` in the workspace; every other crate
 //! denies it. The wrappers hold no policy: each does one call (or a fixed,
@@ -13,6 +15,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cpu;
+pub mod dirs;
 pub mod error;
 pub mod ip;
 pub mod netns;
@@ -28,9 +31,10 @@ pub mod tun;
 pub mod zerocopy;
 
 pub use cpu::{CpuTime, online_cpus, pin_thread_to_cpu, process_cpu_time, thread_cpu_time};
+pub use dirs::data_dir;
 pub use error::{Result, SysError};
 pub use ip::ip;
-pub use netns::{NETNS_RUN_DIR, current_netns_id, netns_id, netns_path, run_in_netns};
+pub use netns::{NETNS_RUN_DIR, netns_path, run_in_netns};
 pub use privilege::{CAP_NET_ADMIN, has_capability, has_net_admin};
 pub use process::daemonize;
 pub use sockopt::{
@@ -42,9 +46,6 @@ pub use sysctl::{
     NetLimits, PROC_SYS, read_sysctl, read_sysctl_in, sysctl_path_in, write_sysctl, write_sysctl_in,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
-pub use timing::{
-    monotonic_now_ns, set_normal_priority, set_realtime_priority, set_timer_slack_ns, sleep_until,
-    sleep_until_ns, timer_slack_ns,
-};
+pub use timing::{monotonic_now_ns, set_realtime_priority, set_timer_slack_ns, sleep_until_ns};
 pub use tun::{MAX_RECORD_LEN, Tun, TunOptions, VNET_HDR_LEN};
 pub use zerocopy::{SendfileSource, SpliceSource, ZeroCopySender};

@@ -22,9 +22,8 @@
 //! `/run/netns/NAME` ([`netns_path`]). `setns` into a network namespace needs
 //! `CAP_SYS_ADMIN`.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Result, SysError};
@@ -72,15 +71,18 @@ pub fn run_in_netns<T: Send>(path: &Path, f: impl FnOnce() -> T + Send) -> Resul
 /// Identifier of the calling thread's network namespace: the inode number of
 /// `/proc/thread-self/ns/net` (what `ip netns identify` and `lsns` compare).
 /// Two threads are in the same network namespace exactly when the numbers
-/// are equal.
-pub fn current_netns_id() -> Result<u64> {
+/// are equal. For the tests (that [`run_in_netns`] entered the namespace).
+#[cfg(test)]
+pub(crate) fn current_netns_id() -> Result<u64> {
     netns_id(Path::new("/proc/thread-self/ns/net"))
 }
 
 /// Identifier (inode number) of the network namespace at `path`, for example
-/// [`netns_path`]`("lh-a")`; compare with [`current_netns_id`].
-pub fn netns_id(path: &Path) -> Result<u64> {
-    fs::metadata(path)
+/// [`netns_path`]`("lh-a")`. For the tests.
+#[cfg(test)]
+pub(crate) fn netns_id(path: &Path) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
         .map(|m| m.ino())
         .map_err(|e| SysError::new(format!("stat {}", path.display()), e))
 }

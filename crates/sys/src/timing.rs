@@ -12,6 +12,7 @@
 
 use std::io;
 use std::mem::MaybeUninit;
+#[cfg(test)]
 use std::time::Instant;
 
 use crate::error::{Result, SysError};
@@ -42,8 +43,9 @@ pub fn set_timer_slack_ns(ns: u64) -> Result<()> {
 }
 
 /// The calling thread's current timer slack in nanoseconds
-/// (`prctl(PR_GET_TIMERSLACK)`).
-pub fn timer_slack_ns() -> Result<u64> {
+/// (`prctl(PR_GET_TIMERSLACK)`). For the tests (that [`set_timer_slack_ns`] took effect).
+#[cfg(test)]
+pub(crate) fn timer_slack_ns() -> Result<u64> {
     // SAFETY: PR_GET_TIMERSLACK takes no pointer and returns the value.
     let rc = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, UNUSED, UNUSED, UNUSED, UNUSED) };
     if rc < 0 {
@@ -71,8 +73,10 @@ pub fn set_realtime_priority(prio: i32) -> Result<()> {
 
 /// Returns the calling thread to the normal time-sharing policy
 /// (`sched_setscheduler(0, SCHED_OTHER, {0})`), undoing
-/// [`set_realtime_priority`].
-pub fn set_normal_priority() -> Result<()> {
+/// [`set_realtime_priority`]. For the tests (a thread the emulator makes real-time keeps that
+/// policy until it exits).
+#[cfg(test)]
+pub(crate) fn set_normal_priority() -> Result<()> {
     set_scheduler(libc::SCHED_OTHER, 0, "SCHED_OTHER")
 }
 
@@ -154,7 +158,10 @@ pub fn sleep_until_ns(deadline_ns: u64) {
 /// nanoseconds between the readings), never early. This relies only on
 /// `Instant` advancing at the rate of `CLOCK_MONOTONIC`, which holds on Linux,
 /// where std implements `Instant` with `CLOCK_MONOTONIC` itself.
-pub fn sleep_until(deadline: Instant) {
+///
+/// For the tests (the emulator's forwarders sleep with [`sleep_until_ns`]).
+#[cfg(test)]
+pub(crate) fn sleep_until(deadline: Instant) {
     let now = Instant::now();
     let now_ns = monotonic_now_ns();
     let Some(remaining) = deadline.checked_duration_since(now) else {

@@ -428,11 +428,6 @@ impl Ledger {
         &self.inventory
     }
 
-    /// The inventory, to change resource states.
-    pub fn inventory_mut(&mut self) -> &mut Inventory {
-        &mut self.inventory
-    }
-
     /// Booking `id`.
     pub fn get(&self, id: BookingId) -> Option<&Booking> {
         self.bookings.get(&id)

@@ -1,5 +1,9 @@
 //! The reservation domain of `longhaul testbed` (issue 6), pure: no I/O, no
-//! database, no threads, and no clock (every operation takes `now`).
+//! database, no threads, and no clock (every operation takes `now`). Depends on
+//! `longhaul-topology` (resources discovered from topology files),
+//! `longhaul-units`, jiff (zones and DST), toml, quick-xml, blake3, serde and
+//! thiserror; `longhaul-web` stores and serves it. Start at [`booking`], then
+//! [`decide`].
 //!
 //! - [`resource`]: sites, hosts, links, lambdas and sub-circuits as a tree;
 //!   discovery from topology files and an inventory file.

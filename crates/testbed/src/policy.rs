@@ -722,7 +722,8 @@ mod tests {
 
     #[test]
     fn minimum_gap_against_stacking() {
-        // Two adjoining 4 h 30 bookings: the notes' acceptance check 3.
+        // Two adjoining 4 h 30 bookings by one user are refused as stacking
+        // (docs/testbed.md, the policy table).
         let mine = booked(&[(A, 10, 14)]);
         let d = check(&req(A, h(14), m(14 * 60 + 270)), &mine);
         assert_eq!(codes(&d), ["stacking"]);

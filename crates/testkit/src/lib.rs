@@ -5,7 +5,7 @@
 //! everything they need. Whoever wants to run the rest anyway sets `LONGHAUL_TEST_SKIP=1`: such a
 //! test then writes `skipped: <test>: <reason>` to standard error and returns, and
 //! `scripts/test.sh` counts those lines. For tests only: no crate uses it outside its tests and
-//! test fixtures.
+//! test fixtures. Depends on std only. Start at [`require`].
 
 use std::fmt::Display;
 use std::io::Write;

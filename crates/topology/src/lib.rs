@@ -2,7 +2,10 @@
 //! hops with places and distances, read from a TOML file or taken from the
 //! presets built from the seed documents, and compiled into the two
 //! [`LinkConfig`]s (data and ACK direction) plus the per-hop delays the
-//! emulator needs to answer traceroute with each hop's cumulative RTT.
+//! emulator needs to answer traceroute with each hop's cumulative RTT. Depends
+//! on `longhaul-units`, `longhaul-link` (the configs it compiles into), toml,
+//! serde and thiserror; the binary's `emulate`, `longhaul-experiments` and
+//! `longhaul-testbed` read topologies. Start at [`Topology`] and [`presets`].
 //!
 //! Contract: pure. No I/O (the caller reads the file and passes its text), no
 //! clock, no randomness. Every refusal is a [`TopologyError`] naming the file,

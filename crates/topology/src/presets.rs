@@ -51,7 +51,7 @@ const PRESETS: [Preset; 5] = [
     Preset {
         name: "tokyo-loop-30000km",
         summary: "Data Reservoir loop Tokyo - Chicago - Amsterdam - Seattle - Tokyo, 32,372 km real, 30,000 km counted",
-        source: "seed 004; notes models-and-records.md 2.1-2.2",
+        source: "seed 004; internet2.edu/lsr (2006-12-30/31)",
         toml: include_str!("../presets/tokyo-loop-30000km.toml"),
     },
 ];

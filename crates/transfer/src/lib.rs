@@ -1,8 +1,8 @@
-//! longhaul-transfer: the pure, sans-IO core of `longhaul send` and `longhaul get`.
-//!
-//! Everything a disk-to-disk transfer decides lives here; everything it *does* (sockets, files, threads,
-//! the clock, the RNG) lives in the engine, which drives these types. The modules, in the order a
-//! transfer meets them:
+//! longhaul-transfer: the pure, sans-IO core of `longhaul send` and `longhaul get`. Everything a
+//! disk-to-disk transfer decides lives here; everything it *does* (sockets, files, threads, the clock,
+//! the RNG) lives in `longhaul_engine::transfer`, which drives these types. Depends on `longhaul-proto`
+//! (framing constants), serde, serde_json, thiserror and blake3. Start at [`msg`], then read the
+//! modules in the order a transfer meets them:
 //!
 //! - [`auth`]: key files, the mutual challenge–response that opens every connection, and the session
 //!   keys it derives;
@@ -18,10 +18,8 @@
 //! - [`schedule`]: the sender's work list, pulled by one thread per stream;
 //! - [`digest`]: BLAKE3 chunk hashes and the end-to-end file digest.
 //!
-//! The protocol, the formats and the memory bound are described in `docs/transfer.md`.
-//!
-//! Allowed dependencies: `longhaul-proto` (framing constants), serde, serde_json, thiserror, blake3.
-//! No I/O, threads, clock, randomness or libc (a `clippy.toml` bans the clock).
+//! The protocol, the formats and the memory bound are described in `docs/transfer.md`. No I/O,
+//! threads, clock, randomness or libc (a `clippy.toml` bans the clock).
 
 pub mod auth;
 pub mod digest;

@@ -2,8 +2,9 @@
 //! and fibre propagation delay.
 //!
 //! The Internet2 Land Speed Record counts distance as the sum of great-circle
-//! distances between the cities of the layer-3 hops, not fibre length (notes
-//! §2.1; seed 001 sums 7067 + 263 + 727 + 2403 + 489 + 590 = 11,539 km), so
+//! distances between the cities of the layer-3 hops, not fibre length (the
+//! SLAC/Caltech submission of February 2003: "Sunnyvale - Chicago - Geneva,
+//! (10037 Km)"; seed 001 sums 7067 + 263 + 727 + 2403 + 489 + 590 = 11,539 km), so
 //! [`great_circle_km`] and [`path_km`] compute that. The emulator, on the
 //! other hand, needs how long light takes in glass: [`fibre_delay`].
 

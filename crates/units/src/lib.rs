@@ -1,7 +1,9 @@
 //! Units and models for longhaul: byte sizes, bit rates, nanosecond time and
 //! distances, how to read them from flags and print them, and the TCP models
 //! (BDP, Mathis, responsiveness, HighSpeed, Scalable, CUBIC) and Land Speed
-//! Record metric the calculator and the emulator comparisons use.
+//! Record metric the calculator and the emulator comparisons use. Depends on
+//! serde and thiserror only; every other longhaul crate builds on it. Start
+//! with [`rate`] and [`size`] (the forms a flag accepts), then [`models`].
 //!
 //! Conventions (ARCHITECTURE.md): bytes are `u64`; rates are bit/s in `u64`;
 //! time is [`Nanos`]; distance is km in `f64`; the LSR metric is bit·m/s in

@@ -94,7 +94,8 @@ pub fn mathis_rate_bps(mss_bytes: u64, rtt: Nanos, loss_p: f64, c: f64) -> f64 {
 
 /// The loss probability at which the Mathis bound equals `rate_bps`:
 /// p = (MSS × 8 × C / (RTT × rate))². 10 Gbit/s, 100 ms, MSS 1460:
-/// 2.05e-10 with C = √(3/2), 2.03e-10 with C = 1.22 (notes §3.2).
+/// 2.05e-10 with C = √(3/2), 2.03e-10 with C = 1.22 (Mathis, Semke, Mahdavi, Ott, "The macroscopic
+/// behavior of the TCP congestion avoidance algorithm", CCR 27(3), 1997).
 pub fn mathis_loss_for_rate(rate_bps: u64, mss_bytes: u64, rtt: Nanos, c: f64) -> f64 {
     (mss_bytes as f64 * 8.0 * c / (rtt.as_secs_f64() * rate_bps as f64)).powi(2)
 }
@@ -152,7 +153,7 @@ pub const SCALABLE_B: f64 = 0.125;
 /// Round trips Scalable TCP needs to recover from one loss, whatever the
 /// rate: the window falls to (1 − b) W and grows by (1 + a) per RTT, so
 /// n = ln(1 / (1 − b)) / ln(1 + a); 13.42 RTT with a = 0.01, b = 0.125
-/// (Kelly, "Scalable TCP", CCR 33(2), 2003; notes §3.5).
+/// (Kelly, "Scalable TCP", CCR 33(2), 2003; Linux `net/ipv4/tcp_scalable.c`).
 pub fn scalable_recovery_rtts(a: f64, b: f64) -> f64 {
     (1.0 / (1.0 - b)).ln() / (1.0 + a).ln()
 }
@@ -164,7 +165,7 @@ pub fn scalable_recovery_rtts(a: f64, b: f64) -> f64 {
 /// ρ = C × RTT² / (2 × MSS × 8), in seconds.
 ///
 /// Reno halves W = C × RTT / (8 MSS) and regains one segment per RTT, so it
-/// needs W/2 round trips of RTT each (notes §3.3). 10 Gbit/s, 120 ms,
+/// needs W/2 round trips of RTT each (the responsiveness of seeds 001–003). 10 Gbit/s, 120 ms,
 /// 1460 B → 6,164 s (1 h 43 min); 1 Gbit/s → 616 s; MSS 8960 → 1,004 s.
 /// A zero MSS gives [`Nanos::MAX`].
 pub fn responsiveness(rate_bps: u64, rtt: Nanos, mss_bytes: u64) -> Nanos {
@@ -173,7 +174,7 @@ pub fn responsiveness(rate_bps: u64, rtt: Nanos, mss_bytes: u64) -> Nanos {
 }
 
 // ---------------------------------------------------------------------------
-// Internet2 Land Speed Record (rules: seeds 000, 001, 004; notes §2.1)
+// Internet2 Land Speed Record (rules: seeds 000, 001, 004; internet2.edu/lsr)
 
 /// Shortest qualifying run: 10 continuous minutes.
 pub const LSR_MIN_SECONDS: f64 = 600.0;
@@ -196,7 +197,8 @@ pub const LSR_IMPROVEMENT: f64 = 0.10;
 /// The distance is used as given; apply [`lsr_capped_km`] (or use
 /// [`lsr_metric_capped`]) for the official figure. Marks were computed from the
 /// exact bytes and seconds, so this differs from "rounded Gbit/s × km"
-/// ([`lsr_metric_from_rate`]) in the fourth figure (notes §2.3).
+/// ([`lsr_metric_from_rate`]) in the fourth figure (Internet2's 2006 IPv4 mark is 264,147, not
+/// 8.80 Gbit/s × 30,000 km = 264,000).
 pub fn lsr_metric(bytes: u64, secs: f64, km: f64) -> f64 {
     lsr_metric_from_rate(bytes as f64 * 8.0 / secs, km)
 }
@@ -279,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn bdp_derived_values_of_notes_3_1() {
+    fn bdp_derived_values() {
         assert_eq!(
             bdp_bytes(10_000_000_000, Nanos::from_millis(100)),
             125_000_000
@@ -352,7 +354,7 @@ mod tests {
         assert_eq!(MATHIS_C_DELAYED_ACK, 0.75f64.sqrt());
     }
 
-    /// Notes §3.10 quotes p ≈ 2.05e-10 for C = 1.22. Taking 1.22 literally
+    /// The calculator's test vector (docs/calc.md) is p ≈ 2.05e-10 for C = 1.22. Taking 1.22 literally
     /// gives 2.03e-10; 2.05e-10 is what C = √(3/2) = 1.2247 gives. Both are
     /// 2.0e-10 to two significant figures.
     #[test]
@@ -364,7 +366,8 @@ mod tests {
         assert_close(exact, 2.05e-10, 0.005);
         assert_eq!(format!("{literal:.1e}"), "2.0e-10");
         assert_eq!(format!("{exact:.1e}"), "2.0e-10");
-        // "one loss per 4.9e9 packets" (notes §3.2).
+        // One loss per 4.9e9 packets: RFC 3649's "at most one congestion event every
+        // 5,000,000,000 packets" for 10 Gbit/s, 100 ms, 1500-byte packets.
         assert_close(1.0 / exact, 4.9e9, 0.01);
     }
 
@@ -460,7 +463,7 @@ mod tests {
     }
 
     #[test]
-    fn responsiveness_derived_values_of_notes_3_3() {
+    fn responsiveness_derived_values() {
         assert_responsiveness(1, 120, 1460, 616.0);
         assert_responsiveness(10, 120, 8960, 1_004.0);
         assert_responsiveness(10, 100, 1500, 4_167.0);
@@ -495,7 +498,7 @@ mod tests {
 
     /// The February 2006 mark: 8.80 Gbit/s × 30,000 km is 264,000, but the
     /// published mark is 264,147, because marks use the exact rate
-    /// (notes §2.3): 264,147 implies 8.8049 Gbit/s, which rounds to 8.80.
+    /// (internet2.edu/lsr): 264,147 implies 8.8049 Gbit/s, which rounds to 8.80.
     #[test]
     fn lsr_2006_ipv4_rounded_rate_gives_264_000_not_264_147() {
         let rounded = lsr_metric_from_rate(8.80e9, LSR_MAX_KM);

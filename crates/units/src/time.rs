@@ -198,8 +198,9 @@ pub fn parse_duration(input: &str, default_unit: TimeUnit) -> Result<Nanos, Pars
 /// "39.7 s". These parse back with [`parse_duration`].
 ///
 /// A minute or more: whole seconds, then a breakdown in parentheses, because
-/// the models quote such figures both ways ("6,164 s (1 h 43 min)", notes
-/// §3.3): "6164 s (1 h 43 min)", "616 s (10 min 16 s)", "600 s (10 min)".
+/// the models quote such figures both ways (Reno's responsiveness at 10 Gbit/s,
+/// 120 ms: "6,164 s (1 h 43 min)"): "6164 s (1 h 43 min)", "616 s (10 min 16 s)",
+/// "600 s (10 min)".
 /// The breakdown has two units, the smaller rounded: min and s below an hour,
 /// h and min below a day, d and h beyond.
 pub fn fmt_duration(d: Nanos) -> String {

@@ -4,7 +4,9 @@
 //! over claim rows on PostgreSQL, `BEGIN IMMEDIATE` plus a trigger backstop on SQLite
 //! (docs/testbed.md §5). The binary's `longhaul testbed serve` and `token add|list|revoke|feed` call
 //! [`serve`], [`add_token`], [`list_tokens`], [`revoke_tokens`], [`feed_token`] and
-//! [`revoke_feed_token`].
+//! [`revoke_feed_token`]. Depends on `longhaul-testbed` (every decision), `longhaul-topology`
+//! (discovery), axum, tokio, sqlx, jiff and blake3 (and `longhaul-testkit` only with the `testing`
+//! feature). Start at [`serve`], then `http` (the routes) and `store`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -259,7 +259,7 @@ mod tests {
     }
 
     #[test]
-    fn metric_check_examples_of_notes_2_3() {
+    fn metric_check_examples_of_rounding() {
         let row = |date: &str, rate: &str| {
             RECORDS
                 .iter()

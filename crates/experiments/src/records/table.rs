@@ -73,7 +73,7 @@ pub enum MetricKind {
     Exact,
     /// Announced as a lower bound (">104,500").
     AtLeast,
-    /// Not announced: computed by the notes from rate × distance.
+    /// Not announced: computed here from rate × distance.
     Derived,
     /// Inferred or approximate ("~150,000").
     Approx,
@@ -217,7 +217,8 @@ use TimeKind::{About, UpperBound};
 const TOKYO: &str = "U Tokyo, WIDE, Fujitsu, NTT Com, Chelsio et al. (Data Reservoir)";
 const SEED_004: &str = "seed 004 (Data Reservoir / U Tokyo LSR slides), 'The progress'";
 
-/// Every row of notes §2.2, then the Data Reservoir series of seed 004.
+/// Every mark found in Internet2's record pages, its news and the teams' announcements (each row names
+/// its source), then the Data Reservoir series of seed 004.
 pub const RECORDS: &[RecordRow] = &[
     RecordRow {
         date: "2000-03-28",
@@ -376,7 +377,7 @@ pub const RECORDS: &[RecordRow] = &[
         date: "2004 (seed)",
         team: "Caltech, CERN",
         classes: &[V4S],
-        class_note: "IPv4 (class per seed 000; single by inference, notes §2.3)",
+        class_note: "IPv4 (class per seed 000; single by inference: SUNET's '+12 %' matches 61,752)",
         route: "Los Angeles - Geneva",
         km: Some(10_949.0),
         real_km: None,
@@ -393,7 +394,7 @@ pub const RECORDS: &[RecordRow] = &[
         date: "2004 (ann. 04-20)",
         team: "Caltech, CERN",
         classes: &[V4M],
-        class_note: "IPv4 (multi by inference: SUNET's '+12 %' matches 61,752, notes §2.3)",
+        class_note: "IPv4 (multi by inference: SUNET's '+12 %' matches 61,752, not this mark)",
         route: "Los Angeles -> Geneva",
         km: Some(10_949.0),
         real_km: None,
@@ -666,7 +667,7 @@ pub const RECORDS: &[RecordRow] = &[
         date: "2004-11-09 (SC04)",
         team: TOKYO,
         classes: &[V4S],
-        class_note: "IPv4 single (seed 004; notes list multi)",
+        class_note: "IPv4 single (seed 004; the announcement, xbiz 6979, says multi)",
         route: "Geneva, Tokyo, Chicago, Pittsburgh",
         km: Some(20_645.0),
         real_km: None,
@@ -711,7 +712,7 @@ pub const RECORDS: &[RecordRow] = &[
         reading: None,
         table: Table::DataReservoir,
         source: SEED_004,
-        note: "not in the notes' table",
+        note: "not among the announced marks above",
     },
     RecordRow {
         date: "2005-10-29",
@@ -844,7 +845,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_table_has_every_row_of_the_notes_and_the_data_reservoir_series() {
+    fn the_table_has_every_announced_row_and_the_data_reservoir_series() {
         let notes = RECORDS.iter().filter(|r| r.table == Table::Notes).count();
         let dr = RECORDS
             .iter()

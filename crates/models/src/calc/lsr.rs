@@ -186,7 +186,8 @@ mod tests {
         assert!(!r.beats.unwrap().beats);
     }
 
-    /// 560 GiB in 1200 s: the exact mark and the rounded press figure differ, and the notes say why.
+    /// 560 GiB in 1200 s: the exact mark and the rounded press figure differ, and the report's notes say
+    /// why.
     #[test]
     fn moved_bytes_give_the_exact_rate() {
         let r = report(

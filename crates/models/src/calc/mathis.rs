@@ -181,7 +181,7 @@ mod tests {
 
     use super::*;
 
-    /// Notes §3.10: 10 Gbit/s, 100 ms, MSS 1460 → p ≈ 2.05e-10; a rate also gives the loss each
+    /// The test vector of docs/calc.md: 10 Gbit/s, 100 ms, MSS 1460 → p ≈ 2.05e-10; a rate also gives the loss each
     /// response function tolerates.
     #[test]
     fn loss_for_rate_and_ceiling_for_loss() {

@@ -81,7 +81,7 @@ pub fn report(rate_bps: u64, rtt: Nanos, mss: u64) -> ResponsivenessReport {
 mod tests {
     use super::*;
 
-    /// Notes §3.3: 10 Gbit/s, 120 ms, MSS 1460 → 6,164 s; K = 42.6 s.
+    /// C·RTT²/(2·MSS) at 10 Gbit/s, 120 ms, MSS 1460 → 6,164 s; K = 42.6 s (RFC 9438 §4.2).
     #[test]
     fn reno_at_10g_120ms() {
         let r = report(10_000_000_000, Nanos::from_millis(120), 1460);

@@ -50,8 +50,8 @@ pub(crate) fn links(snap: &HostSnapshot, t: &Target, out: &mut Vec<Finding>) {
                 )));
 
         // MTU: the Mathis ceiling grows with the MSS and Reno's recovery
-        // time shrinks with it (notes §3.2–3.3: 10G, 120 ms: 6,164 s at
-        // MSS 1460, 1,004 s at 8960). Every hop must carry the larger frames.
+        // time shrinks with it (Mathis et al. 1997; C·RTT²/(2·MSS) at 10G,
+        // 120 ms: 6,164 s at MSS 1460, 1,004 s at 8960). Every hop must carry the larger frames.
         if let Some(mtu) = i.mtu {
             let status = if mtu >= JUMBO_MTU {
                 Status::Ok
@@ -100,8 +100,9 @@ pub(crate) fn links(snap: &HostSnapshot, t: &Target, out: &mut Vec<Finding>) {
         ));
 
         // TSO/GSO/GRO: at 10G+ per-packet CPU cost is the limit; offloads
-        // move 64 KiB per stack traversal instead of one MTU (notes §4.3:
-        // the bottleneck is back in the host).
+        // move 64 KiB per stack traversal instead of one MTU (at 100G the
+        // bottleneck is the host again: "Reexamining Paradigms of End-to-End
+        // Data Movement", arXiv 2512.15028).
         let f = match &i.offloads {
             Probe::Known(o) => {
                 let off: Vec<&str> = o
@@ -168,7 +169,7 @@ pub(crate) fn links(snap: &HostSnapshot, t: &Target, out: &mut Vec<Finding>) {
     // RFC 4821 packetization-layer PMTU discovery: with jumbo frames, a hop
     // with a smaller MTU whose ICMP "fragmentation needed" is filtered stalls
     // connections; probing recovers. fasterdata_tuning.py sets it when the
-    // MTU exceeds 8000 (notes §4.1).
+    // MTU exceeds 8000.
     let jumbo = checked.iter().any(|i| i.mtu.is_some_and(|m| m > 8000));
     let name = "net.ipv4.tcp_mtu_probing";
     let f = match (snap.mtu_probing, jumbo) {

@@ -1,6 +1,8 @@
 //! Parsers of what the host says, for the snapshot: `tc qdisc show dev IF` and `ethtool -k IF` output,
 //! sysctl values, and the kernel release. Pure: the engine runs the tools and reads the files.
 
+use std::collections::BTreeMap;
+
 use super::snapshot::{Feature, Offloads, Qdisc};
 
 /// Reads `tc qdisc show dev IF` output: the root qdisc's kind and the kinds
@@ -26,27 +28,36 @@ pub fn parse_tc_qdisc(out: &str) -> Option<Qdisc> {
     root.map(|root| Qdisc { root, children })
 }
 
+/// Every feature in `ethtool -k IF` output, by name, with its value as printed: `on`, `off`,
+/// `off [fixed]`, `on [requested off]`. Sub-features (indented lines such as `tx-tcp-segmentation`)
+/// are listed like the others; the `Features for IF:` header is not. The one reader of `ethtool -k`
+/// output: [`parse_ethtool_features`] picks the offloads doctor checks from it, and `longhaul lab`
+/// the ones it records.
+pub fn parse_ethtool_k(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .filter(|line| !line.starts_with("Features for "))
+        .filter_map(|line| {
+            let (name, value) = line.trim().split_once(':')?;
+            Some((name.trim().to_owned(), value.trim().to_owned()))
+        })
+        .collect()
+}
+
 /// Reads TSO, GSO and GRO from `ethtool -k IF` output (`name: on`,
 /// `name: off [fixed]`).
 pub fn parse_ethtool_features(out: &str) -> Offloads {
-    let mut offloads = Offloads::default();
-    for line in out.lines() {
-        let Some((name, value)) = line.trim().split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        let feature = Feature {
+    let features = parse_ethtool_k(out);
+    let feature = |name: &str| {
+        features.get(name).map(|value| Feature {
             on: value.starts_with("on"),
             fixed: value.contains("[fixed]"),
-        };
-        match name {
-            "tcp-segmentation-offload" => offloads.tso = Some(feature),
-            "generic-segmentation-offload" => offloads.gso = Some(feature),
-            "generic-receive-offload" => offloads.gro = Some(feature),
-            _ => {}
-        }
+        })
+    };
+    Offloads {
+        tso: feature("tcp-segmentation-offload"),
+        gso: feature("generic-segmentation-offload"),
+        gro: feature("generic-receive-offload"),
     }
-    offloads
 }
 
 /// A three-number sysctl such as `tcp_rmem`: "4096\t131072\t6291456" →
@@ -103,6 +114,17 @@ mod tests {
         assert_eq!(q.root, "pfifo_fast");
         assert!(!q.is_fq());
         assert!(parse_tc_qdisc("").is_none());
+    }
+
+    #[test]
+    fn every_ethtool_feature_is_read_with_its_value_as_printed() {
+        let out = "Features for lh0:\nrx-checksumming: on [fixed]\ntcp-segmentation-offload: on\n\
+                   \ttx-tcp-segmentation: on\ngeneric-receive-offload: off [requested on]\n";
+        let all = parse_ethtool_k(out);
+        assert_eq!(all.len(), 4, "{all:?}");
+        assert_eq!(all["rx-checksumming"], "on [fixed]");
+        assert_eq!(all["tx-tcp-segmentation"], "on");
+        assert_eq!(all["generic-receive-offload"], "off [requested on]");
     }
 
     #[test]

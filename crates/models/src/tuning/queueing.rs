@@ -1,8 +1,8 @@
 //! Host-wide queueing: the default qdisc, the receive backlog queue, and `tcp_notsent_lowat`.
 //!
-//! fq is fasterdata's recommendation for pacing (notes §4.1). Since Linux 4.20 TCP paces internally
-//! (SO_MAX_PACING_RATE, BBR) without fq, and the loopback baseline measured `--fq-rate 5G` exact on a
-//! `noqueue` device (transfer-tools §6.2), so a missing fq is a Warn; only BBR on a kernel before 4.20
+//! fq is fasterdata's recommendation for pacing (its Linux host-tuning page). Since Linux 4.20 TCP paces internally
+//! (SO_MAX_PACING_RATE, BBR) without fq, and iperf3 3.21's `--fq-rate 5G` gave 4.98–4.99 Gbit/s on
+//! loopback's `noqueue` device (Linux 6.18), so a missing fq is a Warn; only BBR on a kernel before 4.20
 //! needs fq to pace at all (Fail, per interface: see `links`).
 
 use super::finding::bytes;
@@ -30,7 +30,7 @@ pub(crate) fn queueing(snap: &HostSnapshot, t: &Target, out: &mut Vec<Finding>) 
          created afterwards: see the per-interface qdisc rows",
     ));
 
-    // fasterdata_tuning.py sets 250000 on 10G-and-up hosts (notes §4.1): the
+    // fasterdata_tuning.py sets 250000 on 10G-and-up hosts: the
     // per-CPU queue of received packets waiting for the stack.
     if t.rate_bps >= TEN_GBIT {
         let name = "net.core.netdev_max_backlog";

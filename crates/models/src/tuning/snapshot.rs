@@ -19,14 +19,6 @@ pub enum Probe<T> {
 }
 
 impl<T> Probe<T> {
-    /// The value, if known.
-    pub fn known(&self) -> Option<&T> {
-        match self {
-            Probe::Known(v) => Some(v),
-            Probe::Unknown(_) => None,
-        }
-    }
-
     /// Reads a known value further (`f` may still find no answer in it); an unknown one keeps its
     /// reason.
     pub fn and_then<U>(self, f: impl FnOnce(T) -> Probe<U>) -> Probe<U> {

@@ -54,7 +54,7 @@ pub(crate) fn tcp_options(snap: &HostSnapshot, t: &Target, out: &mut Vec<Finding
          trip; without them each costs a round trip"
             .to_owned(),
     ));
-    // fasterdata's test-host and systemd templates set it (notes §4.1):
+    // fasterdata's test-host page and `fasterdata-systemd` template set it:
     // otherwise a connection starts from the ssthresh a previous lossy
     // connection to the same host left in the route cache.
     out.push(on_off(

@@ -7,7 +7,8 @@ use super::{Finding, Status, Target};
 
 /// RFC 7323 caps one window at 65,535 × 2^14 bytes, so one stream cannot
 /// exceed that per round trip; beyond it only more streams help
-/// (transfer-tools §2: mandatory at 100 Gbit/s × ≥ 120 ms).
+/// (at 100 Gbit/s × ≥ 120 ms one window holds less than a BDP: 71.6 Gbit/s at
+/// 120 ms, so parallel streams are mandatory).
 pub(crate) fn window_limit(t: &Target, out: &mut Vec<Finding>) {
     let needed = streams_needed(t.rate_bps, t.rtt);
     let per_stream = window_ceiling_bps(MAX_TCP_WINDOW, t.rtt);
