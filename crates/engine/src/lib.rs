@@ -10,6 +10,13 @@
 //!   set-up and the framed control connection.
 
 mod address;
+// `Control::recv` and `control::unexpected` lost their last callers here when the test conversation
+// moved to `longhaul_proto::conversation`; control.rs itself is being rewritten (one framed connection
+// for tests and transfers) on another branch, which keeps `recv` for transfers. Drop this at the merge.
+#[allow(
+    dead_code,
+    reason = "see above: control.rs is rewritten on another branch"
+)]
 mod control;
 mod error;
 mod payload;

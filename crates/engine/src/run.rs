@@ -188,11 +188,6 @@ impl Run {
             .fold(0u64, |t, s| t.saturating_add(s.worker.state.bytes()))
     }
 
-    /// Whether this side sends on any stream.
-    pub(crate) fn has_senders(&self) -> bool {
-        self.streams.iter().any(|t| t.worker.state.sender)
-    }
-
     /// Whether every stream in the chosen role (senders if `senders`, else receivers) has ended.
     pub(crate) fn all_finished(&self, senders: bool) -> bool {
         self.streams
@@ -275,12 +270,6 @@ impl Run {
         }
         (totals, cpu, wall_ns as f64 / 1e9, first_error)
     }
-}
-
-/// How long to let queued data drain after the end: generous, since a long path with large buffers can
-/// hold seconds of data.
-pub(crate) fn drain_timeout(params: &TestParams) -> Duration {
-    Duration::from_secs(15) + Duration::from_nanos(params.rtt_ns.saturating_mul(20))
 }
 
 pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError> {
