@@ -39,3 +39,6 @@ mod common;
 pub mod server;
 
 pub use common::{Error, Time, cookie_hex, drain_timeout, parse_cookie};
+
+#[cfg(test)]
+mod tests;
