@@ -1,8 +1,8 @@
 //! longhaul-engine: the I/O shell that runs memory-to-memory tests over real sockets.
 //!
-//! It drives the pure types of `longhaul-proto` (messages, window plan, interval accounting, report)
-//! with blocking sockets, one thread per data stream, and the system calls of `longhaul-sys`
-//! (buffers, congestion control, pacing, TCP_INFO, CPU time):
+//! It drives the pure types of `longhaul-proto` (each side's conversation machine, messages, window
+//! plan, interval accounting, report) with blocking sockets, one thread per data stream, and the system
+//! calls of `longhaul-sys` (buffers, congestion control, pacing, TCP_INFO, CPU time):
 //!
 //! - [`server`]: `longhaul server`, many tests at once on one port;
 //! - [`client`]: `longhaul test HOST`;

@@ -9,6 +9,10 @@
 //! oversized message, a peer that dies — is logged, the session's sockets and threads are released, and
 //! the other sessions never notice.
 //!
+//! A test session's conversation (its phases, step deadlines, limits on the test, end and drain) is
+//! `longhaul_proto::conversation::server`'s state machine; this module drives it and keeps what needs
+//! all sessions or the host: admission, routing data connections by cookie, the listener's buffer.
+//!
 //! Limits the server enforces on peers that do not hold a key (issue 11, finding 4):
 //! - set-up: each step has one deadline for the whole step (`handshake_timeout`): the preamble and
 //!   the hello together from the moment of accept, then all pings and the parameters, then all data
