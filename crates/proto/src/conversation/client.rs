@@ -113,8 +113,10 @@ enum Phase {
         by: Option<Time>,
         early: Option<Vec<SocketSetup>>,
     },
-    /// `StreamsReady` is in; the driver starts the streams.
-    Ready,
+    /// `StreamsReady` is in; the driver starts the streams (`Start` queued once).
+    Ready {
+        start_sent: bool,
+    },
     Running {
         end: End_,
     },
@@ -221,7 +223,7 @@ impl Client {
         {
             match early.take() {
                 Some(sockets) => {
-                    self.phase = Phase::Ready;
+                    self.phase = Phase::Ready { start_sent: false };
                     self.events.push_back(Event::StreamsReady { sockets });
                 }
                 None => *by = Some(after(now, self.settings.timeout)),
@@ -231,7 +233,10 @@ impl Client {
 
     /// The driver is ready to start: `Start` waits in [`Self::poll_transmit`].
     pub fn start(&mut self) {
-        if matches!(self.phase, Phase::Ready) && !self.transmit.contains(&Message::Start) {
+        if let Phase::Ready { start_sent } = &mut self.phase
+            && !*start_sent
+        {
+            *start_sent = true;
             self.transmit.push_back(Message::Start);
         }
     }
@@ -239,7 +244,7 @@ impl Client {
     /// The streams started at `now` (the origin of their interval clock): a timed test ends
     /// `omit + duration` later.
     pub fn streams_started(&mut self, now: Time) {
-        if !matches!(self.phase, Phase::Ready) {
+        if !matches!(self.phase, Phase::Ready { start_sent: true }) {
             return;
         }
         let end = match self.params.end {
@@ -425,7 +430,7 @@ impl Client {
             Phase::Streams { by, early } => match msg {
                 Message::StreamsReady { sockets } if early.is_none() => {
                     if by.is_some() {
-                        self.phase = Phase::Ready;
+                        self.phase = Phase::Ready { start_sent: false };
                         self.events.push_back(Event::StreamsReady { sockets });
                     } else {
                         *early = Some(sockets);
@@ -434,7 +439,7 @@ impl Client {
                 }
                 m => Err(unexpected(&m, "waiting for streams")),
             },
-            Phase::Ready | Phase::Running { .. } => match msg {
+            Phase::Ready { .. } | Phase::Running { .. } => match msg {
                 Message::Interval(s) => {
                     self.merger.remote(s.index, s.streams, &mut self.events);
                     Ok(())

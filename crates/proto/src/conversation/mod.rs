@@ -29,8 +29,8 @@
 //!
 //! # Bounds
 //!
-//! After any one call, at most two messages wait in `poll_transmit` and at most two events plus the
-//! intervals completed by that call wait in `poll_event` (the fuzz target `test_conversation` checks
+//! After any one call, at most two messages wait in `poll_transmit` and at most three events plus the
+//! intervals that call completed wait in `poll_event` (the fuzz target `test_conversation` checks
 //! it). The client holds one entry per interval index it was given until the end report, as many as
 //! the server sends; the server holds nothing that grows.
 

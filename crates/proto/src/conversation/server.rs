@@ -225,6 +225,11 @@ impl Server {
             arrived: vec![false; count as usize],
             left: count,
         };
+        if count == 0 {
+            // Not a valid test (at least one stream), but nothing to wait for either.
+            self.phase = Phase::SettingUp;
+            self.events.push_back(Event::SetUpStreams);
+        }
         Ok(())
     }
 
