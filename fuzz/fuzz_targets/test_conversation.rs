@@ -1,10 +1,10 @@
 //! Fuzzes the test conversation: a client machine and a server machine
 //! (`longhaul_proto::conversation`), each with a driver that acts on its events as the engine does,
 //! joined by two in-flight queues of messages that cross the wire as JSON frames. The fuzzer's
-//! bytes pick the test, the server's limits, and a sequence of steps: deliver the next message either
-//! way, let time pass (from a millisecond to hours), inject any message from a hostile peer either
-//! way, hand in local interval samples or progress, and the answers to the drivers' questions (did
-//! the streams end in time?).
+//! bytes pick the test, the server's limits and its host's buffer limits, and a sequence of steps:
+//! deliver the next message either way, let time pass (from a millisecond to hours), inject any
+//! message from a hostile peer either way, hand in local interval samples or progress, and the
+//! answers to the drivers' questions (did the streams end in time?).
 //!
 //! Invariants checked beyond "does not panic":
 //! - bounded memory: after any one call a machine holds at most 2 messages to send, and at most
@@ -103,18 +103,24 @@ fn policy(b: &mut Bytes) -> ServerPolicy {
     }
 }
 
-fn plan(p: &TestParams) -> SidePlan {
-    let limits = KernelLimits {
-        rmem_max: 4 << 20,
-        wmem_max: 4 << 20,
-        tcp_rmem_max: 32 << 20,
-        tcp_wmem_max: 4 << 20,
-        privileged: false,
-    };
+/// The server host's buffer limits (sysctls and privilege), as `socket::side_plan` reads them.
+fn host(b: &mut Bytes) -> KernelLimits {
+    let mut limit = || u64::from(b.u32()).max(4096);
+    KernelLimits {
+        rmem_max: limit(),
+        wmem_max: limit(),
+        tcp_rmem_max: limit(),
+        tcp_wmem_max: limit(),
+        privileged: b.u8() & 1 == 1,
+    }
+}
+
+/// The plan a host with `limits` makes for its side of `p`.
+fn plan(p: &TestParams, limits: &KernelLimits) -> SidePlan {
     SidePlan {
-        window: window::plan(Nanos(p.rtt_ns), p.target_rate_bps, p.streams, None, &limits),
+        window: window::plan(Nanos(p.rtt_ns), p.target_rate_bps, p.streams, None, limits),
         pacing_per_stream: Vec::new(),
-        privileged: false,
+        privileged: limits.privileged,
     }
 }
 
@@ -154,7 +160,7 @@ fn totals(b: &mut Bytes) -> SideResults {
 }
 
 /// Any message a hostile peer could send (valid on the wire: it passes `Message::from_json`).
-fn any_message(b: &mut Bytes, p: &TestParams) -> Message {
+fn any_message(b: &mut Bytes, p: &TestParams, limits: &KernelLimits) -> Message {
     match b.u8() % 14 {
         0 => Message::Hello {
             software: "h".into(),
@@ -174,7 +180,7 @@ fn any_message(b: &mut Bytes, p: &TestParams) -> Message {
         3 => Message::Ping { seq: b.u32() },
         4 => Message::Pong { seq: b.u32() % 6 },
         5 => Message::Params(p.clone()),
-        6 => Message::Accepted(plan(p)),
+        6 => Message::Accepted(plan(p, limits)),
         7 => Message::StreamsReady {
             sockets: (0..b.u8() % 3).map(|i| setup(u32::from(i))).collect(),
         },
@@ -211,6 +217,17 @@ fn wire(m: &Message) -> Option<Message> {
     Message::from_json(&encode_frame(m)[4..]).ok()
 }
 
+/// Puts what a machine queued in one call on the wire towards its peer, checking the bound.
+fn send_all(poll: impl FnMut() -> Option<Message>, to: &mut VecDeque<Message>, who: &str) {
+    let sent: Vec<Message> = std::iter::from_fn(poll).collect();
+    assert!(
+        sent.len() <= MAX_TRANSMIT,
+        "{who} queued {} messages in one call",
+        sent.len()
+    );
+    to.extend(sent.iter().filter_map(wire));
+}
+
 /// How a side ended.
 #[derive(Debug)]
 enum End {
@@ -220,6 +237,8 @@ enum End {
 }
 
 struct Sides {
+    /// The server host's buffer limits.
+    host: KernelLimits,
     now: Time,
     params: TestParams,
     c: Client,
@@ -254,15 +273,7 @@ impl Sides {
 
     /// Takes what the client's call produced: its messages go in flight, its events to its driver.
     fn settle_client(&mut self, out: Result<(), Error>, held: usize) {
-        let mut sent = 0;
-        while let Some(m) = self.c.poll_transmit() {
-            sent += 1;
-            self.to_server.extend(wire(&m));
-        }
-        assert!(
-            sent <= MAX_TRANSMIT,
-            "client queued {sent} messages in one call"
-        );
+        send_all(|| self.c.poll_transmit(), &mut self.to_server, "client");
         if let Err(e) = out {
             return self.client_failed(e);
         }
@@ -330,15 +341,7 @@ impl Sides {
     }
 
     fn settle_server(&mut self, out: Result<(), Error>) {
-        let mut sent = 0;
-        while let Some(m) = self.s.poll_transmit() {
-            sent += 1;
-            self.to_client.extend(wire(&m));
-        }
-        assert!(
-            sent <= MAX_TRANSMIT,
-            "server queued {sent} messages in one call"
-        );
+        send_all(|| self.s.poll_transmit(), &mut self.to_client, "server");
         if let Err(e) = out {
             let text = e.to_string();
             assert!(!text.is_empty());
@@ -360,7 +363,10 @@ impl Sides {
     /// The server's driver, as the engine's.
     fn server_acts(&mut self, ev: server::Event) {
         match ev {
-            server::Event::Plan(p) => self.server_call(|s, now| s.accept(plan(&p), now)),
+            server::Event::Plan(p) => {
+                let host = self.host;
+                self.server_call(|s, now| s.accept(plan(&p, &host), now))
+            }
             server::Event::ExpectStreams { count } => {
                 for i in 0..count {
                     self.server_call(|s, _| s.data_connection(i));
@@ -450,6 +456,7 @@ fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
     let p = params(&mut b);
     let policy = policy(&mut b);
+    let host = host(&mut b);
     let now = Duration::from_millis(u64::from(b.u8()));
     let settings = ClientSettings {
         timeout: Duration::from_secs(10),
@@ -468,6 +475,7 @@ fuzz_target!(|data: &[u8]| {
     );
     let mut sides = Sides {
         now,
+        host,
         params: p.clone(),
         c,
         s,
@@ -489,7 +497,7 @@ fuzz_target!(|data: &[u8]| {
                 sides.pass_time(by);
             }
             7 => {
-                let m = any_message(&mut b, &p);
+                let m = any_message(&mut b, &p, &host);
                 if b.u8() & 1 == 0 {
                     sides.to_server.extend(wire(&m));
                 } else {

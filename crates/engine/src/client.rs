@@ -25,7 +25,7 @@ use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
 use longhaul_sys as sys;
 
 use crate::control::Control;
-use crate::run::{Run, RunStream, recv_config, send_config};
+use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 
 use crate::address::{self, Family};
 use crate::socket::{self, SocketOptions};
@@ -158,12 +158,7 @@ impl Driver<'_> {
             if self.conv.is_over() {
                 return Ok(());
             }
-            let mut wake = self.conv.poll_timeout().map(|t| self.origin + t);
-            if let Some(tick) = self.run.as_ref().and_then(Run::next_tick) {
-                wake = Some(wake.map_or(tick, |w| w.min(tick)));
-            }
-            // Every waiting phase has a deadline; a second is only a fallback.
-            let wake = wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+            let wake = wake_at(self.origin, self.conv.poll_timeout(), self.run.as_ref());
             match ctrl.recv_until(wake)? {
                 Some(m) => self.conv.handle(m, self.now())?,
                 None => {

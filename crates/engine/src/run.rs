@@ -272,6 +272,18 @@ impl Run {
     }
 }
 
+/// When a driver wakes next: at the conversation's deadline (`deadline` after `origin`) or the run's
+/// next interval tick, whichever is first; a second from now if neither (only a fallback: every phase
+/// that waits on the peer has a deadline).
+pub(crate) fn wake_at(origin: Instant, deadline: Option<Duration>, run: Option<&Run>) -> Instant {
+    let tick = run.and_then(Run::next_tick);
+    match (deadline.map(|d| origin + d), tick) {
+        (Some(d), Some(t)) => d.min(t),
+        (Some(w), None) | (None, Some(w)) => w,
+        (None, None) => Instant::now() + Duration::from_secs(1),
+    }
+}
+
 pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError> {
     let write_len = params.write_len as usize;
     let method = crate::zerocopy::method(params.zerocopy, write_len)?;

@@ -48,7 +48,7 @@ use longhaul_sys as sys;
 use tracing::{info, warn};
 
 use crate::control::{Control, read_preamble};
-use crate::run::{Run, RunStream, recv_config, send_config};
+use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 use crate::socket::{self, SocketOptions};
 use crate::transfer::DataGate;
 use crate::{EngineError, SOFTWARE, random};
@@ -647,12 +647,7 @@ impl Session<'_> {
             if self.conv.is_over() {
                 return Ok(());
             }
-            let mut wake = self.conv.poll_timeout().map(|t| self.origin + t);
-            if let Some(tick) = self.run.as_ref().and_then(Run::next_tick) {
-                wake = Some(wake.map_or(tick, |w| w.min(tick)));
-            }
-            // Every waiting phase has a deadline; a second is only a fallback.
-            let wake = wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+            let wake = wake_at(self.origin, self.conv.poll_timeout(), self.run.as_ref());
             if !self.socks.is_empty() {
                 // Collecting the data connections: they come through the registration, not the
                 // control connection (which is read again for the start).

@@ -45,8 +45,13 @@ fn client(p: TestParams, now: Time) -> Client {
 }
 
 fn server(now: Time) -> Server {
+    server_with(policy(), now)
+}
+
+/// A server with `policy` whose hello is due 10 s after `now`.
+fn server_with(policy: ServerPolicy, now: Time) -> Server {
     Server::new(
-        policy(),
+        policy,
         ServerSettings {
             software: "longhaul test".into(),
             peer: "client:4000".into(),
@@ -461,9 +466,14 @@ fn a_byte_count_test_ends_when_the_driver_says_every_byte_moved() {
 
 /// A server at `phase` (0: hello, 1: parameters, 2: planning, 3: streams, 4: start, 5: running).
 fn server_at(phase: u32) -> (Server, Time) {
+    server_in(phase, policy(), Direction::Forward)
+}
+
+/// A server with `policy`, playing a test in `direction`, at `phase` (as [`server_at`]).
+fn server_in(phase: u32, policy: ServerPolicy, direction: Direction) -> (Server, Time) {
     let now = Duration::ZERO;
-    let mut s = server(now);
-    let p = params(Direction::Forward);
+    let mut s = server_with(policy, now);
+    let p = params(direction);
     let steps: [&dyn Fn(&mut Server); 5] = [
         &|s| {
             s.handle(
@@ -477,8 +487,9 @@ fn server_at(phase: u32) -> (Server, Time) {
         &|s| s.handle(Message::Params(p.clone()), now).unwrap(),
         &|s| s.accept(plan(&p), now).unwrap(),
         &|s| {
-            s.data_connection(0).unwrap();
-            s.data_connection(1).unwrap();
+            for i in 0..p.direction.connections(p.streams) {
+                s.data_connection(i).unwrap();
+            }
             s.streams_ready(vec![], now);
         },
         &|s| {
@@ -592,30 +603,7 @@ fn a_running_test_ends_when_stalled_or_never_stopped() {
 
     let mut policy = policy();
     policy.stall_timeout = 2 * S;
-    let mut s = Server::new(
-        policy,
-        ServerSettings {
-            software: "s".into(),
-            peer: "p".into(),
-            cookie: COOKIE,
-        },
-        10 * S,
-    );
-    let p = params(Direction::Forward);
-    s.handle(
-        Message::Hello {
-            software: "c".into(),
-        },
-        now,
-    )
-    .unwrap();
-    s.handle(Message::Params(p.clone()), now).unwrap();
-    s.accept(plan(&p), now).unwrap();
-    s.data_connection(0).unwrap();
-    s.data_connection(1).unwrap();
-    s.streams_ready(vec![], now);
-    s.handle(Message::Start, now).unwrap();
-    s.streams_started(now);
+    let (mut s, _) = server_in(5, policy, Direction::Forward);
     s.progress(5, S);
     s.handle_timeout(2 * S).unwrap();
     let e = s.handle_timeout(3 * S).unwrap_err();
@@ -666,29 +654,13 @@ fn the_server_waits_briefly_for_the_clients_results() {
 
 #[test]
 fn intervals_are_paired_by_index_and_sent_only_by_a_sending_server() {
-    let (mut c, _, now) = client_at(4);
+    let (mut c, _, _) = client_at(4);
     // Forward: only the client sends, so its own samples complete an interval.
     c.local_interval(1, sample(1, 0..2));
     c.local_interval(0, sample(0, 0..2));
     let shown: Vec<_> = events(|| c.poll_event());
     assert_eq!(shown.len(), 2);
-    let (mut s, _) = server_at(0);
-    let p = params(Direction::Reverse);
-    s.handle(
-        Message::Hello {
-            software: "c".into(),
-        },
-        now,
-    )
-    .unwrap();
-    s.handle(Message::Params(p.clone()), now).unwrap();
-    s.accept(plan(&p), now).unwrap();
-    s.data_connection(0).unwrap();
-    s.data_connection(1).unwrap();
-    s.streams_ready(vec![], now);
-    s.handle(Message::Start, now).unwrap();
-    s.streams_started(now);
-    while s.poll_transmit().is_some() {}
+    let (mut s, _) = server_in(5, policy(), Direction::Reverse);
     s.local_interval(0, sample(0, 0..2));
     assert!(matches!(
         s.poll_transmit(),
