@@ -116,8 +116,6 @@ impl From<conversation::Error> for EngineError {
             conversation::Error::Busy { running, cap } => EngineError::Busy { running, cap },
             conversation::Error::Limit(why) => EngineError::Limit(why),
             conversation::Error::Peer(message) => EngineError::Peer(message),
-            // A variant added later: its own text, as a protocol-level refusal.
-            other => EngineError::Peer(other.to_string()),
         }
     }
 }

@@ -11,9 +11,8 @@ use crate::{ProtoError, TestParams};
 pub type Time = Duration;
 
 /// Why a conversation ended early. Each variant is the engine error of the same name, with the same
-/// text; the driver maps them one to one.
+/// text; the driver maps them one to one (exhaustively: a new variant must be mapped, not guessed).
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[non_exhaustive]
 pub enum Error {
     /// The peer sent a message that makes no sense in this phase, or a bad value.
     #[error("protocol error: {0}")]
