@@ -5,29 +5,31 @@
 //! buffers set *before* `connect` (so the window scale in the handshake fits), and then runs the test,
 //! merging its own samples with the server's into one report per interval. Intervals always show the
 //! *sender's* view of each stream, since that is where cwnd, RTT, pacing and the limit chronographs live.
+//!
+//! The conversation's rules are `longhaul_proto::conversation::client`'s; this module is its driver:
+//! it resolves and connects, opens and sets up the data connections, runs the streams and the clock,
+//! and assembles the start of the report from what only this host knows.
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use longhaul_proto::interval::StreamInterval;
+use longhaul_proto::conversation::client::{Client, ClientSettings, Event};
 use longhaul_proto::msg::{CpuUse, SidePlan, SideResults, SocketSetup};
 use longhaul_proto::report::{
-    self, Connected, ConnectingTo, IntervalReport, Report, Start, StartExtra, TestStart, Timestamp,
+    Connected, ConnectingTo, IntervalReport, Report, Start, StartExtra, TestStart, Timestamp,
 };
 use longhaul_proto::window::{BufferAction, BufferOutcome, WindowPlan, assess};
-use longhaul_proto::wire::Preamble;
-use longhaul_proto::{Direction, EndCondition, Message, ProtoError, TestParams, WindowRequest};
+use longhaul_proto::wire::{Cookie, Preamble};
+use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
 use longhaul_sys as sys;
-use longhaul_units::Nanos;
 
-use crate::control::{Control, unexpected};
-use crate::run::{Run, RunStream, drain_timeout, recv_config, send_config};
+use crate::control::Control;
+use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 
 use crate::address::{self, Family};
 use crate::socket::{self, SocketOptions};
-use crate::{EngineError, SOFTWARE, random};
+use crate::{EngineError, SOFTWARE};
 
 /// Everything a test needs.
 #[derive(Debug, Clone)]
@@ -59,8 +61,12 @@ pub struct Quiet;
 impl Observer for Quiet {}
 
 /// Runs one test against a server and returns the full report.
+///
+/// The conversation itself (phases, deadlines, the end of the test, the drain, the pairing of
+/// intervals, the end report) is [`longhaul_proto::conversation::client::Client`]'s; this function
+/// owns the sockets, the stream threads and the clock, and acts on what the machine asks.
 pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, EngineError> {
-    let mut params = cfg.params.clone();
+    let params = cfg.params.clone();
     params.validate()?;
     if let Some(cc) = &params.congestion {
         socket::check_congestion(cc)?;
@@ -73,264 +79,265 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         .unwrap_or(0);
     std::io::Write::write_all(&mut ctrl.socket(), &Preamble::control().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
-    ctrl.send(&Message::Hello {
+    let origin = Instant::now();
+    let settings = ClientSettings {
+        timeout: cfg.timeout,
         software: SOFTWARE.into(),
-    })?;
-    let cookie_hex = match ctrl.recv(cfg.timeout, "the server's welcome")? {
-        Message::Welcome { cookie, .. } => cookie,
-        Message::Busy { running, cap } => return Err(EngineError::Busy { running, cap }),
-        m => return Err(unexpected(&m, "waiting for welcome")),
+        peer: ctrl
+            .socket()
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into()),
     };
-    let cookie = random::unhex(&cookie_hex)
-        .ok_or_else(|| ProtoError::Invalid(format!("bad cookie {cookie_hex:?}")))?;
-
-    params.rtt_ns = measure_rtt(&mut ctrl, cfg.timeout)?.0;
-    ctrl.send(&Message::Params(params.clone()))?;
-    let remote_plan = match ctrl.recv(cfg.timeout, "the server's plan")? {
-        Message::Accepted(plan) => plan,
-        m => return Err(unexpected(&m, "waiting for the server's plan")),
-    };
-
-    let local_plan = socket::side_plan(&params);
-    let plan = &local_plan.window;
-
-    // Open the data connections, each set up before connect.
-    let total = params.direction.connections(params.streams);
-    let opts = SocketOptions {
-        plan,
-        congestion: params.congestion.as_deref(),
-    };
-    let mut socks = Vec::with_capacity(total as usize);
-    let mut local_setups = Vec::with_capacity(total as usize);
-    for i in 0..total {
-        let sender = params.direction.client_sends(i, params.streams);
-        let s = connect_data(
-            cfg,
-            server,
-            &opts,
-            sender,
-            i,
-            &Preamble::data(cookie, i).encode(),
-        )?;
-        let pace = socket::pacing_for(&local_plan, i, params.streams, sender);
-        if let Some(p) = pace {
-            socket::apply_pacing(s.as_fd(), p)?;
-        }
-        local_setups.push(socket::describe(&s, i, sender, pace));
-        socks.push(s);
-    }
-    let remote_setups = match ctrl.recv(cfg.timeout, "the server's stream set-up")? {
-        Message::StreamsReady { sockets } => sockets,
-        m => return Err(unexpected(&m, "waiting for streams")),
-    };
-
-    let start = start_report(
+    let mut drv = Driver {
         cfg,
-        &params,
+        server,
+        origin,
         wall_start,
-        &cookie_hex,
-        &local_plan,
-        &remote_plan,
-        &local_setups,
-        &remote_setups,
-    );
-    obs.start(&start);
-
-    // CPU of this test's threads only (control + streams), as the server counts its side: correct even
-    // when client and server share a process (the self-test).
-    let cpu_before = sys::thread_cpu_time().unwrap_or_default();
-    let streams: Vec<RunStream> = socks
-        .into_iter()
-        .zip(&local_setups)
-        .map(|(sock, s)| RunStream {
-            index: s.stream,
-            sender: s.sender,
-            sock,
-            congestion: s.congestion.clone(),
-            mss: s.mss,
-        })
-        .collect();
-    let send = send_config(&params)?;
-    ctrl.send(&Message::Start)?;
-    let mut run = Run::start(
-        streams,
-        &send,
-        recv_config(&params),
-        params.interval_ns,
-        params.omit_ns,
-    )?;
-    let mut merger = IntervalMerger::new(&params, run.has_senders());
-    let outcome = drive(&mut ctrl, &mut run, &params, &mut merger, obs);
-    if outcome.is_err() {
+        conv: Client::new(params, settings, Duration::ZERO),
+        test: None,
+        run: None,
+        report: None,
+    };
+    let outcome = drv.converse(&mut ctrl, obs);
+    if let Some(run) = drv.run.take() {
+        // The test failed while its streams ran: wake and join them.
         run.abort();
+        let _ = run.finish();
     }
-    let remote_results = match outcome {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = run.finish();
-            return Err(e);
-        }
-    };
-    let (mut totals, worker_cpu, wall, stream_error) = run.finish();
-    if let Some(e) = stream_error {
-        return Err(e);
-    }
-    let cpu = worker_cpu + (sys::thread_cpu_time().unwrap_or_default() - cpu_before);
-    let local_cpu = CpuUse {
-        user_s: cpu.user.as_secs_f64(),
-        system_s: cpu.system.as_secs_f64(),
-        wall_s: wall,
-    };
-    // Let the server log our side; it closes after reading this.
-    let _ = ctrl.send(&Message::Results(SideResults {
-        cpu: local_cpu,
-        streams: totals.clone(),
-    }));
-
-    let intervals = merger.finish(obs);
-    totals.extend(remote_results.streams);
-    let mut end = report::end_report(
-        &totals,
-        params.direction,
-        params.streams,
-        local_cpu,
-        remote_results.cpu,
-    );
-    end.longhaul.warnings = window_warnings(&start.longhaul);
-    Ok(Report {
-        start,
-        intervals,
-        end,
-        error: None,
-    })
+    outcome?;
+    drv.report
+        .ok_or_else(|| EngineError::Timeout("the end of the test".into()))
 }
 
-/// The running phase: interval reports until the end condition, then stop, drain and collect results.
-fn drive(
-    ctrl: &mut Control,
-    run: &mut Run,
-    params: &TestParams,
-    merger: &mut IntervalMerger,
-    obs: &mut dyn Observer,
-) -> Result<SideResults, EngineError> {
-    let started = run.clock.origin();
-    let end_at = match params.end {
-        // The omit period comes on top of the measured duration, as in iperf3.
-        EndCondition::Time { ns } => Some(started + Duration::from_nanos(params.omit_ns + ns)),
-        EndCondition::Bytes { .. } => None,
-    };
-    loop {
-        let now = Instant::now();
-        let done = match end_at {
-            Some(t) => now >= t,
-            // With -n the test ends when every byte has been sent (forward) or received (reverse).
-            None => match params.direction {
-                Direction::Forward => run.all_finished(true),
-                Direction::Reverse => run.all_finished(false),
-                Direction::Bidir => run.all_finished(true) && run.all_finished(false),
-            },
-        };
-        if done {
-            break;
-        }
-        let mut wake = now + Duration::from_millis(if end_at.is_some() { 1000 } else { 20 });
-        for t in [run.next_tick(), end_at].into_iter().flatten() {
-            wake = wake.min(t);
-        }
-        match ctrl.recv_until(wake)? {
-            Some(Message::Interval(s)) => merger.remote(s.index, s.streams, obs),
-            Some(m) => return Err(unexpected(&m, "running")),
-            None => {
-                for (index, streams) in run.poll_intervals() {
-                    merger.local(index, streams, obs);
+/// Sends every message the machine holds, in order.
+fn flush(conv: &mut Client, ctrl: &mut Control) -> Result<(), EngineError> {
+    while let Some(m) = conv.poll_transmit() {
+        ctrl.send(&m)?;
+    }
+    Ok(())
+}
+
+/// What the client learns during set-up and keeps for the report and the run.
+struct Test {
+    params: TestParams,
+    cookie_text: String,
+    server_plan: Box<SidePlan>,
+    local_plan: SidePlan,
+    socks: Vec<TcpStream>,
+    local_setups: Vec<SocketSetup>,
+    start: Option<Start>,
+    /// CPU of this test's threads only (control + streams), as the server counts its side: correct
+    /// even when client and server share a process (the self-test).
+    cpu_before: sys::CpuTime,
+}
+
+/// The client's driver: the machine, and the I/O it asks for.
+struct Driver<'a> {
+    cfg: &'a ClientConfig,
+    server: SocketAddr,
+    origin: Instant,
+    wall_start: u64,
+    conv: Client,
+    test: Option<Test>,
+    run: Option<Run>,
+    report: Option<Report>,
+}
+
+impl Driver<'_> {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn converse(&mut self, ctrl: &mut Control, obs: &mut dyn Observer) -> Result<(), EngineError> {
+        loop {
+            while let Some(ev) = self.conv.poll_event() {
+                self.act(ev, ctrl, obs)?;
+            }
+            flush(&mut self.conv, ctrl)?;
+            if self.conv.is_over() {
+                return Ok(());
+            }
+            let wake = wake_at(self.origin, self.conv.poll_timeout(), self.run.as_ref());
+            match ctrl.recv_until(wake)? {
+                Some(m) => self.conv.handle(m, self.now())?,
+                None => {
+                    if let Some(run) = &mut self.run {
+                        for (index, streams) in run.poll_intervals() {
+                            self.conv.local_interval(index, streams);
+                        }
+                        let (senders, receivers) =
+                            (run.all_finished(true), run.all_finished(false));
+                        self.conv
+                            .streams_finished(senders, receivers, self.origin.elapsed());
+                    }
+                    self.conv.handle_timeout(self.now())?;
                 }
             }
         }
     }
-    run.stop_senders();
-    let deadline = Instant::now() + drain_timeout(params);
-    // Let each sender finish its last write before the last interval is read, so the intervals add up
-    // to the totals; a sender still stuck at the deadline is reported by `wait_all` below.
-    run.wait_senders(deadline);
-    for (index, streams) in run.poll_intervals() {
-        merger.local(index, streams, obs);
-    }
-    if let Some((index, streams)) = run.final_interval() {
-        merger.local(index, streams, obs);
-    }
-    ctrl.send(&Message::Stop)?;
-    let results = loop {
-        match ctrl.recv_until(deadline)? {
-            Some(Message::Interval(s)) => merger.remote(s.index, s.streams, obs),
-            Some(Message::Results(r)) => break r,
-            Some(m) => return Err(unexpected(&m, "waiting for results")),
-            None => return Err(EngineError::Timeout("the server's results".into())),
-        }
-    };
-    if !run.wait_all(deadline) {
-        return Err(EngineError::Timeout("the server's streams to end".into()));
-    }
-    Ok(results)
-}
 
-/// One interval's samples from this side and from the server, as they arrive.
-type Halves = (Option<Vec<StreamInterval>>, Option<Vec<StreamInterval>>);
-
-/// Pairs local and remote interval samples by index and emits each interval once it is complete.
-struct IntervalMerger {
-    direction: Direction,
-    streams: u32,
-    need_local: bool,
-    need_remote: bool,
-    pending: BTreeMap<u32, Halves>,
-    done: Vec<IntervalReport>,
-}
-
-impl IntervalMerger {
-    fn new(params: &TestParams, local_senders: bool) -> Self {
-        let remote_senders = params.direction != Direction::Forward;
-        Self {
-            direction: params.direction,
-            streams: params.streams,
-            need_local: local_senders,
-            need_remote: remote_senders,
-            pending: BTreeMap::new(),
-            done: Vec::new(),
-        }
-    }
-
-    fn local(&mut self, index: u32, s: Vec<StreamInterval>, obs: &mut dyn Observer) {
-        self.pending.entry(index).or_default().0 = Some(s);
-        self.flush(false, obs);
-    }
-
-    fn remote(&mut self, index: u32, s: Vec<StreamInterval>, obs: &mut dyn Observer) {
-        self.pending.entry(index).or_default().1 = Some(s);
-        self.flush(false, obs);
-    }
-
-    /// Emits complete intervals in order; with `all`, emits whatever is left.
-    fn flush(&mut self, all: bool, obs: &mut dyn Observer) {
-        while let Some(entry) = self.pending.first_entry() {
-            let (l, r) = entry.get();
-            let complete = (!self.need_local || l.is_some()) && (!self.need_remote || r.is_some());
-            if !complete && !all {
-                return;
+    fn act(
+        &mut self,
+        ev: Event,
+        ctrl: &mut Control,
+        obs: &mut dyn Observer,
+    ) -> Result<(), EngineError> {
+        match ev {
+            Event::OpenStreams {
+                cookie,
+                cookie_text,
+                params,
+                server_plan,
+            } => {
+                let (socks, local_setups, local_plan) = self.open_streams(&params, cookie)?;
+                self.test = Some(Test {
+                    params,
+                    cookie_text,
+                    server_plan,
+                    local_plan,
+                    socks,
+                    local_setups,
+                    start: None,
+                    cpu_before: sys::CpuTime::default(),
+                });
+                self.conv.streams_connected(self.now());
             }
-            let (l, r) = entry.remove();
-            let samples: Vec<StreamInterval> = l.into_iter().chain(r).flatten().collect();
-            if samples.is_empty() {
-                continue;
+            Event::StreamsReady { sockets } => {
+                let t = self
+                    .test
+                    .as_mut()
+                    .expect("streams ready after they were opened");
+                let start = start_report(
+                    self.cfg,
+                    &t.params,
+                    self.wall_start,
+                    &t.cookie_text,
+                    &t.local_plan,
+                    &t.server_plan,
+                    &t.local_setups,
+                    &sockets,
+                );
+                obs.start(&start);
+                t.start = Some(start);
+                t.cpu_before = sys::thread_cpu_time().unwrap_or_default();
+                let streams: Vec<RunStream> = std::mem::take(&mut t.socks)
+                    .into_iter()
+                    .zip(&t.local_setups)
+                    .map(|(sock, s)| RunStream {
+                        index: s.stream,
+                        sender: s.sender,
+                        sock,
+                        congestion: s.congestion.clone(),
+                        mss: s.mss,
+                    })
+                    .collect();
+                let send = send_config(&t.params)?;
+                self.conv.start();
+                flush(&mut self.conv, ctrl)?;
+                let run = Run::start(
+                    streams,
+                    &send,
+                    recv_config(&t.params),
+                    t.params.interval_ns,
+                    t.params.omit_ns,
+                )?;
+                let started = run.clock.origin().saturating_duration_since(self.origin);
+                self.run = Some(run);
+                self.conv.streams_started(started);
             }
-            let rep = report::interval_report(&samples, self.direction, self.streams);
-            obs.interval(&rep);
-            self.done.push(rep);
+            Event::Interval(rep) => obs.interval(&rep),
+            Event::StopSenders { drain_by } => {
+                let run = self.run.as_mut().expect("running");
+                run.stop_senders();
+                // Let each sender finish its last write before the last interval is read, so the
+                // intervals add up to the totals; a sender still stuck at the deadline is reported by
+                // `wait_all` after the server's results.
+                run.wait_senders(self.origin + drain_by);
+                for (index, streams) in run.poll_intervals() {
+                    self.conv.local_interval(index, streams);
+                }
+                if let Some((index, streams)) = run.final_interval() {
+                    self.conv.local_interval(index, streams);
+                }
+                self.conv.senders_drained();
+            }
+            Event::ServerResults { drain_by } => {
+                let ended = self
+                    .run
+                    .as_ref()
+                    .expect("running")
+                    .wait_all(self.origin + drain_by);
+                self.conv.streams_ended(ended)?;
+                let run = self.run.take().expect("running");
+                let (totals, worker_cpu, wall, stream_error) = run.finish();
+                if let Some(e) = stream_error {
+                    return Err(e);
+                }
+                let t = self.test.as_ref().expect("set up");
+                let cpu = worker_cpu + (sys::thread_cpu_time().unwrap_or_default() - t.cpu_before);
+                self.conv.local_results(SideResults {
+                    cpu: CpuUse {
+                        user_s: cpu.user.as_secs_f64(),
+                        system_s: cpu.system.as_secs_f64(),
+                        wall_s: wall,
+                    },
+                    streams: totals,
+                });
+                // Let the server log our side; it closes after reading this.
+                while let Some(m) = self.conv.poll_transmit() {
+                    let _ = ctrl.send(&m);
+                }
+            }
+            Event::Finished(done) => {
+                let t = self.test.take().expect("set up");
+                let start = t.start.expect("started");
+                let mut end = done.end;
+                end.longhaul.warnings = window_warnings(&start.longhaul);
+                self.report = Some(Report {
+                    start,
+                    intervals: done.intervals,
+                    end,
+                    error: None,
+                });
+            }
         }
+        Ok(())
     }
 
-    fn finish(mut self, obs: &mut dyn Observer) -> Vec<IntervalReport> {
-        self.flush(true, obs);
-        self.done
+    /// Opens the data connections, each set up before connect, and returns them with their set-up and
+    /// this side's plan.
+    fn open_streams(
+        &self,
+        params: &TestParams,
+        cookie: Cookie,
+    ) -> Result<(Vec<TcpStream>, Vec<SocketSetup>, SidePlan), EngineError> {
+        let local_plan = socket::side_plan(params);
+        let total = params.direction.connections(params.streams);
+        let opts = SocketOptions {
+            plan: &local_plan.window,
+            congestion: params.congestion.as_deref(),
+        };
+        let mut socks = Vec::with_capacity(total as usize);
+        let mut local_setups = Vec::with_capacity(total as usize);
+        for i in 0..total {
+            let sender = params.direction.client_sends(i, params.streams);
+            let s = connect_data(
+                self.cfg,
+                self.server,
+                &opts,
+                sender,
+                i,
+                &Preamble::data(cookie, i).encode(),
+            )?;
+            let pace = socket::pacing_for(&local_plan, i, params.streams, sender);
+            if let Some(p) = pace {
+                socket::apply_pacing(s.as_fd(), p)?;
+            }
+            local_setups.push(socket::describe(&s, i, sender, pace));
+            socks.push(s);
+        }
+        Ok((socks, local_setups, local_plan))
     }
 }
 
@@ -389,22 +396,6 @@ fn connect_data(
     std::io::Write::write_all(&mut s, preamble)
         .map_err(|e| EngineError::io(format!("send preamble of stream {index}"), e))?;
     Ok(s)
-}
-
-/// Measures the RTT with a few pings on the control connection; the minimum is the path's RTT with the
-/// least queueing.
-fn measure_rtt(ctrl: &mut Control, timeout: Duration) -> Result<Nanos, EngineError> {
-    let mut best = u64::MAX;
-    for seq in 0..5 {
-        let t0 = Instant::now();
-        ctrl.send(&Message::Ping { seq })?;
-        match ctrl.recv(timeout, "pong")? {
-            Message::Pong { seq: s } if s == seq => {}
-            m => return Err(unexpected(&m, "measuring the RTT")),
-        }
-        best = best.min(t0.elapsed().as_nanos() as u64);
-    }
-    Ok(Nanos(best.max(1)))
 }
 
 /// One outcome per buffer kind that matters on this side, from the first socket of each role.

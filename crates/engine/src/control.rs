@@ -14,9 +14,9 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use longhaul_proto::Message;
 use longhaul_proto::frame::{FrameDecoder, FrameEncoder, FrameOpen, FrameSeal, Framed};
 use longhaul_proto::wire::{PREAMBLE_LEN, Preamble};
-use longhaul_proto::{Message, ProtoError};
 
 use crate::EngineError;
 
@@ -232,12 +232,4 @@ pub(crate) fn is_timeout(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
-}
-
-/// The error for a message that makes no sense in the current phase.
-pub(crate) fn unexpected(m: &Message, phase: &'static str) -> EngineError {
-    EngineError::Protocol(ProtoError::Unexpected {
-        got: m.kind(),
-        phase,
-    })
 }

@@ -3,6 +3,7 @@
 use std::io;
 
 use longhaul_proto::ProtoError;
+use longhaul_proto::conversation;
 use longhaul_sys::SysError;
 
 /// Why a test or a server operation failed.
@@ -104,6 +105,19 @@ pub enum EngineError {
         /// What went wrong.
         source: io::Error,
     },
+}
+
+/// A conversation's error is the engine error of the same name, with the same text.
+impl From<conversation::Error> for EngineError {
+    fn from(e: conversation::Error) -> Self {
+        match e {
+            conversation::Error::Protocol(p) => EngineError::Protocol(p),
+            conversation::Error::Timeout(what) => EngineError::Timeout(what),
+            conversation::Error::Busy { running, cap } => EngineError::Busy { running, cap },
+            conversation::Error::Limit(why) => EngineError::Limit(why),
+            conversation::Error::Peer(message) => EngineError::Peer(message),
+        }
+    }
 }
 
 impl From<longhaul_transfer::WireError> for EngineError {

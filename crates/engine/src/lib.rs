@@ -4,9 +4,9 @@
 //! `longhaul-proto`, `longhaul-transfer` and `longhaul-models`, and its system calls from
 //! `longhaul-sys`. The binary's test, server, send, get and doctor call it. Start at [`client`].
 //!
-//! It drives the pure types of `longhaul-proto` (messages, window plan, interval accounting, report)
-//! with blocking sockets, one thread per data stream, and the system calls of `longhaul-sys`
-//! (buffers, congestion control, pacing, TCP_INFO, CPU time):
+//! It drives the pure types of `longhaul-proto` (each side's conversation machine, messages, window
+//! plan, interval accounting, report) with blocking sockets, one thread per data stream, and the system
+//! calls of `longhaul-sys` (buffers, congestion control, pacing, TCP_INFO, CPU time):
 //!
 //! - [`server`]: `longhaul server`, many tests at once on one port;
 //! - [`client`]: `longhaul test HOST`;

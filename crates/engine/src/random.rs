@@ -28,31 +28,16 @@ pub(crate) fn seed() -> Result<u64, EngineError> {
     Ok(u64::from_le_bytes(b) | 1)
 }
 
-/// Lower-case hex of a cookie, as it travels in JSON.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Parses a 32-digit hex cookie.
-pub(crate) fn unhex(s: &str) -> Option<[u8; 16]> {
-    if s.len() != 32 || !s.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
+    use longhaul_proto::conversation::{cookie_hex as hex, parse_cookie as unhex};
+
     #[test]
     fn cookies_differ_and_round_trip_through_hex() {
         let (a, b) = (super::cookie().unwrap(), super::cookie().unwrap());
         assert_ne!(a, b);
-        assert_eq!(super::unhex(&super::hex(&a)), Some(a));
-        assert_eq!(super::unhex("zz"), None);
-        assert_eq!(super::unhex(&"é".repeat(16)), None);
+        assert_eq!(unhex(&hex(&a)), Some(a));
+        assert_eq!(unhex("zz"), None);
+        assert_eq!(unhex(&"é".repeat(16)), None);
     }
 }

@@ -188,11 +188,6 @@ impl Run {
             .fold(0u64, |t, s| t.saturating_add(s.worker.state.bytes()))
     }
 
-    /// Whether this side sends on any stream.
-    pub(crate) fn has_senders(&self) -> bool {
-        self.streams.iter().any(|t| t.worker.state.sender)
-    }
-
     /// Whether every stream in the chosen role (senders if `senders`, else receivers) has ended.
     pub(crate) fn all_finished(&self, senders: bool) -> bool {
         self.streams
@@ -277,10 +272,16 @@ impl Run {
     }
 }
 
-/// How long to let queued data drain after the end: generous, since a long path with large buffers can
-/// hold seconds of data.
-pub(crate) fn drain_timeout(params: &TestParams) -> Duration {
-    Duration::from_secs(15) + Duration::from_nanos(params.rtt_ns.saturating_mul(20))
+/// When a driver wakes next: at the conversation's deadline (`deadline` after `origin`) or the run's
+/// next interval tick, whichever is first; a second from now if neither (only a fallback: every phase
+/// that waits on the peer has a deadline).
+pub(crate) fn wake_at(origin: Instant, deadline: Option<Duration>, run: Option<&Run>) -> Instant {
+    let tick = run.and_then(Run::next_tick);
+    match (deadline.map(|d| origin + d), tick) {
+        (Some(d), Some(t)) => d.min(t),
+        (Some(w), None) | (None, Some(w)) => w,
+        (None, None) => Instant::now() + Duration::from_secs(1),
+    }
 }
 
 pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError> {

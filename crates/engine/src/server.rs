@@ -9,6 +9,10 @@
 //! oversized message, a peer that dies — is logged, the session's sockets and threads are released, and
 //! the other sessions never notice.
 //!
+//! A test session's conversation (its phases, step deadlines, limits on the test, end and drain) is
+//! `longhaul_proto::conversation::server`'s state machine; this module drives it and keeps what needs
+//! all sessions or the host: admission, routing data connections by cookie, the listener's buffer.
+//!
 //! Limits the server enforces on peers that do not hold a key (issue 11, finding 4):
 //! - set-up: each step has one deadline for the whole step (`handshake_timeout`): the preamble and
 //!   the hello together from the moment of accept, then all pings and the parameters, then all data
@@ -33,15 +37,18 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::msg::{MAX_STREAMS, SidePlan};
+use longhaul_proto::Message;
+use longhaul_proto::conversation::server::{
+    Event, Server as TestSession, ServerPolicy, ServerSettings,
+};
+use longhaul_proto::msg::{CpuUse, MAX_STREAMS, SidePlan, SideResults, SocketSetup};
 use longhaul_proto::window::BufferAction;
 use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, encode_frame};
-use longhaul_proto::{EndCondition, Message, ProtoError, TestParams};
 use longhaul_sys as sys;
 use tracing::{info, warn};
 
 use crate::control::{Control, read_preamble};
-use crate::run::{Run, RunStream, drain_timeout, recv_config, send_config};
+use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 use crate::socket::{self, SocketOptions};
 use crate::transfer::DataGate;
 use crate::{EngineError, SOFTWARE, random};
@@ -107,11 +114,7 @@ pub const MAX_HANDSHAKING: u32 = 1024;
 /// beyond the data connections its sessions are waiting for. A host trickling preambles holds at most
 /// this many slots for at most one handshake timeout each, and other sources keep the rest.
 pub const MAX_HANDSHAKING_PER_SOURCE: u32 = 32;
-/// Most pings a test client may send before its parameters (the client sends 5).
-pub const MAX_PINGS: u32 = 64;
-/// How long past its duration a test the client did not stop may run (one-way delays, the client's
-/// start after ours), plus two RTTs.
-pub const OVERRUN_GRACE: Duration = Duration::from_secs(5);
+pub use longhaul_proto::conversation::server::{MAX_PINGS, OVERRUN_GRACE};
 
 /// Where a session waiting for data connections takes them, and for a transfer the proof they must
 /// present first.
@@ -544,302 +547,264 @@ impl Drop for Registration<'_> {
     }
 }
 
-fn unexpected(m: &Message, phase: &'static str) -> EngineError {
-    EngineError::Protocol(ProtoError::Unexpected {
-        got: m.kind(),
-        phase,
-    })
-}
-
-/// A whole step's deadline passed: the error names the step and the limit.
-fn step_timeout(what: &str, peer: &str, t: Duration) -> EngineError {
-    EngineError::Timeout(format!(
-        "{what} from {peer} (each set-up step must complete within {} s)",
-        t.as_secs_f64()
-    ))
-}
-
-/// Checks a test's parameters against this server's own limits (beyond the protocol's ranges).
-fn check_limits(
-    cfg: &ServerConfig,
-    params: &TestParams,
-    side: &SidePlan,
-) -> Result<(), EngineError> {
-    if params.streams > cfg.max_streams {
-        return Err(EngineError::Limit(format!(
-            "test asks for {} streams; this server allows {} per test (--max-streams)",
-            params.streams, cfg.max_streams
-        )));
+/// The conversation's limits from this server's configuration.
+fn policy(cfg: &ServerConfig) -> ServerPolicy {
+    ServerPolicy {
+        handshake_timeout: cfg.handshake_timeout,
+        max_duration: cfg.max_duration,
+        stall_timeout: cfg.stall_timeout,
+        max_streams: cfg.max_streams,
+        max_test_memory: cfg.max_test_memory,
     }
-    if let EndCondition::Time { ns } = params.end {
-        let total = Duration::from_nanos(ns.saturating_add(params.omit_ns));
-        if total > cfg.max_duration {
-            return Err(EngineError::Limit(format!(
-                "test of {} s (omit period included) is longer than this server's maximum of {} s \
-                 (--max-duration)",
-                total.as_secs_f64(),
-                cfg.max_duration.as_secs()
-            )));
-        }
-    }
-    let memory = buffer_bytes(side, params);
-    if memory > cfg.max_test_memory {
-        return Err(EngineError::Limit(format!(
-            "test needs {} MiB of socket buffers on this server ({} connections); it allows {} MiB \
-             per test (--max-test-memory): use a smaller -w, fewer streams or a lower target rate",
-            memory >> 20,
-            params.direction.connections(params.streams),
-            cfg.max_test_memory >> 20
-        )));
-    }
-    Ok(())
 }
 
-/// Socket-buffer bytes a test makes this server request, as the kernel grants them (twice each
-/// request), over all data connections. Autotuned buffers are not counted: the kernel bounds them by
-/// `net.ipv4.tcp_rmem`/`tcp_wmem` and its global `tcp_mem` pressure.
-fn buffer_bytes(side: &SidePlan, params: &TestParams) -> u64 {
-    let per = |b: &longhaul_proto::window::BufferPlan| match b.action {
-        BufferAction::Set { request, .. } => request.saturating_mul(2),
-        BufferAction::Autotune { .. } => 0,
-    };
-    (0..params.direction.connections(params.streams)).fold(0u64, |t, i| {
-        let sender = !params.direction.client_sends(i, params.streams);
-        let b = if sender {
-            &side.window.send
-        } else {
-            &side.window.recv
-        };
-        t.saturating_add(per(b))
-    })
-}
-
+/// Serves one admitted test session. The conversation's rules (phases, step deadlines, the server's
+/// limits on a test, its end, the drain) are [`Server`](longhaul_proto::conversation::server::Server)'s;
+/// this drives it: the control connection, the data connections routed by cookie, admission credit
+/// for them, the listener's buffer, the streams and the clock.
 fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(), EngineError> {
-    let t = shared.cfg.handshake_timeout;
+    let origin = Instant::now();
     let peer = ctrl
         .socket()
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
     let cpu_start = sys::thread_cpu_time().unwrap_or_default();
-    // The preamble and the hello share the first step's deadline, counted from accept.
-    match ctrl.recv_until(hello_by)? {
-        Some(Message::Hello { .. }) => {}
-        Some(m) => return Err(unexpected(&m, "waiting for hello")),
-        None => return Err(step_timeout("preamble and hello", &peer, t)),
-    }
     let cookie = random::cookie()?;
-    let (registration, rx) = Registration::new(shared, cookie, None);
-    ctrl.send(&Message::Welcome {
+    let (registration, data) = Registration::new(shared, cookie, None);
+    let settings = ServerSettings {
         software: SOFTWARE.into(),
-        cookie: random::hex(&cookie),
-    })?;
-    // All pings and the parameters: one step, one deadline, a bounded number of pings.
-    let params_by = Instant::now() + t;
-    let mut pings = 0u32;
-    let params = loop {
-        match ctrl.recv_until(params_by)? {
-            Some(Message::Ping { seq }) => {
-                pings += 1;
-                if pings > MAX_PINGS {
-                    return Err(EngineError::Limit(format!(
-                        "more than {MAX_PINGS} pings before the test parameters"
-                    )));
-                }
-                ctrl.send(&Message::Pong { seq })?;
-            }
-            Some(Message::Params(p)) => break p,
-            Some(m) => return Err(unexpected(&m, "waiting for test parameters")),
-            None => return Err(step_timeout("pings and test parameters", &peer, t)),
-        }
+        peer: peer.clone(),
+        cookie,
     };
-    if let Some(cc) = &params.congestion {
-        socket::check_congestion(cc)?;
-    }
-    let side = socket::side_plan(&params);
-    check_limits(&shared.cfg, &params, &side)?;
-    let total = params.direction.connections(params.streams);
-    let expecting = Expecting::new(shared, ctrl.socket().peer_addr().ok(), total);
-    let listener_use = ListenerUse::new(shared);
-    if let BufferAction::Set { request, force } = side.window.recv.action {
-        listener_use.widen(request, force);
-    }
-    ctrl.send(&Message::Accepted(side.clone()))?;
-
-    // Collect the data connections.
-    let mut socks: Vec<Option<TcpStream>> = (0..total).map(|_| None).collect();
-    let deadline = Instant::now() + t;
-    let mut arrived = 0;
-    while arrived < total {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (idx, s) = rx.recv_timeout(left).map_err(|_| {
-            step_timeout(&format!("{} data connections", total - arrived), &peer, t)
-        })?;
-        match socks.get_mut(idx as usize) {
-            Some(slot @ None) => {
-                *slot = Some(s);
-                arrived += 1;
-            }
-            _ => {
-                return Err(
-                    ProtoError::Invalid(format!("bad or duplicate stream index {idx}")).into(),
-                );
-            }
-        }
-    }
-    drop(registration);
-    drop(expecting);
-
-    let opts = SocketOptions {
-        plan: &side.window,
-        congestion: params.congestion.as_deref(),
+    let conv = TestSession::new(
+        policy(&shared.cfg),
+        settings,
+        // The preamble and the hello share the first step's deadline, counted from accept.
+        hello_by.saturating_duration_since(origin),
+    );
+    let mut s = Session {
+        shared,
+        origin,
+        peer,
+        cpu_start,
+        conv,
+        data,
+        registration: Some(registration),
+        expecting: None,
+        listener_use: None,
+        side: None,
+        socks: Vec::new(),
+        streams: Vec::new(),
+        run: None,
+        moved: None,
     };
-    let mut setups = Vec::with_capacity(total as usize);
-    let mut streams = Vec::with_capacity(total as usize);
-    for (i, s) in socks.into_iter().enumerate() {
-        let s = s.expect("all connections arrived");
-        let i = i as u32;
-        let sender = !params.direction.client_sends(i, params.streams);
-        socket::apply(s.as_fd(), &opts, sender, i)?;
-        let pace = socket::pacing_for(&side, i, params.streams, sender);
-        if let Some(p) = pace {
-            socket::apply_pacing(s.as_fd(), p)?;
-        }
-        let setup = socket::describe(&s, i, sender, pace);
-        streams.push(RunStream {
-            index: i,
-            sender,
-            sock: s,
-            congestion: setup.congestion.clone(),
-            mss: setup.mss,
-        });
-        setups.push(setup);
-    }
-    ctrl.send(&Message::StreamsReady { sockets: setups })?;
-    match ctrl.recv(t, "start")? {
-        Message::Start => {}
-        m => return Err(unexpected(&m, "waiting for start")),
-    }
-    info!(%peer, streams = params.streams, direction = ?params.direction, "test started");
-    let send = send_config(&params)?;
-    let mut run = Run::start(
-        streams,
-        &send,
-        recv_config(&params),
-        params.interval_ns,
-        params.omit_ns,
-    )?;
-    let outcome = serve_running(ctrl, &mut run, &params, &shared.cfg);
-    if outcome.is_err() {
+    let outcome = s.converse(ctrl);
+    if let Some(run) = s.run.take() {
         run.abort();
+        let _ = run.finish();
     }
-    let (totals, worker_cpu, wall, stream_error) = run.finish();
     outcome?;
-    if let Some(e) = stream_error {
-        return Err(e);
+    if let Some((bytes, wall)) = s.moved {
+        info!(peer = %s.peer, bytes, seconds = wall, "test finished");
     }
-    let control_cpu = sys::thread_cpu_time().unwrap_or_default() - cpu_start;
-    let cpu = worker_cpu + control_cpu;
-    let bytes: u64 = totals.iter().map(|t| t.bytes).sum();
-    ctrl.send(&Message::Results(longhaul_proto::msg::SideResults {
-        cpu: longhaul_proto::msg::CpuUse {
-            user_s: cpu.user.as_secs_f64(),
-            system_s: cpu.system.as_secs_f64(),
-            wall_s: wall,
-        },
-        streams: totals,
-    }))?;
-    // The client answers with its own results; wait briefly so it can read ours before we close.
-    let _ = ctrl.recv(Duration::from_secs(5), "client results");
-    info!(%peer, bytes, seconds = wall, "test finished");
-    drop(listener_use);
     Ok(())
 }
 
-/// The running phase on the server: interval reports until the client says stop, then drain.
-fn serve_running(
-    ctrl: &mut Control,
-    run: &mut Run,
-    params: &TestParams,
-    cfg: &ServerConfig,
-) -> Result<(), EngineError> {
-    // The test ends by its duration (or this server's maximum) plus grace, stopped or not.
-    let limit = match params.end {
-        EndCondition::Time { ns } => {
-            Duration::from_nanos(ns.saturating_add(params.omit_ns)).min(cfg.max_duration)
-        }
-        EndCondition::Bytes { .. } => cfg.max_duration,
-    };
-    let started = Instant::now();
-    let end_by = started
-        + limit
-        + OVERRUN_GRACE
-        + Duration::from_nanos(params.rtt_ns.min(longhaul_proto::msg::MAX_RTT_NS) * 2);
-    let mut moved = run.bytes_moved();
-    let mut progress_at = started;
-    loop {
-        let now = Instant::now();
-        if now >= end_by {
-            return Err(EngineError::Limit(format!(
-                "test still running {:.0} s after its start, past its {} s duration; the client \
-                 never said stop (this server's maximum is {} s, --max-duration)",
-                (now - started).as_secs_f64(),
-                limit.as_secs_f64(),
-                cfg.max_duration.as_secs()
-            )));
-        }
-        let bytes = run.bytes_moved();
-        if bytes != moved {
-            moved = bytes;
-            progress_at = now;
-        } else if now - progress_at >= cfg.stall_timeout {
-            return Err(EngineError::Limit(format!(
-                "test stalled: no stream moved a byte for {} s (--stall-timeout)",
-                cfg.stall_timeout.as_secs()
-            )));
-        }
-        // Wake at least once a second so a dead client is noticed even without interval reports.
-        let wake = run
-            .next_tick()
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
-        match ctrl.recv_until(wake.min(Instant::now() + Duration::from_secs(1)))? {
-            Some(Message::Stop) => break,
-            Some(m) => return Err(unexpected(&m, "running")),
-            None => {
-                for (index, streams) in run.poll_intervals() {
-                    if run.has_senders() {
-                        ctrl.send(&Message::Interval(longhaul_proto::msg::IntervalSample {
-                            index,
-                            streams,
-                        }))?;
+/// One session's driver: the machine, and what it asked the driver to hold.
+struct Session<'a> {
+    shared: &'a Shared,
+    origin: Instant,
+    peer: String,
+    cpu_start: sys::CpuTime,
+    conv: TestSession,
+    /// Where the data connections presenting the cookie arrive.
+    data: Receiver<(u32, TcpStream)>,
+    registration: Option<Registration<'a>>,
+    expecting: Option<Expecting<'a>>,
+    listener_use: Option<ListenerUse<'a>>,
+    side: Option<SidePlan>,
+    /// Data connections as they arrive, by stream index (while the machine expects them).
+    socks: Vec<Option<TcpStream>>,
+    /// Set-up data connections, until the start.
+    streams: Vec<RunStream>,
+    run: Option<Run>,
+    /// Bytes moved and wall time of the finished test (for the log).
+    moved: Option<(u64, f64)>,
+}
+
+impl Session<'_> {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn converse(&mut self, ctrl: &mut Control) -> Result<(), EngineError> {
+        loop {
+            while let Some(ev) = self.conv.poll_event() {
+                self.act(ev, ctrl)?;
+            }
+            flush(&mut self.conv, ctrl)?;
+            if self.conv.is_over() {
+                return Ok(());
+            }
+            let wake = wake_at(self.origin, self.conv.poll_timeout(), self.run.as_ref());
+            if !self.socks.is_empty() {
+                // Collecting the data connections: they come through the registration, not the
+                // control connection (which is read again for the start).
+                let left = wake.saturating_duration_since(Instant::now());
+                match self.data.recv_timeout(left) {
+                    Ok((index, sock)) => {
+                        self.conv.data_connection(index)?;
+                        if let Some(slot) = self.socks.get_mut(index as usize) {
+                            *slot = Some(sock);
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => self.conv.handle_timeout(self.now())?,
+                    // Cannot happen while registered; wait out the step all the same.
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        std::thread::sleep(left);
+                        self.conv.handle_timeout(self.now())?;
                     }
                 }
+                continue;
+            }
+            match ctrl.recv_until(wake) {
+                Ok(Some(m)) => self.conv.handle(m, self.now())?,
+                Ok(None) => {
+                    if let Some(run) = &mut self.run {
+                        for (index, streams) in run.poll_intervals() {
+                            self.conv.local_interval(index, streams);
+                        }
+                        self.conv.progress(run.bytes_moved(), self.origin.elapsed());
+                    }
+                    self.conv.handle_timeout(self.now())?;
+                }
+                // The client may close instead of sending its results.
+                Err(_) if self.conv.connection_closed() => {}
+                Err(e) => return Err(e),
             }
         }
     }
-    run.stop_senders();
-    let deadline = Instant::now() + drain_timeout(params);
-    // Let each sender finish its last write before the last interval is read, so the intervals add up
-    // to the totals; a sender still stuck at the deadline is reported by `wait_all` below.
-    run.wait_senders(deadline);
-    for (index, streams) in run.poll_intervals() {
-        if run.has_senders() {
-            ctrl.send(&Message::Interval(longhaul_proto::msg::IntervalSample {
-                index,
-                streams,
-            }))?;
+
+    fn act(&mut self, ev: Event, ctrl: &mut Control) -> Result<(), EngineError> {
+        match ev {
+            Event::Plan(params) => {
+                if let Some(cc) = &params.congestion {
+                    socket::check_congestion(cc)?;
+                }
+                let side = socket::side_plan(&params);
+                self.conv.accept(side.clone(), self.now())?;
+                self.side = Some(side);
+            }
+            Event::ExpectStreams { count } => {
+                self.expecting = Expecting::new(self.shared, ctrl.socket().peer_addr().ok(), count);
+                let listener_use = ListenerUse::new(self.shared);
+                if let Some(side) = &self.side
+                    && let BufferAction::Set { request, force } = side.window.recv.action
+                {
+                    listener_use.widen(request, force);
+                }
+                self.listener_use = Some(listener_use);
+                self.socks = (0..count).map(|_| None).collect();
+            }
+            Event::SetUpStreams => {
+                self.registration = None;
+                self.expecting = None;
+                let setups = self.set_up_streams()?;
+                self.conv.streams_ready(setups, self.now());
+            }
+            Event::StartStreams => {
+                let params = self.conv.params().expect("params before the start").clone();
+                info!(peer = %self.peer, streams = params.streams, direction = ?params.direction, "test started");
+                let send = send_config(&params)?;
+                let run = Run::start(
+                    std::mem::take(&mut self.streams),
+                    &send,
+                    recv_config(&params),
+                    params.interval_ns,
+                    params.omit_ns,
+                )?;
+                self.run = Some(run);
+                self.conv.streams_started(self.now());
+            }
+            Event::StopSenders { drain_by } => {
+                let deadline = self.origin + drain_by;
+                let run = self.run.as_mut().expect("running");
+                run.stop_senders();
+                // Let each sender finish its last write before the last interval is read, so the
+                // intervals add up to the totals; a sender still stuck at the deadline is reported by
+                // `wait_all` below.
+                run.wait_senders(deadline);
+                for (index, streams) in run.poll_intervals() {
+                    self.conv.local_interval(index, streams);
+                }
+                if let Some((index, streams)) = run.final_interval() {
+                    self.conv.local_interval(index, streams);
+                }
+                flush(&mut self.conv, ctrl)?;
+                let ended = run.wait_all(deadline);
+                self.conv.streams_ended(ended)?;
+                let run = self.run.take().expect("running");
+                let (totals, worker_cpu, wall, stream_error) = run.finish();
+                if let Some(e) = stream_error {
+                    return Err(e);
+                }
+                let control_cpu = sys::thread_cpu_time().unwrap_or_default() - self.cpu_start;
+                let cpu = worker_cpu + control_cpu;
+                self.moved = Some((totals.iter().map(|t| t.bytes).sum(), wall));
+                let results = SideResults {
+                    cpu: CpuUse {
+                        user_s: cpu.user.as_secs_f64(),
+                        system_s: cpu.system.as_secs_f64(),
+                        wall_s: wall,
+                    },
+                    streams: totals,
+                };
+                self.conv.local_results(results, self.now());
+            }
+            Event::Finished => {}
         }
+        Ok(())
     }
-    if let Some((index, streams)) = run.final_interval()
-        && run.has_senders()
-    {
-        ctrl.send(&Message::Interval(longhaul_proto::msg::IntervalSample {
-            index,
-            streams,
-        }))?;
+
+    /// Sets up every data connection as planned (buffers, congestion control, pacing) and returns
+    /// how the kernel set each up.
+    fn set_up_streams(&mut self) -> Result<Vec<SocketSetup>, EngineError> {
+        let params = self.conv.params().expect("params before the streams");
+        let side = self.side.as_ref().expect("a plan before the streams");
+        let opts = SocketOptions {
+            plan: &side.window,
+            congestion: params.congestion.as_deref(),
+        };
+        let socks = std::mem::take(&mut self.socks);
+        let mut setups = Vec::with_capacity(socks.len());
+        for (i, s) in socks.into_iter().enumerate() {
+            let s = s.expect("all connections arrived");
+            let i = i as u32;
+            let sender = !params.direction.client_sends(i, params.streams);
+            socket::apply(s.as_fd(), &opts, sender, i)?;
+            let pace = socket::pacing_for(side, i, params.streams, sender);
+            if let Some(p) = pace {
+                socket::apply_pacing(s.as_fd(), p)?;
+            }
+            let setup = socket::describe(&s, i, sender, pace);
+            self.streams.push(RunStream {
+                index: i,
+                sender,
+                sock: s,
+                congestion: setup.congestion.clone(),
+                mss: setup.mss,
+            });
+            setups.push(setup);
+        }
+        Ok(setups)
     }
-    if !run.wait_all(deadline) {
-        return Err(EngineError::Timeout("the client's streams to end".into()));
+}
+
+/// Sends every message the machine holds, in order.
+fn flush(conv: &mut TestSession, ctrl: &mut Control) -> Result<(), EngineError> {
+    while let Some(m) = conv.poll_transmit() {
+        ctrl.send(&m)?;
     }
     Ok(())
 }

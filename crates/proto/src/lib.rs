@@ -13,10 +13,14 @@
 //! - [`window`]: socket-buffer sizing from RTT × rate, and the honest report of what the kernel granted;
 //! - [`pacing`]: a total pacing rate split across streams;
 //! - [`interval`]: per-interval and end-of-test accounting of TCP_INFO samples;
-//! - [`report`]: the iperf3-compatible JSON report.
+//! - [`report`]: the iperf3-compatible JSON report;
+//! - [`conversation`]: the test conversation of each side as a state machine (phases, deadlines, the
+//!   end of the test, the drain, the pairing of intervals, the end report).
 //!
-//! Allowed dependencies: `longhaul-units`, serde, thiserror. No tokio, libc, sockets or clock.
+//! Allowed dependencies: `longhaul-units`, serde, serde_json, thiserror, jiff (without its clock). No
+//! tokio, libc, sockets or clock.
 
+pub mod conversation;
 pub mod frame;
 pub mod interval;
 pub mod msg;

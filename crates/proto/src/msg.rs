@@ -15,6 +15,8 @@
 //! C: Results          S: (closes)
 //! ```
 //!
+//! Each side's part of it, phase by phase, is a state machine in [`crate::conversation`].
+//!
 //! Every message is checked by [`Message::from_json`] and every parameter by [`TestParams::validate`], so
 //! the server can refuse bad input with a one-line reason before it allocates anything for the test.
 

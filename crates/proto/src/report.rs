@@ -208,7 +208,7 @@ impl StreamEntry {
         let start = s.start_ns as f64 / 1e9;
         let end = s.end_ns as f64 / 1e9;
         Self {
-            socket: s.stream + 1,
+            socket: s.stream.saturating_add(1),
             start,
             end,
             seconds: end - start,
@@ -280,13 +280,16 @@ pub fn interval_report(
         .map(|s| StreamEntry::from_interval(s))
         .collect();
     let sum_of = |pick: &dyn Fn(u32) -> bool| -> Option<SumEntry> {
-        let chosen: Vec<&StreamEntry> = entries.iter().filter(|e| pick(e.socket - 1)).collect();
+        let chosen: Vec<&StreamEntry> = entries
+            .iter()
+            .filter(|e| pick(e.socket.saturating_sub(1)))
+            .collect();
         let first = chosen.first()?;
         let (start, end) = (
             first.start,
             chosen.iter().map(|e| e.end).fold(first.end, f64::max),
         );
-        let bytes = chosen.iter().map(|e| e.bytes).sum();
+        let bytes = total(chosen.iter().map(|e| e.bytes));
         let ns = ((end - start) * 1e9).round() as u64;
         Some(SumEntry {
             start,
@@ -294,7 +297,7 @@ pub fn interval_report(
             seconds: end - start,
             bytes,
             bits_per_second: rate(bytes, ns),
-            retransmits: Some(chosen.iter().map(|e| e.retransmits).sum()),
+            retransmits: Some(total(chosen.iter().map(|e| e.retransmits))),
             // Both sides run the same omit period, so an interval's streams agree; any one omitted
             // stream marks the sum omitted.
             omitted: chosen.iter().any(|e| e.omitted),
@@ -484,7 +487,7 @@ pub fn end_report(
                 .unwrap_or_default();
             EndStream {
                 sender: EndSender {
-                    socket: id + 1,
+                    socket: id.saturating_add(1),
                     start: 0.0,
                     end: s.seconds,
                     seconds: s.seconds,
@@ -506,7 +509,7 @@ pub fn end_report(
                     omitted_bytes: s.omitted_bytes,
                 },
                 receiver: EndReceiver {
-                    socket: id + 1,
+                    socket: id.saturating_add(1),
                     start: 0.0,
                     end: r.seconds,
                     seconds: r.seconds,
@@ -522,7 +525,7 @@ pub fn end_report(
     let sum = |list: &[&StreamTotals], main: bool, sender: bool| -> SumEntry {
         let chosen: Vec<&&StreamTotals> =
             list.iter().filter(|t| in_main(t.stream) == main).collect();
-        let bytes = chosen.iter().map(|t| t.bytes).sum();
+        let bytes = total(chosen.iter().map(|t| t.bytes));
         let seconds = chosen.iter().map(|t| t.seconds).fold(0.0, f64::max);
         SumEntry {
             start: 0.0,
@@ -530,7 +533,7 @@ pub fn end_report(
             seconds,
             bytes,
             bits_per_second: rate_s(bytes, seconds),
-            retransmits: sender.then(|| chosen.iter().map(|t| t.retransmits).sum()),
+            retransmits: sender.then(|| total(chosen.iter().map(|t| t.retransmits))),
             omitted: false,
             sender,
         }
@@ -547,7 +550,7 @@ pub fn end_report(
     // CPU is measured over the whole run, omit period included, so it is divided by everything sent.
     let moved_gbit: f64 = senders
         .iter()
-        .map(|t| (t.bytes + t.omitted_bytes) as f64 * 8.0 / 1e9)
+        .map(|t| t.bytes.saturating_add(t.omitted_bytes) as f64 * 8.0 / 1e9)
         .sum();
     End {
         streams: entries,
@@ -574,6 +577,12 @@ pub fn end_report(
             ..Default::default()
         },
     }
+}
+
+/// The sum of counters from a peer, saturating: figures a hostile peer made up to overflow show as
+/// the largest count instead of ending the test in a panic.
+fn total(counts: impl Iterator<Item = u64>) -> u64 {
+    counts.fold(0, u64::saturating_add)
 }
 
 fn rate_s(bytes: u64, seconds: f64) -> f64 {
