@@ -519,8 +519,10 @@ fn a_data_connection_with_a_sniffed_cookie_but_no_proof_is_not_admitted() {
     h.extend_from_slice(&(evil.len() as u32).to_be_bytes());
     h.extend_from_slice(&0u32.to_be_bytes());
     h.extend_from_slice(&hash_chunk(&evil).0);
-    inject.write_all(&h).unwrap();
-    inject.write_all(&evil).unwrap();
+    // The server may refuse the connection (no proof) before these bytes are all written, and then
+    // a write fails with a reset: that is the outcome wanted, not a failure of the test.
+    let _ = inject.write_all(&h);
+    let _ = inject.write_all(&evil);
     // Give the server the time to route it (ordering only: the attacker's connection comes first).
     std::thread::sleep(Duration::from_millis(500));
 
