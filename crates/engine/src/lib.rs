@@ -8,10 +8,14 @@
 //! plan, interval accounting, report) with blocking sockets, one thread per data stream, and the system
 //! calls of `longhaul-sys` (buffers, congestion control, pacing, TCP_INFO, CPU time):
 //!
-//! - [`server`]: `longhaul server`, many tests at once on one port;
+//! - [`server`]: `longhaul server`, many tests (and transfers) at once on one port;
 //! - [`client`]: `longhaul test HOST`;
-//! - `run`, `stream`, `socket`, `control`: one side of a running test, its stream workers, data-socket
-//!   set-up and the framed control connection.
+//! - [`transfer`]: `longhaul send`/`get` and the server's side of them;
+//! - [`doctor`]: this host's facts and tuning findings;
+//! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
+//! - `run`, `stream`, `socket`, `payload`, [`zerocopy`]: one side of a running test, its stream
+//!   workers, data-socket set-up, the bytes sent and `-Z`;
+//! - `address`, `random`, `error`: name resolution by family, randomness, the error type.
 
 mod address;
 mod control;

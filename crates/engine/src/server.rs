@@ -17,7 +17,7 @@
 //! - set-up: each step has one deadline for the whole step (`handshake_timeout`): the preamble and
 //!   the hello together from the moment of accept, then all pings and the parameters, then all data
 //!   connections, then the start; at most [`MAX_PINGS`] pings;
-//! - admission (see [`Handshaking::admit`]): at most [`MAX_HANDSHAKING`] connections waiting for
+//! - admission (see `Handshaking::admit`): at most [`MAX_HANDSHAKING`] connections waiting for
 //!   their preamble, at most [`MAX_HANDSHAKING_PER_SOURCE`] of them from one source (an IPv4 address
 //!   or an IPv6 /64), except that a source whose sessions are waiting for their data connections may
 //!   have that many more, outside the global cap: so neither one host nor many trickling preambles

@@ -27,9 +27,10 @@
 //! A `complete` record is appended after the file was verified and renamed into place.
 //!
 //! The journal is data the receiver reads back from disk, so it is never trusted to name what the
-//! receiver touches: the temporary file of a record is *derived* ([`temp_path`](crate::reserved::temp_path): `.lh-<id>.part` in the
-//! file's own directory) and a record whose `temp` field says anything else is inconsistent (replay stops
-//! there); a record naming a reserved path ([`is_reserved_name`](crate::reserved::is_reserved_name)) is inconsistent too; and the receiver
+//! receiver touches: the temporary file of a record is *derived* ([`temp_path`]: `.lh-<id>.part` in
+//! the file's own directory) and a record whose `temp` field says anything else is inconsistent
+//! (replay stops there); a record naming a reserved path
+//! ([`is_reserved_name`](crate::reserved::is_reserved_name)) is inconsistent too; and the receiver
 //! acts on a record only for a path of the current manifest with the same [`FileIdentity`]. So a forged
 //! or planted journal can at worst make the receiver delete or continue the session's own temporaries.
 //!

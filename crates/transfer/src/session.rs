@@ -1,5 +1,5 @@
 //! The authenticated session that follows the handshake: sealed control frames, data-connection
-//! proofs and sealed chunk headers, all keyed by the [`SessionKeys`] the handshake derived.
+//! proofs and sealed chunk headers, all keyed by the [`SessionKeys`](crate::auth::SessionKeys) the handshake derived.
 //!
 //! **Control frames.** From the server's first frame after `auth_challenge` (normally `auth_ok`) and the
 //! client's first frame after `auth_response`, every frame is *sealed*:
