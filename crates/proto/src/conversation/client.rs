@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::interval::StreamInterval;
-use crate::msg::{SidePlan, SideResults, SocketSetup};
+use crate::msg::{IntervalSample, SidePlan, SideResults, SocketSetup};
 use crate::report::{self, End, IntervalReport};
 use crate::wire::Cookie;
 use crate::{Direction, EndCondition, Message, ProtoError, TestParams};
@@ -155,6 +155,8 @@ pub struct Client {
     merger: IntervalMerger,
     cookie: Option<(Cookie, String)>,
     server_results: Option<SideResults>,
+    /// When the streams started (the origin of both sides' interval indices, give or take an RTT).
+    started: Option<Time>,
 }
 
 impl Client {
@@ -177,6 +179,7 @@ impl Client {
             merger,
             cookie: None,
             server_results: None,
+            started: None,
         }
     }
 
@@ -256,6 +259,7 @@ impl Client {
             EndCondition::Bytes { .. } => End_::Bytes(after(now, BYTES_CHECK)),
         };
         self.phase = Phase::Running { end };
+        self.started = Some(now);
     }
 
     /// With `-n`, whether every local sender and every local receiver has ended, as of `now`: the
@@ -441,6 +445,7 @@ impl Client {
             },
             Phase::Ready { .. } | Phase::Running { .. } => match msg {
                 Message::Interval(s) => {
+                    check_remote_interval(&self.params, self.started, &s, now)?;
                     self.merger.remote(s.index, s.streams, &mut self.events);
                     Ok(())
                 }
@@ -450,6 +455,7 @@ impl Client {
                 by, stopped, early, ..
             } => match msg {
                 Message::Interval(s) => {
+                    check_remote_interval(&self.params, self.started, &s, now)?;
                     self.merger.remote(s.index, s.streams, &mut self.events);
                     Ok(())
                 }
@@ -533,6 +539,61 @@ impl Client {
 }
 
 /// One interval's samples from this side and from the server, as they arrive.
+/// Ticks a side's interval clock can have had beyond whole intervals since its start: the one at the
+/// end of the omit period, the last partial interval, and one for the server's start lagging or
+/// leading the client's by up to an RTT.
+const TICK_SLACK: u64 = 3;
+
+/// Checks an interval sample from the server before it is kept: the server reports only the streams
+/// it sends on (none in a forward test), each once, and only intervals its clock can have reached by
+/// `now`. So a lying server can neither forge the samples of the client's own streams nor grow the
+/// client's memory faster than the test's own interval clock.
+fn check_remote_interval(
+    params: &TestParams,
+    started: Option<Time>,
+    s: &IntervalSample,
+    now: Time,
+) -> Result<(), Error> {
+    let refuse = |why: String| Err(Error::Protocol(ProtoError::Invalid(why)));
+    if params.direction == Direction::Forward {
+        return refuse(format!(
+            "the server sent interval {} although it sends on no stream in a forward test",
+            s.index
+        ));
+    }
+    let elapsed = started.map_or(Duration::ZERO, |t| now.saturating_sub(t));
+    let whole = match params.interval_ns {
+        0 => 0,
+        every => u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX) / every,
+    };
+    if u64::from(s.index) > whole.saturating_add(TICK_SLACK) {
+        return refuse(format!(
+            "the server sent interval {} {:.3} s into the test (at most {} intervals so far)",
+            s.index,
+            elapsed.as_secs_f64(),
+            whole.saturating_add(TICK_SLACK)
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for st in &s.streams {
+        let valid = st.stream < params.direction.connections(params.streams)
+            && !params.direction.client_sends(st.stream, params.streams);
+        if !valid || !seen.insert(st.stream) {
+            return refuse(format!(
+                "the server's interval {} reports stream {} {}",
+                s.index,
+                st.stream,
+                if valid {
+                    "twice"
+                } else {
+                    "that it does not send on"
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
 type Halves = (Option<Vec<StreamInterval>>, Option<Vec<StreamInterval>>);
 
 /// Pairs local and remote interval samples by index and reports each interval once it is complete.

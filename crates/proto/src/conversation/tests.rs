@@ -667,3 +667,71 @@ fn intervals_are_paired_by_index_and_sent_only_by_a_sending_server() {
         Some(Message::Interval(IntervalSample { index: 0, .. }))
     ));
 }
+
+/// A server that lies in its intervals: it reports streams it does not send on (in a forward test it
+/// sends on none), streams that do not exist, or intervals far ahead of the test, to grow the client's
+/// memory or forge its report. Each is refused with the reason.
+#[test]
+fn a_lying_servers_intervals_are_refused() {
+    let refused = |c: &mut Client, index: u32, streams: Vec<StreamInterval>, now: Time| {
+        let e = c
+            .handle(Message::Interval(IntervalSample { index, streams }), now)
+            .expect_err("a lying interval is refused");
+        assert!(matches!(e, Error::Protocol(ProtoError::Invalid(_))), "{e}");
+        e.to_string()
+    };
+    // Forward: the server sends on no stream, so it has no interval to report.
+    let (mut c, _, now) = client_at(4);
+    let e = refused(&mut c, 0, sample(0, 0..2), now + S);
+    assert!(e.contains("sends on no stream"), "{e}");
+
+    // Reverse (streams 0 and 1 are the server's): a stream that does not exist, a stream twice, and
+    // an interval a thousand seconds ahead of a test 1 s old.
+    for (index, streams, why) in [
+        (0, sample(0, [0, 7].into_iter()), "stream 7"),
+        (0, sample(0, [1, 1].into_iter()), "stream 1"),
+        (1000, sample(1000, 0..2), "interval 1000"),
+    ] {
+        let mut c = reverse_client_running();
+        let e = refused(&mut c, index, streams, now + S);
+        assert!(e.contains(why), "{e}");
+    }
+    // What a real server sends is taken: its own streams, at the test's pace.
+    let mut c = reverse_client_running();
+    c.handle(
+        Message::Interval(IntervalSample {
+            index: 0,
+            streams: sample(0, 0..2),
+        }),
+        now + S,
+    )
+    .unwrap();
+}
+
+/// A reverse test's client in its running phase, started at time 0.
+fn reverse_client_running() -> Client {
+    let p = params(Direction::Reverse);
+    let mut c = client(p, Duration::ZERO);
+    let mut s = server(Duration::ZERO);
+    let now = Duration::ZERO;
+    s.handle(c.poll_transmit().unwrap(), now).unwrap();
+    c.handle(s.poll_transmit().unwrap(), now).unwrap();
+    exchange(&mut c, &mut s, now).unwrap();
+    let Some(server::Event::Plan(got)) = s.poll_event() else {
+        panic!("plan")
+    };
+    s.accept(plan(&got), now).unwrap();
+    exchange(&mut c, &mut s, now).unwrap();
+    c.streams_connected(now);
+    c.handle(
+        Message::StreamsReady {
+            sockets: vec![setup(0, true), setup(1, true)],
+        },
+        now,
+    )
+    .unwrap();
+    c.start();
+    c.streams_started(now);
+    while c.poll_event().is_some() {}
+    c
+}
