@@ -65,7 +65,7 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode> {
     let target = match target(args) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("longhaul: error: {e:#}");
+            eprintln!("longhaul: error: {}", crate::logging::error_line(&e));
             return Ok(ExitCode::from(2));
         }
     };

@@ -82,7 +82,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("longhaul: error: {e:#}");
+            eprintln!("longhaul: error: {}", crate::logging::error_line(&e));
             ExitCode::FAILURE
         }
     }
