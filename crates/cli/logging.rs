@@ -58,7 +58,10 @@ mod tests {
     #[test]
     fn a_cause_already_in_the_message_is_printed_once() {
         let e = anyhow::Error::from(longhaul_engine::EngineError::Protocol(
-            longhaul_proto::ProtoError::FrameTooLarge(77568),
+            longhaul_proto::ProtoError::FrameTooLarge {
+                len: 77568,
+                limit: 65536,
+            },
         ));
         assert_eq!(
             error_line(&e),

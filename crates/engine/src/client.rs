@@ -190,6 +190,9 @@ impl Driver<'_> {
                 params,
                 server_plan,
             } => {
+                // The server admitted the test: its stream set-up, intervals and results may be as
+                // large as the test's stream count needs.
+                ctrl.set_frame_limit(params.frame_limit());
                 let (socks, local_setups, local_plan) = self.open_streams(&params, cookie)?;
                 self.test = Some(Test {
                     params,

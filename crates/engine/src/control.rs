@@ -104,6 +104,12 @@ where
         self.writer.send(msg)
     }
 
+    /// Accepts frames of up to `limit` bytes from now on (a test, once admitted:
+    /// [`longhaul_proto::TestParams::frame_limit`]).
+    pub(crate) fn set_frame_limit(&mut self, limit: usize) {
+        self.dec.set_limit(limit);
+    }
+
     /// From now on frames this side sends are sealed by `sealer`, and frames it receives must be sealed
     /// and pass `opener`. Called between frames, where the protocol switches.
     pub(crate) fn seal(&mut self, sealer: Box<dyn FrameSeal>, opener: Box<dyn FrameOpen>) {

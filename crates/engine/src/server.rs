@@ -694,6 +694,9 @@ impl Session<'_> {
                 }
                 let side = socket::side_plan(&params);
                 self.conv.accept(side.clone(), self.now())?;
+                // Admitted within this server's limits: the client's results may be as large as the
+                // test's stream count needs.
+                ctrl.set_frame_limit(params.frame_limit());
                 self.side = Some(side);
             }
             Event::ExpectStreams { count } => {

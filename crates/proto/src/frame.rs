@@ -22,8 +22,9 @@ use std::marker::PhantomData;
 
 use serde::Serialize;
 
-/// Largest frame body accepted (64 KiB): the biggest legitimate message (a results message for many
-/// streams, a manifest batch) stays well below this.
+/// Largest frame body accepted (64 KiB) unless the protocol raises its decoder's limit
+/// ([`FrameDecoder::set_limit`]): every handshake message and a transfer's manifest batches stay well
+/// below this. A test raises it once admitted, for its per-stream messages ([`crate::msg::TestParams::frame_limit`]).
 pub const MAX_FRAME_LEN: usize = 64 * 1024;
 
 /// Bytes of the length prefix.
@@ -48,9 +49,15 @@ pub trait Framed: Serialize + Sized {
 /// protocol's error type maps each case (`From<FrameError>`), and a new case must be mapped everywhere.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
-    /// The length prefix announced more than [`MAX_FRAME_LEN`] bytes.
-    #[error("control frame of {0} bytes exceeds the 64 KiB limit")]
-    TooLarge(usize),
+    /// The length prefix announced more bytes than the decoder's limit ([`MAX_FRAME_LEN`] unless
+    /// raised).
+    #[error("control frame of {len} bytes exceeds the {} KiB limit", limit / 1024)]
+    TooLarge {
+        /// The length announced.
+        len: usize,
+        /// The limit it exceeds.
+        limit: usize,
+    },
     /// A length prefix of zero.
     #[error("empty control frame")]
     Empty,
@@ -128,13 +135,13 @@ impl std::fmt::Debug for FrameEncoder {
 
 /// The body length announced by the frame at the start of `buf`, checked as soon as its prefix is in;
 /// `Ok(None)` before that.
-fn body_len(buf: &[u8]) -> Result<Option<usize>, FrameError> {
+fn body_len(buf: &[u8], limit: usize) -> Result<Option<usize>, FrameError> {
     let Some(prefix) = buf.first_chunk::<PREFIX_LEN>() else {
         return Ok(None);
     };
     match u32::from_be_bytes(*prefix) as usize {
         0 => Err(FrameError::Empty),
-        len if len > MAX_FRAME_LEN => Err(FrameError::TooLarge(len)),
+        len if len > limit => Err(FrameError::TooLarge { len, limit }),
         len => Ok(Some(len)),
     }
 }
@@ -147,7 +154,16 @@ pub fn decode<M: Framed>(
     buf: &[u8],
     opener: Option<&mut dyn FrameOpen>,
 ) -> Result<Option<(M, usize)>, M::Error> {
-    let Some(len) = body_len(buf)? else {
+    decode_within(buf, opener, MAX_FRAME_LEN)
+}
+
+/// [`decode`] with a frame body of at most `limit` bytes.
+fn decode_within<M: Framed>(
+    buf: &[u8],
+    opener: Option<&mut dyn FrameOpen>,
+    limit: usize,
+) -> Result<Option<(M, usize)>, M::Error> {
+    let Some(len) = body_len(buf, limit)? else {
         return Ok(None);
     };
     let tag_len = opener.as_ref().map_or(0, |o| o.tag_len());
@@ -166,9 +182,11 @@ pub fn decode<M: Framed>(
 
 /// The receiving half of a connection's framing: feed it the bytes that arrived, take out whole
 /// messages. Reading at most [`FrameDecoder::wanted`] bytes at a time, it never buffers more than one
-/// frame (at most 4 + [`MAX_FRAME_LEN`] + the tag), whatever the peer sends.
+/// frame (at most 4 + its limit + the tag; the limit is [`MAX_FRAME_LEN`] unless raised), whatever
+/// the peer sends.
 pub struct FrameDecoder<M> {
     buf: Vec<u8>,
+    limit: usize,
     opener: Option<Box<dyn FrameOpen>>,
     msg: PhantomData<fn() -> M>,
 }
@@ -178,9 +196,16 @@ impl<M: Framed> FrameDecoder<M> {
     pub fn new() -> Self {
         Self {
             buf: Vec::new(),
+            limit: MAX_FRAME_LEN,
             opener: None,
             msg: PhantomData,
         }
+    }
+
+    /// Accepts frame bodies of up to `limit` bytes from now on (the protocol raises it once the peer
+    /// is admitted to send larger messages; it is never lowered below [`MAX_FRAME_LEN`]).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.max(MAX_FRAME_LEN);
     }
 
     /// From the next frame on, every frame must be sealed and is checked by `opener`. Switch between
@@ -195,7 +220,7 @@ impl<M: Framed> FrameDecoder<M> {
         let tag_len = self.opener.as_ref().map_or(0, |o| o.tag_len());
         let need = match self.buf.first_chunk::<PREFIX_LEN>() {
             None => PREFIX_LEN,
-            Some(p) => PREFIX_LEN + (u32::from_be_bytes(*p) as usize).min(MAX_FRAME_LEN) + tag_len,
+            Some(p) => PREFIX_LEN + (u32::from_be_bytes(*p) as usize).min(self.limit) + tag_len,
         };
         need.saturating_sub(self.buf.len()).max(1)
     }
@@ -203,13 +228,15 @@ impl<M: Framed> FrameDecoder<M> {
     /// Appends received bytes. Errors as soon as the current frame's length prefix is out of range.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), M::Error> {
         self.buf.extend_from_slice(bytes);
-        body_len(&self.buf).map(drop).map_err(M::Error::from)
+        body_len(&self.buf, self.limit)
+            .map(drop)
+            .map_err(M::Error::from)
     }
 
     /// The next whole message, if one is buffered ([`decode`]).
     pub fn next_message(&mut self) -> Result<Option<M>, M::Error> {
         let opener = self.opener.as_mut().map(|o| &mut **o as &mut dyn FrameOpen);
-        let decoded = decode::<M>(&self.buf, opener);
+        let decoded = decode_within::<M>(&self.buf, opener, self.limit);
         decoded.map(|frame| {
             frame.map(|(msg, used)| {
                 self.buf.drain(..used);
@@ -301,7 +328,7 @@ mod tests {
     fn oversized_frame_is_refused_before_buffering() {
         let mut dec = FrameDecoder::<Message>::new();
         let err = dec.push(&(u32::MAX).to_be_bytes()).unwrap_err();
-        assert!(matches!(err, ProtoError::FrameTooLarge(_)));
+        assert!(matches!(err, ProtoError::FrameTooLarge { .. }));
     }
 
     #[test]
@@ -501,11 +528,60 @@ mod tests {
         big.push(b'{');
         assert_eq!(
             decode::<Message>(&big, Some(&mut Counted::default())),
-            Err(ProtoError::FrameTooLarge(MAX_FRAME_LEN + 1))
+            Err(ProtoError::FrameTooLarge {
+                len: MAX_FRAME_LEN + 1,
+                limit: MAX_FRAME_LEN
+            })
         );
         assert_eq!(
             decode::<Message>(&[0; 4], None),
             Err(ProtoError::EmptyFrame)
         );
+    }
+
+    #[test]
+    fn a_raised_limit_admits_larger_frames_and_still_bounds_them() {
+        // An interval of 1000 streams: about 95 KiB of JSON, over the handshake's limit.
+        let sample = |stream| crate::interval::StreamInterval {
+            stream,
+            start_ns: 0,
+            end_ns: 1_000_000_000,
+            omitted: false,
+            bytes: 1_000_000,
+            sender: true,
+            tcp: None,
+        };
+        let big = Message::Interval(crate::msg::IntervalSample {
+            index: 0,
+            streams: (0..1000).map(sample).collect(),
+        });
+        let frame = encode_frame(&big);
+        let mut dec = FrameDecoder::<Message>::new();
+        assert_eq!(
+            dec.push(&frame[..4]),
+            Err(ProtoError::FrameTooLarge {
+                len: frame.len() - 4,
+                limit: MAX_FRAME_LEN
+            })
+        );
+        let mut dec = FrameDecoder::<Message>::new();
+        dec.set_limit(2 * MAX_FRAME_LEN);
+        let mut rest = &frame[..];
+        while !rest.is_empty() {
+            let n = dec.wanted().min(rest.len());
+            dec.push(&rest[..n]).unwrap();
+            rest = &rest[n..];
+        }
+        assert_eq!(dec.next_message().unwrap(), Some(big));
+        let over = ((2 * MAX_FRAME_LEN + 1) as u32).to_be_bytes();
+        let err = dec.push(&over).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "control frame of 131073 bytes exceeds the 128 KiB limit"
+        );
+        // Never below the handshake's limit.
+        let mut dec = FrameDecoder::<Message>::new();
+        dec.set_limit(10);
+        dec.push(&(MAX_FRAME_LEN as u32).to_be_bytes()).unwrap();
     }
 }

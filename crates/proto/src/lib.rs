@@ -44,9 +44,14 @@ pub enum ProtoError {
     /// Reserved flags were set.
     #[error("reserved preamble flags set ({0:#04x})")]
     BadFlags(u8),
-    /// A frame announced more bytes than any message may have.
-    #[error("control frame of {0} bytes exceeds the 64 KiB limit")]
-    FrameTooLarge(usize),
+    /// A frame announced more bytes than the receiver accepts at this point of the conversation.
+    #[error("control frame of {len} bytes exceeds the {} KiB limit", limit / 1024)]
+    FrameTooLarge {
+        /// The length announced.
+        len: usize,
+        /// The receiver's limit.
+        limit: usize,
+    },
     /// A frame of length zero.
     #[error("empty control frame")]
     EmptyFrame,
@@ -72,7 +77,7 @@ pub enum ProtoError {
 impl From<frame::FrameError> for ProtoError {
     fn from(e: frame::FrameError) -> Self {
         match e {
-            frame::FrameError::TooLarge(len) => ProtoError::FrameTooLarge(len),
+            frame::FrameError::TooLarge { len, limit } => ProtoError::FrameTooLarge { len, limit },
             frame::FrameError::Empty => ProtoError::EmptyFrame,
             frame::FrameError::Auth(why) => ProtoError::FrameAuth(why),
         }

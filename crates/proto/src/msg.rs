@@ -27,6 +27,10 @@ use crate::ProtoError;
 /// Most parallel streams one test may ask for. iperf3 caps at 128 as "a sanity check"; long fat pipes at
 /// 100 Gbit/s × 300 ms need more than that to stay under the 1 GiB window of one TCP stream.
 pub const MAX_STREAMS: u32 = 1024;
+/// Frame bytes a test's control connection accepts per data connection on top of
+/// [`crate::frame::MAX_FRAME_LEN`], once the test is admitted: the messages that grow with the streams
+/// (stream set-up, interval samples, results) take about 300 bytes per connection.
+pub const FRAME_BYTES_PER_CONNECTION: usize = 1024;
 /// Longest test: one day, like iperf3.
 pub const MAX_DURATION_NS: u64 = 86_400 * 1_000_000_000;
 /// Largest write (`-l`): 64 MiB.
@@ -264,6 +268,16 @@ pub struct TestParams {
 }
 
 impl TestParams {
+    /// The largest control frame either side accepts once this test is admitted (the server has
+    /// accepted its parameters): [`crate::frame::MAX_FRAME_LEN`] plus [`FRAME_BYTES_PER_CONNECTION`]
+    /// for each data connection, so a test of many streams can report them all (at most about
+    /// 2.1 MiB, for 1024 streams both ways). Before admission, frames stay under the handshake's
+    /// 64 KiB.
+    pub fn frame_limit(&self) -> usize {
+        let connections = self.direction.connections(self.streams.min(MAX_STREAMS)) as usize;
+        crate::frame::MAX_FRAME_LEN + connections * FRAME_BYTES_PER_CONNECTION
+    }
+
     /// Checks every field against the limits above; the error names the field.
     ///
     /// The ranges (every number a client sends): streams 1..=[`MAX_STREAMS`]; duration 1 ns..=one day

@@ -347,7 +347,7 @@ impl Framed for Message {
 impl From<FrameError> for WireError {
     fn from(e: FrameError) -> Self {
         match e {
-            FrameError::TooLarge(len) => WireError::FrameTooLarge(len),
+            FrameError::TooLarge { len, .. } => WireError::FrameTooLarge(len),
             FrameError::Empty => WireError::EmptyFrame,
             FrameError::Auth(why) => WireError::FrameAuth(why),
         }
