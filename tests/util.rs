@@ -103,6 +103,28 @@ pub(crate) fn postgres() -> Option<SharedPostgres> {
     })
 }
 
+/// Reads `stream` line by line on a thread of its own and sends the lines that `wanted` accepts.
+/// With an `echo` tag every line is also written to stderr behind `[tag]` (the test's output shows
+/// what the child said) until the stream ends; without one, reading stops once the receiver is gone.
+pub(crate) fn read_lines(
+    stream: impl Read + Send + 'static,
+    echo: Option<&'static str>,
+    wanted: fn(&str) -> bool,
+) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let gone = wanted(&line) && tx.send(line.clone()).is_err();
+            match echo {
+                Some(tag) => eprintln!("[{tag}] {line}"),
+                None if gone => break,
+                None => {}
+            }
+        }
+    });
+    rx
+}
+
 /// Path of the binary under test.
 pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_longhaul")
@@ -129,15 +151,7 @@ impl ServerProc {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start longhaul server");
-        let stderr = child.stderr.take().expect("stderr piped");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = read_lines(child.stderr.take().expect("stderr piped"), None, |_| true);
         let port = loop {
             let line = rx
                 .recv_timeout(Duration::from_secs(20))
