@@ -30,7 +30,7 @@ use longhaul_units::{
 };
 use serde::{Deserialize, Serialize};
 
-pub use error::TopologyError;
+pub use error::{FileError, TopologyError, line_col, write_place};
 pub use presets::{Preset, preset, presets};
 
 /// Most router hops a path may have (addresses 10.201.1.1–.253).

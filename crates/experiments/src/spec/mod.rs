@@ -157,15 +157,7 @@ impl Spec {
                 .ok_or_else(|| refuse("", format!("unknown preset {name:?}")))?
                 .topology()
                 .map_err(|e| refuse("", e.to_string())),
-            (PathSource::File(f), Some(text)) => {
-                Topology::from_toml(text, f).map_err(|e| SpecError {
-                    file: e.file,
-                    line: e.line,
-                    column: e.column,
-                    field: e.field,
-                    message: e.message,
-                })
-            }
+            (PathSource::File(f), Some(text)) => Topology::from_toml(text, f),
             (PathSource::File(f), None) => {
                 Err(refuse(f, "the topology file's text is needed".into()))
             }
