@@ -1301,9 +1301,8 @@ fn a_client_of_another_protocol_version_is_refused_with_a_clear_error() {
 /// built on it is refused, the refusal is the server's rule and not a mistake of the peer.
 #[test]
 fn the_raw_test_peer_sends_a_file_the_real_server_accepts() {
-    use crate::raw_peer::{RawPeer, key_of};
+    use crate::raw_peer::{RawPeer, file_entry, key_of};
     use longhaul_transfer::Message;
-    use longhaul_transfer::manifest::{Entry, EntryKind, ManifestEntry};
     use longhaul_transfer::msg::Direction;
 
     let t = Scratch::new("rawpeer");
@@ -1312,17 +1311,7 @@ fn the_raw_test_peer_sends_a_file_the_real_server_accepts() {
     let server = serve(&root, &key);
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
     let payload = b"sent by hand".to_vec();
-    let entry = ManifestEntry {
-        id: 7,
-        entry: Entry {
-            path: "hand.txt".to_string().try_into().unwrap(),
-            kind: EntryKind::File {
-                size: payload.len() as u64,
-            },
-            mode: 0o644,
-            mtime_ns: 1_600_000_000_000_000_000,
-        },
-    };
+    let entry = file_entry(7, "hand.txt", 0o644, payload.len() as u64);
     peer.offer(false, vec![entry])
         .expect("the server's resume state");
     assert_eq!(
