@@ -31,6 +31,31 @@ pub struct FileError {
 pub type TopologyError = FileError;
 
 impl FileError {
+    /// The TOML reader's error `e` about `text`, the file `file`: with the
+    /// line and column of its span, and the field `field_at` finds at that
+    /// line (the TOML reader knows the place but not the field).
+    pub fn from_toml(
+        e: &toml::de::Error,
+        text: &str,
+        file: &str,
+        field_at: impl Fn(&str, usize) -> Option<String>,
+    ) -> Self {
+        let (line, column) = match e.span() {
+            Some(span) => {
+                let (l, c) = line_col(text, span.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        Self {
+            file: file.to_owned(),
+            line,
+            column,
+            field: line.and_then(|l| field_at(text, l)),
+            message: e.message().trim().to_owned(),
+        }
+    }
+
     /// An error about `field`, without a place yet.
     pub(crate) fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {

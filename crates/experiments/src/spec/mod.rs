@@ -34,7 +34,7 @@ use std::fmt::Write as _;
 use longhaul_topology::{Topology, preset};
 use longhaul_units::Nanos;
 
-use crate::error::{SpecError, field_at_line, line_col};
+use crate::error::{SpecError, field_at_line};
 
 mod args;
 mod check;
@@ -52,22 +52,8 @@ impl Spec {
     /// only named, and checked when the runner passes its text to
     /// [`Spec::topology`].
     pub fn parse(text: &str, file_name: &str) -> Result<Self, SpecError> {
-        let raw: RawSpec = toml::from_str(text).map_err(|e| {
-            let (line, column) = match e.span() {
-                Some(span) => {
-                    let (l, c) = line_col(text, span.start);
-                    (Some(l), Some(c))
-                }
-                None => (None, None),
-            };
-            SpecError {
-                file: file_name.to_owned(),
-                line,
-                column,
-                field: line.and_then(|l| field_at_line(text, l)),
-                message: e.message().trim().to_owned(),
-            }
-        })?;
+        let raw: RawSpec = toml::from_str(text)
+            .map_err(|e| SpecError::from_toml(&e, text, file_name, field_at_line))?;
         let mut cx = Ctx {
             text,
             file: file_name,
