@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Machine, bin, longhaul, machine_alone, netns_privileges, program};
+use crate::util::{
+    Machine, bin, longhaul, machine_alone, namespaces_named, netns_privileges, program,
+};
 
 fn serial() -> Machine {
     machine_alone()
@@ -864,14 +866,6 @@ impl Drop for DownOnDrop {
             .args(["emulate", "down", "--name", &self.0])
             .output();
     }
-}
-
-fn namespaces_named(prefix: &str) -> usize {
-    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&list.stdout)
-        .lines()
-        .filter(|l| l.starts_with(prefix))
-        .count()
 }
 
 #[test]

@@ -1170,15 +1170,7 @@ fn a_cut_path_times_out_on_both_ends_and_the_same_command_resumes() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the server in host b");
-    let log = server.stderr.take().unwrap();
-    let (tx, server_log) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(log).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let server_log = crate::util::read_lines(server.stderr.take().unwrap(), None, |_| true);
     let wait_log = |needle: &str| loop {
         let line = server_log
             .recv_timeout(Duration::from_secs(30))

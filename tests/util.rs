@@ -74,6 +74,12 @@ pub(crate) fn netns_privileges() -> bool {
     )
 }
 
+/// For a test that makes namespaces and must have the machine to itself: the sole hold on the
+/// machine ([`machine_alone`]), or `None` when the test cannot run ([`netns_privileges`]).
+pub(crate) fn netns_alone() -> Option<Machine> {
+    netns_privileges().then(machine_alone)
+}
+
 /// Whether `program` is installed (on `PATH`); when not, the test cannot run and says which Debian
 /// `package` provides it.
 pub(crate) fn program(program: &str, package: &str) -> bool {
@@ -123,6 +129,15 @@ pub(crate) fn read_lines(
         }
     });
     rx
+}
+
+/// How many network namespaces there are whose name starts with `prefix` (`ip netns list`).
+pub(crate) fn namespaces_named(prefix: &str) -> usize {
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .count()
 }
 
 /// Path of the binary under test.
