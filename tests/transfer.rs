@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::util::{ServerProc, bin};
+use crate::util::{DownOnDrop, ServerProc, bin};
 
 /// A scratch directory under the system's temp dir, removed when dropped.
 pub(crate) struct Scratch(PathBuf);
@@ -1089,7 +1089,7 @@ fn a_second_transfer_into_the_same_dest_is_refused_while_the_first_runs() {
 }
 
 /// A named emulated testbed, taken down when dropped.
-struct Testbed(String);
+struct Testbed(DownOnDrop);
 
 impl Testbed {
     fn up(args: &[&str]) -> Self {
@@ -1101,20 +1101,20 @@ impl Testbed {
             .output()
             .expect("run longhaul emulate up");
         assert!(out.status.success(), "emulate up: {}", stderr(&out));
-        Self(name)
+        Self(DownOnDrop(name))
     }
 
     /// `longhaul emulate exec --name NAME HOST -- ARGS...` as a command.
     fn exec(&self, host: &str, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
-        c.args(["emulate", "exec", "--name", &self.0, host, "--"])
+        c.args(["emulate", "exec", "--name", &self.0.0, host, "--"])
             .args(args);
         c
     }
 
     fn link(&self, state: &str) {
         let out = Command::new(bin())
-            .args(["emulate", "link", "--name", &self.0, state])
+            .args(["emulate", "link", "--name", &self.0.0, state])
             .output()
             .expect("run longhaul emulate link");
         assert!(
@@ -1122,14 +1122,6 @@ impl Testbed {
             "emulate link {state}: {}",
             stderr(&out)
         );
-    }
-}
-
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        let _ = Command::new(bin())
-            .args(["emulate", "down", "--name", &self.0])
-            .output();
     }
 }
 

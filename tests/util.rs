@@ -140,6 +140,18 @@ pub(crate) fn namespaces_named(prefix: &str) -> usize {
         .count()
 }
 
+/// Takes the named emulated testbed down when dropped, so a failing test does not leave its
+/// emulator running.
+pub(crate) struct DownOnDrop(pub(crate) String);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new(bin())
+            .args(["emulate", "down", "--name", &self.0])
+            .output();
+    }
+}
+
 /// Path of the binary under test.
 pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_longhaul")
