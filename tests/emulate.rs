@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Machine, bin, longhaul, machine_alone, netns_privileges, program};
+use crate::util::{
+    DownOnDrop, Machine, bin, longhaul, machine_alone, namespaces_named, netns_privileges, program,
+};
 
 fn serial() -> Machine {
     machine_alone()
@@ -744,13 +746,7 @@ fn sigterm_stops_the_command_and_tears_down() {
         .spawn()
         .expect("run longhaul emulate");
     let prefix = format!("lh-e{}-", child.id());
-    let netns = || {
-        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        String::from_utf8_lossy(&list.stdout)
-            .lines()
-            .filter(|l| l.starts_with(&prefix))
-            .count()
-    };
+    let netns = || namespaces_named(&prefix);
     let start = Instant::now();
     while netns() < 2 {
         assert!(
@@ -853,25 +849,6 @@ fn emulate_cmd(args: &[&str]) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-/// Takes a named testbed down when dropped, so a failing test does not leave its emulator running.
-struct DownOnDrop(String);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        let _ = Command::new(bin())
-            .args(["emulate", "down", "--name", &self.0])
-            .output();
-    }
-}
-
-fn namespaces_named(prefix: &str) -> usize {
-    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&list.stdout)
-        .lines()
-        .filter(|l| l.starts_with(prefix))
-        .count()
 }
 
 #[test]

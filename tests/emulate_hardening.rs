@@ -6,7 +6,7 @@
 //! The emulator tests need root (namespaces and TUN devices) and fail otherwise (unless LONGHAUL_TEST_SKIP=1); they hold the
 //! machine alone, as the other emulator tests do, and every testbed they bring up is taken down.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 use longhaul_proto::Message;
 use longhaul_proto::wire::{Preamble, encode_frame};
 
-use crate::util::{bin, machine_alone, machine_shared, netns_privileges, program};
+use crate::util::{
+    bin, machine_alone, machine_shared, namespaces_named, netns_alone, netns_privileges, program,
+    read_lines,
+};
 
 fn show(what: &str, out: &Output) {
     println!(
@@ -25,14 +28,6 @@ fn show(what: &str, out: &Output) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn namespaces_named(prefix: &str) -> usize {
-    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&list.stdout)
-        .lines()
-        .filter(|l| l.starts_with(prefix))
-        .count()
 }
 
 /// A scratch directory of this test (root-owned, mode 0755), removed when dropped.
@@ -72,10 +67,9 @@ fn emulate_pcap(dir: &Path) -> Output {
 
 #[test]
 fn pcap_refuses_a_planted_symlink_and_never_truncates_an_existing_file() {
-    if !netns_privileges() {
+    let Some(_machine) = netns_alone() else {
         return;
-    }
-    let _machine = machine_alone();
+    };
     let scratch = Scratch::new("pcap");
     let victim = scratch.0.join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
@@ -188,15 +182,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start longhaul server");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = read_lines(child.stderr.take().unwrap(), None, |_| true);
         let port = loop {
             let line = rx.recv_timeout(Duration::from_secs(20)).expect("listening");
             if let Some(rest) = line.strip_prefix("longhaul server listening on ") {
@@ -450,10 +436,9 @@ fn the_control_socket_is_private_whatever_the_umask_and_refuses_other_users() {
 
 #[test]
 fn a_symlink_planted_at_the_state_directory_is_not_followed() {
-    if !netns_privileges() {
+    let Some(_machine) = netns_alone() else {
         return;
-    }
-    let _machine = machine_alone();
+    };
     let scratch = Scratch::new("state");
     let victim = scratch.0.join("victim");
     std::fs::create_dir(&victim).unwrap();

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{bin, machine_alone, netns_privileges};
+use crate::util::{bin, netns_alone};
 
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("lh-lab-{tag}-{}", std::process::id()));
@@ -67,10 +67,9 @@ fn assert_plot_files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report() {
-    if !netns_privileges() {
+    let Some(_alone) = netns_alone() else {
         return;
-    }
-    let _alone = machine_alone();
+    };
     let archive = temp_dir("builtins");
     let a = archive.to_str().expect("utf-8");
     let started = Instant::now();
@@ -152,10 +151,9 @@ fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report(
 
 #[test]
 fn a_lab_run_stopped_by_sigint_is_listed_incomplete() {
-    if !netns_privileges() {
+    let Some(_alone) = netns_alone() else {
         return;
-    }
-    let _alone = machine_alone();
+    };
     let archive = temp_dir("sigint");
     let a = archive.to_str().expect("utf-8");
     let mut child = Command::new(bin())

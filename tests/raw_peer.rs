@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::{ConnKind, PREAMBLE_LEN, Preamble};
 use longhaul_transfer::auth::Role;
-use longhaul_transfer::manifest::ManifestEntry;
+use longhaul_transfer::manifest::{Entry, EntryKind, ManifestEntry};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, ChunkHeader, Direction, TRANSFER_VERSION};
 use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
 use longhaul_transfer::{
-    ChunkOpener, ChunkSealer, FrameOpener, FrameSealer, Key, Message, SessionKeys,
+    ChunkOpener, ChunkSealer, FrameOpener, FrameSealer, Key, Message, RelPath, SessionKeys,
 };
 
 /// How long any one step may take before the test fails.
@@ -290,13 +290,19 @@ impl RawPeer {
             );
         }
         drop(data);
+        self.done(files);
+        results
+    }
+
+    /// Ends a transfer of `files` (id, content): sends `Done` with their count and bytes and waits
+    /// for the other side's.
+    pub(crate) fn done(&mut self, files: &[(u32, &[u8])]) {
         self.send(&Message::Done {
             files: files.len() as u64,
             bytes: files.iter().map(|f| f.1.len() as u64).sum(),
         });
         self.recv_until(|m| matches!(m, Message::Done { .. }))
-            .expect("the server's done");
-        results
+            .expect("the other side's done");
     }
 
     /// The client's data connection `stream` to the server on `port`, presenting this transfer's
@@ -381,6 +387,40 @@ impl RawPeer {
         let mut payload = vec![0u8; header.len as usize];
         data.read_exact(&mut payload).expect("read chunk payload");
         (header, payload)
+    }
+}
+
+/// The modification time of every entry a test's manifest offers.
+pub(crate) const MTIME: i64 = 1_600_000_000_000_000_000;
+
+/// `p` as a manifest path (a valid relative path).
+pub(crate) fn path(p: &str) -> RelPath {
+    RelPath::parse(p).expect("a valid test path")
+}
+
+/// A manifest's directory entry `id` at `p` with `mode`.
+pub(crate) fn dir_entry(id: u32, p: &str, mode: u32) -> ManifestEntry {
+    ManifestEntry {
+        id,
+        entry: Entry {
+            path: path(p),
+            kind: EntryKind::Dir,
+            mode,
+            mtime_ns: MTIME,
+        },
+    }
+}
+
+/// A manifest's file entry `id` at `p` with `mode` and `size` bytes.
+pub(crate) fn file_entry(id: u32, p: &str, mode: u32, size: u64) -> ManifestEntry {
+    ManifestEntry {
+        id,
+        entry: Entry {
+            path: path(p),
+            kind: EntryKind::File { size },
+            mode,
+            mtime_ns: MTIME,
+        },
     }
 }
 

@@ -12,11 +12,9 @@
 //! README shows. Fails with the reason when `/usr/bin/chromium` or `/usr/bin/chromedriver` is missing
 //! (`scripts/test.sh` installs the `chromium` and `chromium-driver` packages).
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use fantoccini::error::CmdError;
@@ -25,6 +23,7 @@ use jiff::{SignedDuration, Timestamp};
 use longhaul_web::testing::TempDir;
 
 use crate::testbed::{Service, get, post_booking};
+use crate::util::read_lines;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -33,37 +32,9 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// times in it. Not the sites' zone (Europe/Zurich), so the UI must show both (DataTAG lesson L4).
 const ZONE: &str = "America/Chicago";
 
-const INVENTORY: &str = r#"
-[[resource]]
-id = "cern"
-kind = "site"
-name = "CERN, Geneva"
-zone = "Europe/Zurich"
-
-[[resource]]
-id = "cern/host-1"
-kind = "host"
-state = "maintenance"
-reason = "disk swap"
-
-[[resource]]
-id = "cern/starlight-lambda"
-kind = "lambda"
-name = "CERN - StarLight 2.5G"
-capacity = "2.5G"
-
-[[resource]]
-id = "cern/starlight-lambda/1g-a"
-kind = "circuit"
-capacity = "1G"
-
-[[resource]]
-id = "cern/starlight-lambda/1g-b"
-kind = "circuit"
-capacity = "1G"
-state = "degraded"
-reason = "CRC errors on the Alcatel 1670"
-"#;
+/// The DataTAG inventory of the testbed crate's unit tests: CERN's lambda as two circuits (one
+/// degraded) and a host in maintenance.
+const INVENTORY: &str = include_str!("../crates/testbed/testdata/datatag.toml");
 
 /// `chromedriver` on a free loopback port; killed on drop.
 struct ChromeDriver {
@@ -87,18 +58,13 @@ impl ChromeDriver {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start chromedriver");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("started successfully") {
-                    let _ = tx.send(());
-                }
-                eprintln!("[chromedriver] {line}");
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("chromedriver says it started");
+        read_lines(
+            child.stdout.take().expect("stdout"),
+            Some("chromedriver"),
+            |line| line.contains("started successfully"),
+        )
+        .recv_timeout(Duration::from_secs(60))
+        .expect("chromedriver says it started");
         Self {
             child,
             url: format!("http://127.0.0.1:{port}"),
@@ -200,6 +166,37 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
     (be(16), be(20))
 }
 
+/// `longhaul testbed serve` on a fresh SQLite file in `dir` with [`INVENTORY`], and the tokens of
+/// the users alice and bob, in that order.
+fn alice_and_bob(dir: &TempDir) -> (Service, Vec<String>) {
+    let db = dir.0.join("testbed.sqlite").display().to_string();
+    Service::start_with(
+        &db,
+        &[("alice", "user", None), ("bob", "user", None)],
+        &[],
+        INVENTORY,
+    )
+}
+
+/// Books circuit `cern/starlight-lambda/1g-a` from `start` to `end` as `token`'s user, with `note`
+/// when given; asserts it was booked (201) and returns its id.
+fn book_1g_a(
+    svc: &Service,
+    token: &str,
+    start: Timestamp,
+    end: Timestamp,
+    note: Option<&str>,
+) -> u64 {
+    let mut body = serde_json::json!({"resource": "cern/starlight-lambda/1g-a",
+        "start": start.to_string(), "end": end.to_string()});
+    if let Some(note) = note {
+        body["note"] = note.into();
+    }
+    let (s, b) = post_booking(svc, token, &body, None);
+    assert_eq!(s, 201, "{b}");
+    b["id"].as_u64().expect("id")
+}
+
 #[test]
 fn testbed_ui_books_previews_conflicts_and_releases_in_chromium() {
     for bin in [CHROMIUM, CHROMEDRIVER] {
@@ -213,28 +210,14 @@ fn testbed_ui_books_previews_conflicts_and_releases_in_chromium() {
         }
     }
     let dir = TempDir::new("ui");
-    let db = dir.0.join("ui.sqlite").display().to_string();
-    let (svc, tokens) = Service::start_with(
-        &db,
-        &[("alice", "user", None), ("bob", "user", None)],
-        &[],
-        INVENTORY,
-    );
+    let (svc, tokens) = alice_and_bob(&dir);
     let (alice, bob) = (&tokens[0], &tokens[1]);
 
     // Bob's bookings: one of the circuit under the lambda (the one the preview must name), and a
     // hold elsewhere so the timeline has more than one kind of bar.
     let b_start = hour_from_now(2);
     let b_end = b_start + SignedDuration::from_hours(5);
-    let (s, b) = post_booking(
-        &svc,
-        bob,
-        &serde_json::json!({"resource": "cern/starlight-lambda/1g-a",
-            "start": b_start.to_string(), "end": b_end.to_string(), "note": "SC2026 demo rehearsal"}),
-        None,
-    );
-    assert_eq!(s, 201, "{b}");
-    let bob_id = b["id"].as_u64().expect("id");
+    let bob_id = book_1g_a(&svc, bob, b_start, b_end, Some("SC2026 demo rehearsal"));
     let h_start = hour_from_now(26);
     let (s, h) = post_booking(
         &svc,
@@ -510,25 +493,11 @@ async fn drive(
 #[test]
 fn testbed_preview_endpoint_and_ui_assets() {
     let dir = TempDir::new("preview");
-    let db = dir.0.join("p.sqlite").display().to_string();
-    let (svc, tokens) = Service::start_with(
-        &db,
-        &[("alice", "user", None), ("bob", "user", None)],
-        &[],
-        INVENTORY,
-    );
+    let (svc, tokens) = alice_and_bob(&dir);
     let (alice, bob) = (&tokens[0], &tokens[1]);
     let start = hour_from_now(3);
     let end = start + SignedDuration::from_hours(2);
-    let (s, b) = post_booking(
-        &svc,
-        bob,
-        &serde_json::json!({"resource": "cern/starlight-lambda/1g-a",
-            "start": start.to_string(), "end": end.to_string()}),
-        None,
-    );
-    assert_eq!(s, 201, "{b}");
-    let bob_id = b["id"].as_u64().expect("id");
+    let bob_id = book_1g_a(&svc, bob, start, end, None);
     let preview = |token: &str, query: &str| get(&svc, token, &format!("/api/v1/preview?{query}"));
 
     // The lambda over bob's booking of one of its circuits, 9 h: the conflict and the rule, together.

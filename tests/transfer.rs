@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::util::{ServerProc, bin};
+use crate::util::{DownOnDrop, ServerProc, bin};
 
 /// A scratch directory under the system's temp dir, removed when dropped.
 pub(crate) struct Scratch(PathBuf);
@@ -1089,7 +1089,7 @@ fn a_second_transfer_into_the_same_dest_is_refused_while_the_first_runs() {
 }
 
 /// A named emulated testbed, taken down when dropped.
-struct Testbed(String);
+struct Testbed(DownOnDrop);
 
 impl Testbed {
     fn up(args: &[&str]) -> Self {
@@ -1101,20 +1101,20 @@ impl Testbed {
             .output()
             .expect("run longhaul emulate up");
         assert!(out.status.success(), "emulate up: {}", stderr(&out));
-        Self(name)
+        Self(DownOnDrop(name))
     }
 
     /// `longhaul emulate exec --name NAME HOST -- ARGS...` as a command.
     fn exec(&self, host: &str, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
-        c.args(["emulate", "exec", "--name", &self.0, host, "--"])
+        c.args(["emulate", "exec", "--name", &self.0.0, host, "--"])
             .args(args);
         c
     }
 
     fn link(&self, state: &str) {
         let out = Command::new(bin())
-            .args(["emulate", "link", "--name", &self.0, state])
+            .args(["emulate", "link", "--name", &self.0.0, state])
             .output()
             .expect("run longhaul emulate link");
         assert!(
@@ -1122,14 +1122,6 @@ impl Testbed {
             "emulate link {state}: {}",
             stderr(&out)
         );
-    }
-}
-
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        let _ = Command::new(bin())
-            .args(["emulate", "down", "--name", &self.0])
-            .output();
     }
 }
 
@@ -1170,15 +1162,7 @@ fn a_cut_path_times_out_on_both_ends_and_the_same_command_resumes() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the server in host b");
-    let log = server.stderr.take().unwrap();
-    let (tx, server_log) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(log).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let server_log = crate::util::read_lines(server.stderr.take().unwrap(), None, |_| true);
     let wait_log = |needle: &str| loop {
         let line = server_log
             .recv_timeout(Duration::from_secs(30))
@@ -1301,9 +1285,8 @@ fn a_client_of_another_protocol_version_is_refused_with_a_clear_error() {
 /// built on it is refused, the refusal is the server's rule and not a mistake of the peer.
 #[test]
 fn the_raw_test_peer_sends_a_file_the_real_server_accepts() {
-    use crate::raw_peer::{RawPeer, key_of};
+    use crate::raw_peer::{RawPeer, file_entry, key_of};
     use longhaul_transfer::Message;
-    use longhaul_transfer::manifest::{Entry, EntryKind, ManifestEntry};
     use longhaul_transfer::msg::Direction;
 
     let t = Scratch::new("rawpeer");
@@ -1312,17 +1295,7 @@ fn the_raw_test_peer_sends_a_file_the_real_server_accepts() {
     let server = serve(&root, &key);
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
     let payload = b"sent by hand".to_vec();
-    let entry = ManifestEntry {
-        id: 7,
-        entry: Entry {
-            path: "hand.txt".to_string().try_into().unwrap(),
-            kind: EntryKind::File {
-                size: payload.len() as u64,
-            },
-            mode: 0o644,
-            mtime_ns: 1_600_000_000_000_000_000,
-        },
-    };
+    let entry = file_entry(7, "hand.txt", 0o644, payload.len() as u64);
     peer.offer(false, vec![entry])
         .expect("the server's resume state");
     assert_eq!(

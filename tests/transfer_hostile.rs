@@ -11,47 +11,17 @@ use std::path::Path;
 use std::process::{Child, Output, Stdio};
 
 use longhaul_transfer::digest::{self, to_hex};
-use longhaul_transfer::manifest::{Entry, EntryKind, ManifestEntry};
+use longhaul_transfer::manifest::ManifestEntry;
 use longhaul_transfer::msg::Direction;
 use longhaul_transfer::{Message, RelPath};
 
-use crate::raw_peer::{RawPeer, key_of, listener};
+use crate::raw_peer::{RawPeer, dir_entry, file_entry, key_of, listener, path};
 use crate::transfer::{
     Scratch, listing, one_line_error, s, serve, set_mtime, stderr, xfer_cmd, xfer_ok,
 };
 use crate::util::ServerProc;
 
 const MIB: u64 = 1 << 20;
-const MTIME: i64 = 1_600_000_000_000_000_000;
-
-fn path(p: &str) -> RelPath {
-    RelPath::parse(p).expect("a valid test path")
-}
-
-fn dir(id: u32, p: &str, mode: u32) -> ManifestEntry {
-    ManifestEntry {
-        id,
-        entry: Entry {
-            path: path(p),
-            kind: EntryKind::Dir,
-            mode,
-            mtime_ns: MTIME,
-        },
-    }
-}
-
-fn file(id: u32, p: &str, mode: u32, size: u64) -> ManifestEntry {
-    ManifestEntry {
-        id,
-        entry: Entry {
-            path: path(p),
-            kind: EntryKind::File { size },
-            mode,
-            mtime_ns: MTIME,
-        },
-    }
-}
-
 /// The file digest of a one-chunk file.
 fn mode_of(p: &Path) -> u32 {
     std::fs::symlink_metadata(p)
@@ -103,10 +73,10 @@ fn a_key_holder_cannot_plant_setuid_files_or_open_up_existing_directories() {
     let have = peer.offer(
         true,
         vec![
-            dir(1, "existing", 0o777),
-            file(2, "existing/rootshell", 0o6755, shell.len() as u64),
-            dir(3, "drop", 0o1777),
-            file(4, "drop/open", 0o666, 2),
+            dir_entry(1, "existing", 0o777),
+            file_entry(2, "existing/rootshell", 0o6755, shell.len() as u64),
+            dir_entry(3, "drop", 0o1777),
+            file_entry(4, "drop/open", 0o666, 2),
         ],
     );
     assert!(have.is_ok(), "the server refused: {have:?}");
@@ -149,7 +119,7 @@ fn special_bits_are_kept_only_when_the_receiving_server_asks() {
     let server = ServerProc::start(&["--root", s(&root), "--key", s(&key), "--keep-special-bits"]);
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
     let payload = b"x";
-    peer.offer(false, vec![file(1, "tool", 0o4755, 1)])
+    peer.offer(false, vec![file_entry(1, "tool", 0o4755, 1)])
         .expect("have");
     peer.deliver(server.port, &[(1, payload)]);
     assert_eq!(mode_of(&root.join("tool")), 0o4755 & !umask());
@@ -174,7 +144,7 @@ fn existing_directories_change_mode_only_with_overwrite_and_the_receivers_flag()
     ]);
     for (overwrite, want) in [(false, 0o700), (true, 0o777 & !umask())] {
         let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
-        peer.offer(overwrite, vec![dir(1, "d", 0o777)])
+        peer.offer(overwrite, vec![dir_entry(1, "d", 0o777)])
             .expect("have");
         peer.deliver(server.port, &[]);
         assert_eq!(mode_of(&root.join("d")), want, "overwrite {overwrite}");
@@ -192,7 +162,7 @@ fn existing_directories_change_mode_only_with_overwrite_and_the_receivers_flag()
         &l,
         &key,
         &["tool"],
-        vec![file(1, "tool", 0o4755, 1)],
+        vec![file_entry(1, "tool", 0o4755, 1)],
         &[(1, b"x")],
     );
     let out = wait_output(child);
@@ -275,12 +245,7 @@ fn serve_files(
             .expect("the file is verified");
     }
     drop(data);
-    peer.send(&Message::Done {
-        files: files.len() as u64,
-        bytes: files.iter().map(|f| f.1.len() as u64).sum(),
-    });
-    peer.recv_until(|m| matches!(m, Message::Done { .. }))
-        .expect("the client's done");
+    peer.done(files);
 }
 
 /// A server `get` asked for `a` lists `a` itself with mode 0777 (DEST/a exists), a new sticky
@@ -302,9 +267,9 @@ fn a_hostile_server_cannot_open_up_the_clients_directories_or_make_setuid_files(
         &key,
         &["a"],
         vec![
-            dir(1, "a", 0o777),
-            dir(2, "a/tmp", 0o1777),
-            file(3, "a/tmp/su", 0o6777, payload.len() as u64),
+            dir_entry(1, "a", 0o777),
+            dir_entry(2, "a/tmp", 0o1777),
+            file_entry(3, "a/tmp/su", 0o6777, payload.len() as u64),
         ],
         &[(3, payload)],
     );
@@ -336,18 +301,18 @@ fn get_refuses_names_it_did_not_ask_for_before_touching_dest() {
     let evil = b"ssh-ed25519 AAAA attacker\n";
     let cases: Vec<Vec<ManifestEntry>> = vec![
         vec![
-            file(1, "a", 0o644, 1),
-            file(2, ".profile", 0o644, evil.len() as u64),
+            file_entry(1, "a", 0o644, 1),
+            file_entry(2, ".profile", 0o644, evil.len() as u64),
         ],
         vec![
-            file(1, "a", 0o644, 1),
-            dir(2, ".ssh", 0o700),
-            file(3, ".ssh/authorized_keys", 0o600, evil.len() as u64),
+            file_entry(1, "a", 0o644, 1),
+            dir_entry(2, ".ssh", 0o700),
+            file_entry(3, ".ssh/authorized_keys", 0o600, evil.len() as u64),
         ],
         vec![
-            dir(1, "a", 0o755),
-            file(2, "a/x", 0o644, 1),
-            file(3, "b", 0o644, 1),
+            dir_entry(1, "a", 0o755),
+            file_entry(2, "a/x", 0o644, 1),
+            file_entry(3, "b", 0o644, 1),
         ],
     ];
     for entries in cases {
@@ -382,7 +347,7 @@ fn get_creates_no_dest_for_a_refused_manifest() {
     let dest = t.join("new-dest");
     let (l, port) = listener();
     let child = spawn_get(port, &key, &["localhost:dir/a", s(&dest)]);
-    let _peer = serve_manifest(&l, &key, &["dir/a"], vec![file(1, "dir", 0o644, 1)]);
+    let _peer = serve_manifest(&l, &key, &["dir/a"], vec![file_entry(1, "dir", 0o644, 1)]);
     let out = wait_output(child);
     let line = one_line_error(&out);
     assert!(line.contains("was not requested"), "{line}");
@@ -415,9 +380,9 @@ fn manifests_naming_temporaries_or_the_journal_are_refused() {
             .offer(
                 true,
                 vec![
-                    file(1, "big", 0o644, 5),
-                    dir(2, "d", 0o755),
-                    file(3, bad, 0o644, 5),
+                    file_entry(1, "big", 0o644, 5),
+                    dir_entry(2, "d", 0o755),
+                    file_entry(3, bad, 0o644, 5),
                 ],
             )
             .expect_err("a manifest with a reserved name is refused");

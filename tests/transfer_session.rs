@@ -479,9 +479,8 @@ fn a_relay_replacing_a_chunk_and_its_hash_is_refused() {
 /// nothing of it is written, and the session goes on with its own data connection.
 #[test]
 fn a_data_connection_with_a_sniffed_cookie_but_no_proof_is_not_admitted() {
-    use crate::raw_peer::{RawPeer, key_of};
+    use crate::raw_peer::{RawPeer, file_entry, key_of};
     use longhaul_transfer::Message;
-    use longhaul_transfer::manifest::{Entry, EntryKind, ManifestEntry};
     use longhaul_transfer::msg::Direction;
 
     let t = Scratch::new("sniffed-cookie");
@@ -491,17 +490,7 @@ fn a_data_connection_with_a_sniffed_cookie_but_no_proof_is_not_admitted() {
     let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
     let real = b"the real content".to_vec();
     let evil = b"INJECTED CONTENT".to_vec();
-    let entry = ManifestEntry {
-        id: 0,
-        entry: Entry {
-            path: "f.txt".to_string().try_into().unwrap(),
-            kind: EntryKind::File {
-                size: real.len() as u64,
-            },
-            mode: 0o644,
-            mtime_ns: 1_600_000_000_000_000_000,
-        },
-    };
+    let entry = file_entry(0, "f.txt", 0o644, real.len() as u64);
     peer.offer(false, vec![entry])
         .expect("the server's resume state");
 

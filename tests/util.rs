@@ -74,6 +74,12 @@ pub(crate) fn netns_privileges() -> bool {
     )
 }
 
+/// For a test that makes namespaces and must have the machine to itself: the sole hold on the
+/// machine ([`machine_alone`]), or `None` when the test cannot run ([`netns_privileges`]).
+pub(crate) fn netns_alone() -> Option<Machine> {
+    netns_privileges().then(machine_alone)
+}
+
 /// Whether `program` is installed (on `PATH`); when not, the test cannot run and says which Debian
 /// `package` provides it.
 pub(crate) fn program(program: &str, package: &str) -> bool {
@@ -103,6 +109,49 @@ pub(crate) fn postgres() -> Option<SharedPostgres> {
     })
 }
 
+/// Reads `stream` line by line on a thread of its own and sends the lines that `wanted` accepts.
+/// With an `echo` tag every line is also written to stderr behind `[tag]` (the test's output shows
+/// what the child said) until the stream ends; without one, reading stops once the receiver is gone.
+pub(crate) fn read_lines(
+    stream: impl Read + Send + 'static,
+    echo: Option<&'static str>,
+    wanted: fn(&str) -> bool,
+) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let gone = wanted(&line) && tx.send(line.clone()).is_err();
+            match echo {
+                Some(tag) => eprintln!("[{tag}] {line}"),
+                None if gone => break,
+                None => {}
+            }
+        }
+    });
+    rx
+}
+
+/// How many network namespaces there are whose name starts with `prefix` (`ip netns list`).
+pub(crate) fn namespaces_named(prefix: &str) -> usize {
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .count()
+}
+
+/// Takes the named emulated testbed down when dropped, so a failing test does not leave its
+/// emulator running.
+pub(crate) struct DownOnDrop(pub(crate) String);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new(bin())
+            .args(["emulate", "down", "--name", &self.0])
+            .output();
+    }
+}
+
 /// Path of the binary under test.
 pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_longhaul")
@@ -129,15 +178,7 @@ impl ServerProc {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start longhaul server");
-        let stderr = child.stderr.take().expect("stderr piped");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = read_lines(child.stderr.take().expect("stderr piped"), None, |_| true);
         let port = loop {
             let line = rx
                 .recv_timeout(Duration::from_secs(20))

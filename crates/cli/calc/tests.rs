@@ -30,6 +30,13 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::to_value(&r).unwrap()
 }
 
+/// `args` printed as text, and the same arguments with `--json`.
+fn text_and_json(args: &[&str]) -> (String, serde_json::Value) {
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    (text(args), json(&with_json))
+}
+
 #[test]
 fn clap_definition_is_valid() {
     Cli::command().debug_assert();
@@ -85,14 +92,10 @@ fn bdp_past_the_1_gib_window_needs_streams() {
 /// Mathis et al. 1997 with C = 1.22: 10 Gbit/s, 100 ms, MSS 1460 → p ≈ 2.05e-10.
 #[test]
 fn mathis_loss_for_10g_100ms_1460_is_2_05e_minus_10() {
-    let args = ["mathis", "--mss", "1460", "--rtt", "100ms", "--rate", "10G"];
-    let out = text(&args);
+    let (out, v) = text_and_json(&["mathis", "--mss", "1460", "--rtt", "100ms", "--rate", "10G"]);
     assert!(out.contains("≤ 2.05e-10"), "{out}");
     assert!(out.contains("Reno reference"), "{out}");
     assert!(out.contains("Mathis & Mahdavi"), "{out}");
-    let mut with_json = args.to_vec();
-    with_json.push("--json");
-    let v = json(&with_json);
     let p = v["loss_p"].as_f64().unwrap();
     assert!((p - 2.05e-10).abs() < 0.005e-10, "{p}");
     assert_eq!(v["mode"], "loss_for_rate");
@@ -142,17 +145,9 @@ fn mathis_ceiling_for_a_loss_rate_with_response_functions() {
 /// C·RTT²/(2·MSS) (seeds 001–003): 10 G, 120 ms, 1460 B → 6,164 s.
 #[test]
 fn responsiveness_10g_120ms_is_6164_s() {
-    let out = text(&["responsiveness", "--rate", "10G", "--rtt", "120ms"]);
+    let (out, v) = text_and_json(&["responsiveness", "--rate", "10G", "--rtt", "120ms"]);
     assert!(out.contains("6164 s (1 h 43 min)"), "{out}");
     assert!(out.contains("13.42 RTT"), "{out}");
-    let v = json(&[
-        "responsiveness",
-        "--rate",
-        "10G",
-        "--rtt",
-        "120ms",
-        "--json",
-    ]);
     let secs = v["reno_ns"].as_u64().unwrap() as f64 / 1e9;
     assert!((secs - 6164.0).abs() < 0.5, "{secs}");
     assert_eq!(v["reno_jumbo"], "1004 s (16 min 44 s)");
@@ -174,7 +169,7 @@ fn lsr_rate_4_00g_over_11539_km_is_46156() {
 /// 4.00 Gbit/s: both shown, with the one-line reason.
 #[test]
 fn lsr_560g_in_1200_s_shows_exact_and_rounded() {
-    let out = text(&[
+    let (out, v) = text_and_json(&[
         "lsr",
         "--bytes",
         "560G",
@@ -190,16 +185,6 @@ fn lsr_560g_in_1200_s_shows_exact_and_rounded() {
     );
     assert!(out.contains("601,295,421,440 B"), "{out}");
     assert!(out.contains("iperf's unit"), "{out}");
-    let v = json(&[
-        "lsr",
-        "--bytes",
-        "560G",
-        "--seconds",
-        "1200",
-        "--km",
-        "11539",
-        "--json",
-    ]);
     assert_eq!(v["bytes"], 560u64 << 30);
     assert_eq!(v["long_enough"], true);
     assert_eq!(v["rounded_rate"], "4.01 Gbit/s");
@@ -209,10 +194,9 @@ fn lsr_560g_in_1200_s_shows_exact_and_rounded() {
 /// 272,400 Tbit·m/s.
 #[test]
 fn lsr_cap_at_30000_km() {
-    let out = text(&["lsr", "--rate", "9.08G", "--km", "32372"]);
+    let (out, v) = text_and_json(&["lsr", "--rate", "9.08G", "--km", "32372"]);
     assert!(out.contains("272,400 Tbit·m/s"), "{out}");
     assert!(out.contains("distance capped at 30,000 km"), "{out}");
-    let v = json(&["lsr", "--rate", "9.08G", "--km", "32372", "--json"]);
     assert_eq!(v["capped"], true);
     assert_eq!(v["counted_km"], 30_000.0);
     assert_eq!(v["metric_bit_m_per_s"].as_f64().unwrap(), 272_400e12);

@@ -458,6 +458,40 @@ mod tests {
         build::tcp_record(&spec)
     }
 
+    /// A forwarder's buffers after a read: its pool, its release queue and the read buffer (a
+    /// full-length one from the pool) holding a record at its start.
+    struct Buffers {
+        pool: BufPool,
+        q: ReleaseQueue,
+        rbuf: Vec<u8>,
+    }
+
+    impl Buffers {
+        fn read(record: &[u8]) -> Self {
+            let mut pool = BufPool::new();
+            let mut rbuf = pool.take_full();
+            rbuf[..record.len()].copy_from_slice(record);
+            Self {
+                pool,
+                q: ReleaseQueue::new(),
+                rbuf,
+            }
+        }
+
+        /// [`enqueue_fates`] of the `len`-byte record in the read buffer, parsed as `p`.
+        fn enqueue(&mut self, len: usize, p: &Parsed, segments: u32, fates: &[Fate]) -> bool {
+            enqueue_fates(
+                &mut self.rbuf,
+                len,
+                p,
+                segments,
+                fates,
+                &mut self.pool,
+                &mut self.q,
+            )
+        }
+    }
+
     #[test]
     fn hops_decrement_ttl_and_the_expiring_hop_answers() {
         let addrs = build::Addrs::v4([10, 201, 0, 1], [10, 201, 0, 2]);
@@ -513,31 +547,20 @@ mod tests {
                 at: Nanos(at),
             },
         };
-        let mut q = ReleaseQueue::new();
-        let mut pool = BufPool::new();
         // The record sits at the start of a longer read buffer, as after a read.
-        let mut rbuf = pool.take_full();
-        rbuf[..buf.len()].copy_from_slice(&buf);
-        let ptr = rbuf.as_ptr();
-        assert!(!enqueue_fates(
-            &mut rbuf,
-            buf.len(),
-            &p,
-            40,
-            &[deliver(0, 40, 100)],
-            &mut pool,
-            &mut q
-        ));
+        let mut b = Buffers::read(&buf);
+        let ptr = b.rbuf.as_ptr();
+        assert!(!b.enqueue(buf.len(), &p, 40, &[deliver(0, 40, 100)]));
         // Whole and large: the read buffer itself moved into the queue, and
         // the forwarder got another full-length one to read into.
-        assert_ne!(rbuf.as_ptr(), ptr);
-        assert_eq!(rbuf.len(), MAX_RECORD_LEN);
-        let whole = q.pop_due(100).unwrap();
+        assert_ne!(b.rbuf.as_ptr(), ptr);
+        assert_eq!(b.rbuf.len(), MAX_RECORD_LEN);
+        let whole = b.q.pop_due(100).unwrap();
         assert_eq!(whole.bytes, buf);
         assert_eq!(whole.bytes.as_ptr(), ptr);
-        pool.put(whole.bytes);
+        b.pool.put(whole.bytes);
 
-        rbuf[..buf.len()].copy_from_slice(&buf);
+        b.rbuf[..buf.len()].copy_from_slice(&buf);
         let fates = [
             deliver(0, 1, 10),
             Fate {
@@ -549,20 +572,12 @@ mod tests {
             },
             deliver(3, 37, 20),
         ];
-        assert!(enqueue_fates(
-            &mut rbuf,
-            buf.len(),
-            &p,
-            40,
-            &fates,
-            &mut pool,
-            &mut q
-        ));
-        assert_eq!(q.len(), 2);
-        let first = q.pop_due(10).unwrap();
+        assert!(b.enqueue(buf.len(), &p, 40, &fates));
+        assert_eq!(b.q.len(), 2);
+        let first = b.q.pop_due(10).unwrap();
         let p0 = parse(&first.bytes).unwrap();
         assert_eq!((p0.segments, p0.payload_len), (1, 1448));
-        let last = q.pop_due(20).unwrap();
+        let last = b.q.pop_due(20).unwrap();
         let p3 = parse(&last.bytes).unwrap();
         assert_eq!(p3.payload_len, 37 * 1448);
         assert_eq!(
@@ -575,11 +590,8 @@ mod tests {
     fn a_duplicate_copies_and_the_last_release_takes_the_buffer() {
         let buf = tcp_record(40);
         let p = parse(&buf).unwrap();
-        let mut pool = BufPool::new();
-        let mut q = ReleaseQueue::new();
-        let mut rbuf = pool.take_full();
-        rbuf[..buf.len()].copy_from_slice(&buf);
-        let ptr = rbuf.as_ptr();
+        let mut b = Buffers::read(&buf);
+        let ptr = b.rbuf.as_ptr();
         let at = |t| Nanos(t);
         let fates = [
             Fate {
@@ -606,28 +618,20 @@ mod tests {
                 },
             },
         ];
-        assert!(!enqueue_fates(
-            &mut rbuf,
-            buf.len(),
-            &p,
-            40,
-            &fates,
-            &mut pool,
-            &mut q
-        ));
-        let original = q.pop_due(5).unwrap();
-        let duplicate = q.pop_due(5).unwrap();
+        assert!(!b.enqueue(buf.len(), &p, 40, &fates));
+        let original = b.q.pop_due(5).unwrap();
+        let duplicate = b.q.pop_due(5).unwrap();
         assert_eq!(original.bytes, buf);
         assert_eq!(duplicate.bytes, buf);
         assert_ne!(original.bytes.as_ptr(), ptr);
         assert_eq!(duplicate.bytes.as_ptr(), ptr);
-        assert!(q.is_empty());
+        assert!(b.q.is_empty());
 
         // A small record (an ACK) is copied; the read buffer stays.
         let ack = tcp_record(0);
         let pa = parse(&ack).unwrap();
-        rbuf[..ack.len()].copy_from_slice(&ack);
-        let ptr = rbuf.as_ptr();
+        b.rbuf[..ack.len()].copy_from_slice(&ack);
+        let ptr = b.rbuf.as_ptr();
         let r = record_of(1, &pa);
         let fates = [Fate {
             first: 0,
@@ -637,16 +641,8 @@ mod tests {
                 at: at(1),
             },
         }];
-        enqueue_fates(
-            &mut rbuf,
-            ack.len(),
-            &pa,
-            r.segments,
-            &fates,
-            &mut pool,
-            &mut q,
-        );
-        assert_eq!(rbuf.as_ptr(), ptr);
-        assert_eq!(q.pop_due(1).unwrap().bytes, ack);
+        b.enqueue(ack.len(), &pa, r.segments, &fates);
+        assert_eq!(b.rbuf.as_ptr(), ptr);
+        assert_eq!(b.q.pop_due(1).unwrap().bytes, ack);
     }
 }

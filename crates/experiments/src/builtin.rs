@@ -24,31 +24,23 @@ impl Builtin {
     }
 }
 
+/// The built-in experiment `$name`, embedded from `builtin/$name.toml` (the name is written once).
+macro_rules! builtin {
+    ($name:literal) => {
+        Builtin {
+            name: $name,
+            toml: include_str!(concat!("../builtin/", $name, ".toml")),
+        }
+    };
+}
+
 const BUILTINS: [Builtin; 6] = [
-    Builtin {
-        name: "window-sweep",
-        toml: include_str!("../builtin/window-sweep.toml"),
-    },
-    Builtin {
-        name: "streams-sweep",
-        toml: include_str!("../builtin/streams-sweep.toml"),
-    },
-    Builtin {
-        name: "loss-recovery",
-        toml: include_str!("../builtin/loss-recovery.toml"),
-    },
-    Builtin {
-        name: "sustained",
-        toml: include_str!("../builtin/sustained.toml"),
-    },
-    Builtin {
-        name: "message-size",
-        toml: include_str!("../builtin/message-size.toml"),
-    },
-    Builtin {
-        name: "cc-compare",
-        toml: include_str!("../builtin/cc-compare.toml"),
-    },
+    builtin!("window-sweep"),
+    builtin!("streams-sweep"),
+    builtin!("loss-recovery"),
+    builtin!("sustained"),
+    builtin!("message-size"),
+    builtin!("cc-compare"),
 ];
 
 /// All built-in experiments, in the order `longhaul lab list` shows them.

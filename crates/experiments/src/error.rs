@@ -4,36 +4,15 @@
 
 use std::fmt;
 
+use longhaul_topology::{FileError, write_place};
 use serde::{Deserialize, Serialize};
 
-/// An experiment file the lab refuses.
-///
-/// Displays as `FILE:LINE:COL: FIELD: MESSAGE`, leaving out the parts that are
-/// unknown. Syntax and type errors from the TOML reader carry a column; errors
-/// found by the checks that follow carry the line of the offending value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct SpecError {
-    /// The file name the caller gave [`crate::Spec::parse`].
-    pub file: String,
-    /// 1-based line of the offending value, when known.
-    pub line: Option<usize>,
-    /// 1-based column (in characters), when known.
-    pub column: Option<usize>,
-    /// The field as a path (`sweep.window[2]`, `path.rtt`), when known.
-    pub field: Option<String>,
-    /// Why it is refused, with the value.
-    pub message: String,
-}
+pub(crate) use longhaul_topology::line_col;
 
-impl fmt::Display for SpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_place(f, &self.file, self.line, self.column)?;
-        if let Some(field) = &self.field {
-            write!(f, "{field}: ")?;
-        }
-        f.write_str(&self.message)
-    }
-}
+/// An experiment file the lab refuses: the topology crate's [`FileError`],
+/// displayed as `FILE:LINE:COL: FIELD: MESSAGE`; the file name is the one the
+/// caller gave [`crate::Spec::parse`].
+pub type SpecError = FileError;
 
 /// Something accepted but worth saying (an unfamiliar congestion-control
 /// name). Displays as `FILE:LINE: FIELD: warning: MESSAGE`.
@@ -54,43 +33,6 @@ impl fmt::Display for SpecWarning {
         write_place(f, &self.file, self.line, None)?;
         write!(f, "{}: warning: {}", self.field, self.message)
     }
-}
-
-fn write_place(
-    f: &mut fmt::Formatter<'_>,
-    file: &str,
-    line: Option<usize>,
-    column: Option<usize>,
-) -> fmt::Result {
-    let mut place = file.to_owned();
-    if let Some(line) = line {
-        if place.is_empty() {
-            place.push_str("line ");
-        } else {
-            place.push(':');
-        }
-        place.push_str(&line.to_string());
-        if let Some(col) = column {
-            place.push(':');
-            place.push_str(&col.to_string());
-        }
-    }
-    if !place.is_empty() {
-        write!(f, "{place}: ")?;
-    }
-    Ok(())
-}
-
-/// 1-based line and column (in characters) of byte `offset` of `text`.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, before[start..].chars().count() + 1)
 }
 
 /// The field path at a line for errors of the TOML reader, which know the

@@ -14,8 +14,9 @@ use std::sync::OnceLock;
 
 use anyhow::{Context, anyhow};
 use longhaul_experiments::Axis;
-use longhaul_experiments::result::ResultFile;
+use longhaul_experiments::result::{PointResult, ResultFile};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
@@ -404,9 +405,18 @@ fn draw_window_summary<DB: DrawingBackend>(
             .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
             .map_err(err)?;
     }
+    legend_and_present(&mut chart, root, SeriesLabelPosition::LowerRight)
+}
+
+/// Draws the legend of a summary chart's series at `position` and writes the picture out.
+fn legend_and_present<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    root: &DrawingArea<DB, Shift>,
+    position: SeriesLabelPosition,
+) -> anyhow::Result<()> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(position)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 12))
@@ -507,16 +517,12 @@ fn draw_per_point<DB: DrawingBackend>(
             .label(name.to_owned())
             .legend(|(x, y)| Cross::new((x + 5, y), 5, BLACK.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 12))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    legend_and_present(&mut chart, root, SeriesLabelPosition::UpperRight)
+}
+
+/// One value per point of `rf` (a bar or mark of a per-point chart; `None` where it has none).
+fn per_point(rf: &ResultFile, value: impl Fn(&PointResult) -> Option<f64>) -> Vec<Option<f64>> {
+    rf.points.iter().map(value).collect()
 }
 
 fn draw_recovery_summary<DB: DrawingBackend>(
@@ -524,7 +530,7 @@ fn draw_recovery_summary<DB: DrawingBackend>(
     rf: &ResultFile,
 ) -> anyhow::Result<()> {
     let (top, bottom) = root.split_vertically(root.dim_in_pixel().1 / 2);
-    let rec: Vec<Option<f64>> = rf.points.iter().map(|p| p.summary.recovery_s).collect();
+    let rec = per_point(rf, |p| p.summary.recovery_s);
     // A point that ran but never got back to the target within the test.
     let never: Vec<Option<String>> = rf
         .points
@@ -549,16 +555,8 @@ fn draw_recovery_summary<DB: DrawingBackend>(
         None,
         &never,
     )?;
-    let pre: Vec<Option<f64>> = rf
-        .points
-        .iter()
-        .map(|p| p.summary.pre_event_bps.map(|b| b / 1e6))
-        .collect();
-    let mean: Vec<Option<f64>> = rf
-        .points
-        .iter()
-        .map(|p| p.summary.mean_bps.map(|b| b / 1e6))
-        .collect();
+    let pre = per_point(rf, |p| p.summary.pre_event_bps.map(|b| b / 1e6));
+    let mean = per_point(rf, |p| p.summary.mean_bps.map(|b| b / 1e6));
     draw_per_point(
         &bottom,
         rf,
@@ -576,16 +574,10 @@ fn draw_points_summary<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     rf: &ResultFile,
 ) -> anyhow::Result<()> {
-    let mean: Vec<Option<f64>> = rf
-        .points
-        .iter()
-        .map(|p| p.summary.mean_bps.map(|b| b / 1e6))
-        .collect();
-    let expected: Vec<Option<f64>> = rf
-        .points
-        .iter()
-        .map(|p| p.prediction.as_ref().map(|pr| pr.expected_bps as f64 / 1e6))
-        .collect();
+    let mean = per_point(rf, |p| p.summary.mean_bps.map(|b| b / 1e6));
+    let expected = per_point(rf, |p| {
+        p.prediction.as_ref().map(|pr| pr.expected_bps as f64 / 1e6)
+    });
     draw_per_point(
         root,
         rf,

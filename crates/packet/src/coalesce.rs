@@ -127,6 +127,14 @@ mod tests {
         s
     }
 
+    /// A 1000-byte record of [`spec`]'s flow whose sequence number follows `first`'s payload.
+    fn continuation(first: &TcpSpec) -> Vec<u8> {
+        let mut cont = spec();
+        cont.seq = first.seq.wrapping_add(first.payload_len as u32);
+        cont.payload_len = 1000;
+        build::tcp_record(&cont)
+    }
+
     fn pieces(rec: &[u8], cuts: &[usize], mode: ChecksumMode) -> Vec<Vec<u8>> {
         let p = parse(rec).unwrap();
         let mut out = Vec::new();
@@ -204,11 +212,7 @@ mod tests {
         short.payload_len = 1500;
         short.flags = ACK;
         let mut acc = build::tcp_record(&short);
-        let mut cont = spec();
-        cont.seq = short.seq.wrapping_add(1500);
-        cont.payload_len = 1000;
-        let c = build::tcp_record(&cont);
-        assert!(!coalesce(&mut acc, &c).unwrap());
+        assert!(!coalesce(&mut acc, &continuation(&short)).unwrap());
 
         // Different ack number.
         let mut acc = ps[0].clone();
@@ -222,10 +226,7 @@ mod tests {
         big.payload_len = 65_000;
         big.flags = ACK;
         let mut acc = build::tcp_record(&big);
-        let mut cont = spec();
-        cont.seq = big.seq.wrapping_add(65_000);
-        cont.payload_len = 1000;
-        assert!(!coalesce(&mut acc, &build::tcp_record(&cont)).unwrap());
+        assert!(!coalesce(&mut acc, &continuation(&big)).unwrap());
 
         // Malformed input is an error, not a merge.
         let mut acc = ps[0].clone();

@@ -81,3 +81,19 @@ pub enum PacketError {
     #[error("bad {0}")]
     BadField(&'static str),
 }
+
+impl PacketError {
+    /// The first `need` bytes of `buf`, which holds the `what` being read;
+    /// [`PacketError::Truncated`] when `buf` is shorter.
+    pub(crate) fn prefix<'a>(
+        buf: &'a [u8],
+        need: usize,
+        what: &'static str,
+    ) -> Result<&'a [u8], PacketError> {
+        buf.get(..need).ok_or(PacketError::Truncated {
+            what,
+            need,
+            have: buf.len(),
+        })
+    }
+}

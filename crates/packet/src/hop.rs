@@ -190,17 +190,21 @@ mod tests {
         }
     }
 
+    /// `rec` through [`router`]'s hop: what it did and the reply it wrote.
+    fn hop(rec: &mut [u8]) -> (HopAction, Vec<u8>) {
+        let mut reply = Vec::new();
+        let action = process_hop(rec, &router(), &mut reply).unwrap();
+        (action, reply)
+    }
+
     #[test]
     fn ttl_64_becomes_63_with_valid_checksum() {
         let mut s = TcpSpec::new(Addrs::v4([10, 0, 0, 1], [10, 0, 0, 2]));
         s.payload_len = 9000;
         s.ttl = 64;
         let mut rec = build::tcp_record(&s);
-        let mut reply = Vec::new();
-        assert_eq!(
-            process_hop(&mut rec, &router(), &mut reply).unwrap(),
-            HopAction::Forward
-        );
+        let (action, reply) = hop(&mut rec);
+        assert_eq!(action, HopAction::Forward);
         assert!(reply.is_empty());
         let h = Ipv4Header::new(&rec[VNET_HDR_LEN..]).unwrap();
         assert_eq!(h.ttl(), 63);
@@ -216,11 +220,7 @@ mod tests {
         ));
         s.ttl = 2;
         let mut rec = build::tcp_record(&s);
-        let mut reply = Vec::new();
-        assert_eq!(
-            process_hop(&mut rec, &router(), &mut reply).unwrap(),
-            HopAction::Forward
-        );
+        assert_eq!(hop(&mut rec).0, HopAction::Forward);
         assert_eq!(rec[VNET_HDR_LEN + 7], 1);
         verify_record(&rec).unwrap();
     }
@@ -236,11 +236,8 @@ mod tests {
             &payload,
         );
         let orig = rec.clone();
-        let mut reply = Vec::new();
-        assert_eq!(
-            process_hop(&mut rec, &router(), &mut reply).unwrap(),
-            HopAction::TimeExceeded
-        );
+        let (action, reply) = hop(&mut rec);
+        assert_eq!(action, HopAction::TimeExceeded);
         assert_eq!(rec, orig, "expired packet is not modified");
         assert_eq!(&reply[..VNET_HDR_LEN], &[0; VNET_HDR_LEN]);
         let p = parse(&reply).unwrap();
@@ -263,11 +260,8 @@ mod tests {
         s.mss = 1448;
         s.payload_len = 20_000;
         let mut rec = build::tcp_record(&s);
-        let mut reply = Vec::new();
-        assert_eq!(
-            process_hop(&mut rec, &router(), &mut reply).unwrap(),
-            HopAction::TimeExceeded
-        );
+        let (action, reply) = hop(&mut rec);
+        assert_eq!(action, HopAction::TimeExceeded);
         let ipk = &reply[VNET_HDR_LEN..];
         assert_eq!(ipk.len(), ICMPV4_ERROR_MAX);
         let quoted = &ipk[28..];
@@ -291,11 +285,8 @@ mod tests {
             &payload,
         );
         let orig = rec.clone();
-        let mut reply = Vec::new();
-        assert_eq!(
-            process_hop(&mut rec, &router(), &mut reply).unwrap(),
-            HopAction::TimeExceeded
-        );
+        let (action, reply) = hop(&mut rec);
+        assert_eq!(action, HopAction::TimeExceeded);
         let p = parse(&reply).unwrap();
         assert_eq!(p.l4, L4Proto::Icmpv6);
         assert_eq!(p.flow.src, IpAddr::V6(router().v6));
@@ -312,25 +303,15 @@ mod tests {
     #[test]
     fn no_error_about_icmp_errors_or_multicast() {
         let mut rec = build::udp_record(&Addrs::v4([10, 0, 0, 1], [224, 0, 0, 9]), 1, 2, 1, b"x");
-        let mut reply = Vec::new();
-        assert_eq!(
-            process_hop(&mut rec, &router(), &mut reply).unwrap(),
-            HopAction::Drop
-        );
+        assert_eq!(hop(&mut rec).0, HopAction::Drop);
         // An ICMP time exceeded itself expiring.
         let mut rec = build::udp_record(&Addrs::v4([10, 0, 0, 1], [10, 0, 0, 2]), 1, 2, 1, b"x");
-        let mut te = Vec::new();
-        assert_eq!(
-            process_hop(&mut rec, &router(), &mut te).unwrap(),
-            HopAction::TimeExceeded
-        );
+        let (action, mut te) = hop(&mut rec);
+        assert_eq!(action, HopAction::TimeExceeded);
         te[VNET_HDR_LEN + 8] = 1;
         te[VNET_HDR_LEN + 10..VNET_HDR_LEN + 12].copy_from_slice(&[0, 0]);
         let c = checksum(&te[VNET_HDR_LEN..VNET_HDR_LEN + 20]);
         te[VNET_HDR_LEN + 10..VNET_HDR_LEN + 12].copy_from_slice(&c.to_be_bytes());
-        assert_eq!(
-            process_hop(&mut te, &router(), &mut reply).unwrap(),
-            HopAction::Drop
-        );
+        assert_eq!(hop(&mut te).0, HopAction::Drop);
     }
 }

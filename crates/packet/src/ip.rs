@@ -58,11 +58,7 @@ impl<'a> Ipv4Header<'a> {
             return Err(PacketError::BadIhl(ihl));
         }
         let hl = usize::from(ihl) * 4;
-        let bytes = pkt.get(..hl).ok_or(PacketError::Truncated {
-            what: "IPv4 header",
-            need: hl,
-            have: pkt.len(),
-        })?;
+        let bytes = PacketError::prefix(pkt, hl, "IPv4 header")?;
         Ok(Ipv4Header { bytes })
     }
 
@@ -136,11 +132,7 @@ pub struct Ipv6Header<'a> {
 impl<'a> Ipv6Header<'a> {
     /// Views the fixed header at the start of `pkt`: version 6, 40 bytes present.
     pub fn new(pkt: &'a [u8]) -> Result<Self, PacketError> {
-        let bytes = pkt.get(..IPV6_HDR_LEN).ok_or(PacketError::Truncated {
-            what: "IPv6 header",
-            need: IPV6_HDR_LEN,
-            have: pkt.len(),
-        })?;
+        let bytes = PacketError::prefix(pkt, IPV6_HDR_LEN, "IPv6 header")?;
         if bytes[0] >> 4 != 6 {
             return Err(PacketError::BadVersion(bytes[0] >> 4));
         }

@@ -36,21 +36,13 @@ pub struct TcpHeader<'a> {
 impl<'a> TcpHeader<'a> {
     /// Views the header at the start of `seg` (TCP header + payload).
     pub fn new(seg: &'a [u8]) -> Result<Self, PacketError> {
-        let fixed = seg.get(..MIN_HDR_LEN).ok_or(PacketError::Truncated {
-            what: "TCP header",
-            need: MIN_HDR_LEN,
-            have: seg.len(),
-        })?;
+        let fixed = PacketError::prefix(seg, MIN_HDR_LEN, "TCP header")?;
         let doff = fixed[12] >> 4;
         if doff < 5 {
             return Err(PacketError::BadDataOffset(doff));
         }
         let hl = usize::from(doff) * 4;
-        let bytes = seg.get(..hl).ok_or(PacketError::Truncated {
-            what: "TCP options",
-            need: hl,
-            have: seg.len(),
-        })?;
+        let bytes = PacketError::prefix(seg, hl, "TCP options")?;
         Ok(TcpHeader { bytes })
     }
 

@@ -19,11 +19,7 @@ pub struct UdpHeader<'a> {
 impl<'a> UdpHeader<'a> {
     /// Views the header at the start of `dgram`.
     pub fn new(dgram: &'a [u8]) -> Result<Self, PacketError> {
-        let bytes = dgram.get(..HDR_LEN).ok_or(PacketError::Truncated {
-            what: "UDP header",
-            need: HDR_LEN,
-            have: dgram.len(),
-        })?;
+        let bytes = PacketError::prefix(dgram, HDR_LEN, "UDP header")?;
         Ok(UdpHeader { bytes })
     }
 

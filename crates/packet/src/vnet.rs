@@ -55,13 +55,7 @@ impl VnetHeader {
 
     /// Decodes the first [`VNET_HDR_LEN`] bytes of `buf`.
     pub fn parse(buf: &[u8]) -> Result<VnetHeader, PacketError> {
-        let Some(b) = buf.get(..VNET_HDR_LEN) else {
-            return Err(PacketError::Truncated {
-                what: "virtio_net_hdr",
-                need: VNET_HDR_LEN,
-                have: buf.len(),
-            });
-        };
+        let b = PacketError::prefix(buf, VNET_HDR_LEN, "virtio_net_hdr")?;
         let le = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
         let gso_type =
             GsoType::from_u8(b[1] & !GSO_ECN).ok_or(PacketError::UnsupportedGso(b[1]))?;

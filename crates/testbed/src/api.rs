@@ -528,12 +528,27 @@ impl FreeBusy {
         let free = ledger
             .free_slots(&resource, &window, min, now)
             .map_err(|e| ErrorBody::from(&e))?;
-        Ok(Self {
+        Ok(Self::new(
+            &resource,
+            &window,
+            ledger.busy(&resource, &window, now),
+            &free,
+        ))
+    }
+
+    /// The answer for `resource` over `window`: the live bookings that make it `busy` and the
+    /// `free` intervals.
+    pub fn new<'a>(
+        resource: &ResourceId,
+        window: &Slot,
+        busy: impl IntoIterator<Item = &'a Booking>,
+        free: &[Slot],
+    ) -> Self {
+        Self {
             resource: resource.to_string(),
             from: format_utc(window.start()),
             to: format_utc(window.end()),
-            busy: ledger
-                .busy(&resource, &window, now)
+            busy: busy
                 .into_iter()
                 .map(|b| BusyView {
                     start: format_utc(b.slot.start()),
@@ -543,7 +558,7 @@ impl FreeBusy {
                 })
                 .collect(),
             free: free.iter().map(SlotView::from).collect(),
-        })
+        }
     }
 }
 
@@ -668,7 +683,7 @@ pub fn hold_until(now: Timestamp, ttl: SignedDuration) -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::booking::{Actor, NewBooking};
+    use crate::booking::{Actor, BookingId, NewBooking};
     use crate::policy::{Policy, Request, UserContext};
     use crate::resource::tests::datatag;
 
@@ -819,23 +834,23 @@ mod tests {
         assert!(json.get("local").is_none());
     }
 
+    /// Alice books `resource` (confirmed, no note) from 2026-05-05 08:00 UTC to `end`, at `now`.
+    fn alice_books(l: &mut Ledger, resource: &str, end: &str, now: Timestamp) -> BookingId {
+        let booking = NewBooking {
+            resource: ResourceId::parse(resource).unwrap(),
+            owner: "alice".into(),
+            slot: Slot::parse("2026-05-05T08:00:00Z", end).unwrap(),
+            hold_until: None,
+            note: String::new(),
+        };
+        l.try_book(booking, &Actor::user("alice"), now).unwrap()
+    }
+
     #[test]
     fn audit_view_shows_who_what_and_the_moved_end() {
         let mut l = Ledger::new(datatag());
         let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
-        let id = l
-            .try_book(
-                NewBooking {
-                    resource: ResourceId::parse("cern/starlight-lambda").unwrap(),
-                    owner: "alice".into(),
-                    slot: Slot::parse("2026-05-05T08:00:00Z", "2026-05-05T10:00:00Z").unwrap(),
-                    hold_until: None,
-                    note: String::new(),
-                },
-                &Actor::user("alice"),
-                now,
-            )
-            .unwrap();
+        let id = alice_books(&mut l, "cern/starlight-lambda", "2026-05-05T10:00:00Z", now);
         let end: Timestamp = "2026-05-05T11:00:00Z".parse().unwrap();
         l.extend(id, end, &Actor::user("alice"), now).unwrap();
         l.preempt(id, &Actor::admin("root"), "fibre cut", now)
@@ -898,19 +913,7 @@ mod tests {
     fn a_declined_booking_shows_who_and_why() {
         let mut l = Ledger::new(datatag());
         let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
-        let id = l
-            .try_book(
-                NewBooking {
-                    resource: ResourceId::parse("cern").unwrap(),
-                    owner: "alice".into(),
-                    slot: Slot::parse("2026-05-05T08:00:00Z", "2026-05-05T10:00:00Z").unwrap(),
-                    hold_until: None,
-                    note: String::new(),
-                },
-                &Actor::user("alice"),
-                now,
-            )
-            .unwrap();
+        let id = alice_books(&mut l, "cern", "2026-05-05T10:00:00Z", now);
         let mut b = l.get(id).unwrap().clone();
         b.status = Status::Declined {
             at: now,
@@ -935,18 +938,12 @@ mod tests {
     fn free_busy_answer() {
         let mut l = Ledger::new(datatag());
         let now: Timestamp = "2026-05-04T00:00:00Z".parse().unwrap();
-        l.try_book(
-            NewBooking {
-                resource: ResourceId::parse("cern/starlight-lambda/1g-a").unwrap(),
-                owner: "alice".into(),
-                slot: Slot::parse("2026-05-05T08:00:00Z", "2026-05-05T16:00:00Z").unwrap(),
-                hold_until: None,
-                note: String::new(),
-            },
-            &Actor::user("alice"),
+        alice_books(
+            &mut l,
+            "cern/starlight-lambda/1g-a",
+            "2026-05-05T16:00:00Z",
             now,
-        )
-        .unwrap();
+        );
         let q = FreeBusyQuery {
             resource: "cern/starlight-lambda".into(),
             from: "2026-05-05T00:00:00Z".into(),

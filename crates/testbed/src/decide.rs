@@ -53,8 +53,18 @@ pub struct Change {
 
 /// Decides a change from (the booking, its approval state, the owner's
 /// bookings near it); `Err` is the refusal.
-pub type Decide<'a> =
-    dyn Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a;
+pub type Decide<'a> = dyn Decider + 'a;
+
+/// A decision function, as the `decide_*` functions return them (and [`Decide`] holds one).
+pub trait Decider:
+    Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync
+{
+}
+
+impl<F> Decider for F where
+    F: Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync
+{
+}
 
 fn unchanged(before: &Booking, approval: Option<Approval>, action: Action) -> Change {
     Change {
@@ -198,12 +208,7 @@ pub fn transition(op: Op, b: &Booking, actor: &Actor, now: Timestamp) -> Result<
 
 /// Confirm, release or cancel, as [`transition`] decides; a booking waiting
 /// for approval cannot be confirmed by its owner.
-pub fn decide_op(
-    op: Op,
-    actor: &Actor,
-    now: Timestamp,
-) -> impl Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + '_
-{
+pub fn decide_op(op: Op, actor: &Actor, now: Timestamp) -> impl Decider + '_ {
     move |b, approval, _| {
         let status = transition(op, b, actor, now)?;
         if op == Op::Confirm && approval == Some(Approval::Pending) {
@@ -239,8 +244,7 @@ pub fn decide_extend<'a>(
     policy: &'a Policy,
     inventory: &'a Inventory,
     now: Timestamp,
-) -> impl Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a
-{
+) -> impl Decider + 'a {
     move |b, approval, mine| {
         let refuse = |e: LedgerError| Err(ErrorBody::from(&e));
         check_owner(b, actor)?;
@@ -313,12 +317,7 @@ pub fn check_preempt(notice: &str, actor: &Actor) -> Result<(), ErrorBody> {
 
 /// An admin takes a live booking away, with a notice for its owner
 /// ([`check_preempt`] first).
-pub fn decide_preempt<'a>(
-    notice: &'a str,
-    actor: &'a Actor,
-    now: Timestamp,
-) -> impl Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a
-{
+pub fn decide_preempt<'a>(notice: &'a str, actor: &'a Actor, now: Timestamp) -> impl Decider + 'a {
     move |b, approval, _| {
         check_preempt(notice, actor)?;
         let phase = b.phase(now);
@@ -352,12 +351,7 @@ fn not_approver(op: &str) -> ErrorBody {
 /// confirmed. Not their own (403 `self_approval`) unless `allow_self`
 /// ([`Policy::allow_self_approval`]): an approval is a second person's
 /// decision, or an approver could book past the horizon alone.
-pub fn decide_approve(
-    actor: &Actor,
-    now: Timestamp,
-    allow_self: bool,
-) -> impl Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + '_
-{
+pub fn decide_approve(actor: &Actor, now: Timestamp, allow_self: bool) -> impl Decider + '_ {
     move |b, approval, _| {
         if actor.role == Role::User {
             return Err(not_approver("approve"));
@@ -429,12 +423,7 @@ pub fn check_decline<'b>(body: &'b DeclineBooking, actor: &Actor) -> Result<&'b 
 /// blocking its slot, and shows who declined it and why. The refusals are
 /// approve's: `not_approver`, `not_pending`, `hold_expired` once its start
 /// has passed.
-pub fn decide_decline<'a>(
-    reason: &'a str,
-    actor: &'a Actor,
-    now: Timestamp,
-) -> impl Fn(&Booking, Option<Approval>, &[Booking]) -> Result<Change, ErrorBody> + Send + Sync + 'a
-{
+pub fn decide_decline<'a>(reason: &'a str, actor: &'a Actor, now: Timestamp) -> impl Decider + 'a {
     move |b, approval, _| {
         if actor.role == Role::User {
             return Err(not_approver("decline"));

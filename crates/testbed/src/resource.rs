@@ -690,39 +690,9 @@ pub(crate) mod tests {
         ResourceId::parse(s).unwrap()
     }
 
-    /// CERN with the 2.5G StarLight lambda split into two 1G circuits.
-    pub(crate) const DATATAG: &str = r#"
-# DataTAG phase 3 (seed 000): the 2.5 Gbit/s lambda as two 1 Gbit/s circuits
-[[resource]]
-id = "cern"
-kind = "site"
-name = "CERN, Geneva"
-zone = "Europe/Zurich"
-
-[[resource]]
-id = "cern/starlight-lambda/1g-a"
-kind = "circuit"
-capacity = "1G"
-
-[[resource]]
-id = "cern/starlight-lambda"
-kind = "lambda"
-name = "CERN - StarLight 2.5G"
-capacity = "2.5G"
-
-[[resource]]
-id = "cern/starlight-lambda/1g-b"
-kind = "circuit"
-capacity = "1G"
-state = "degraded"
-reason = "CRC errors on the Alcatel 1670"
-
-[[resource]]
-id = "cern/host-1"
-kind = "host"
-state = "maintenance"
-reason = "disk swap"
-"#;
+    /// CERN with the 2.5G StarLight lambda split into two 1G circuits (one degraded) and a host in
+    /// maintenance: the inventory the unit tests here, the web crate's and the UI test book on.
+    pub(crate) const DATATAG: &str = include_str!("../testdata/datatag.toml");
 
     pub(crate) fn datatag() -> Inventory {
         Inventory::from_toml(DATATAG, "datatag.toml").unwrap()

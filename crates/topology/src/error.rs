@@ -1,28 +1,61 @@
 //! Errors that name the file, the line (and column) and the field, and the
-//! search that finds the line of a field in the file text.
+//! search that finds the line of a field in the file text. The experiment
+//! files of `longhaul lab` use the same error ([`FileError`]) and place format.
 
 use std::fmt;
 
-/// A topology file or override the emulator refuses.
+/// A TOML file (or a command-line override) that is refused: a topology file
+/// here, an experiment file in `longhaul-experiments`.
 ///
 /// Displays as `FILE:LINE:COL: FIELD: MESSAGE`, leaving out the parts that are
-/// unknown (an override given on the command line has no file or line).
+/// unknown (an override given on the command line has no file or line). Syntax
+/// and type errors from the TOML reader carry a column; errors found by the
+/// checks that follow carry the line of the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct TopologyError {
-    /// The file name the caller gave [`crate::Topology::from_toml`]; empty
-    /// when the error comes from [`crate::Topology::compile`] alone.
+pub struct FileError {
+    /// The file name the caller gave the parser ([`crate::Topology::from_toml`]);
+    /// empty when the error comes from [`crate::Topology::compile`] alone.
     pub file: String,
     /// 1-based line of the offending value or table, when known.
     pub line: Option<usize>,
     /// 1-based column (in characters), when known.
     pub column: Option<usize>,
-    /// The field as a path (`hop[3].km`, `rate`, `--rtt`), when known.
+    /// The field as a path (`hop[3].km`, `rate`, `--rtt`, `sweep.window[2]`),
+    /// when known.
     pub field: Option<String>,
     /// Why it is refused, with the value.
     pub message: String,
 }
 
-impl TopologyError {
+/// A topology file or override the emulator refuses.
+pub type TopologyError = FileError;
+
+impl FileError {
+    /// The TOML reader's error `e` about `text`, the file `file`: with the
+    /// line and column of its span, and the field `field_at` finds at that
+    /// line (the TOML reader knows the place but not the field).
+    pub fn from_toml(
+        e: &toml::de::Error,
+        text: &str,
+        file: &str,
+        field_at: impl Fn(&str, usize) -> Option<String>,
+    ) -> Self {
+        let (line, column) = match e.span() {
+            Some(span) => {
+                let (l, c) = line_col(text, span.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        Self {
+            file: file.to_owned(),
+            line,
+            column,
+            field: line.and_then(|l| field_at(text, l)),
+            message: e.message().trim().to_owned(),
+        }
+    }
+
     /// An error about `field`, without a place yet.
     pub(crate) fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
@@ -35,24 +68,9 @@ impl TopologyError {
     }
 }
 
-impl fmt::Display for TopologyError {
+impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut place = self.file.clone();
-        if let Some(line) = self.line {
-            if place.is_empty() {
-                place.push_str("line ");
-            } else {
-                place.push(':');
-            }
-            place.push_str(&line.to_string());
-            if let Some(col) = self.column {
-                place.push(':');
-                place.push_str(&col.to_string());
-            }
-        }
-        if !place.is_empty() {
-            write!(f, "{place}: ")?;
-        }
+        write_place(f, &self.file, self.line, self.column)?;
         if let Some(field) = &self.field {
             write!(f, "{field}: ")?;
         }
@@ -60,8 +78,35 @@ impl fmt::Display for TopologyError {
     }
 }
 
+/// Writes the place part of a message, `FILE:LINE:COL: ` (`line N: ` without a
+/// file), leaving out what is unknown and writing nothing when all is.
+pub fn write_place(
+    f: &mut fmt::Formatter<'_>,
+    file: &str,
+    line: Option<usize>,
+    column: Option<usize>,
+) -> fmt::Result {
+    let mut place = file.to_owned();
+    if let Some(line) = line {
+        if place.is_empty() {
+            place.push_str("line ");
+        } else {
+            place.push(':');
+        }
+        place.push_str(&line.to_string());
+        if let Some(col) = column {
+            place.push(':');
+            place.push_str(&col.to_string());
+        }
+    }
+    if !place.is_empty() {
+        write!(f, "{place}: ")?;
+    }
+    Ok(())
+}
+
 /// 1-based line and column (in characters) of byte `offset` of `text`.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let mut offset = offset.min(text.len());
     while !text.is_char_boundary(offset) {
         offset -= 1;

@@ -30,7 +30,7 @@ use longhaul_units::{
 };
 use serde::{Deserialize, Serialize};
 
-pub use error::TopologyError;
+pub use error::{FileError, TopologyError, line_col, write_place};
 pub use presets::{Preset, preset, presets};
 
 /// Most router hops a path may have (addresses 10.201.1.1–.253).
@@ -400,22 +400,8 @@ impl Topology {
     /// compiles with no overrides. Errors name the file, the line and the
     /// field.
     pub fn from_toml(text: &str, file_name: &str) -> Result<Self, TopologyError> {
-        let topo: Self = toml::from_str(text).map_err(|e| {
-            let (line, column) = match e.span() {
-                Some(span) => {
-                    let (l, c) = error::line_col(text, span.start);
-                    (Some(l), Some(c))
-                }
-                None => (None, None),
-            };
-            TopologyError {
-                file: file_name.to_owned(),
-                line,
-                column,
-                field: line.and_then(|l| error::field_at_line(text, l)),
-                message: e.message().trim().to_owned(),
-            }
-        })?;
+        let topo: Self = toml::from_str(text)
+            .map_err(|e| FileError::from_toml(&e, text, file_name, error::field_at_line))?;
         topo.compile(&Overrides::default()).map_err(|mut e| {
             e.file = file_name.to_owned();
             if let Some(f) = &e.field {

@@ -23,37 +23,45 @@ impl Preset {
     }
 }
 
+/// The preset `$name` with its summary and source, embedded from `presets/$name.toml` (the name is
+/// written once).
+macro_rules! preset {
+    ($name:literal, $summary:literal, $source:literal) => {
+        Preset {
+            name: $name,
+            summary: $summary,
+            source: $source,
+            toml: include_str!(concat!("../presets/", $name, ".toml")),
+        }
+    };
+}
+
 const PRESETS: [Preset; 5] = [
-    Preset {
-        name: "cern-starlight",
-        summary: "DataTAG 2003, Geneva - Chicago, 7,067 km, RTT 127.2 ms (measured)",
-        source: "seed 000 (DataTAG testbed); RTT from seed 001's traceroute",
-        toml: include_str!("../presets/cern-starlight.toml"),
-    },
-    Preset {
-        name: "ipv6-lsr-2004",
-        summary: "IPv6 LSR path Geneva - Chicago - Indianapolis - Kansas City - Sunnyvale - Los Angeles - Phoenix, 11,539 km, RTT 192.8 ms",
-        source: "seed 001 (traceroute6 and hop distances)",
-        toml: include_str!("../presets/ipv6-lsr-2004.toml"),
-    },
-    Preset {
-        name: "amsterdam-geneva",
-        summary: "10GE WAN PHY Amsterdam - Geneva, RTT 17 ms",
-        source: "seed 002",
-        toml: include_str!("../presets/amsterdam-geneva.toml"),
-    },
-    Preset {
-        name: "sc2004-loop",
-        summary: "SC2004 loop Geneva - Chicago - Los Angeles - Pittsburgh - Chicago - Geneva, RTT 466 ms",
-        source: "seed 003",
-        toml: include_str!("../presets/sc2004-loop.toml"),
-    },
-    Preset {
-        name: "tokyo-loop-30000km",
-        summary: "Data Reservoir loop Tokyo - Chicago - Amsterdam - Seattle - Tokyo, 32,372 km real, 30,000 km counted",
-        source: "seed 004; internet2.edu/lsr (2006-12-30/31)",
-        toml: include_str!("../presets/tokyo-loop-30000km.toml"),
-    },
+    preset!(
+        "cern-starlight",
+        "DataTAG 2003, Geneva - Chicago, 7,067 km, RTT 127.2 ms (measured)",
+        "seed 000 (DataTAG testbed); RTT from seed 001's traceroute"
+    ),
+    preset!(
+        "ipv6-lsr-2004",
+        "IPv6 LSR path Geneva - Chicago - Indianapolis - Kansas City - Sunnyvale - Los Angeles - Phoenix, 11,539 km, RTT 192.8 ms",
+        "seed 001 (traceroute6 and hop distances)"
+    ),
+    preset!(
+        "amsterdam-geneva",
+        "10GE WAN PHY Amsterdam - Geneva, RTT 17 ms",
+        "seed 002"
+    ),
+    preset!(
+        "sc2004-loop",
+        "SC2004 loop Geneva - Chicago - Los Angeles - Pittsburgh - Chicago - Geneva, RTT 466 ms",
+        "seed 003"
+    ),
+    preset!(
+        "tokyo-loop-30000km",
+        "Data Reservoir loop Tokyo - Chicago - Amsterdam - Seattle - Tokyo, 32,372 km real, 30,000 km counted",
+        "seed 004; internet2.edu/lsr (2006-12-30/31)"
+    ),
 ];
 
 /// All presets, in the order listed by `longhaul emulate presets`.

@@ -20,9 +20,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use jiff::{SignedDuration, Timestamp};
 use longhaul_testbed::api::{
-    AuditLog, AuditView, BookingList, BookingView, BusyView, CreateBooking, CurrentBookings,
-    DeclineBooking, ErrorBody, ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, LocalTimes, Me,
-    Note, PreemptBooking, SlotView,
+    AuditLog, AuditView, BookingList, BookingView, CreateBooking, CurrentBookings, DeclineBooking,
+    ErrorBody, ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, LocalTimes, Me, Note,
+    PreemptBooking,
 };
 use longhaul_testbed::booking::{Actor, Approval, Booking};
 use longhaul_testbed::idempotency::{Fingerprint, IdempotencyKey};
@@ -516,25 +516,7 @@ async fn freebusy(
     };
     let slots: Vec<_> = busy.iter().map(|b| b.slot).collect();
     let free = free_slots(&slots, &window, min, now);
-    respond(
-        200,
-        &FreeBusy {
-            resource: resource.to_string(),
-            from: format_utc(window.start()),
-            to: format_utc(window.end()),
-            busy: busy
-                .iter()
-                .map(|b| BusyView {
-                    start: format_utc(b.slot.start()),
-                    end: format_utc(b.slot.end()),
-                    booking: b.id.0,
-                    resource: b.resource.to_string(),
-                })
-                .collect(),
-            free: free.iter().map(SlotView::from).collect(),
-        },
-        xml,
-    )
+    respond(200, &FreeBusy::new(&resource, &window, &busy, &free), xml)
 }
 
 /// Adds the times in the user's zone and a `dst_change` warning for every

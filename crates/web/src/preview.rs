@@ -307,29 +307,8 @@ mod tests {
     use longhaul_testbed::policy::Policy;
     use longhaul_testbed::resource::Inventory;
 
-    const INVENTORY: &str = r#"
-[[resource]]
-id = "cern"
-kind = "site"
-zone = "Europe/Zurich"
-
-[[resource]]
-id = "cern/lambda"
-kind = "lambda"
-capacity = "2.5G"
-
-[[resource]]
-id = "cern/lambda/1g-a"
-kind = "circuit"
-capacity = "1G"
-
-[[resource]]
-id = "cern/lambda/1g-b"
-kind = "circuit"
-capacity = "1G"
-state = "degraded"
-reason = "CRC errors"
-"#;
+    /// The testbed crate's DataTAG inventory: CERN's lambda as two circuits, one degraded.
+    const INVENTORY: &str = include_str!("../../testbed/testdata/datatag.toml");
 
     fn t(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -391,7 +370,7 @@ reason = "CRC errors"
     fn a_child_booking_conflicts_with_its_parent_and_siblings_do_not() {
         let bob = booking(
             7,
-            "cern/lambda/1g-a",
+            "cern/starlight-lambda/1g-a",
             "bob",
             "2026-03-03T10:00:00Z",
             "2026-03-03T12:00:00Z",
@@ -399,7 +378,7 @@ reason = "CRC errors"
         let alice = Actor::user("alice");
         let p = run(
             &alice,
-            "cern/lambda",
+            "cern/starlight-lambda",
             "2026-03-03T11:00:00Z",
             "2026-03-03T13:00:00Z",
             std::slice::from_ref(&bob),
@@ -410,14 +389,14 @@ reason = "CRC errors"
         let c = &p.conflicts[0];
         assert_eq!(
             (c.booking, c.resource.as_str(), c.user.as_str()),
-            (7, "cern/lambda/1g-a", "bob")
+            (7, "cern/starlight-lambda/1g-a", "bob")
         );
         assert_eq!(c.status, "upcoming");
         assert!(p.refusals.is_empty(), "{:?}", p.refusals);
         // The sibling half does not conflict (but it is degraded).
         let p = run(
             &alice,
-            "cern/lambda/1g-b",
+            "cern/starlight-lambda/1g-b",
             "2026-03-03T11:00:00Z",
             "2026-03-03T13:00:00Z",
             std::slice::from_ref(&bob),
@@ -450,14 +429,14 @@ reason = "CRC errors"
         );
         let mine = booking(
             4,
-            "cern/lambda/1g-b",
+            "cern/starlight-lambda/1g-b",
             "alice",
             "2026-03-03T12:00:00Z",
             "2026-03-03T13:00:00Z",
         );
         let p = run(
             &Actor::user("alice"),
-            "cern/lambda",
+            "cern/starlight-lambda",
             "2026-03-03T01:00:00Z",
             "2026-03-03T11:00:00Z",
             &[bob, mine],
@@ -483,7 +462,7 @@ reason = "CRC errors"
         // through its other half.)
         let p = run(
             &alice,
-            "cern/lambda/1g-a",
+            "cern/starlight-lambda/1g-a",
             "2026-03-08T06:00:00Z",
             "2026-03-08T10:00:00Z",
             &[],
@@ -495,7 +474,7 @@ reason = "CRC errors"
         assert!(p.warnings[0].message.contains("America/Chicago"));
         let p = run(
             &alice,
-            "cern/lambda/1g-a",
+            "cern/starlight-lambda/1g-a",
             "2026-03-29T00:00:00Z",
             "2026-03-29T04:00:00Z",
             &[],
@@ -506,7 +485,7 @@ reason = "CRC errors"
         // A refused slot still carries its warnings.
         let p = run(
             &alice,
-            "cern/lambda/1g-a",
+            "cern/starlight-lambda/1g-a",
             "2026-03-29T00:00:00Z",
             "2026-03-29T09:00:00Z",
             &[],

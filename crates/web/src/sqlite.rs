@@ -479,31 +479,9 @@ impl SqliteStore {
         let now_us = req.now.as_microsecond();
         let (start_us, end_us) = (slot.start().as_microsecond(), slot.end().as_microsecond());
         Self::expire_due(tx, req.now).await?;
-        let ancestors = serde_json::to_string(
-            &resource
-                .self_and_ancestors()
-                .iter()
-                .map(ResourceId::as_str)
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or_default();
-        let conflict = sqlx::query(&format!(
-            "SELECT {COLS} FROM booking
-             WHERE {LIVE} AND start_us < ? AND end_us > ?
-               AND (resource IN (SELECT value FROM json_each(?))
-                    OR substr(resource, 1, length(?) + 1) = ? || '/')
-             ORDER BY start_us LIMIT 1"
-        ))
-        .bind(now_us)
-        .bind(end_us)
-        .bind(start_us)
-        .bind(&ancestors)
-        .bind(resource.as_str())
-        .bind(resource.as_str())
-        .fetch_optional(&mut **tx)
-        .await?;
-        if let Some(c) = conflict {
-            return Ok(conflict_reply(resource, &row(&c)?.into_booking()?));
+        // Booking ids start at 1: none is excepted.
+        if let Some(c) = Self::first_conflict(tx, resource, slot, req.now, 0).await? {
+            return Ok(conflict_reply(resource, &c));
         }
         let (from, to) = policy_window(slot);
         let mine = sqlx::query(&format!(

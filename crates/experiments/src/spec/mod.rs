@@ -34,7 +34,7 @@ use std::fmt::Write as _;
 use longhaul_topology::{Topology, preset};
 use longhaul_units::Nanos;
 
-use crate::error::{SpecError, field_at_line, line_col};
+use crate::error::{SpecError, field_at_line};
 
 mod args;
 mod check;
@@ -52,22 +52,8 @@ impl Spec {
     /// only named, and checked when the runner passes its text to
     /// [`Spec::topology`].
     pub fn parse(text: &str, file_name: &str) -> Result<Self, SpecError> {
-        let raw: RawSpec = toml::from_str(text).map_err(|e| {
-            let (line, column) = match e.span() {
-                Some(span) => {
-                    let (l, c) = line_col(text, span.start);
-                    (Some(l), Some(c))
-                }
-                None => (None, None),
-            };
-            SpecError {
-                file: file_name.to_owned(),
-                line,
-                column,
-                field: line.and_then(|l| field_at_line(text, l)),
-                message: e.message().trim().to_owned(),
-            }
-        })?;
+        let raw: RawSpec = toml::from_str(text)
+            .map_err(|e| SpecError::from_toml(&e, text, file_name, field_at_line))?;
         let mut cx = Ctx {
             text,
             file: file_name,
@@ -157,15 +143,7 @@ impl Spec {
                 .ok_or_else(|| refuse("", format!("unknown preset {name:?}")))?
                 .topology()
                 .map_err(|e| refuse("", e.to_string())),
-            (PathSource::File(f), Some(text)) => {
-                Topology::from_toml(text, f).map_err(|e| SpecError {
-                    file: e.file,
-                    line: e.line,
-                    column: e.column,
-                    field: e.field,
-                    message: e.message,
-                })
-            }
+            (PathSource::File(f), Some(text)) => Topology::from_toml(text, f),
             (PathSource::File(f), None) => {
                 Err(refuse(f, "the topology file's text is needed".into()))
             }
