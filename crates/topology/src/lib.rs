@@ -19,6 +19,7 @@
 //! 10.201.1.(i+1) / fd00:4c48:1::(i+1).
 
 mod error;
+mod network;
 mod presets;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -31,6 +32,7 @@ use longhaul_units::{
 use serde::{Deserialize, Serialize};
 
 pub use error::{FileError, TopologyError, line_col, write_place};
+pub use network::{Host, NetLink, Network, Node, Router, Site, Step};
 pub use presets::{Preset, preset, presets};
 
 /// Most router hops a path may have (addresses 10.201.1.1–.253).
