@@ -191,13 +191,7 @@ pub(crate) fn record_of(id: u64, p: &Parsed) -> Record {
 }
 
 /// Turns the fates of a parsed record into queued releases; returns whether
-/// it had to be split.
-///
-/// The record is `buf[..len]`. The last release that needs it whole takes
-/// `buf` itself (a large record moves into the queue and `buf` gets a
-/// full-length buffer from `pool` instead; see [`BufPool::hand_over`]);
-/// earlier whole releases (a duplicate's original) and split runs are copies
-/// in pool buffers.
+/// it had to be split. See [`release_runs`].
 pub(crate) fn enqueue_fates(
     buf: &mut Vec<u8>,
     len: usize,
@@ -207,22 +201,67 @@ pub(crate) fn enqueue_fates(
     pool: &mut BufPool,
     queue: &mut ReleaseQueue,
 ) -> bool {
+    debug_assert_eq!(segments, record_of(0, p).segments);
+    release_runs(buf, len, p, fates, pool, true, |run| {
+        queue.push(run.at, run.bytes)
+    })
+}
+
+/// A run of a record's segments with one fate that is released: the whole
+/// record or a part cut out of it.
+pub(crate) struct Run {
+    /// Release of its first segment, monotonic ns.
+    pub(crate) from: u64,
+    /// Release of its last segment.
+    pub(crate) at: u64,
+    /// The record (whole) or the part, headers rewritten.
+    pub(crate) bytes: Vec<u8>,
+    /// Whether `bytes` is the record as it was (its parse still holds).
+    pub(crate) whole: bool,
+}
+
+/// Hands every released run of a parsed record to `release`, in fate order;
+/// returns whether the record had to be split.
+///
+/// The record is `buf[..len]`. The last release that needs it whole takes
+/// `buf` itself (a large record moves out and `buf` gets a buffer from
+/// `pool` instead, full-length with `refill_full`, to read into; see
+/// [`BufPool::hand_over`]); earlier whole
+/// releases (a duplicate's original) and split runs are copies in pool
+/// buffers.
+pub(crate) fn release_runs(
+    buf: &mut Vec<u8>,
+    len: usize,
+    p: &Parsed,
+    fates: &[Fate],
+    pool: &mut BufPool,
+    refill_full: bool,
+    mut release: impl FnMut(Run),
+) -> bool {
+    let segments = record_of(0, p).segments;
     let mut split_any = false;
     let last_release = fates
         .iter()
         .rposition(|f| !matches!(f.what, What::Drop { .. }));
     for (i, f) in fates.iter().enumerate() {
-        let at = match f.what {
-            What::Deliver { at, .. } | What::Duplicate { at, .. } => at.as_nanos(),
+        let (from, at) = match f.what {
+            What::Deliver { from, at } | What::Duplicate { from, at } => {
+                (from.as_nanos(), at.as_nanos())
+            }
             What::Drop { .. } => continue,
         };
         if f.first == 0 && f.count == segments {
             let bytes = if Some(i) == last_release {
-                pool.hand_over(buf, len, true)
+                pool.hand_over(buf, len, refill_full)
             } else {
                 pool.copy_of(&buf[..len])
             };
-            queue.push(at, bytes);
+            release(Run {
+                from,
+                at,
+                bytes,
+                whole: true,
+            });
         } else {
             split_any = true;
             let mut out = pool.take_empty();
@@ -234,10 +273,20 @@ pub(crate) fn enqueue_fates(
                 ChecksumMode::FullWhenSingle,
                 &mut out,
             ) {
-                Ok(()) if out.len() >= HANDOVER_MIN => queue.push(at, out),
                 Ok(()) => {
-                    queue.push(at, out.to_vec());
-                    pool.put(out);
+                    let bytes = if out.len() >= HANDOVER_MIN {
+                        out
+                    } else {
+                        let small = out.to_vec();
+                        pool.put(out);
+                        small
+                    };
+                    release(Run {
+                        from,
+                        at,
+                        bytes,
+                        whole: false,
+                    });
                 }
                 Err(e) => {
                     pool.put(out);

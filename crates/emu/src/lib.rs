@@ -23,9 +23,11 @@ pub use longhaul_link as link;
 
 pub mod capture;
 pub mod error;
+pub mod fabric;
 pub mod fifo;
 pub mod forward;
 pub mod hist;
+mod host;
 pub mod netdev;
 pub mod pool;
 pub mod session;
@@ -34,6 +36,7 @@ pub mod testbed;
 
 pub use capture::CaptureStats;
 pub use error::EmuError;
+pub use fabric::{Fabric, FabricConfig, FabricReport, LinkChange};
 pub use forward::DirectionStats;
 pub use hist::{Histogram, Summary};
 pub use signals::Termination;

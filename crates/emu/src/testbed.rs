@@ -18,12 +18,12 @@ use std::thread::JoinHandle;
 
 use longhaul_link::{Link, LinkConfig, Nanos};
 use longhaul_packet::RouterAddrs;
-use longhaul_sys::{Tun, TunOptions, ip, netns_path, run_in_netns, write_sysctl};
+use longhaul_sys::{Tun, ip};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EmuError;
 use crate::forward::{Bursts, DirectionStats, Forwarder, HopStage};
-use crate::netdev::parse_proc_net_dev;
+use crate::host::{HostSetup, Netns, Reach, host};
 
 /// Name of the TUN device inside each host namespace.
 pub const DEVICE: &str = "lh0";
@@ -240,8 +240,10 @@ pub fn tcp_buffer_for(a_to_b: &LinkConfig, b_to_a: &LinkConfig) -> u64 {
     (2 * (bdp + x.queue_bytes + y.queue_bytes)).clamp(MIN_TCP_BUFFER, MAX_TCP_BUFFER)
 }
 
-/// Namespaces in `ip netns list` output named `lh-e<pid>-<n>-a|b` whose
-/// `pid` is not alive: left behind by an emulator that was killed.
+/// Namespaces in `ip netns list` output named `lh-e<pid>-<n>-<host>` whose
+/// `pid` is not alive: left behind by an emulator that was killed. `<host>` is
+/// `a` or `b` for a two-host testbed, a network's host name for a fabric
+/// (lowercase letters, digits and '-', starting with a letter).
 pub fn stale_namespaces(list: &str, alive: impl Fn(u32) -> bool) -> Vec<String> {
     list.lines()
         .filter_map(|l| l.split_whitespace().next())
@@ -249,10 +251,13 @@ pub fn stale_namespaces(list: &str, alive: impl Fn(u32) -> bool) -> Vec<String> 
             let Some(rest) = name.strip_prefix("lh-e") else {
                 return false;
             };
-            let parts: Vec<&str> = rest.split('-').collect();
+            let parts: Vec<&str> = rest.splitn(3, '-').collect();
             match parts.as_slice() {
                 [pid, n, host] => {
-                    matches!(*host, "a" | "b")
+                    host.starts_with(|c: char| c.is_ascii_lowercase())
+                        && host
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                         && n.parse::<u32>().is_ok()
                         && pid.parse::<u32>().is_ok_and(|p| !alive(p))
                 }
@@ -306,88 +311,6 @@ pub fn delete_namespace(name: &str) -> Result<(), EmuError> {
     }
     ip(&["netns", "del", name])?;
     Ok(())
-}
-
-/// A namespace created with `ip netns add`, deleted when dropped.
-#[derive(Debug)]
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn add(name: String) -> Result<Self, EmuError> {
-        ip(&["netns", "add", &name])?;
-        let ns = Self { name };
-        ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
-        Ok(ns)
-    }
-
-    fn path(&self) -> PathBuf {
-        netns_path(&self.name)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        if let Err(e) = ip(&["netns", "del", &self.name]) {
-            tracing::warn!("cleanup: {e}");
-            eprintln!("longhaul: cleanup failed: {e}");
-        }
-    }
-}
-
-/// Brings up one host: TUN, addresses, MTU, queue length, link state and TCP
-/// buffer sysctls.
-fn host(
-    ns: &Netns,
-    mtu: u32,
-    (me4, peer4): (Ipv4Addr, Ipv4Addr),
-    (me6, peer6): (Ipv6Addr, Ipv6Addr),
-    tcp_max: u64,
-    kernel_defaults: bool,
-) -> Result<Tun, EmuError> {
-    let tun = run_in_netns(&ns.path(), || Tun::open(DEVICE, TunOptions::vnet()))??;
-    let n = ns.name.as_str();
-    let mtu = mtu.to_string();
-    let txq = TXQUEUELEN.to_string();
-    ip(&[
-        "-n",
-        n,
-        "link",
-        "set",
-        DEVICE,
-        "mtu",
-        &mtu,
-        "txqueuelen",
-        &txq,
-        "up",
-    ])?;
-    let (me4, peer4) = (me4.to_string(), peer4.to_string());
-    ip(&["-n", n, "addr", "add", &me4, "peer", &peer4, "dev", DEVICE])?;
-    let (me6, peer6) = (format!("{me6}/128"), format!("{peer6}/128"));
-    ip(&["-n", n, "-6", "addr", "add", &me6, "dev", DEVICE, "nodad"])?;
-    ip(&["-n", n, "-6", "route", "add", &peer6, "dev", DEVICE])?;
-    // The routers' ICMP replies arrive from 10.201.1.x / fd00:4c48:1::x: a route
-    // back through the TUN keeps reverse-path filtering from dropping them.
-    ip(&["-n", n, "route", "add", ROUTERS_V4, "dev", DEVICE])?;
-    ip(&["-n", n, "-6", "route", "add", ROUTERS_V6, "dev", DEVICE])?;
-    let join = |v: [u64; 3]| format!("{} {} {}", v[0], v[1], v[2]);
-    let (rmem, wmem) = if kernel_defaults {
-        (join(KERNEL_TCP_RMEM), join(KERNEL_TCP_WMEM))
-    } else {
-        (
-            join([4096, 131_072, tcp_max]),
-            join([4096, 65_536, tcp_max]),
-        )
-    };
-    run_in_netns(&ns.path(), || -> Result<(), EmuError> {
-        write_sysctl("net.ipv4.tcp_rmem", &rmem)?;
-        write_sysctl("net.ipv4.tcp_wmem", &wmem)?;
-        write_sysctl("net.ipv4.tcp_no_metrics_save", "1")?;
-        Ok(())
-    })??;
-    tun.set_nonblocking(true)?;
-    Ok(tun)
 }
 
 /// A running two-host testbed. Dropping it tears everything down.
@@ -459,21 +382,21 @@ impl Testbed {
         };
         let a = Netns::add(format!("lh-{tag}-a"))?;
         let b = Netns::add(format!("lh-{tag}-b"))?;
+        let setup = |v4, v6, reach| HostSetup {
+            mtu: cfg.mtu,
+            v4,
+            v6,
+            reach,
+            tcp_max,
+            kernel_defaults: cfg.host_tcp_defaults,
+        };
         let tun_a = Arc::new(host(
             &a,
-            cfg.mtu,
-            (HOST_A_V4, HOST_B_V4),
-            (HOST_A_V6, HOST_B_V6),
-            tcp_max,
-            cfg.host_tcp_defaults,
+            setup(HOST_A_V4, HOST_A_V6, Reach::Peer(HOST_B_V4, HOST_B_V6)),
         )?);
         let tun_b = Arc::new(host(
             &b,
-            cfg.mtu,
-            (HOST_B_V4, HOST_A_V4),
-            (HOST_B_V6, HOST_A_V6),
-            tcp_max,
-            cfg.host_tcp_defaults,
+            setup(HOST_B_V4, HOST_B_V6, Reach::Peer(HOST_A_V4, HOST_A_V6)),
         )?);
         let mut bed = Testbed {
             stop: Arc::new(AtomicBool::new(false)),
@@ -586,8 +509,8 @@ impl Testbed {
     /// Both directions' counters with the TUN devices' drop counters read now (each direction's
     /// source TUN is the one whose drops it would cause).
     fn report(&self, mut a_to_b: DirectionStats, mut b_to_a: DirectionStats) -> Report {
-        a_to_b.tun_tx_dropped = self.a.as_ref().and_then(tx_dropped);
-        b_to_a.tun_tx_dropped = self.b.as_ref().and_then(tx_dropped);
+        a_to_b.tun_tx_dropped = self.a.as_ref().and_then(Netns::tx_dropped);
+        b_to_a.tun_tx_dropped = self.b.as_ref().and_then(Netns::tx_dropped);
         Report {
             host_a: self.host_a().to_string(),
             host_b: self.host_b().to_string(),
@@ -614,15 +537,6 @@ impl Testbed {
         self.report(a_to_b, b_to_a)
         // `self` drops here: TUNs closed, namespaces deleted.
     }
-}
-
-fn tx_dropped(ns: &Netns) -> Option<u64> {
-    let text = run_in_netns(&ns.path(), || {
-        std::fs::read_to_string("/proc/thread-self/net/dev")
-    })
-    .ok()?
-    .ok()?;
-    parse_proc_net_dev(&text, DEVICE).map(|c| c.tx_dropped)
 }
 
 impl Drop for Testbed {
@@ -679,9 +593,15 @@ mod tests {
     #[test]
     fn finds_only_our_dead_namespaces() {
         let list = "lh-e100-0-a (id: 3)\nlh-e100-0-b (id: 4)\nlh-e200-1-a\nlh-sys-test-100-0-a\n\
-                    other\nlh-e100-a\nlh-ex-0-a\nlh-e100-0-c\n";
+                    other\nlh-e100-a\nlh-ex-0-a\nlh-e100-0-Cern\nlh-e100-0-1a\n";
         let stale = stale_namespaces(list, |pid| pid == 200);
         assert_eq!(stale, ["lh-e100-0-a", "lh-e100-0-b"]);
+        // A fabric's hosts carry the network's host names.
+        let fabric = "lh-e100-1-cern1\nlh-e100-1-star-light2 (id: 9)\nlh-e200-1-cern1\n";
+        assert_eq!(
+            stale_namespaces(fabric, |pid| pid == 200),
+            ["lh-e100-1-cern1", "lh-e100-1-star-light2"]
+        );
         assert!(stale_namespaces(list, |_| true).is_empty());
     }
 

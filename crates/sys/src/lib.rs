@@ -47,5 +47,5 @@ pub use sysctl::{
 };
 pub use tcp_info::{TcpInfo, tcp_info};
 pub use timing::{monotonic_now_ns, set_realtime_priority, set_timer_slack_ns, sleep_until_ns};
-pub use tun::{MAX_RECORD_LEN, Tun, TunOptions, VNET_HDR_LEN};
+pub use tun::{MAX_RECORD_LEN, Tun, TunOptions, VNET_HDR_LEN, wait_any_readable};
 pub use zerocopy::{SendfileSource, SpliceSource, ZeroCopySender};

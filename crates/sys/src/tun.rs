@@ -377,6 +377,56 @@ impl AsRawFd for Tun {
     }
 }
 
+/// Waits up to `timeout` (nanosecond resolution, `ppoll`) until a record can
+/// be read from any of `tuns`; sets `ready[i]` for each that can (`ready` is
+/// resized to `tuns.len()`) and returns how many. A signal ends the wait
+/// early with `Ok(0)`. The multi-host fabric of `longhaul-emu` waits on all
+/// its hosts' devices at once with it.
+pub fn wait_any_readable(tuns: &[&Tun], timeout: Duration, ready: &mut Vec<bool>) -> Result<usize> {
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        // Below 10^9, so it fits every platform's c_long.
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    let mut pfds: Vec<libc::pollfd> = tuns
+        .iter()
+        .map(|t| libc::pollfd {
+            fd: t.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    ready.clear();
+    ready.resize(tuns.len(), false);
+    // SAFETY: `pfds` holds `pfds.len()` valid pollfds and `ts` is a valid
+    // timespec, both live across the call; a null sigmask leaves the mask
+    // unchanged.
+    let rc = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EINTR) {
+            return Ok(0);
+        }
+        return Err(SysError::new(
+            format!("ppoll(POLLIN, {timeout:?}) on {} TUN devices", tuns.len()),
+            err,
+        ));
+    }
+    let mut n = 0;
+    for (r, p) in ready.iter_mut().zip(&pfds) {
+        *r = p.revents & libc::POLLIN != 0;
+        n += usize::from(*r);
+    }
+    Ok(n)
+}
+
 impl From<Tun> for OwnedFd {
     fn from(tun: Tun) -> OwnedFd {
         tun.fd

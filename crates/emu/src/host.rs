@@ -1,0 +1,138 @@
+//! One emulated host: a network namespace created with `ip netns add` and a
+//! vnet TUN device `lh0` in it with the host's addresses, MTU, queue length
+//! and TCP buffer limits. The two-host [`crate::Testbed`] and the multi-host
+//! [`crate::Fabric`] both build their hosts here.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+
+use longhaul_sys::{Tun, TunOptions, ip, netns_path, run_in_netns, write_sysctl};
+
+use crate::error::EmuError;
+use crate::netdev::parse_proc_net_dev;
+use crate::testbed::{
+    DEVICE, KERNEL_TCP_RMEM, KERNEL_TCP_WMEM, ROUTERS_V4, ROUTERS_V6, TXQUEUELEN,
+};
+
+/// Every emulated address, hosts and routers: 10.201.0.0/16.
+pub(crate) const EMULATED_V4: &str = "10.201.0.0/16";
+/// Every emulated IPv6 address: fd00:4c48::/32.
+pub(crate) const EMULATED_V6: &str = "fd00:4c48::/32";
+
+/// A namespace created with `ip netns add`, deleted when dropped.
+#[derive(Debug)]
+pub(crate) struct Netns {
+    pub(crate) name: String,
+}
+
+impl Netns {
+    pub(crate) fn add(name: String) -> Result<Self, EmuError> {
+        ip(&["netns", "add", &name])?;
+        let ns = Self { name };
+        ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    pub(crate) fn path(&self) -> PathBuf {
+        netns_path(&self.name)
+    }
+
+    /// Packets the TUN device dropped itself (`tx_dropped` of `lh0`).
+    pub(crate) fn tx_dropped(&self) -> Option<u64> {
+        let text = run_in_netns(&self.path(), || {
+            std::fs::read_to_string("/proc/thread-self/net/dev")
+        })
+        .ok()?
+        .ok()?;
+        parse_proc_net_dev(&text, DEVICE).map(|c| c.tx_dropped)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Err(e) = ip(&["netns", "del", &self.name]) {
+            tracing::warn!("cleanup: {e}");
+            eprintln!("longhaul: cleanup failed: {e}");
+        }
+    }
+}
+
+/// Whom a host reaches through its TUN device.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reach {
+    /// One peer host (a point-to-point address) and the router hops.
+    Peer(Ipv4Addr, Ipv6Addr),
+    /// Every emulated address ([`EMULATED_V4`], [`EMULATED_V6`]).
+    Everyone,
+}
+
+/// How a host is set up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostSetup {
+    pub(crate) mtu: u32,
+    pub(crate) v4: Ipv4Addr,
+    pub(crate) v6: Ipv6Addr,
+    pub(crate) reach: Reach,
+    /// `tcp_rmem`/`tcp_wmem` maximum.
+    pub(crate) tcp_max: u64,
+    /// The kernel's default TCP buffer limits instead of `tcp_max`.
+    pub(crate) kernel_defaults: bool,
+}
+
+/// Brings up one host: TUN, addresses, routes, MTU, queue length, link state
+/// and TCP buffer sysctls; returns its TUN, non-blocking.
+pub(crate) fn host(ns: &Netns, h: HostSetup) -> Result<Tun, EmuError> {
+    let tun = run_in_netns(&ns.path(), || Tun::open(DEVICE, TunOptions::vnet()))??;
+    let n = ns.name.as_str();
+    let mtu = h.mtu.to_string();
+    let txq = TXQUEUELEN.to_string();
+    ip(&[
+        "-n",
+        n,
+        "link",
+        "set",
+        DEVICE,
+        "mtu",
+        &mtu,
+        "txqueuelen",
+        &txq,
+        "up",
+    ])?;
+    let me4 = h.v4.to_string();
+    let me6 = format!("{}/128", h.v6);
+    match h.reach {
+        Reach::Peer(peer4, peer6) => {
+            let (peer4, peer6) = (peer4.to_string(), format!("{peer6}/128"));
+            ip(&["-n", n, "addr", "add", &me4, "peer", &peer4, "dev", DEVICE])?;
+            ip(&["-n", n, "-6", "addr", "add", &me6, "dev", DEVICE, "nodad"])?;
+            ip(&["-n", n, "-6", "route", "add", &peer6, "dev", DEVICE])?;
+            // The routers' ICMP replies arrive from 10.201.1.x / fd00:4c48:1::x: a route
+            // back through the TUN keeps reverse-path filtering from dropping them.
+            ip(&["-n", n, "route", "add", ROUTERS_V4, "dev", DEVICE])?;
+            ip(&["-n", n, "-6", "route", "add", ROUTERS_V6, "dev", DEVICE])?;
+        }
+        Reach::Everyone => {
+            ip(&["-n", n, "addr", "add", &format!("{me4}/32"), "dev", DEVICE])?;
+            ip(&["-n", n, "-6", "addr", "add", &me6, "dev", DEVICE, "nodad"])?;
+            ip(&["-n", n, "route", "add", EMULATED_V4, "dev", DEVICE])?;
+            ip(&["-n", n, "-6", "route", "add", EMULATED_V6, "dev", DEVICE])?;
+        }
+    }
+    let join = |v: [u64; 3]| format!("{} {} {}", v[0], v[1], v[2]);
+    let (rmem, wmem) = if h.kernel_defaults {
+        (join(KERNEL_TCP_RMEM), join(KERNEL_TCP_WMEM))
+    } else {
+        (
+            join([4096, 131_072, h.tcp_max]),
+            join([4096, 65_536, h.tcp_max]),
+        )
+    };
+    run_in_netns(&ns.path(), || -> Result<(), EmuError> {
+        write_sysctl("net.ipv4.tcp_rmem", &rmem)?;
+        write_sysctl("net.ipv4.tcp_wmem", &wmem)?;
+        write_sysctl("net.ipv4.tcp_no_metrics_save", "1")?;
+        Ok(())
+    })??;
+    tun.set_nonblocking(true)?;
+    Ok(tun)
+}
