@@ -10,10 +10,26 @@ use longhaul_sys::{Tun, TunOptions, ip, netns_path, run_in_netns, write_sysctl};
 
 use crate::error::EmuError;
 use crate::netdev::parse_proc_net_dev;
-use crate::testbed::{
-    DEVICE, KERNEL_TCP_RMEM, KERNEL_TCP_WMEM, ROUTERS_V4, ROUTERS_V6, TXQUEUELEN,
-};
 
+/// Name of the TUN device inside each host namespace.
+pub const DEVICE: &str = "lh0";
+/// TUN transmit queue length. The TUN default is 500 packets (`TUN_READQ_SIZE`,
+/// `drivers/net/tun.c`); a packet dropped there is a loss the emulator did not
+/// decide (counted in `tx_dropped`).
+pub const TXQUEUELEN: u32 = 10_000;
+/// Smallest `tcp_rmem`/`tcp_wmem` maximum set in the hosts.
+pub const MIN_TCP_BUFFER: u64 = 4 << 20;
+/// Largest: the sysctls are `int`s.
+pub const MAX_TCP_BUFFER: u64 = 1 << 30;
+/// The kernel's compiled-in `tcp_rmem` (what an untuned host has), set in
+/// the hosts when [`TestbedConfig::host_tcp_defaults`] is asked for.
+pub const KERNEL_TCP_RMEM: [u64; 3] = [4096, 131_072, 6_291_456];
+/// The kernel's compiled-in `tcp_wmem`.
+pub const KERNEL_TCP_WMEM: [u64; 3] = [4096, 16_384, 4_194_304];
+/// Prefix of the router hops' IPv4 addresses.
+pub const ROUTERS_V4: &str = "10.201.1.0/24";
+/// Prefix of the router hops' IPv6 addresses.
+pub const ROUTERS_V6: &str = "fd00:4c48:1::/64";
 /// Every emulated address, hosts and routers: 10.201.0.0/16.
 pub(crate) const EMULATED_V4: &str = "10.201.0.0/16";
 /// Every emulated IPv6 address: fd00:4c48::/32.

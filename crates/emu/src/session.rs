@@ -4,8 +4,9 @@
 //! Each running testbed `NAME` has, in [`STATE_DIR`]:
 //! - `NAME.json`: its [`Session`] (emulator pid, hosts and their addresses, the path), written once
 //!   the testbed is up and removed at teardown;
-//! - `NAME.sock`: a Unix control socket. A client sends one request line (`status`, `down`,
-//!   `link-down` or `link-up`) and
+//! - `NAME.sock`: a Unix control socket. A client sends one request line ([`Request`]: `status`,
+//!   `down`, `link-down`, `link-up`, `burst ...`, and for a network `link-state`, `link-set` and
+//!   `route`) and
 //!   reads one JSON document back ([`request`]). `down` answers after the teardown, with the final
 //!   counters;
 //! - `NAME.log`: the emulator's standard error.
@@ -48,8 +49,8 @@ pub const DEFAULT_NAME: &str = "wan";
 pub const MAX_NAME_LEN: usize = 16;
 /// How long a client waits for an answer (a `down` includes the teardown).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest request line a control socket accepts.
-const MAX_REQUEST: u64 = 64;
+/// Longest request line a control socket accepts (a route through many routers is long).
+const MAX_REQUEST: u64 = 4096;
 
 /// One emulated host of a running testbed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -314,7 +315,7 @@ pub fn remove(name: &str) {
     }
 }
 
-/// Cleans up after testbed `name` if its emulator died without tearing down: deletes its two
+/// Cleans up after testbed `name` if its emulator died without tearing down: deletes its hosts'
 /// namespaces (if they exist) and its files. Returns the namespaces deleted, or `None` when there
 /// was nothing to reap (no record, or the emulator is running).
 pub fn reap(name: &str) -> Result<Option<Vec<String>>, EmuError> {
@@ -326,7 +327,21 @@ pub fn reap(name: &str) -> Result<Option<Vec<String>>, EmuError> {
     }
     let existing = longhaul_sys::ip(&["netns", "list"]).unwrap_or_default();
     let mut deleted = Vec::new();
+    // The hosts' namespaces as recorded (a network has many), only those of this testbed's
+    // naming; a two-host testbed's even when the record lists none.
+    let prefix = format!("lh-{name}-");
+    let mut namespaces: Vec<String> = s
+        .hosts
+        .iter()
+        .map(|h| h.namespace.clone())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
     for ns in [format!("lh-{name}-a"), format!("lh-{name}-b")] {
+        if !namespaces.contains(&ns) {
+            namespaces.push(ns);
+        }
+    }
+    for ns in namespaces {
         let present = existing
             .lines()
             .any(|l| l.split_whitespace().next() == Some(ns.as_str()));
@@ -340,7 +355,7 @@ pub fn reap(name: &str) -> Result<Option<Vec<String>>, EmuError> {
 }
 
 /// A request to a running testbed's emulator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     /// The live counters.
     Status,
@@ -361,10 +376,99 @@ pub enum Request {
         /// Rate, bit/s.
         rate_bps: u64,
     },
+    /// A network's link cut (`up: false`) or restored.
+    LinkState {
+        /// The link's name.
+        link: String,
+        /// Restore (else cut).
+        up: bool,
+    },
+    /// A network's link changed (one direction or both).
+    LinkSet {
+        /// The link's name.
+        link: String,
+        /// `Some(true)`: a→b only, `Some(false)`: b→a only, `None`: both.
+        a_to_b: Option<bool>,
+        /// What changes.
+        change: LinkSetting,
+    },
+    /// A network's route from one host to another pinned through routers.
+    Route {
+        /// The sending host.
+        from: String,
+        /// The receiving host.
+        to: String,
+        /// The routers in between, in order.
+        via: Vec<String>,
+        /// The way back through the same routers, reversed.
+        both: bool,
+    },
+}
+
+/// The fields of a [`Request::LinkSet`] (absent ones stay as they are).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LinkSetting {
+    /// Serialization rate, bit/s (0: unlimited).
+    pub rate_bps: Option<u64>,
+    /// One-way delay, ns.
+    pub delay_ns: Option<u64>,
+    /// Random (Bernoulli) loss probability.
+    pub loss: Option<f64>,
+    /// Queue capacity, bytes.
+    pub queue_bytes: Option<u64>,
+    /// Largest uniform jitter, ns (0: none).
+    pub jitter_ns: Option<u64>,
+}
+
+impl LinkSetting {
+    fn words(&self) -> String {
+        let mut w = Vec::new();
+        if let Some(v) = self.rate_bps {
+            w.push(format!("rate={v}"));
+        }
+        if let Some(v) = self.delay_ns {
+            w.push(format!("delay={v}"));
+        }
+        if let Some(v) = self.loss {
+            w.push(format!("loss={v}"));
+        }
+        if let Some(v) = self.queue_bytes {
+            w.push(format!("queue={v}"));
+        }
+        if let Some(v) = self.jitter_ns {
+            w.push(format!("jitter={v}"));
+        }
+        w.join(" ")
+    }
+
+    fn parse(words: &[&str]) -> Option<Self> {
+        let mut s = Self::default();
+        for w in words {
+            let (k, v) = w.split_once('=')?;
+            match k {
+                "rate" => s.rate_bps = Some(v.parse().ok()?),
+                "delay" => s.delay_ns = Some(v.parse().ok()?),
+                "loss" => s.loss = Some(v.parse().ok().filter(|p: &f64| (0.0..=1.0).contains(p))?),
+                "queue" => s.queue_bytes = Some(v.parse().ok()?),
+                "jitter" => s.jitter_ns = Some(v.parse().ok()?),
+                _ => return None,
+            }
+        }
+        Some(s)
+    }
+}
+
+/// A link, host or router name in a request: what a network file allows, and no more.
+fn node_name(w: &str) -> Option<String> {
+    (!w.is_empty()
+        && w.len() <= 64
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
+    .then(|| w.to_string())
 }
 
 impl Request {
-    fn line(self) -> String {
+    fn line(&self) -> String {
         match self {
             Self::Status => "status".into(),
             Self::Down => "down".into(),
@@ -377,7 +481,33 @@ impl Request {
                 rate_bps,
             } => format!(
                 "burst {} {delay_ns} {length_ns} {rate_bps}",
-                if a_to_b { "a-to-b" } else { "b-to-a" }
+                if *a_to_b { "a-to-b" } else { "b-to-a" }
+            ),
+            Self::LinkState { link, up } => {
+                format!("link-state {link} {}", if *up { "up" } else { "down" })
+            }
+            Self::LinkSet {
+                link,
+                a_to_b,
+                change,
+            } => format!(
+                "link-set {link} {} {}",
+                match a_to_b {
+                    None => "both",
+                    Some(true) => "a-to-b",
+                    Some(false) => "b-to-a",
+                },
+                change.words()
+            ),
+            Self::Route {
+                from,
+                to,
+                via,
+                both,
+            } => format!(
+                "route {from} {to} {} {}",
+                if *both { "both" } else { "one" },
+                via.join(" ")
             ),
         }
     }
@@ -398,6 +528,34 @@ impl Request {
                 delay_ns: delay.parse().ok()?,
                 length_ns: length.parse().ok().filter(|&l| l > 0)?,
                 rate_bps: rate.parse().ok().filter(|&r| r > 0)?,
+            }),
+            ["link-state", link, state] => Some(Self::LinkState {
+                link: node_name(link)?,
+                up: match *state {
+                    "up" => true,
+                    "down" => false,
+                    _ => return None,
+                },
+            }),
+            ["link-set", link, dir, rest @ ..] if !rest.is_empty() => Some(Self::LinkSet {
+                link: node_name(link)?,
+                a_to_b: match *dir {
+                    "both" => None,
+                    "a-to-b" => Some(true),
+                    "b-to-a" => Some(false),
+                    _ => return None,
+                },
+                change: LinkSetting::parse(rest)?,
+            }),
+            ["route", from, to, both, via @ ..] if via.len() <= 256 => Some(Self::Route {
+                from: node_name(from)?,
+                to: node_name(to)?,
+                via: via.iter().map(|v| node_name(v)).collect::<Option<_>>()?,
+                both: match *both {
+                    "both" => true,
+                    "one" => false,
+                    _ => return None,
+                },
             }),
             _ => None,
         }
@@ -500,7 +658,7 @@ started its emulator, may)",
             match read.ok().and_then(|_| Request::parse(&line)) {
                 Some(r) => return Some((r, stream)),
                 None => {
-                    let doc = serde_json::json!({ "error": "unknown request; send `status`, `down`, `link-down`, `link-up` or `burst DIR DELAY_NS LENGTH_NS RATE_BPS`" });
+                    let doc = serde_json::json!({ "error": "unknown request; send `status`, `down`, `link-down`, `link-up`, `burst DIR DELAY_NS LENGTH_NS RATE_BPS`, `link-state LINK up|down`, `link-set LINK both|a-to-b|b-to-a KEY=VALUE...` or `route FROM TO both|one VIA...`" });
                     let _ = reply(stream, &doc);
                 }
             }
@@ -563,6 +721,45 @@ mod tests {
         assert_eq!(Request::parse(&b.line()), Some(b));
         assert_eq!(Request::parse("burst a-to-b 0 0 1"), None);
         assert_eq!(Request::parse("burst sideways 0 1 1"), None);
+        // A network's requests go over the socket and back unchanged.
+        for r in [
+            Request::LinkState {
+                link: "gva-chi".into(),
+                up: false,
+            },
+            Request::LinkSet {
+                link: "gva-chi".into(),
+                a_to_b: Some(false),
+                change: LinkSetting {
+                    rate_bps: Some(500_000_000),
+                    delay_ns: Some(60_000_000),
+                    loss: Some(0.01),
+                    queue_bytes: Some(1 << 20),
+                    jitter_ns: Some(0),
+                },
+            },
+            Request::Route {
+                from: "cern1".into(),
+                to: "star1".into(),
+                via: vec!["gva".into(), "ams".into(), "chi".into()],
+                both: true,
+            },
+        ] {
+            assert_eq!(Request::parse(&r.line()), Some(r.clone()), "{}", r.line());
+        }
+        for bad in [
+            "link-state gva-chi sideways",
+            "link-state ../x down",
+            "link-set gva both",
+            "link-set gva both rate=fast",
+            "link-set gva both loss=2",
+            "link-set gva both colour=red",
+            "link-set gva north rate=1",
+            "route a b maybe r1",
+            "route a b/c both",
+        ] {
+            assert_eq!(Request::parse(bad), None, "{bad}");
+        }
         let s = Session {
             name: "wan".into(),
             pid: u32::MAX,

@@ -23,10 +23,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EmuError;
 use crate::forward::{Bursts, DirectionStats, Forwarder, HopStage};
+pub use crate::host::{
+    DEVICE, KERNEL_TCP_RMEM, KERNEL_TCP_WMEM, MAX_TCP_BUFFER, MIN_TCP_BUFFER, ROUTERS_V4,
+    ROUTERS_V6, TXQUEUELEN,
+};
 use crate::host::{HostSetup, Netns, Reach, host};
 
-/// Name of the TUN device inside each host namespace.
-pub const DEVICE: &str = "lh0";
 /// Host a's IPv4 address.
 pub const HOST_A_V4: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
 /// Host b's IPv4 address.
@@ -35,23 +37,6 @@ pub const HOST_B_V4: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 2);
 pub const HOST_A_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 1);
 /// Host b's IPv6 address.
 pub const HOST_B_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 2);
-/// Prefix of the router hops' IPv4 addresses.
-pub const ROUTERS_V4: &str = "10.201.1.0/24";
-/// Prefix of the router hops' IPv6 addresses.
-pub const ROUTERS_V6: &str = "fd00:4c48:1::/64";
-/// TUN transmit queue length. The TUN default is 500 packets (`TUN_READQ_SIZE`,
-/// `drivers/net/tun.c`); a packet dropped there is a loss the emulator did not
-/// decide (counted in `tx_dropped`).
-pub const TXQUEUELEN: u32 = 10_000;
-/// Smallest `tcp_rmem`/`tcp_wmem` maximum set in the hosts.
-pub const MIN_TCP_BUFFER: u64 = 4 << 20;
-/// Largest: the sysctls are `int`s.
-pub const MAX_TCP_BUFFER: u64 = 1 << 30;
-/// The kernel's compiled-in `tcp_rmem` (what an untuned host has), set in
-/// the hosts when [`TestbedConfig::host_tcp_defaults`] is asked for.
-pub const KERNEL_TCP_RMEM: [u64; 3] = [4096, 131_072, 6_291_456];
-/// The kernel's compiled-in `tcp_wmem`.
-pub const KERNEL_TCP_WMEM: [u64; 3] = [4096, 16_384, 4_194_304];
 
 static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
 

@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EmuError;
 use crate::hist::Summary;
-use crate::host::{HostSetup, Netns, Reach, host};
-use crate::testbed::{KERNEL_TCP_WMEM, MAX_TCP_BUFFER, MIN_TCP_BUFFER, clean_stale};
+use crate::host::{HostSetup, KERNEL_TCP_WMEM, MAX_TCP_BUFFER, MIN_TCP_BUFFER, Netns, Reach, host};
+use crate::testbed::clean_stale;
 pub use switch::SwitchStats;
 use switch::{LinkDir, Shared, Switch};
 
