@@ -375,15 +375,17 @@ impl Fabric {
         for k in 0..switches {
             let hosts: Vec<usize> = (k..n).step_by(switches).collect();
             let name = format!("switch {k}");
+            let host_names = fabric.host_names(&hosts);
             let live = Arc::new(Mutex::new(SwitchStats {
                 name: name.clone(),
-                hosts: fabric.host_names(&hosts),
+                hosts: host_names.clone(),
                 ..SwitchStats::default()
             }));
             fabric.live.push(live.clone());
             let sw = Switch {
                 name: name.clone(),
                 hosts,
+                host_names,
                 shared: shared.clone(),
                 realtime: cfg.realtime,
                 cpu: cfg
@@ -633,12 +635,7 @@ impl Fabric {
 
     /// Stops the switches, reads the counters, deletes every host and returns the counters.
     pub fn down(mut self) -> FabricReport {
-        let mut switches = self.stop_threads();
-        for (s, live) in switches.iter_mut().zip(&self.live) {
-            if let Ok(l) = live.lock() {
-                s.hosts = l.hosts.clone();
-            }
-        }
+        let switches = self.stop_threads();
         self.report(switches)
         // `self` drops here: TUNs closed, namespaces deleted.
     }

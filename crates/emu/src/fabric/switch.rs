@@ -171,6 +171,8 @@ pub(crate) struct Switch {
     pub(crate) name: String,
     /// Indices of the hosts it reads.
     pub(crate) hosts: Vec<usize>,
+    /// Their names, for the counters.
+    pub(crate) host_names: Vec<String>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) realtime: Option<i32>,
     pub(crate) cpu: Option<usize>,
@@ -215,6 +217,7 @@ impl Switch {
             reply: Vec::new(),
             stats: SwitchStats {
                 name: self.name.clone(),
+                hosts: self.host_names.clone(),
                 ..SwitchStats::default()
             },
             lateness: Histogram::new(),
