@@ -32,7 +32,11 @@ use longhaul_units::{
 use serde::{Deserialize, Serialize};
 
 pub use error::{FileError, TopologyError, line_col, write_place};
-pub use network::{Host, NetLink, Network, Node, Router, Site, Step};
+pub use network::{
+    DESCRIBE_ALL_PAIRS_UP_TO, Host, MAX_LINK_NAME, MAX_NET_HOSTS, MAX_NET_LINKS, MAX_NET_ROUTERS,
+    MAX_NODE_NAME, NetLink, Network, NetworkPreset, Node, Router, Site, Step, describe_network,
+    is_network, network, networks,
+};
 pub use presets::{Preset, preset, presets};
 
 /// Most router hops a path may have (addresses 10.201.1.1–.253).

@@ -203,7 +203,8 @@ impl Network {
 
     /// Round-trip propagation delay between two hosts along their routes.
     pub fn rtt(&self, from: usize, to: usize) -> Nanos {
-        self.one_way(from, to).saturating_add(self.one_way(to, from))
+        self.one_way(from, to)
+            .saturating_add(self.one_way(to, from))
     }
 
     /// The steps along the nodes named `nodes` (the first and last hosts,
@@ -225,9 +226,15 @@ impl Network {
                 .enumerate()
                 .find_map(|(i, l)| {
                     if (l.a, l.b) == (w[0], w[1]) {
-                        Some(Step { link: i, a_to_b: true })
+                        Some(Step {
+                            link: i,
+                            a_to_b: true,
+                        })
                     } else if (l.b, l.a) == (w[0], w[1]) {
-                        Some(Step { link: i, a_to_b: false })
+                        Some(Step {
+                            link: i,
+                            a_to_b: false,
+                        })
                     } else {
                         None
                     }
@@ -298,7 +305,12 @@ impl Network {
     }
 
     /// Replaces the route from host `from` to host `to` after checking it.
-    pub fn set_route(&mut self, from: usize, to: usize, steps: Vec<Step>) -> Result<(), TopologyError> {
+    pub fn set_route(
+        &mut self,
+        from: usize,
+        to: usize,
+        steps: Vec<Step>,
+    ) -> Result<(), TopologyError> {
         if from >= self.hosts.len() || to >= self.hosts.len() {
             return Err(TopologyError::field("route", "no such host"));
         }
