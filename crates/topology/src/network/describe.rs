@@ -6,8 +6,8 @@ use longhaul_units::{Nanos, fmt_km, fmt_rate, fmt_size_si};
 
 use super::model::{Network, Node};
 
-/// Above this many hosts the route table lists only the first host of each
-/// site (and hosts without one), to stay readable.
+/// Above this many hosts the route table pairs only the first host of each
+/// site (and hosts without one), at most this many, to stay readable.
 pub const DESCRIBE_ALL_PAIRS_UP_TO: usize = 16;
 
 fn ms3(d: Nanos) -> String {
@@ -55,7 +55,7 @@ fn dir(c: &LinkConfig) -> String {
 /// queue, loss); then for every pair of hosts the routers the route passes,
 /// each direction's one-way delay and the RTT (a reverse route that differs
 /// is shown on its own line). Above [`DESCRIBE_ALL_PAIRS_UP_TO`] hosts only
-/// the first host of each site is paired.
+/// the first host of each site is paired, and at most that many hosts.
 pub fn describe_network(n: &Network) -> String {
     let mut out = format!(
         "{}: {} hosts, {} routers, {} links, MTU {}\n",
@@ -105,11 +105,13 @@ pub fn describe_network(n: &Network) -> String {
                 let s = n.hosts[i].site;
                 s.is_none() || n.hosts.iter().position(|h| h.site == s) == Some(i)
             })
+            .take(DESCRIBE_ALL_PAIRS_UP_TO)
             .collect()
     };
     if shown.len() < n.hosts.len() {
         out.push_str(&format!(
-            "routes (first host of each site; {} hosts in all):\n",
+            "routes (between {} hosts, the first of each site; {} hosts in all):\n",
+            shown.len(),
             n.hosts.len()
         ));
     } else {
