@@ -234,6 +234,9 @@ impl Network {
 
 impl NetworkFile {
     fn compile(&self) -> Result<Network, TopologyError> {
+        if self.name.trim().is_empty() {
+            return fail("name", "a network needs a name");
+        }
         check_mtu("mtu", self.mtu)?;
         let mtu = self.mtu;
         if self.hosts.len() < 2 {
@@ -388,34 +391,22 @@ impl NetworkFile {
                 }
                 None => fibre_delay(km),
             };
-            let mut pair = Vec::with_capacity(2);
-            let mut qs = [QueueSpec::None; 2];
-            for (k, (dname, over)) in [("a_to_b", &l.a_to_b), ("b_to_a", &l.b_to_a)]
-                .into_iter()
-                .enumerate()
-            {
-                let df = format!("{f}.{dname}");
-                let d = merge(l, over.as_ref(), &f, &df);
-                let (cfg, q) = direction(
-                    &d,
-                    base_delay,
-                    mtu,
-                    direction_seed(self.seed, 2 * i as u64 + k as u64),
-                )?;
-                qs[k] = q;
-                pair.push((cfg, d, df));
-            }
-            let (bcfg, _, _) = pair.pop().expect("two directions");
-            let (acfg, _, _) = pair.pop().expect("two directions");
+            let dir = |k: u64, over: &Option<DirSpec>, dname: &str| {
+                let d = merge(l, over.as_ref(), &f, &format!("{f}.{dname}"));
+                let seed = direction_seed(self.seed, 2 * i as u64 + k);
+                direction(&d, base_delay, mtu, seed)
+            };
+            let (a_to_b, qa) = dir(0, &l.a_to_b, "a_to_b")?;
+            let (b_to_a, qb) = dir(1, &l.b_to_a, "b_to_a")?;
             links.push(NetLink {
                 name,
                 a,
                 b,
                 km,
-                a_to_b: acfg,
-                b_to_a: bcfg,
+                a_to_b,
+                b_to_a,
             });
-            queues.push(qs);
+            queues.push([qa, qb]);
         }
 
         let n = hosts.len();
@@ -430,9 +421,6 @@ impl NetworkFile {
             links,
             routes: vec![Vec::new(); n * n],
         };
-        if net.name.trim().is_empty() {
-            return fail("name", "a network needs a name");
-        }
 
         // Routes: shortest paths, then the pinned ones.
         for from in 0..n {

@@ -363,6 +363,11 @@ fn pinned_routes_apply_both_ways_or_one_way() {
     assert_eq!(via(&n, "h1", "h2"), ["r1", "r2"]);
     assert_eq!(via(&n, "h2", "h1"), ["r2", "r4", "r3", "r1"]);
     assert_eq!(n.rtt(0, 1), Nanos::from_millis(80));
+    let text = describe_network(&n);
+    assert!(
+        text.contains("h2 -> h1: r2 r4 r3 r1, one-way 30.000 ms (a different route back)"),
+        "{text}"
+    );
     // A second pin of the other direction is allowed only with one_way.
     let back = "[[route]]\nfrom = \"h2\"\nto = \"h1\"\nvia = [\"r2\", \"r1\"]\none_way = true\n";
     assert_eq!(via(&net(&(one_way + back)), "h2", "h1"), ["r2", "r1"]);
