@@ -143,84 +143,89 @@ fn unquote(s: &str) -> String {
     s.trim_matches('"').trim_matches('\'').to_owned()
 }
 
+/// The resolved table of every line of `text` (`None` before the first
+/// header): array-of-tables headers get their index (`[[link]]` → `link[2]`)
+/// and sub-tables of an array element inherit it (`[link.a_to_b]` after the
+/// third `[[link]]` → `link[2].a_to_b`), for any table name. The second
+/// element says whether the line is the header itself.
+fn tables(text: &str) -> Vec<(Option<String>, bool)> {
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
+    let mut table: Option<String> = None;
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if let Some((name, array)) = header(l) {
+            if array {
+                *counts.entry(name.clone()).or_default() += 1;
+            }
+            // Resolve each dotted prefix that names an array of tables.
+            let mut raw = String::new();
+            let mut resolved = String::new();
+            for part in name.split('.') {
+                let part = unquote(part.trim());
+                if !raw.is_empty() {
+                    raw.push('.');
+                    resolved.push('.');
+                }
+                raw.push_str(&part);
+                resolved.push_str(&part);
+                if let Some(n) = counts.get(&raw) {
+                    resolved.push_str(&format!("[{}]", n.saturating_sub(1)));
+                }
+            }
+            table = Some(resolved);
+            out.push((table.clone(), true));
+        } else {
+            out.push((table.clone(), false));
+        }
+    }
+    out
+}
+
 /// The field path at a line: the table the line is in, plus its key.
 pub(crate) fn field_at_line(text: &str, line: usize) -> Option<String> {
-    let mut table: Option<String> = None;
-    let mut hops = 0usize;
-    for (i, l) in text.lines().enumerate() {
-        if i + 1 > line {
-            break;
-        }
-        if let Some((name, array)) = header(l) {
-            table = Some(if array && name == "hop" {
-                hops += 1;
-                format!("hop[{}]", hops - 1)
-            } else {
-                name
-            });
-            if i + 1 == line {
-                return table;
+    let (table, is_header) = tables(text).into_iter().nth(line.checked_sub(1)?)?;
+    if is_header {
+        return table;
+    }
+    let k = text.lines().nth(line - 1).and_then(key);
+    match (table, k) {
+        (Some(t), Some(k)) => Some(format!("{t}.{k}")),
+        (None, Some(k)) => Some(k),
+        (t, None) => t,
+    }
+}
+
+/// The 1-based line where `path` (`hop[3].km`, `link[2].a_to_b.rate`,
+/// `receiver.rtt`, `rate`, `loss.p`) is written, or of its table when the
+/// key is not written there. Tries the longest table prefix first, so a key
+/// inside an inline table (`loss = { p = 2 }`) finds the line of `loss`.
+pub(crate) fn line_of_field(text: &str, path: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let tables = tables(text);
+    let parts: Vec<&str> = path.split('.').collect();
+    for k in (0..parts.len()).rev() {
+        let table = (k > 0).then(|| parts[..k].join("."));
+        let want = parts[k];
+        for (i, l) in lines.iter().enumerate() {
+            let (t, is_header) = &tables[i];
+            if !is_header && *t == table && key(l).as_deref() == Some(want) {
+                return Some(i + 1);
             }
-        } else if i + 1 == line {
-            let k = key(l);
-            return match (table, k) {
-                (Some(t), Some(k)) => Some(format!("{t}.{k}")),
-                (None, Some(k)) => Some(k),
-                (t, None) => t,
-            };
+        }
+    }
+    // Not written as a key: the header of the longest table prefix present.
+    for k in (1..=parts.len()).rev() {
+        let table = Some(parts[..k].join("."));
+        if let Some(i) = tables.iter().position(|(t, h)| *h && *t == table) {
+            return Some(i + 1);
         }
     }
     None
 }
 
-/// The 1-based line where `path` (`hop[3].km`, `receiver.rtt`, `rate`,
-/// `loss.p`) is written, or of its table when the key is not written there.
-pub(crate) fn line_of_field(text: &str, path: &str) -> Option<usize> {
-    let lines: Vec<&str> = text.lines().collect();
-    let (table, last) = match path.split_once('.') {
-        Some((t, rest)) => (Some(t), rest.split('.').next().unwrap_or(rest)),
-        None => (None, path),
-    };
-    // Where the table's body starts (index of its first line) and its header.
-    let (start, header_line) = match table {
-        None => (0, None),
-        Some(t) => {
-            let (name, nth) = match t.split_once('[') {
-                Some((n, idx)) => (n, idx.trim_end_matches(']').parse::<usize>().ok()),
-                None => (t, None),
-            };
-            let mut seen = 0usize;
-            let mut found = None;
-            for (i, l) in lines.iter().enumerate() {
-                if let Some((h, array)) = header(l)
-                    && h == name
-                {
-                    if array {
-                        if Some(seen) == nth {
-                            found = Some(i);
-                            break;
-                        }
-                        seen += 1;
-                    } else if nth.is_none() {
-                        found = Some(i);
-                        break;
-                    }
-                }
-            }
-            match found {
-                Some(i) => (i + 1, Some(i + 1)),
-                // An inline table at the top level: find its key there.
-                None => return line_of_field(text, name),
-            }
-        }
-    };
-    for (i, l) in lines.iter().enumerate().skip(start) {
-        if header(l).is_some() {
-            break;
-        }
-        if key(l).as_deref() == Some(last) {
-            return Some(i + 1);
-        }
-    }
-    header_line
+/// Whether `text` has an array-of-tables header `[[name]]` (a cheap look at
+/// the lines; the text need not parse).
+pub(crate) fn has_array_table(text: &str, name: &str) -> bool {
+    text.lines()
+        .any(|l| matches!(header(l), Some((n, true)) if n == name))
 }

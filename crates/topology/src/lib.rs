@@ -7,6 +7,12 @@
 //! serde and thiserror; the binary's `emulate`, `longhaul-experiments` and
 //! `longhaul-testbed` read topologies. Start at [`Topology`] and [`presets`].
 //!
+//! Networks: any number of hosts, routers and links, each link direction
+//! with its own model and a route for every pair of hosts, read from a
+//! network file ([`Network::from_toml`]; [`is_network`] tells the two
+//! formats apart) or taken from [`networks`]; the emulator's multi-host
+//! fabric runs the compiled [`Network`].
+//!
 //! Contract: pure. No I/O (the caller reads the file and passes its text), no
 //! clock, no randomness. Every refusal is a [`TopologyError`] naming the file,
 //! the line and the field (`paths/x.toml:14: hop[3].km: …`); impossible values
@@ -16,7 +22,9 @@
 //!
 //! Address plan: the sending host is 10.201.0.1 / fd00:4c48::1, the receiving
 //! host 10.201.0.2 / fd00:4c48::2; router hop `i` (0-based) answers from
-//! 10.201.1.(i+1) / fd00:4c48:1::(i+1).
+//! 10.201.1.(i+1) / fd00:4c48:1::(i+1). In a network, host `i` (file order)
+//! is 10.201.0.(i+1) / fd00:4c48::(i+1) and router `i` 10.201.1.(i+1) /
+//! fd00:4c48:1::(i+1): the same plan when the hosts are the two ends.
 
 mod error;
 mod network;
@@ -32,7 +40,11 @@ use longhaul_units::{
 use serde::{Deserialize, Serialize};
 
 pub use error::{FileError, TopologyError, line_col, write_place};
-pub use network::{Host, NetLink, Network, Node, Router, Site, Step};
+pub use network::{
+    DESCRIBE_ALL_PAIRS_UP_TO, Host, MAX_LINK_NAME, MAX_NET_HOSTS, MAX_NET_LINKS, MAX_NET_ROUTERS,
+    MAX_NODE_NAME, NetLink, Network, NetworkPreset, Node, Router, Site, Step, describe_network,
+    is_network, network, networks,
+};
 pub use presets::{Preset, preset, presets};
 
 /// Most router hops a path may have (addresses 10.201.1.1–.253).
