@@ -24,8 +24,9 @@ fn serial() -> Machine {
     machine_alone()
 }
 
-/// Runs `longhaul emulate ARGS` and checks that its namespaces are gone afterwards.
-fn emulate(args: &[&str]) -> Output {
+/// Runs `longhaul emulate ARGS` (a two-host path or a network) and checks that its namespaces are
+/// gone afterwards.
+pub(crate) fn emulate(args: &[&str]) -> Output {
     let out = Command::new(bin())
         .arg("emulate")
         .args(args)
@@ -33,12 +34,33 @@ fn emulate(args: &[&str]) -> Output {
         .expect("run longhaul emulate");
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stderr}");
-    let host_a = stderr
+    let first = stderr
         .lines()
         .find_map(|l| l.strip_prefix("emulate: "))
-        .and_then(|l| l.split_whitespace().next())
         .unwrap_or_else(|| panic!("no `emulate:` line in stderr:\n{stderr}"));
-    let tag = host_a.strip_suffix("-a").expect("host a is lh-<tag>-a");
+    // A path: `emulate: lh-<tag>-a (...`; a network: `emulate: network N up: ...; CMD on H (lh-<tag>-H); ...`.
+    let tag = match first.strip_prefix("network ") {
+        None => first
+            .split_whitespace()
+            .next()
+            .and_then(|a| a.strip_suffix("-a"))
+            .expect("host a is lh-<tag>-a")
+            .to_string(),
+        Some(rest) => {
+            let ns = rest
+                .split_once(" (")
+                .and_then(|(_, r)| r.split_once(')'))
+                .map(|(ns, _)| ns)
+                .expect("CMD's namespace in parentheses");
+            let host = rest
+                .split_once("CMD on ")
+                .and_then(|(_, r)| r.split_whitespace().next())
+                .expect("CMD's host");
+            ns.strip_suffix(&format!("-{host}"))
+                .expect("CMD's namespace is lh-<tag>-<host>")
+                .to_string()
+        }
+    };
     assert!(tag.starts_with("lh-"), "{tag}");
     let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout);
@@ -57,7 +79,10 @@ const ATTEMPTS: usize = 4;
 /// emulator flagged NOT TRUSTWORTHY (it fell behind its schedule: something else had the CPU) says
 /// nothing about the path either way, so it is run again after a pause; if every attempt is
 /// flagged, the test fails with each attempt's reason.
-fn emulate_checked(args: &[&str], check: impl Fn(&Output) -> Result<(), String>) -> Output {
+pub(crate) fn emulate_checked(
+    args: &[&str],
+    check: impl Fn(&Output) -> Result<(), String>,
+) -> Output {
     let mut flagged = Vec::new();
     for attempt in 1..=ATTEMPTS {
         let out = emulate(args);
@@ -82,7 +107,7 @@ fn emulate_checked(args: &[&str], check: impl Fn(&Output) -> Result<(), String>)
 
 /// What the emulator's report on stderr (text or `--json`) says made the run untrustworthy; empty
 /// when it trusted the run.
-fn fidelity_problems(out: &Output) -> String {
+pub(crate) fn fidelity_problems(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr);
     if let Some(verdict) = stderr.lines().find_map(|l| l.strip_prefix("fidelity: ")) {
         return verdict.strip_prefix("OK").unwrap_or(verdict).to_string();
@@ -361,7 +386,7 @@ fn impossible_values_are_refused() {
 }
 
 /// The hop lines of `traceroute -n -q 1` output: (address, ms).
-fn hops(text: &str) -> Vec<(String, f64)> {
+pub(crate) fn hops(text: &str) -> Vec<(String, f64)> {
     text.lines()
         .skip_while(|l| !l.starts_with("traceroute to "))
         .skip(1)

@@ -3,6 +3,7 @@
 
 mod emulate;
 mod emulate_hardening;
+mod emulate_network;
 mod lab;
 mod module_graph;
 mod raw_peer;

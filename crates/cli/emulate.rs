@@ -3,7 +3,7 @@
 //! persistent (`up`, `exec`, `status`, `down`), plus `presets`. Flags and output only; the work is in
 //! `longhaul-emu`.
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
@@ -13,12 +13,13 @@ use longhaul_emu::{HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Termination, Test
 use longhaul_units::{Nanos, fmt_size};
 
 mod flags;
+mod network;
 mod path;
 mod report;
 mod server;
 mod session;
 
-use flags::{PathArgs, Refusal, refuse};
+use flags::{PathArgs, Refusal, exit_code, refuse};
 use server::start_server;
 
 /// How long --b-cmd may keep running after CMD exits before it is stopped.
@@ -63,14 +64,17 @@ enum Action {
     Presets(PresetsArgs),
     /// Bring a named testbed up and keep it running in the background (until `down`).
     Up(Box<session::UpArgs>),
-    /// Run a command on a host of a running testbed (`a` or `b`).
+    /// Run a command on a host of a running testbed (`a` or `b`, or a network's host name).
     Exec(session::ExecArgs),
     /// Show the running testbeds: hosts, addresses, path and live counters.
     Status(session::StatusArgs),
     /// Tear a running testbed down and print its final counters.
     Down(session::DownArgs),
-    /// Cut a running testbed's path (`down`: an outage, every packet dropped) or restore it (`up`).
+    /// Cut a running testbed's path or a network's link (`down`: an outage, every packet
+    /// dropped), restore it (`up`), or change a network's link (`set`).
     Link(session::LinkArgs),
+    /// Pin a running network's route between two hosts through given routers.
+    Route(session::RouteArgs),
     /// Add a burst of synthetic cross traffic to a running testbed's bottleneck.
     Burst(session::BurstArgs),
 }
@@ -99,9 +103,16 @@ struct RunArgs {
     /// How long to give --b-cmd to get ready before CMD starts.
     #[arg(long, default_value = "500ms", value_parser = crate::args::duration)]
     b_cmd_wait: Nanos,
-    /// Do not start `longhaul server` on host b.
+    /// Do not start `longhaul server` on host b (with a network: on every other host).
     #[arg(long)]
     no_server: bool,
+    /// With a network: the host CMD runs on [default: the network's first host].
+    #[arg(long, value_name = "HOST")]
+    on: Option<String>,
+    /// With a network: forwarding threads (each reads a share of the hosts) [default: one per
+    /// CPU, at most one per host].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    switches: Option<u32>,
     #[command(flatten)]
     json: crate::args::Json,
     /// The command to run on host a, after `--`.
@@ -124,6 +135,7 @@ pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
         Some(Action::Status(s)) => session::status(s),
         Some(Action::Down(d)) => session::down(d),
         Some(Action::Link(l)) => session::link(l),
+        Some(Action::Route(r)) => session::route(r),
         Some(Action::Burst(b)) => session::burst(b),
         None => run_once(&a.run),
     }
@@ -131,6 +143,42 @@ pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
 
 /// The one-shot run: up, CMD on host a, report, down.
 fn run_once(a: &RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(spec) = a.path.path.as_deref() {
+        let net = match network::load(spec) {
+            Ok(n) => n,
+            Err(e) => return refuse(Refusal::Usage(e.0)),
+        };
+        if let Some(net) = net {
+            if a.describe {
+                print!("{}", longhaul_topology::describe_network(&net));
+                return Ok(ExitCode::SUCCESS);
+            }
+            if a.b_cmd.is_some() {
+                return refuse(Refusal::Usage(
+                    "--b-cmd is for two-host paths; with a network, CMD can reach every host \
+(ip netns exec, or `emulate up` and `emulate exec HOST`)"
+                        .into(),
+                ));
+            }
+            return network::run_once(
+                net,
+                network::Once {
+                    path: &a.path,
+                    on: a.on.as_deref(),
+                    switches: a.switches.map(|n| n as usize),
+                    no_server: a.no_server,
+                    json: a.json.json,
+                    cmd: &a.cmd,
+                },
+            );
+        }
+    }
+    if a.on.is_some() || a.switches.is_some() {
+        return refuse(Refusal::Usage(
+            "--on and --switches are for networks (a network preset or file with [[host]] tables)"
+                .into(),
+        ));
+    }
     if a.describe {
         let spec = a.path.path.as_deref().unwrap_or_default();
         return match path::show(spec, &a.path.overrides()) {
@@ -163,7 +211,7 @@ to {}{}",
     let mut b_cmd = None;
     let mut status = None;
     if term.received().is_none() && !a.no_server {
-        server = Some(start_server(bed.host_b())?);
+        server = Some(start_server(bed.host_b(), "b")?);
     }
     if term.received().is_none()
         && let Some(cmd) = &a.b_cmd
@@ -211,9 +259,5 @@ to {}{}",
         return Ok(ExitCode::from(u8::try_from(128 + sig).unwrap_or(1)));
     }
     let (status, _) = status.context("CMD did not run")??;
-    let code = status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1);
-    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+    Ok(exit_code(status))
 }

@@ -692,7 +692,12 @@ pub(crate) fn topology_of(spec: Option<&str>) -> anyhow::Result<Vec<longhaul_top
     if let Some(p) = longhaul_topology::preset(spec) {
         return Ok(vec![p.topology()?]);
     }
+    if longhaul_topology::network(spec).is_some() {
+        // A network maps to no reservable resource yet (docs/testbed.md, "Ties").
+        return Ok(Vec::new());
+    }
     match std::fs::read_to_string(spec) {
+        Ok(text) if longhaul_topology::is_network(&text) => Ok(Vec::new()),
         Ok(text) => Ok(vec![longhaul_topology::Topology::from_toml(&text, spec)?]),
         // The emulator refuses it with its own message.
         Err(_) => Ok(Vec::new()),

@@ -115,7 +115,7 @@ pub(crate) struct PathArgs {
     pub(crate) max_lateness: Nanos,
 }
 
-fn loss(s: &str) -> Result<f64, String> {
+pub(crate) fn loss(s: &str) -> Result<f64, String> {
     prob(s, "loss")
 }
 
@@ -377,6 +377,38 @@ impl PathArgs {
         }
     }
 
+    /// The path flags given that a network file does not take (its links carry their own rates,
+    /// delays and impairments), as the user spelled them.
+    pub(crate) fn path_only_flags(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut given = |on: bool, flag: &'static str| {
+            if on {
+                out.push(flag);
+            }
+        };
+        given(self.rtt.is_some(), "--rtt");
+        given(self.rate.is_some(), "--rate");
+        given(self.loss.is_some(), "--loss");
+        given(self.loss_burst.is_some(), "--loss-burst");
+        given(self.jitter.is_some(), "--jitter");
+        given(self.reorder.is_some(), "--reorder");
+        given(self.duplicate > 0.0, "--duplicate");
+        given(self.aqm != Aqm::DropTail, "--aqm");
+        given(self.cross_traffic.is_some(), "--cross-traffic");
+        given(self.cross_on_off.is_some(), "--cross-on-off");
+        given(self.hops > 0, "--hops");
+        given(self.mtu.is_some(), "--mtu");
+        given(self.queue.is_some(), "--queue");
+        given(self.pin.is_some(), "--pin");
+        given(self.pcap.is_some(), "--pcap");
+        out
+    }
+
+    /// Whether the switches should run with real-time priority.
+    pub(crate) fn realtime(&self) -> bool {
+        self.realtime
+    }
+
     /// `--rtt/--rate/--loss/--mtu/--queue` as topology overrides (`--queue auto` keeps the file's).
     pub(crate) fn overrides(&self) -> Overrides {
         Overrides {
@@ -407,6 +439,16 @@ pub(crate) fn refuse(r: Refusal) -> anyhow::Result<ExitCode> {
         }
         Refusal::Failed(m) => bail!("{m}"),
     }
+}
+
+/// CMD's exit code as ours: its code, or 128 + the signal that ended it.
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
 /// What the testbed emulates, for the one-line description, the status and the state file.

@@ -1,5 +1,5 @@
-//! The `longhaul server` the emulator starts on host b, so that `longhaul test`/`send` on host a has a
-//! peer at once.
+//! The `longhaul server` the emulator starts on host b (on every host but CMD's, for a network), so
+//! that `longhaul test`/`send` has a peer at once.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-/// Starts `longhaul server` in host b and waits until it listens. It binds every address of host b
-/// (dual-stack), which are only its own: 10.201.0.2, fd00:4c48::2 and loopback. Its log lines go to
-/// this process's standard error, prefixed `server: `.
-pub(crate) fn start_server(ns: &str) -> anyhow::Result<Child> {
+/// Starts `longhaul server` in namespace `ns` (host `host`) and waits until it listens. It binds
+/// every address of the host (dual-stack), which are only its own (for host b: 10.201.0.2,
+/// fd00:4c48::2) and loopback. Its log lines go to this process's standard error, prefixed
+/// `server: `.
+pub(crate) fn start_server(ns: &str, host: &str) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("cannot find the longhaul executable")?;
     let mut child = Command::new("ip")
         .args(["netns", "exec", ns])
@@ -21,7 +22,7 @@ pub(crate) fn start_server(ns: &str) -> anyhow::Result<Child> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot start longhaul server on host b")?;
+        .with_context(|| format!("cannot start longhaul server on host {host}"))?;
     let stderr = child.stderr.take().context("server stderr")?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -39,7 +40,7 @@ pub(crate) fn start_server(ns: &str) -> anyhow::Result<Child> {
     if rx.recv_timeout(Duration::from_secs(10)).is_err() {
         let _ = child.kill();
         let _ = child.wait();
-        bail!("longhaul server on host b did not start listening within 10 s");
+        bail!("longhaul server on host {host} did not start listening within 10 s");
     }
     Ok(child)
 }

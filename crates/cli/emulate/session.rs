@@ -15,11 +15,15 @@ use longhaul_emu::session::{
     self as state, ControlSocket, DEFAULT_NAME, HostInfo, Request, Session,
 };
 use longhaul_emu::signals::stop_child;
-use longhaul_emu::{HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Report, Termination, Testbed};
+use longhaul_emu::{
+    Fabric, FabricConfig, HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, LinkChange, Report,
+    Termination, Testbed,
+};
 use longhaul_units::{Nanos, fmt_duration};
 
 use super::flags::refuse;
 use super::flags::{self, PathArgs, PathSummary};
+use super::network;
 use super::report;
 use super::server::start_server;
 
@@ -57,10 +61,13 @@ pub(crate) struct ExecArgs {
     /// The testbed.
     #[arg(long, default_value = DEFAULT_NAME)]
     name: String,
-    /// The host: `a` (10.201.0.1) or `b` (10.201.0.2), or its namespace name.
+    /// The host: `a` (10.201.0.1) or `b` (10.201.0.2), a network's host name, or its namespace.
     #[arg(value_name = "HOST")]
     host: String,
-    /// The command, after `--`; $LH_PEER and $LH_PEER6 hold the other host's addresses.
+    /// The command, after `--`. Its environment: $LH_HOST_<NAME>, $LH_HOST6_<NAME> and
+    /// $LH_NETNS_<NAME> (each host's addresses and namespace, the name upper-cased with '-' as '_'),
+    /// $LH_HOSTS (the host names), $LH_HOST (its own), $LH_PEER and $LH_PEER6 (the first other
+    /// host: the peer of a two-host testbed).
     #[arg(last = true, required = true, value_name = "CMD")]
     cmd: Vec<String>,
 }
@@ -79,17 +86,70 @@ pub(crate) struct StatusArgs {
 /// `longhaul emulate link`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "`down` cuts the path in both directions: every packet is dropped (counted \
-as cut drops) and connections across it see an outage with no error, as when a fibre is cut; `up` \
-restores it. The hosts, their sockets and processes are untouched."
+    after_help = "A two-host testbed: `link down` cuts the path in both directions (every packet \
+is dropped, counted as cut drops; connections across it see an outage with no error, as when a fibre \
+is cut) and `link up` restores it. A network: `link LINK down|up` does the same to one link, and \
+`link LINK set --rate 500M --delay 30ms --loss 0.1% ...` changes it (both directions, or one with \
+--direction), taking effect for the next packet that reaches it; packets already past it keep their \
+times. Every change is logged with its time (`status` lists them). The hosts, their sockets and \
+processes are untouched.\n\nExamples:\n  longhaul emulate link down\n  longhaul emulate link gva-chi down\n  \
+longhaul emulate link gva-chi set --rate 200M --loss 0.01 --direction a-to-b"
 )]
 pub(crate) struct LinkArgs {
     /// The testbed.
     #[arg(long, default_value = DEFAULT_NAME)]
     name: String,
-    /// `down` (cut the path) or `up` (restore it).
-    #[arg(value_parser = ["down", "up"])]
-    state: String,
+    /// `down`, `up` (a two-host testbed's path), or `LINK down|up|set` (a network's link).
+    #[arg(value_name = "[LINK] down|up|set", num_args = 1..=2, required = true)]
+    words: Vec<String>,
+    /// With `set`: the serialization rate, e.g. 500M (0: unlimited).
+    #[arg(long, value_parser = crate::args::rate)]
+    rate: Option<u64>,
+    /// With `set`: the one-way delay, e.g. 30ms.
+    #[arg(long, value_parser = crate::args::duration)]
+    delay: Option<Nanos>,
+    /// With `set`: random loss per segment, a probability (0.001) or a percentage (0.1%).
+    #[arg(long, value_parser = flags::loss)]
+    loss: Option<f64>,
+    /// With `set`: the queue's capacity, e.g. 4M.
+    #[arg(long, value_parser = |s: &str| longhaul_units::parse_size(s).map_err(|e| e.to_string()))]
+    queue: Option<u64>,
+    /// With `set`: uniform jitter up to this much (0: none).
+    #[arg(long, value_parser = crate::args::duration)]
+    jitter: Option<Nanos>,
+    /// With `set`: only this direction of the link (`a-to-b` is from its `a` end).
+    #[arg(long, value_parser = ["a-to-b", "b-to-a"])]
+    direction: Option<String>,
+}
+
+/// `longhaul emulate route`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Pins the route from host FROM to host TO of a running network through \
+the routers --via, in order (each pair joined by a link), and the way back through them reversed \
+unless --one-way. Records sent from then on take it (within a millisecond); packets on their way \
+keep the route they started on. A route may not loop or pass through another host. The next \
+traceroute shows it.\n\nExample:\n  longhaul emulate route cern1 star1 --via gva,ams,chi"
+)]
+pub(crate) struct RouteArgs {
+    /// The testbed.
+    #[arg(long, default_value = DEFAULT_NAME)]
+    name: String,
+    /// The sending host.
+    from: String,
+    /// The receiving host.
+    to: String,
+    /// The routers in between, in order, e.g. gva,ams,chi.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required = true,
+        value_name = "ROUTER,..."
+    )]
+    via: Vec<String>,
+    /// Leave the way back as it is.
+    #[arg(long)]
+    one_way: bool,
 }
 
 /// `longhaul emulate burst`.
@@ -160,7 +220,16 @@ or pick another --name",
 
 pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
     // Refuse bad flags, a bad name or a running testbed here, before anything starts.
-    if let Err(r) = flags::configure(&a.path, Some(a.name.clone())) {
+    let net = match a.path.path.as_deref().map(network::load) {
+        Some(Err(e)) => return refuse(flags::Refusal::Usage(e.0)),
+        Some(Ok(n)) => n,
+        None => None,
+    };
+    let checked = match &net {
+        Some(n) => network::check(n, &a.path, None).map(|_| ()),
+        None => flags::configure(&a.path, Some(a.name.clone())).map(|_| ()),
+    };
+    if let Err(r) = checked {
         return refuse(r);
     }
     if !longhaul_sys::has_net_admin() {
@@ -171,7 +240,10 @@ pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
     let topologies = crate::testbed::topology_of(a.path.path.as_deref())?;
     crate::testbed::check_reservation(&a.ties, &topologies)?;
     if a.foreground {
-        return serve(a);
+        return match net {
+            Some(n) => serve_network(a, n),
+            None => serve(a),
+        };
     }
     let log_path = state::log_file(&a.name);
     let log = state::create_log(&a.name)?;
@@ -243,7 +315,7 @@ fn describe(s: &Session) -> String {
         out += &format!("  path: {line}\n");
     }
     for h in &s.hosts {
-        let server = if h.host == "b" && s.server {
+        let server = if (h.host == "b" || is_network(s)) && s.server {
             ", longhaul server on port 7067"
         } else {
             ""
@@ -266,7 +338,7 @@ fn serve(a: &UpArgs) -> anyhow::Result<ExitCode> {
     let bed = Testbed::up(cfg).context("cannot bring up the emulated path")?;
     let mut server = None;
     if !a.no_server {
-        server = Some(start_server(bed.host_b())?);
+        server = Some(start_server(bed.host_b(), "b")?);
     }
     let control = ControlSocket::bind(&a.name)?;
     let session = Session {
@@ -344,6 +416,17 @@ fn serve(a: &UpArgs) -> anyhow::Result<ExitCode> {
                 let doc = status_doc(&session, &bed.snapshot(), a.path.max_lateness);
                 let _ = state::reply(stream, &doc);
             }
+            Some((
+                Request::LinkState { .. } | Request::LinkSet { .. } | Request::Route { .. },
+                stream,
+            )) => {
+                let why = format!(
+                    "testbed {} is a two-host path: it has no named links or routes \
+(`longhaul emulate link down|up` cuts or restores its path)",
+                    a.name
+                );
+                let _ = state::reply(stream, &serde_json::json!({ "error": why }));
+            }
             None => std::thread::sleep(Duration::from_millis(50)),
         }
     }
@@ -360,6 +443,172 @@ fn serve(a: &UpArgs) -> anyhow::Result<ExitCode> {
         let _ = state::reply(stream, &status_doc(&session, &r, a.path.max_lateness));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a running testbed is a network (its hosts are named by the network file).
+fn is_network(s: &Session) -> bool {
+    s.path.get("kind").and_then(|k| k.as_str()) == Some("network")
+}
+
+/// The background emulator of a network: brings the fabric up with a `longhaul server` on every
+/// host, answers `status`, link and route changes and `down`, tears down.
+fn serve_network(a: &UpArgs, net: longhaul_topology::Network) -> anyhow::Result<ExitCode> {
+    let term = Termination::install().context("cannot install signal handlers")?;
+    let fabric = Fabric::up(FabricConfig {
+        tag: Some(a.name.clone()),
+        network: net,
+        switches: None,
+        cpus: None,
+        realtime: a.path.realtime().then_some(50),
+        host_tcp_defaults: a.path.host_defaults,
+    })
+    .context("cannot bring up the emulated network")?;
+    let net = fabric.network();
+    let namespaces = fabric.namespaces();
+    let mut servers = Vec::new();
+    if !a.no_server {
+        for (ns, h) in namespaces.iter().zip(&net.hosts) {
+            servers.push(start_server(ns, &h.name)?);
+        }
+    }
+    let control = ControlSocket::bind(&a.name)?;
+    let line = format!(
+        "network {}: {} hosts, {} routers, {} links",
+        net.name,
+        net.hosts.len(),
+        net.routers.len(),
+        net.links.len()
+    );
+    let session = Session {
+        name: a.name.clone(),
+        pid: std::process::id(),
+        started_unix_s: now_unix_s(),
+        start_ticks: longhaul_emu::session::process_start_ticks(std::process::id()).unwrap_or(0),
+        hosts: net
+            .hosts
+            .iter()
+            .zip(&namespaces)
+            .map(|(h, ns)| HostInfo {
+                host: h.name.clone(),
+                namespace: ns.clone(),
+                ipv4: h.v4,
+                ipv6: h.v6,
+            })
+            .collect(),
+        path: serde_json::json!({
+            "kind": "network",
+            "network": net.name,
+            "line": line,
+            "routes": network::routes(&net).lines().collect::<Vec<_>>(),
+            "tcp_buffer_max": fabric.tcp_buffer_max(),
+        }),
+        server: !servers.is_empty(),
+    };
+    state::save(&session)?;
+    eprintln!("emulate: testbed {} up: {line}", a.name);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string(&session)?)?;
+    out.flush()?;
+    drop(out);
+
+    let max = a.path.max_lateness;
+    let status = |r: &longhaul_emu::FabricReport| network_status_doc(&session, r, max);
+    let mut pending_down = None;
+    while term.received().is_none() {
+        let Some((req, stream)) = control.poll() else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        let done = match req {
+            Request::Status => Ok(()),
+            Request::Down => {
+                pending_down = Some(stream);
+                break;
+            }
+            Request::LinkState { link, up } => fabric.set_link_up(&link, up),
+            Request::LinkSet {
+                link,
+                a_to_b,
+                change,
+            } => fabric.change_link(&link, a_to_b, &link_change(&change)),
+            Request::Route {
+                from,
+                to,
+                via,
+                both,
+            } => fabric.set_route(&from, &to, &via, both),
+            Request::LinkDown | Request::LinkUp | Request::Burst { .. } => {
+                Err(longhaul_emu::EmuError::Config(format!(
+                    "testbed {} is a network: name the link (`longhaul emulate link LINK down|up`; \
+links: {})",
+                    a.name,
+                    net.links
+                        .iter()
+                        .map(|l| l.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+        };
+        let doc = match done {
+            Ok(()) => status(&fabric.snapshot()),
+            Err(e) => {
+                eprintln!("emulate: testbed {}: {e}", a.name);
+                serde_json::json!({ "error": e.to_string() })
+            }
+        };
+        let _ = state::reply(stream, &doc);
+    }
+    const SIGTERM: i32 = 15;
+    for mut s in servers {
+        let _ = stop_child(&mut s, SIGTERM);
+    }
+    let r = fabric.down();
+    state::remove(&a.name);
+    drop(control);
+    eprintln!("emulate: testbed {} down", a.name);
+    network::print(&r, max, false);
+    if let Some(stream) = pending_down {
+        let _ = state::reply(stream, &status(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A request's link setting as the fabric takes it.
+fn link_change(s: &state::LinkSetting) -> LinkChange {
+    LinkChange {
+        rate_bps: s.rate_bps,
+        delay: s.delay_ns.map(Nanos),
+        loss: s.loss.map(|p| {
+            if p == 0.0 {
+                longhaul_emu::link::Loss::None
+            } else {
+                longhaul_emu::link::Loss::Bernoulli { p }
+            }
+        }),
+        queue_bytes: s.queue_bytes,
+        jitter: s.jitter_ns.map(|j| {
+            if j == 0 {
+                longhaul_emu::link::Jitter::None
+            } else {
+                longhaul_emu::link::Jitter::Uniform { max: Nanos(j) }
+            }
+        }),
+    }
+}
+
+/// A network's session plus its counters: `network` (every link, switch and change) and
+/// `fidelity`.
+fn network_status_doc(
+    s: &Session,
+    r: &longhaul_emu::FabricReport,
+    max_p99: Nanos,
+) -> serde_json::Value {
+    let mut doc = serde_json::to_value(s).expect("a session serialises");
+    doc["uptime_s"] = now_unix_s().saturating_sub(s.started_unix_s).into();
+    doc["network"] = serde_json::to_value(r).expect("a report serialises");
+    doc["fidelity"] = network::fidelity(r, max_p99);
+    doc
 }
 
 fn path_json(summary: &PathSummary, bed: &Testbed) -> serde_json::Value {
@@ -380,6 +629,17 @@ fn status_doc(s: &Session, r: &Report, max_p99: Nanos) -> serde_json::Value {
 
 /// The emulator's text report from a status document.
 fn counters_text(doc: &serde_json::Value) -> String {
+    if let Ok(r) = serde_json::from_value::<longhaul_emu::FabricReport>(doc["network"].clone()) {
+        let max = Nanos(
+            doc["fidelity"]["max_p99_lateness_ns"]
+                .as_u64()
+                .unwrap_or(1_000_000),
+        );
+        return network::text(&r, max)
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect();
+    }
     let mut out = String::new();
     for key in ["a_to_b", "b_to_a"] {
         if let Ok(d) = serde_json::from_value(doc["links"][key].clone()) {
@@ -487,24 +747,126 @@ pub(crate) fn down(a: &DownArgs) -> anyhow::Result<ExitCode> {
 
 pub(crate) fn link(a: &LinkArgs) -> anyhow::Result<ExitCode> {
     state::check_name(&a.name)?;
-    if state::load(&a.name)?.filter(Session::alive).is_none() {
+    let Some(s) = state::load(&a.name)?.filter(Session::alive) else {
         bail!("testbed {} is not up", a.name);
+    };
+    let setting = state::LinkSetting {
+        rate_bps: a.rate,
+        delay_ns: a.delay.map(Nanos::as_nanos),
+        loss: a.loss,
+        queue_bytes: a.queue,
+        jitter_ns: a.jitter.map(Nanos::as_nanos),
+    };
+    let (link, verb) = match a.words.as_slice() {
+        [verb] => (None, verb.as_str()),
+        [link, verb] => (Some(link.as_str()), verb.as_str()),
+        _ => bail!("give `down`, `up`, or `LINK down|up|set`"),
+    };
+    let setting_given = setting != state::LinkSetting::default() || a.direction.is_some();
+    if verb != "set" && setting_given {
+        return refuse(flags::Refusal::Usage(
+            "--rate, --delay, --loss, --queue, --jitter and --direction go with `LINK set`".into(),
+        ));
     }
-    let req = if a.state == "up" {
-        Request::LinkUp
-    } else {
-        Request::LinkDown
+    let req = match (link, verb, is_network(&s)) {
+        (None, "up" | "down", false) => {
+            if verb == "up" {
+                Request::LinkUp
+            } else {
+                Request::LinkDown
+            }
+        }
+        (None, _, true) => {
+            return refuse(flags::Refusal::Usage(format!(
+                "testbed {} is a network: name the link (`longhaul emulate link LINK {verb}`)",
+                a.name
+            )));
+        }
+        (Some(_), _, false) => {
+            return refuse(flags::Refusal::Usage(format!(
+                "testbed {} is a two-host path: `longhaul emulate link down|up` cuts or restores it",
+                a.name
+            )));
+        }
+        (Some(l), "up" | "down", true) => Request::LinkState {
+            link: l.to_owned(),
+            up: verb == "up",
+        },
+        (Some(l), "set", true) => {
+            if setting == state::LinkSetting::default() {
+                return refuse(flags::Refusal::Usage(
+                    "`set` needs at least one of --rate, --delay, --loss, --queue, --jitter".into(),
+                ));
+            }
+            Request::LinkSet {
+                link: l.to_owned(),
+                a_to_b: a.direction.as_deref().map(|d| d == "a-to-b"),
+                change: setting,
+            }
+        }
+        (_, other, _) => {
+            return refuse(flags::Refusal::Usage(format!(
+                "{other:?}: give down, up or (with a link) set"
+            )));
+        }
     };
     let doc = state::request(&a.name, req)?;
-    println!(
-        "testbed {}: path {}",
-        a.name,
-        if doc["link_up"].as_bool() == Some(true) {
-            "up"
-        } else {
-            "cut (down)"
-        }
-    );
+    if let Some(e) = doc.get("error").and_then(|e| e.as_str()) {
+        bail!("{e}");
+    }
+    match link {
+        None => println!(
+            "testbed {}: path {}",
+            a.name,
+            if doc["link_up"].as_bool() == Some(true) {
+                "up"
+            } else {
+                "cut (down)"
+            }
+        ),
+        Some(_) => println!("testbed {}: {}", a.name, last_change(&doc)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The newest change a network's status document lists.
+fn last_change(doc: &serde_json::Value) -> String {
+    doc["network"]["changes"]
+        .as_array()
+        .and_then(|c| c.last())
+        .map_or_else(String::new, |c| {
+            format!(
+                "{} (at {})",
+                c["what"].as_str().unwrap_or_default(),
+                c["at"].as_str().unwrap_or_default()
+            )
+        })
+}
+
+pub(crate) fn route(a: &RouteArgs) -> anyhow::Result<ExitCode> {
+    state::check_name(&a.name)?;
+    let Some(s) = state::load(&a.name)?.filter(Session::alive) else {
+        bail!("testbed {} is not up", a.name);
+    };
+    if !is_network(&s) {
+        return refuse(flags::Refusal::Usage(format!(
+            "testbed {} is a two-host path: it has one route",
+            a.name
+        )));
+    }
+    let doc = state::request(
+        &a.name,
+        Request::Route {
+            from: a.from.clone(),
+            to: a.to.clone(),
+            via: a.via.clone(),
+            both: !a.one_way,
+        },
+    )?;
+    if let Some(e) = doc.get("error").and_then(|e| e.as_str()) {
+        bail!("{e}");
+    }
+    println!("testbed {}: {}", a.name, last_change(&doc));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -545,22 +907,34 @@ pub(crate) fn exec(a: &ExecArgs) -> anyhow::Result<ExitCode> {
         );
     };
     let Some(host) = s.host(&a.host) else {
+        let names: Vec<&str> = s.hosts.iter().map(|h| h.host.as_str()).collect();
         bail!(
-            "testbed {} has no host {:?}; its hosts are a and b",
+            "testbed {} has no host {:?}; its hosts are {}",
             a.name,
-            a.host
+            a.host,
+            names.join(", ")
         );
     };
-    let peer = s
+    let hosts: Vec<network::EnvHost> = s
         .hosts
         .iter()
-        .find(|h| h.host != host.host)
-        .context("the testbed has one host")?;
+        .map(|h| network::EnvHost {
+            name: h.host.clone(),
+            v4: h.ipv4,
+            v6: h.ipv6,
+            namespace: h.namespace.clone(),
+        })
+        .collect();
+    let me = s
+        .hosts
+        .iter()
+        .position(|h| h.host == host.host)
+        .context("the host is the testbed's")?;
+    let env = network::host_env(&hosts, me);
     let err = Command::new("ip")
         .args(["netns", "exec", &host.namespace])
         .args(&a.cmd)
-        .env("LH_PEER", peer.ipv4.to_string())
-        .env("LH_PEER6", peer.ipv6.to_string())
+        .envs(env)
         .exec();
     bail!("cannot run `ip netns exec {}`: {err}", host.namespace)
 }
