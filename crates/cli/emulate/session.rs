@@ -287,8 +287,9 @@ pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", describe(&s));
         println!(
-            "run commands with `longhaul emulate exec{} a -- CMD`; stop it with `longhaul emulate down{}`",
+            "run commands with `longhaul emulate exec{} {} -- CMD`; stop it with `longhaul emulate down{}`",
             name_flag(&s.name),
+            s.hosts.first().map_or("a", |h| h.host.as_str()),
             name_flag(&s.name)
         );
     }

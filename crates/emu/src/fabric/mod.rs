@@ -176,6 +176,43 @@ pub struct LinkChange {
     pub jitter: Option<longhaul_link::Jitter>,
 }
 
+impl std::fmt::Display for LinkChange {
+    /// `rate 100 Mbit/s, delay 5.000 ms, loss 1 %, ...`: the fields it changes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(r) = self.rate_bps {
+            parts.push(if r == 0 {
+                "rate unlimited".to_string()
+            } else {
+                format!("rate {}", longhaul_units::fmt_rate(r))
+            });
+        }
+        if let Some(d) = self.delay {
+            parts.push(format!("delay {}", longhaul_units::fmt_duration(d)));
+        }
+        match self.loss {
+            Some(longhaul_link::Loss::Bernoulli { p }) => parts.push(format!("loss {p}")),
+            Some(longhaul_link::Loss::None) => parts.push("loss 0".into()),
+            Some(l @ longhaul_link::Loss::GilbertElliott { .. }) => {
+                parts.push(format!("loss {l:?}"))
+            }
+            None => {}
+        }
+        if let Some(q) = self.queue_bytes {
+            parts.push(format!("queue {}", longhaul_units::fmt_size(q)));
+        }
+        match self.jitter {
+            Some(longhaul_link::Jitter::Uniform { max }) => parts.push(format!(
+                "jitter up to {}",
+                longhaul_units::fmt_duration(max)
+            )),
+            Some(j) => parts.push(format!("jitter {j:?}")),
+            None => {}
+        }
+        f.write_str(&parts.join(", "))
+    }
+}
+
 impl LinkChange {
     /// `cfg` with the change applied.
     pub fn apply(&self, cfg: &LinkConfig) -> LinkConfig {
@@ -509,7 +546,7 @@ impl Fabric {
             Some(true) => " a→b",
             Some(false) => " b→a",
         };
-        self.log(format!("link {name}{which} set: {change:?}"));
+        self.log(format!("link {name}{which} set: {change}"));
         Ok(())
     }
 
