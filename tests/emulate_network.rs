@@ -3,16 +3,27 @@
 //! two CUBIC flows sharing one 1 Gbit/s link split it fairly; flows on disjoint links each fill
 //! their own; loss set on the third link of a path is seen only by the flows whose route crosses
 //! it; stock traceroute and traceroute6 from two hosts each list their own routers at their RTTs.
+//! Named networks, live: a route pinned with `emulate route` shows in the next traceroute (a bad
+//! one is refused, the route in use kept); a link cut with `emulate link LINK down` stalls only the
+//! flows across it, and a `longhaul send` across the cut resumes and lands bit-identical; a
+//! SIGKILLed emulator (one-shot or named) leaves no namespace or process behind once the next run,
+//! `status` or `down` reaps it; bad network input is refused by name with exit code 2.
 //! Like the two-host tests, each holds the machine alone and runs a timing check again only when
 //! the emulator flagged the run NOT TRUSTWORTHY.
 
-use std::path::PathBuf;
-use std::process::Output;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::emulate::{emulate_checked, hops};
-use crate::util::{Machine, bin, machine_alone, netns_privileges, program};
+use crate::emulate::{emulate, emulate_checked, hops};
+use crate::transfer::{Scratch, s};
+use crate::util::{
+    DownOnDrop, Machine, bin, machine_alone, namespaces_named, netns_privileges, program,
+    read_lines,
+};
 
 fn serial() -> Machine {
     machine_alone()
@@ -489,4 +500,843 @@ fn traceroute_from_two_hosts_lists_each_ones_routers() {
         },
     );
     let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}
+
+/// Runs `longhaul emulate ARGS` (a subcommand) and prints what it said.
+fn emulate_cmd(args: &[&str]) -> Output {
+    let out = Command::new(bin())
+        .arg("emulate")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run longhaul emulate");
+    println!(
+        "$ longhaul emulate {} [{}]\n{}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A named network (`emulate up FILE --name NAME`), taken down when dropped.
+struct Named {
+    name: String,
+    _down: DownOnDrop,
+}
+
+impl Named {
+    /// `up` (asserted to succeed) with `extra` flags, e.g. `--no-server`.
+    fn up(name: &str, file: &Path, extra: &[&str]) -> Self {
+        let down = DownOnDrop(name.to_string());
+        let out = emulate_cmd(&[&["up", s(file), "--name", name], extra].concat());
+        assert!(
+            out.status.success(),
+            "up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self {
+            name: name.to_string(),
+            _down: down,
+        }
+    }
+
+    /// `longhaul emulate SUB --name NAME ARGS...`.
+    fn run(&self, sub: &str, args: &[&str]) -> Output {
+        emulate_cmd(&[&[sub, "--name", &self.name], args].concat())
+    }
+
+    /// `longhaul emulate exec --name NAME HOST -- CMD...` as a command.
+    fn exec(&self, host: &str, cmd: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(["emulate", "exec", "--name", &self.name, host, "--"])
+            .args(cmd)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs CMD on HOST to completion, printing what it said.
+    fn exec_out(&self, host: &str, cmd: &[&str]) -> Output {
+        let out = self.exec(host, cmd).output().expect("run emulate exec");
+        println!(
+            "[{host}] $ {} [{}]\n{}{}",
+            cmd.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// `status --name NAME --json`: the network's document (`testbeds[0]`).
+    fn status(&self) -> Value {
+        let out = Command::new(bin())
+            .args(["emulate", "status", "--name", &self.name, "--json"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run emulate status");
+        assert!(
+            out.status.success(),
+            "status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("status --json parses");
+        v["testbeds"][0].clone()
+    }
+
+    /// Why the emulator does not trust its timing so far (empty when it does).
+    fn untrusted(&self) -> String {
+        let f = &self.status()["fidelity"];
+        match f["ok"].as_bool().expect("fidelity.ok") {
+            true => String::new(),
+            false => format!("NOT TRUSTWORTHY {}", f["problems"]),
+        }
+    }
+
+    /// `link LINK down|up`, asserted to succeed.
+    fn link(&self, link: &str, state: &str) {
+        let out = self.run("link", &[link, state]);
+        assert!(
+            out.status.success(),
+            "link {link} {state}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A child process killed (SIGKILL) and reaped when dropped, so a failing test leaves none behind.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The processes running in namespace `ns` (`ip netns pids`).
+fn pids_in(ns: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .expect("run ip netns pids");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether process `pid` runs (exists and is not a zombie waiting to be reaped).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|st| st.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')))
+}
+
+/// Waits up to `secs` seconds for `done`, polling every 20 ms; panics with `what` on time-out.
+fn wait_for(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "{what} (after {secs} s)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether two files have the same bytes (read in 1 MiB blocks).
+fn same_bytes(a: &Path, b: &Path) -> bool {
+    let open = |p: &Path| {
+        std::io::BufReader::with_capacity(
+            1 << 20,
+            std::fs::File::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+        )
+    };
+    let (mut fa, mut fb) = (open(a), open(b));
+    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let na = read_full(&mut fa, &mut ba);
+        let nb = read_full(&mut fb, &mut bb);
+        if na != nb || ba[..na] != bb[..nb] {
+            return false;
+        }
+        if na == 0 {
+            return true;
+        }
+    }
+}
+
+/// Fills `buf` as far as the reader goes; returns how much it read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]).expect("read") {
+            0 => break,
+            k => n += k,
+        }
+    }
+    n
+}
+
+/// a1 reaches b1 two ways: x – w directly (3 ms) or x – v – w (4 + 5 ms); the direct one is
+/// faster, so it is the compiled route. Router y hangs off w only; host c1 is joined to both x and
+/// w, but hosts never forward.
+const DETOUR: &str = r#"
+name = "detour"
+[[router]]
+name = "x"
+[[router]]
+name = "v"
+[[router]]
+name = "w"
+[[router]]
+name = "y"
+[[host]]
+name = "a1"
+[[host]]
+name = "b1"
+[[host]]
+name = "c1"
+[[link]]
+a = "a1"
+b = "x"
+delay = "1ms"
+[[link]]
+a = "x"
+b = "w"
+delay = "3ms"
+[[link]]
+a = "x"
+b = "v"
+delay = "4ms"
+[[link]]
+a = "v"
+b = "w"
+delay = "5ms"
+[[link]]
+a = "w"
+b = "b1"
+delay = "1ms"
+[[link]]
+a = "w"
+b = "y"
+delay = "1ms"
+[[link]]
+a = "x"
+b = "c1"
+delay = "1ms"
+[[link]]
+a = "c1"
+b = "w"
+delay = "1ms"
+"#;
+
+/// Stock traceroute (IPv4 and IPv6, one probe at a time) from a1 to b1 of the named network lists
+/// `want` (routers by index in file order: 10.201.1.(i+1); b1 is host 1: 10.201.0.2), each hop at
+/// its round trip (never early, at most 2 ms late). A timing miss is tried again only when the
+/// emulator says it fell behind; a wrong hop list fails at once.
+fn traceroutes_show(bed: &Named, want: &[(u8, f64)]) {
+    const ATTEMPTS: usize = 4;
+    let want4: Vec<(String, f64)> = want
+        .iter()
+        .map(|(r, ms)| (format!("10.201.1.{}", r + 1), *ms))
+        .chain([("10.201.0.2".to_string(), want.last().unwrap().1 + 2.0)])
+        .collect();
+    let want6: Vec<(String, f64)> = want
+        .iter()
+        .map(|(r, ms)| (format!("fd00:4c48:1::{}", r + 1), *ms))
+        .chain([("fd00:4c48::2".to_string(), want.last().unwrap().1 + 2.0)])
+        .collect();
+    let mut flagged = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let mut problems = Vec::new();
+        for (ip6, to, want) in [
+            (false, "10.201.0.2", &want4),
+            (true, "fd00:4c48::2", &want6),
+        ] {
+            let mut cmd = vec!["traceroute"];
+            if ip6 {
+                cmd.push("-6");
+            }
+            cmd.extend(["-n", "-q", "1", "-N", "1", "-w", "2", to]);
+            let out = bed.exec_out("a1", &cmd);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{text}");
+            let got = hops(&text);
+            let addrs: Vec<&str> = got.iter().map(|(a, _)| a.as_str()).collect();
+            let want_addrs: Vec<&str> = want.iter().map(|(a, _)| a.as_str()).collect();
+            assert_eq!(addrs, want_addrs, "{text}");
+            for ((addr, ms), (_, rtt)) in got.iter().zip(want.iter()) {
+                if *ms < rtt - 0.05 || *ms > rtt + 2.0 {
+                    problems.push(format!("{addr}: {ms} ms for a {rtt} ms round trip"));
+                }
+            }
+        }
+        if problems.is_empty() {
+            return;
+        }
+        let verdict = bed.untrusted();
+        assert!(
+            !verdict.is_empty(),
+            "attempt {attempt}: {} (and the emulator trusted its timing)",
+            problems.join("; ")
+        );
+        flagged.push(format!(
+            "attempt {attempt}: {} [{verdict}]",
+            problems.join("; ")
+        ));
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    panic!(
+        "every attempt was flagged NOT TRUSTWORTHY\n{}",
+        flagged.join("\n")
+    );
+}
+
+/// The network's live changes (`status`'s `network.changes`).
+fn changes(bed: &Named) -> Vec<Value> {
+    bed.status()["network"]["changes"]
+        .as_array()
+        .expect("network.changes")
+        .clone()
+}
+
+#[test]
+fn a_route_change_shows_in_the_next_traceroute() {
+    if !netns_privileges() || !program("traceroute", "traceroute") {
+        return;
+    }
+    let _serial = serial();
+    let file = network_file("detour", DETOUR);
+    let name = format!("nr{}", std::process::id() % 100_000);
+    let bed = Named::up(&name, &file, &["--no-server"]);
+    // Routers: x 0, v 1, w 2, y 3. The compiled route a1 -> x -> w -> b1: x at 2 ms, w at
+    // 2 × (1 + 3) = 8 ms, b1 at 10 ms.
+    traceroutes_show(&bed, &[(0, 2.0), (2, 8.0)]);
+    assert!(changes(&bed).is_empty());
+
+    let before = jiff::Timestamp::now();
+    let out = bed.run("route", &["a1", "b1", "--via", "x,v,w"]);
+    let after = jiff::Timestamp::now();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Now a1 -> x -> v -> w -> b1 and back the same way: x at 2 ms, v at 2 × (1 + 4) = 10 ms, w at
+    // 2 × (1 + 4 + 5) = 20 ms, b1 at 22 ms.
+    traceroutes_show(&bed, &[(0, 2.0), (1, 10.0), (2, 20.0)]);
+    let logged = changes(&bed);
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    let what = logged[0]["what"].as_str().expect("what");
+    assert!(
+        what.starts_with("route a1 -> b1 (and back)") && what.contains('v'),
+        "{what}"
+    );
+    let at: jiff::Timestamp = logged[0]["at"]
+        .as_str()
+        .expect("at")
+        .parse()
+        .expect("at is an RFC 3339 time");
+    assert!(
+        at >= before && at <= after,
+        "the change is logged at {at}, not between {before} and {after}"
+    );
+
+    // Bad routes are refused by name; the route in use stays.
+    for (via, why) in [
+        ("x,y,w", "no link joins x and y"),
+        ("x,c1,w", "passes through host c1"),
+        ("x,nowhere,w", "no node named \"nowhere\""),
+    ] {
+        let out = bed.run("route", &["a1", "b1", "--via", via]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--via {via} was accepted");
+        assert!(err.contains(why), "--via {via}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "--via {via}: {err}");
+    }
+    assert_eq!(changes(&bed).len(), 1, "a refused route was logged");
+    traceroutes_show(&bed, &[(0, 2.0), (1, 10.0), (2, 20.0)]);
+    let down = bed.run("down", &[]);
+    assert!(down.status.success());
+    assert_eq!(namespaces_named(&format!("lh-{name}-")), 0);
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}
+
+/// a1 -> b1 crosses the 200 Mbit/s link `long` (r1 -> r2); a1 -> b2 leaves at r1 and never does.
+const CUT: &str = r#"
+name = "cut-one-link"
+[[router]]
+name = "r1"
+[[router]]
+name = "r2"
+[[host]]
+name = "a1"
+[[host]]
+name = "b1"
+[[host]]
+name = "b2"
+[[link]]
+a = "a1"
+b = "r1"
+delay = "1ms"
+[[link]]
+name = "long"
+a = "r1"
+b = "r2"
+delay = "5ms"
+rate = "200M"
+[[link]]
+a = "r2"
+b = "b1"
+delay = "1ms"
+[[link]]
+a = "r1"
+b = "b2"
+delay = "1ms"
+"#;
+
+/// b1 and b2 (hosts 1 and 2).
+const B1: &str = "10.201.0.2";
+const B2: &str = "10.201.0.3";
+
+/// `ping -c N` from a1 to `to`: (sent, received).
+fn ping(bed: &Named, to: &str, n: u32) -> (u64, u64) {
+    let out = bed.exec_out(
+        "a1",
+        &[
+            "ping",
+            "-n",
+            "-q",
+            "-c",
+            &n.to_string(),
+            "-i",
+            "0.05",
+            "-W",
+            "1",
+            to,
+        ],
+    );
+    ping_counts(&String::from_utf8_lossy(&out.stdout), to)
+}
+
+/// Every link direction's `cut_drops` now: (link, direction, count).
+fn cut_drops(bed: &Named) -> Vec<(String, &'static str, u64)> {
+    let st = bed.status();
+    let mut v = Vec::new();
+    for l in st["network"]["links"].as_array().expect("links") {
+        for dir in ["a_to_b", "b_to_a"] {
+            let n = l[dir]["cut_drops"].as_u64().expect("cut_drops");
+            v.push((l["name"].as_str().unwrap().to_string(), dir, n));
+        }
+    }
+    v
+}
+
+#[test]
+fn a_link_down_stalls_only_the_flows_across_it_and_a_transfer_resumes_bit_identical() {
+    if !netns_privileges() || !program("ping", "iputils-ping") {
+        return;
+    }
+    let _serial = serial();
+    let file = network_file("cut", CUT);
+    let name = format!("nl{}", std::process::id() % 100_000);
+    let bed = Named::up(&name, &file, &["--no-server"]);
+
+    // Cut: nothing reaches b1, everything reaches b2, and only `long` counts the drops.
+    assert_eq!(ping(&bed, B1, 5), (5, 5));
+    bed.link("long", "down");
+    let st = bed.status();
+    let long = st["network"]["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "long")
+        .unwrap();
+    assert_eq!(long["up"], false, "{long}");
+    assert!(
+        changes(&bed)
+            .last()
+            .is_some_and(|c| c["what"] == "link long down"),
+        "{:?}",
+        changes(&bed)
+    );
+    assert_eq!(ping(&bed, B1, 20), (20, 0), "a1 -> b1 crosses the cut link");
+    assert_eq!(ping(&bed, B2, 20), (20, 20), "a1 -> b2 does not cross it");
+    std::thread::sleep(Duration::from_millis(300));
+    let drops = cut_drops(&bed);
+    println!("cut drops: {drops:?}");
+    for (link, dir, n) in &drops {
+        match (link.as_str(), *dir) {
+            // The 20 echo requests, dropped going r1 -> r2; no reply came back to drop.
+            ("long", "a_to_b") => assert_eq!(*n, 20, "{drops:?}"),
+            _ => assert_eq!(*n, 0, "{link} {dir}: {drops:?}"),
+        }
+    }
+    bed.link("long", "up");
+    assert_eq!(
+        ping(&bed, B1, 10),
+        (10, 10),
+        "a1 -> b1 after the link is back"
+    );
+
+    // A transfer across `long`, cut for 3 s in the middle.
+    let t = Scratch::new("netcut");
+    let key = t.key("key");
+    let root = t.dir("root");
+    const SIZE: u64 = 96 << 20;
+    let src = t.join("src/big.dat");
+    std::fs::create_dir_all(src.parent().unwrap()).unwrap();
+    let copied = std::io::copy(
+        &mut std::fs::File::open("/dev/urandom").unwrap().take(SIZE),
+        &mut std::fs::File::create(&src).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(copied, SIZE);
+    const PORT: &str = "7171";
+    let mut server = KillOnDrop(
+        bed.exec(
+            "b1",
+            &[
+                bin(),
+                "server",
+                "-p",
+                PORT,
+                "--root",
+                s(&root),
+                "--key",
+                s(&key),
+                "--log",
+                "info",
+            ],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server on b1"),
+    );
+    let log = read_lines(server.0.stderr.take().unwrap(), Some("server b1"), |l| {
+        l.contains("listening on")
+    });
+    log.recv_timeout(Duration::from_secs(20))
+        .expect("the server on b1 listens");
+
+    let mut send = KillOnDrop(
+        bed.exec(
+            "a1",
+            &[
+                bin(),
+                "send",
+                s(&src),
+                &format!("{B1}:in"),
+                "-p",
+                PORT,
+                "--key",
+                s(&key),
+                "--json-stream",
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start longhaul send on a1"),
+    );
+    let events = read_lines(send.0.stdout.take().unwrap(), None, |_| true);
+    let err = send.0.stderr.take().unwrap();
+    let err = std::thread::spawn(move || crate::util::read_all(err));
+    let at_cut = loop {
+        let line = events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("progress events");
+        let e: Value = serde_json::from_str(&line).expect("one JSON event per line");
+        if e["event"] == "progress" && e["bytes"].as_u64().unwrap_or(0) >= 8 << 20 {
+            break e;
+        }
+        assert!(
+            e["event"] == "started" || e["event"] == "progress",
+            "the transfer ended before the cut: {e}"
+        );
+    };
+    let bytes_at_cut = at_cut["bytes"].as_u64().unwrap();
+    assert!(bytes_at_cut < SIZE / 2, "too fast to cut: {at_cut}");
+    let drops_before = cut_drops(&bed);
+    bed.link("long", "down");
+    let cut = Instant::now();
+    // While the transfer is stalled, a1 -> b2 still answers every ping.
+    assert_eq!(ping(&bed, B2, 20), (20, 20), "a1 -> b2 during the cut");
+    std::thread::sleep(Duration::from_secs(3).saturating_sub(cut.elapsed()));
+    bed.link("long", "up");
+    let cut_for = cut.elapsed();
+    let drops_after = cut_drops(&bed);
+
+    let status = loop {
+        if let Some(st) = send.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(120),
+            "the send did not finish within 120 s of the cut"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = err.join().unwrap();
+    let events: Vec<Value> = events
+        .try_iter()
+        .map(|l| serde_json::from_str(&l).expect("JSON event"))
+        .collect();
+    let summary = events
+        .iter()
+        .find(|e| e["event"] == "summary")
+        .unwrap_or_else(|| panic!("no summary event: {events:?}\n{err}"));
+    println!(
+        "cut at {bytes_at_cut} of {SIZE} bytes for {cut_for:?}; done {:?} after the cut: {summary}",
+        cut.elapsed()
+    );
+    assert!(status.success(), "send: {status}: {err}");
+    assert_eq!(summary["verified"], true, "{summary}");
+    let long_drops = |d: &[(String, &str, u64)]| -> u64 {
+        d.iter()
+            .filter(|(l, _, _)| l == "long")
+            .map(|(_, _, n)| n)
+            .sum()
+    };
+    assert!(
+        long_drops(&drops_after) > long_drops(&drops_before),
+        "the cut dropped nothing of the transfer: {drops_before:?} -> {drops_after:?}"
+    );
+    for ((l, dir, a), (_, _, b)) in drops_before.iter().zip(&drops_after) {
+        if l != "long" {
+            assert_eq!(a, b, "{l} {dir} counted cut drops");
+        }
+    }
+    let got = root.join("in/big.dat");
+    assert_eq!(std::fs::metadata(&got).unwrap().len(), SIZE);
+    assert!(same_bytes(&src, &got), "the received file differs");
+    drop(server);
+    let down = bed.run("down", &[]);
+    assert!(down.status.success());
+    assert_eq!(namespaces_named(&format!("lh-{name}-")), 0);
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}
+
+/// The processes left in each of `namespaces` (a killed emulator's orphans).
+fn orphans(namespaces: &[String]) -> Vec<String> {
+    namespaces.iter().flat_map(|ns| pids_in(ns)).collect()
+}
+
+#[test]
+fn a_killed_network_emulator_leaves_nothing_behind() {
+    if !netns_privileges() {
+        return;
+    }
+    let _serial = serial();
+    let file = network_file("killed", TWO_WAYS);
+    let hosts = ["a1", "a2", "b1"];
+
+    // One-shot: CMD on a1, a server on a2 and b1.
+    let mut child = KillOnDrop(
+        Command::new(bin())
+            .args(["emulate", s(&file), "--on", "a1", "--", "sleep", "30"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run longhaul emulate"),
+    );
+    let lines = read_lines(child.0.stderr.take().unwrap(), Some("emulate"), |l| {
+        l.starts_with("emulate: network ")
+    });
+    let line = lines
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the emulator says the network is up");
+    let ns_a1 = line
+        .split_once("CMD on a1 (")
+        .and_then(|(_, r)| r.split_once(')'))
+        .map(|(ns, _)| ns.to_string())
+        .unwrap_or_else(|| panic!("CMD's namespace in {line:?}"));
+    let tag = ns_a1.strip_suffix("-a1").expect("lh-<tag>-a1").to_string();
+    assert_eq!(tag, format!("lh-e{}-0", child.0.id()), "{line}");
+    let namespaces: Vec<String> = hosts.iter().map(|h| format!("{tag}-{h}")).collect();
+    assert_eq!(namespaces_named(&format!("{tag}-")), 3);
+    // Wait for CMD on a1 and the servers on a2 and b1.
+    wait_for(20, "CMD and the servers never ran", || {
+        namespaces.iter().all(|ns| !pids_in(ns).is_empty())
+    });
+    child.0.kill().expect("SIGKILL the emulator");
+    let status = child.0.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    // SIGKILL leaves the namespaces and what runs in them; the next run deletes them.
+    assert_eq!(namespaces_named(&format!("{tag}-")), 3);
+    let left = orphans(&namespaces);
+    assert!(left.len() >= 3, "CMD and two servers: {left:?}");
+    emulate(&[s(&file), "--on", "a1", "--no-server", "--", "true"]);
+    assert_eq!(
+        namespaces_named(&format!("{tag}-")),
+        0,
+        "the next run left the killed run's namespaces"
+    );
+    wait_for(3, "the killed run's processes still run", || {
+        !left.iter().any(|p| running(p))
+    });
+
+    // Named: SIGKILL its emulator; `status`, then (a second time) `down`, reaps it.
+    let name = format!("nk{}", std::process::id() % 100_000);
+    let prefix = format!("lh-{name}-");
+    let namespaces: Vec<String> = hosts.iter().map(|h| format!("{prefix}{h}")).collect();
+    for reaper in ["status", "down"] {
+        let bed = Named::up(&name, &file, &[]);
+        assert_eq!(namespaces_named(&prefix), 3);
+        let pid = bed.status()["pid"].as_u64().expect("the emulator's pid");
+        wait_for(20, "the servers never ran", || {
+            namespaces.iter().all(|ns| !pids_in(ns).is_empty())
+        });
+        let left = orphans(&namespaces);
+        let killed = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        wait_for(5, "the emulator outlived SIGKILL", || {
+            !Path::new(&format!("/proc/{pid}")).exists()
+        });
+        assert_eq!(namespaces_named(&prefix), 3, "SIGKILL leaves them");
+        let out = bed.run(reaper, &[]);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(said.contains("had died; cleaned up"), "{reaper}: {said}");
+        for ns in &namespaces {
+            assert!(
+                said.contains(ns.as_str()),
+                "{reaper} does not name {ns}: {said}"
+            );
+        }
+        assert_eq!(namespaces_named(&prefix), 0, "{reaper} left namespaces");
+        wait_for(3, "the killed emulator's servers still run", || {
+            !left.iter().any(|p| running(p))
+        });
+        // Reaped: the name is free.
+        let gone = bed.run("status", &[]);
+        assert_eq!(gone.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&gone.stderr).contains("is not up"));
+    }
+
+    // A healthy named network: `down` leaves nothing.
+    let bed = Named::up(&name, &file, &[]);
+    assert_eq!(namespaces_named(&prefix), 3);
+    wait_for(20, "the servers never ran", || {
+        namespaces.iter().all(|ns| !pids_in(ns).is_empty())
+    });
+    let servers = orphans(&namespaces);
+    let down = bed.run("down", &[]);
+    assert!(down.status.success());
+    assert_eq!(namespaces_named(&prefix), 0);
+    wait_for(3, "the servers outlived down", || {
+        !servers.iter().any(|p| running(p))
+    });
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}
+
+/// The 1-based line of `text` that starts with `start` (trimmed).
+fn line_of(text: &str, start: &str) -> usize {
+    text.lines()
+        .position(|l| l.trim_start().starts_with(start))
+        .unwrap_or_else(|| panic!("no line {start:?}"))
+        + 1
+}
+
+#[test]
+fn bad_network_input_is_refused_by_name() {
+    if !netns_privileges() {
+        return;
+    }
+    let _serial = serial();
+    let unknown = "name = \"bad-field\"\n[[router]]\nname = \"r1\"\ncolour = \"red\"\n\
+                   [[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n\
+                   [[link]]\na = \"a\"\nb = \"r1\"\n[[link]]\na = \"r1\"\nb = \"b\"\n";
+    let unreachable = "name = \"islands\"\n[[router]]\nname = \"r1\"\n\
+                       [[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[host]]\nname = \"c\"\n\
+                       [[link]]\na = \"a\"\nb = \"r1\"\n[[link]]\na = \"r1\"\nb = \"b\"\n";
+    let f1 = network_file("bad-field", unknown);
+    let f2 = network_file("islands", unreachable);
+    let name = format!("nb{}", std::process::id() % 100_000);
+    let prefix = format!("lh-{name}-");
+    let cases = [
+        (
+            &f1,
+            format!(
+                "{}:{}:1: router[0].colour: unknown field `colour`",
+                f1.display(),
+                line_of(unknown, "colour")
+            ),
+        ),
+        (
+            &f2,
+            format!(
+                "{}:{}: host[0]: a cannot reach c",
+                f2.display(),
+                line_of(unreachable, "[[host]]")
+            ),
+        ),
+    ];
+    for (file, want) in &cases {
+        for args in [
+            vec![s(file), "--", "true"],
+            vec!["up", s(file), "--name", &name],
+        ] {
+            let out = emulate_cmd(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(want.as_str()),
+                "{args:?}: want {want:?} in {err}"
+            );
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+            assert_eq!(namespaces_named(&prefix), 0, "{args:?} made namespaces");
+        }
+    }
+
+    let file = network_file("two-ways-bad", TWO_WAYS);
+    let out = emulate_cmd(&[s(&file), "--on", "nosuchhost", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--on nosuchhost") && err.contains("(hosts: a1, a2, b1)"),
+        "{err}"
+    );
+    let out = emulate_cmd(&[s(&file), "--rate", "1G", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--rate shapes a two-host path"), "{err}");
+
+    let bed = Named::up(&name, &file, &["--no-server"]);
+    let out = bed.run("link", &["nosuchlink", "down"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an unknown link was accepted");
+    assert!(
+        err.contains("no link named \"nosuchlink\"")
+            && err.contains("(links: a1-x, a2-y, x-w, y-z, z-w, w-b1)"),
+        "{err}"
+    );
+    let out = bed.run("link", &["nosuchlink", "set", "--rate", "10M"]);
+    assert!(!out.status.success(), "an unknown link was accepted");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no link named \"nosuchlink\""));
+    // Nothing changed, and the network still runs.
+    assert!(changes(&bed).is_empty());
+    let st = bed.status();
+    for l in st["network"]["links"].as_array().unwrap() {
+        assert_eq!(l["up"], true, "{}", l["name"]);
+    }
+    let down = bed.run("down", &[]);
+    assert!(down.status.success());
+    assert_eq!(namespaces_named(&prefix), 0);
+    for f in [&f1, &f2, &file] {
+        let _ = std::fs::remove_dir_all(f.parent().unwrap());
+    }
 }
