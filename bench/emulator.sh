@@ -5,13 +5,18 @@
 # Each case runs REPS times; medians are printed. Needs root (namespaces, TUN).
 #
 # Usage: bench/emulator.sh [REPS] [SECONDS]      (defaults: 3 reps of 10 s)
+#        LONGHAUL=/path/to/longhaul bench/emulator.sh ...   (that binary instead of building target/release)
 # Output: a table on stdout; raw rows in bench/runs/<UTC date>-emulator/raw.csv with the exact commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
 SECS=${2:-10}
-cargo build --release --quiet
-LH=$PWD/target/release/longhaul
+if [ -n "${LONGHAUL:-}" ]; then
+    LH=$(realpath "$LONGHAUL")
+else
+    cargo build --release --quiet
+    LH=$PWD/target/release/longhaul
+fi
 out=bench/runs/$(date -u +%Y%m%dT%H%M%SZ)-emulator
 mkdir -p "$out"
 raw=$out/raw.csv

@@ -41,11 +41,18 @@ network() {
             done
             printf '[[link]]\na = "%s"\nb = "d%s"\nrate = "%s"\nqueue = "4M"\ndelay = "0.5ms"\n' "$prev" "$i" "$rate"
         done
-        # Join the pairs (through their first routers, or their senders for one-link paths).
-        for i in $(seq 2 "$pairs"); do
-            if [ "$links" -gt 1 ]; then a="r$((i - 1))-1"; b="r$i-1"; else a="s$((i - 1))"; b="s$i"; fi
-            printf '[[link]]\nname = "join%s"\na = "%s"\nb = "%s"\ndelay = "0.5ms"\n' "$i" "$a" "$b"
-        done
+        # Join the pairs so that every host reaches every other (hosts do not forward): through their
+        # first routers, or, for one-link paths, through a hub router linked to every sender.
+        if [ "$links" -gt 1 ]; then
+            for i in $(seq 2 "$pairs"); do
+                printf '[[link]]\nname = "join%s"\na = "r%s-1"\nb = "r%s-1"\ndelay = "0.5ms"\n' "$i" "$((i - 1))" "$i"
+            done
+        elif [ "$pairs" -gt 1 ]; then
+            echo "[[router]]"; echo 'name = "hub"'
+            for i in $(seq "$pairs"); do
+                printf '[[link]]\nname = "join%s"\na = "s%s"\nb = "hub"\ndelay = "0.5ms"\n[[link]]\nname = "joind%s"\na = "d%s"\nb = "hub"\ndelay = "0.5ms"\n' "$i" "$i" "$i" "$i"
+            done
+        fi
     } >"$f"
 }
 
