@@ -35,6 +35,35 @@ pub(crate) const EMULATED_V4: &str = "10.201.0.0/16";
 /// Every emulated IPv6 address: fd00:4c48::/32.
 pub(crate) const EMULATED_V6: &str = "fd00:4c48::/32";
 
+static NEXT_TAG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Refuses without `CAP_NET_ADMIN` and `CAP_SYS_ADMIN` (namespaces and TUN devices need both).
+pub(crate) fn check_privileges() -> Result<(), EmuError> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
+        return Err(EmuError::NotPrivileged);
+    }
+    Ok(())
+}
+
+/// The namespaces' tag: `tag` checked, or a fresh `e<pid>-<n>`, unique in this process for two-host
+/// testbeds and fabrics alike (one counter, so their namespaces never collide).
+pub(crate) fn tag(tag: Option<String>) -> Result<String, EmuError> {
+    let tag = tag.unwrap_or_else(|| {
+        format!(
+            "e{}-{}",
+            std::process::id(),
+            NEXT_TAG.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        )
+    });
+    if tag.is_empty() || !tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(EmuError::Config(format!(
+            "tag {tag:?}: use letters, digits and '-'"
+        )));
+    }
+    Ok(tag)
+}
+
 /// A namespace created with `ip netns add`, deleted when dropped.
 #[derive(Debug)]
 pub(crate) struct Netns {

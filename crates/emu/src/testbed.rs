@@ -12,7 +12,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -37,8 +37,6 @@ pub const HOST_B_V4: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 2);
 pub const HOST_A_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 1);
 /// Host b's IPv6 address.
 pub const HOST_B_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x4c48, 0, 0, 0, 0, 0, 2);
-
-static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
 
 /// IPv4 address of router hop `i` (0-based): 10.201.1.(i+1).
 pub fn router_v4(i: usize) -> Ipv4Addr {
@@ -317,10 +315,7 @@ impl Testbed {
     /// Creates both hosts and starts the forwarders. Needs `CAP_NET_ADMIN`
     /// and `CAP_SYS_ADMIN`; on any failure everything made so far is deleted.
     pub fn up(cfg: TestbedConfig) -> Result<Testbed, EmuError> {
-        const CAP_SYS_ADMIN: u32 = 21;
-        if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
-            return Err(EmuError::NotPrivileged);
-        }
+        crate::host::check_privileges()?;
         let link_ab = Link::new(cfg.a_to_b.clone()).map_err(|source| EmuError::Link {
             direction: "a→b",
             source,
@@ -341,18 +336,7 @@ impl Testbed {
             cfg.b_to_a.propagation(),
         )?;
         clean_stale();
-        let tag = cfg.tag.clone().unwrap_or_else(|| {
-            format!(
-                "e{}-{}",
-                std::process::id(),
-                NEXT_TAG.fetch_add(1, Ordering::Relaxed)
-            )
-        });
-        if tag.is_empty() || !tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(EmuError::Config(format!(
-                "tag {tag:?}: use letters, digits and '-'"
-            )));
-        }
+        let tag = crate::host::tag(cfg.tag.clone())?;
         let tcp_max = if cfg.host_tcp_defaults {
             KERNEL_TCP_WMEM[2]
         } else {

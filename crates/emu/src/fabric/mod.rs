@@ -19,7 +19,7 @@ pub mod switch;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -35,8 +35,6 @@ use crate::host::{HostSetup, KERNEL_TCP_WMEM, MAX_TCP_BUFFER, MIN_TCP_BUFFER, Ne
 use crate::testbed::clean_stale;
 pub use switch::SwitchStats;
 use switch::{LinkDir, Shared, Switch};
-
-static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
 
 /// What to bring up.
 #[derive(Debug, Clone)]
@@ -310,10 +308,7 @@ impl Fabric {
     /// Creates every host and starts the switches. Needs `CAP_NET_ADMIN` and `CAP_SYS_ADMIN`;
     /// on any failure everything made so far is deleted.
     pub fn up(cfg: FabricConfig) -> Result<Fabric, EmuError> {
-        const CAP_SYS_ADMIN: u32 = 21;
-        if !longhaul_sys::has_net_admin() || !longhaul_sys::has_capability(CAP_SYS_ADMIN) {
-            return Err(EmuError::NotPrivileged);
-        }
+        crate::host::check_privileges()?;
         let net = cfg.network;
         if net.hosts.len() < 2 {
             return Err(EmuError::Config(format!(
@@ -337,18 +332,7 @@ impl Fabric {
             heads.push([net.head(ab), net.head(ab.reversed())]);
         }
         clean_stale();
-        let tag = cfg.tag.clone().unwrap_or_else(|| {
-            format!(
-                "e{}-{}",
-                std::process::id(),
-                NEXT_TAG.fetch_add(1, Ordering::Relaxed)
-            )
-        });
-        if tag.is_empty() || !tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(EmuError::Config(format!(
-                "tag {tag:?}: use letters, digits and '-'"
-            )));
-        }
+        let tag = crate::host::tag(cfg.tag.clone())?;
         let tcp_max = if cfg.host_tcp_defaults {
             KERNEL_TCP_WMEM[2]
         } else {
