@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::transfer_session::Relay;
 use crate::util::{DownOnDrop, ServerProc, bin};
 
 /// A scratch directory under the system's temp dir, removed when dropped.
@@ -507,10 +508,12 @@ fn five_thousand_small_files_both_ways() {
 // ---------------------------------------------------------------------------------------------
 // 3. Kill and resume.
 
-/// Size of the file the kill tests interrupt: at `-P 1 --chunk 1M` a debug build moves it in
-/// 4 to 8 s over loopback (about 300 MB in the first second), so the first progress event comes
-/// well before the end.
+/// Size of the file the kill tests interrupt (a debug build on a fast machine moves it over bare
+/// loopback in about 1.3 s: too soon to interrupt reliably, hence the paced relay).
 const KILL_SIZE: u64 = 1 << 30;
+/// The interrupted transfers pass a relay at this many bytes per second (4 s for `KILL_SIZE`), so
+/// that the first progress event (after about a second) comes well before the end on any machine.
+const KILL_PACE: u64 = 256 << 20;
 
 /// Size of the file a first transfer moves while a second one tries the same destination.
 const BUSY_SIZE: u64 = 512 << 20;
@@ -609,7 +612,8 @@ fn sender_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     random_file(&src, KILL_SIZE);
     let args = [s(&src), "localhost:in", "-P", "1", "--chunk", "1M"];
 
-    let mut child = xfer_cmd("send", server.port, &key, &args)
+    let relay = Relay::throttled(server.port, KILL_PACE);
+    let mut child = xfer_cmd("send", relay.port, &key, &args)
         .arg("--json-stream")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -645,7 +649,8 @@ fn receiver_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     random_file(&src, KILL_SIZE);
     let args = [s(&src), "localhost:in", "-P", "1", "--chunk", "1M"];
 
-    let mut child = xfer_cmd("send", server.port, &key, &args)
+    let relay = Relay::throttled(server.port, KILL_PACE);
+    let mut child = xfer_cmd("send", relay.port, &key, &args)
         .arg("--json-stream")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -690,7 +695,8 @@ fn get_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     let dest = t.join("dest");
     let args = ["localhost:big.dat", s(&dest), "-P", "1", "--chunk", "1M"];
 
-    let mut child = xfer_cmd("get", server.port, &key, &args)
+    let relay = Relay::throttled(server.port, KILL_PACE);
+    let mut child = xfer_cmd("get", relay.port, &key, &args)
         .arg("--json-stream")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -1059,9 +1065,10 @@ fn a_second_transfer_into_the_same_dest_is_refused_while_the_first_runs() {
     let small = t.join("src/small.txt");
     std::fs::write(&small, b"small\n").unwrap();
 
+    let relay = Relay::throttled(server.port, KILL_PACE);
     let mut first = xfer_cmd(
         "send",
-        server.port,
+        relay.port,
         &key,
         &[s(&big), "localhost:in", "-P", "1", "--chunk", "1M"],
     )

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::{ConnKind, PREAMBLE_LEN, Preamble};
 use longhaul_transfer::digest::{file_digest, hash_chunk, to_hex};
@@ -245,11 +245,19 @@ fn rewrite_frame(kind: &str, f: impl Fn(&mut Value) + Send + 'static) -> Edit {
     })
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, mut edit: Edit) {
+/// Copies `from` to `to` through `edit`; with `pace` (bytes per second), no faster than that.
+fn pump(mut from: TcpStream, mut to: TcpStream, mut edit: Edit, pace: Option<u64>) {
     from.set_read_timeout(Some(Duration::from_millis(50))).ok();
     let mut buf = Vec::new();
     let mut tmp = vec![0u8; 64 * 1024];
+    let (start, mut sent) = (Instant::now(), 0u64);
     loop {
+        if let Some(rate) = pace {
+            let due = Duration::from_secs_f64(sent as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
         match from.read(&mut tmp) {
             Ok(0) => {
                 let _ = to.write_all(&buf);
@@ -263,6 +271,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mut edit: Edit) {
                     let _ = from.shutdown(Shutdown::Both);
                     return;
                 }
+                sent += k as u64;
                 buf.drain(..k);
             }
             Err(e)
@@ -291,13 +300,23 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mut edit: Edit) {
 
 /// A TCP relay on a loopback port in front of the server: every connection (control and data) is
 /// passed to the server, through the edits chosen for its kind.
-struct Relay {
-    port: u16,
+pub(crate) struct Relay {
+    pub(crate) port: u16,
     stop: Arc<AtomicBool>,
 }
 
 impl Relay {
     fn start(server: u16, edits: Edits) -> Self {
+        Self::paced(server, edits, None)
+    }
+
+    /// A transparent relay that passes each connection's bytes, each way, at no more than
+    /// `bytes_per_sec`: a transfer on loopback that lasts long enough to be interrupted on any machine.
+    pub(crate) fn throttled(server: u16, bytes_per_sec: u64) -> Self {
+        Self::paced(server, Arc::new(|_| (pass(), pass())), Some(bytes_per_sec))
+    }
+
+    fn paced(server: u16, edits: Edits, pace: Option<u64>) -> Self {
         let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = l.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -321,8 +340,8 @@ impl Relay {
                     up.write_all(&pre).unwrap();
                     let (c2s, s2c) = edits(kind);
                     let (c2, u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
-                    let t = std::thread::spawn(move || pump(c2, u2, c2s));
-                    pump(up, client, s2c);
+                    let t = std::thread::spawn(move || pump(c2, u2, c2s, pace));
+                    pump(up, client, s2c, pace);
                     let _ = t.join();
                 });
             }
