@@ -533,6 +533,13 @@ fn traceroute_through_a_preset_lists_its_routers() {
     );
 }
 
+/// Whether a table's line starts with `name`.
+fn text_lists(out: &Output, name: &str) -> bool {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.starts_with(&format!("{name} ")))
+}
+
 #[test]
 fn presets_are_listed_and_described() {
     let out = longhaul(&["emulate", "presets"]);
@@ -557,10 +564,28 @@ fn presets_are_listed_and_described() {
     let out = longhaul(&["emulate", "presets", "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON list");
     let list = v.as_array().expect("an array");
-    assert_eq!(list.len(), 5);
-    assert!(list.iter().all(|p| p["rtt_ms"].as_f64().unwrap() > 0.0
+    let paths: Vec<&Value> = list.iter().filter(|p| p["kind"] == "path").collect();
+    assert_eq!(paths.len(), 5);
+    assert!(paths.iter().all(|p| p["rtt_ms"].as_f64().unwrap() > 0.0
         && p["router_hops"].as_u64().unwrap() >= 1
         && !p["source"].as_str().unwrap().is_empty()));
+    // The networks follow, each with its hosts, links and rated total.
+    let nets: Vec<&Value> = list.iter().filter(|p| p["kind"] == "network").collect();
+    assert_eq!(nets.len() + paths.len(), list.len());
+    for name in [
+        "datatag-2003",
+        "sc2004-bwc",
+        "data-reservoir",
+        "ipv6-lsr-2004-routers",
+    ] {
+        let n = nets
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {v}"));
+        assert!(n["hosts"].as_u64().unwrap() >= 2, "{n}");
+        assert!(n["rated_links_bps"].as_u64().unwrap() > 0, "{n}");
+        assert!(text_lists(&longhaul(&["emulate", "presets"]), name));
+    }
 
     let out = longhaul(&["emulate", "ipv6-lsr-2004", "--describe", "--rtt", "200ms"]);
     let text = String::from_utf8_lossy(&out.stdout);

@@ -12,6 +12,7 @@ use longhaul_emu::signals::{stop_child, stop_process_group, wait_for};
 use longhaul_emu::{HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Termination, Testbed};
 use longhaul_units::{Nanos, fmt_size};
 
+mod calibrate;
 mod flags;
 mod network;
 mod path;
@@ -77,6 +78,9 @@ enum Action {
     Route(session::RouteArgs),
     /// Add a burst of synthetic cross traffic to a running testbed's bottleneck.
     Burst(session::BurstArgs),
+    /// Show how much this machine's network emulator holds faithfully (a short calibration,
+    /// cached until reboot; run first if there is none).
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -113,6 +117,10 @@ struct RunArgs {
     /// CPU, at most one per host].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     switches: Option<u32>,
+    /// With a network: do not check its rated links against this machine's calibration (nor
+    /// calibrate first when there is none; see `longhaul emulate calibrate`).
+    #[arg(long)]
+    no_calibration: bool,
     #[command(flatten)]
     json: crate::args::Json,
     /// The command to run on host a, after `--`.
@@ -137,6 +145,7 @@ pub(crate) fn run(a: &EmulateArgs) -> anyhow::Result<ExitCode> {
         Some(Action::Link(l)) => session::link(l),
         Some(Action::Route(r)) => session::route(r),
         Some(Action::Burst(b)) => session::burst(b),
+        Some(Action::Calibrate(c)) => calibrate::calibrate(c),
         None => run_once(&a.run),
     }
 }
@@ -166,6 +175,7 @@ fn run_once(a: &RunArgs) -> anyhow::Result<ExitCode> {
                     path: &a.path,
                     on: a.on.as_deref(),
                     switches: a.switches.map(|n| n as usize),
+                    calibration: !a.no_calibration,
                     no_server: a.no_server,
                     json: a.json.json,
                     cmd: &a.cmd,
@@ -173,9 +183,10 @@ fn run_once(a: &RunArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    if a.on.is_some() || a.switches.is_some() {
+    if a.on.is_some() || a.switches.is_some() || a.no_calibration {
         return refuse(Refusal::Usage(
-            "--on and --switches are for networks (a network preset or file with [[host]] tables)"
+            "--on, --switches and --no-calibration are for networks (a network preset or file \
+with [[host]] tables)"
                 .into(),
         ));
     }

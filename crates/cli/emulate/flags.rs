@@ -97,18 +97,20 @@ pub(crate) struct PathArgs {
     /// Run the forwarder threads with real-time priority (SCHED_FIFO 50).
     #[arg(long)]
     realtime: bool,
-    /// Pin the a→b and b→a forwarder threads to these CPUs, e.g. 0,1.
-    #[arg(long, value_name = "CPU,CPU", value_parser = cpus)]
-    pin: Option<[usize; 2]>,
-    /// Capture both directions into DIR/a_to_b.pcap and DIR/b_to_a.pcap (what each receiving host
-    /// is handed, with release times; read them with tcpdump -r, tshark or Wireshark). The files
-    /// must not exist yet, and DIR must not be a symbolic link.
+    /// Pin the forwarding threads to these CPUs: on a path the a→b and b→a forwarders (CPU,CPU, or
+    /// one CPU for both); on a network switch i to the i-th CPU listed (round robin).
+    #[arg(long, value_name = "CPU,...", value_delimiter = ',', value_parser = cpu)]
+    pub(crate) pin: Option<Vec<usize>>,
+    /// Capture what each receiving host is handed into DIR/a_to_b.pcap and DIR/b_to_a.pcap; on a
+    /// network, every link direction into DIR/LINK.a_to_b.pcap and DIR/LINK.b_to_a.pcap (what
+    /// leaves the link, at the time it leaves). Read them with tcpdump -r, tshark or Wireshark.
+    /// The files must not exist yet, and DIR must not be a symbolic link.
     #[arg(long, value_name = "DIR")]
-    pcap: Option<PathBuf>,
+    pub(crate) pcap: Option<PathBuf>,
     /// Bytes kept per captured packet (headers only by default).
     #[arg(long, default_value_t = longhaul_emu::capture::DEFAULT_SNAPLEN, value_name = "BYTES",
           value_parser = clap::value_parser!(u32).range(40..=262_144), requires = "pcap")]
-    pcap_snaplen: u32,
+    pub(crate) pcap_snaplen: u32,
     /// p99 lateness (release time actually achieved minus the scheduled one) above which the run is
     /// flagged NOT TRUSTWORTHY.
     #[arg(long, default_value = "1ms", value_parser = duration)]
@@ -185,21 +187,31 @@ fn on_off(s: &str) -> Result<OnOff, String> {
     })
 }
 
-fn cpus(s: &str) -> Result<[usize; 2], String> {
+/// One CPU of `--pin`: an online one.
+fn cpu(s: &str) -> Result<usize, String> {
     let n = longhaul_sys::online_cpus();
-    let parse = |c: &str| match c.trim().parse::<usize>() {
+    match s.trim().parse::<usize>() {
         Ok(c) if c < n => Ok(c),
         _ => Err(format!(
-            "{c:?} is not an online CPU (this machine has CPUs 0..{})",
+            "{s:?} is not an online CPU (this machine has CPUs 0..{})",
             n - 1
         )),
-    };
-    match s.split(',').collect::<Vec<_>>().as_slice() {
-        [x] => Ok([parse(x)?; 2]),
-        [x, y] => Ok([parse(x)?, parse(y)?]),
-        _ => Err(format!(
-            "{s:?}: give CPU,CPU (a→b, b→a) or one CPU for both"
-        )),
+    }
+}
+
+/// The two forwarders' CPUs of a path from `--pin` (one CPU serves both).
+fn path_cpus(pin: &[usize]) -> Result<[usize; 2], Refusal> {
+    match *pin {
+        [x] => Ok([x, x]),
+        [x, y] => Ok([x, y]),
+        _ => Err(Refusal::Usage(format!(
+            "--pin {}: a two-host path has two forwarders; give CPU,CPU (a→b, b→a) or one CPU \
+for both",
+            pin.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ))),
     }
 }
 
@@ -399,8 +411,6 @@ impl PathArgs {
         given(self.hops > 0, "--hops");
         given(self.mtu.is_some(), "--mtu");
         given(self.queue.is_some(), "--queue");
-        given(self.pin.is_some(), "--pin");
-        given(self.pcap.is_some(), "--pcap");
         out
     }
 
@@ -547,7 +557,7 @@ pub(crate) fn configure(
         a_to_b: a.impair(a.seed, ab),
         b_to_a: a.impair(a.seed.wrapping_add(1), ba),
         realtime: a.realtime.then_some(50),
-        cpus: a.pin,
+        cpus: a.pin.as_deref().map(path_cpus).transpose()?,
         pcap: a.pcap.clone().map(|d| (d, a.pcap_snaplen)),
         hops,
         host_tcp_defaults: a.host_defaults,
@@ -620,8 +630,9 @@ mod tests {
         assert!(on_off("800M,0s,1s").is_err());
         assert!(on_off("800M,2s").is_err());
         assert!(on_off("0,2s,1s").is_err());
-        assert_eq!(cpus("0").unwrap(), [0, 0]);
-        assert!(cpus("0,1,2").is_err());
-        assert!(cpus("100000").unwrap_err().contains("not an online CPU"));
+        assert_eq!(path_cpus(&[0]).ok(), Some([0, 0]));
+        assert_eq!(path_cpus(&[1, 0]).ok(), Some([1, 0]));
+        assert!(path_cpus(&[0, 1, 0]).is_err());
+        assert!(cpu("100000").unwrap_err().contains("not an online CPU"));
     }
 }

@@ -107,6 +107,8 @@ pub(crate) struct Once<'a> {
     pub(crate) path: &'a PathArgs,
     pub(crate) on: Option<&'a str>,
     pub(crate) switches: Option<usize>,
+    /// Check the network against this machine's calibration first.
+    pub(crate) calibration: bool,
     pub(crate) no_server: bool,
     pub(crate) json: bool,
     pub(crate) cmd: &'a [String],
@@ -118,14 +120,18 @@ pub(crate) fn run_once(net: Network, a: Once<'_>) -> anyhow::Result<ExitCode> {
         Ok(h) => h,
         Err(r) => return refuse(r),
     };
+    if a.calibration {
+        super::calibrate::check(&net);
+    }
     let term = Termination::install().context("cannot install signal handlers")?;
     let fabric = Fabric::up(FabricConfig {
         tag: None,
         network: net,
         switches: a.switches,
-        cpus: None,
+        cpus: a.path.pin.clone(),
         realtime: a.path.realtime().then_some(50),
         host_tcp_defaults: a.path.host_defaults,
+        pcap: a.path.pcap.clone().map(|d| (d, a.path.pcap_snaplen)),
     })
     .context("cannot bring up the emulated network")?;
     let net = fabric.network();
@@ -214,7 +220,7 @@ pub(crate) fn text(r: &FabricReport, max_p99: Nanos) -> String {
                 .map_or_else(|| "unlimited".to_string(), |b| fmt_rate(b.rate_bps));
             out.push_str(&format!(
                 "link {} {dir} ({from} → {to}, {rate}{}): {} segments, delivered {} ({}), drops queue {} \
-random {} burst {} aqm {}, {} cut drops; queue max {}; arrivals late p99 {}\n",
+random {} burst {} aqm {}, {} cut drops; queue max {}; arrivals late p99 {}{}\n",
                 l.name,
                 if l.up { "" } else { ", DOWN" },
                 s.segments,
@@ -227,6 +233,7 @@ random {} burst {} aqm {}, {} cut drops; queue max {}; arrivals late p99 {}\n",
                 d.cut_drops,
                 fmt_size(s.queue_max_bytes),
                 ms(d.lateness.p99_ns),
+                super::report::captured(d.capture.as_ref()),
             ));
         }
     }

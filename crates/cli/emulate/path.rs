@@ -71,12 +71,20 @@ pub(crate) fn list(json: bool) -> Result<String, SpecError> {
         let rate = c.forward.bottleneck.map_or(0, |b| b.rate_bps);
         rows.push((p, c, rate));
     }
+    let mut nets = Vec::new();
+    for p in longhaul_topology::networks() {
+        let n = p
+            .network()
+            .map_err(|e| SpecError(format!("network preset {}: {e}", p.name)))?;
+        nets.push((p, n));
+    }
     if json {
         let doc: Vec<_> = rows
             .iter()
             .map(|(p, c, rate)| {
                 serde_json::json!({
                     "name": p.name,
+                    "kind": "path",
                     "summary": p.summary,
                     "source": p.source,
                     "distance_km": c.distance_km,
@@ -87,6 +95,20 @@ pub(crate) fn list(json: bool) -> Result<String, SpecError> {
                     "mtu": c.mtu,
                 })
             })
+            .chain(nets.iter().map(|(p, n)| {
+                serde_json::json!({
+                    "name": p.name,
+                    "kind": "network",
+                    "summary": p.summary,
+                    "source": p.source,
+                    "hosts": n.hosts.len(),
+                    "routers": n.routers.len(),
+                    "links": n.links.len(),
+                    "longest_rtt_ms": longest_rtt(n).as_secs_f64() * 1e3,
+                    "rated_links_bps": super::calibrate::load(n),
+                    "mtu": n.mtu,
+                })
+            }))
             .collect();
         return Ok(serde_json::to_string_pretty(&doc).expect("presets serialise") + "\n");
     }
@@ -105,11 +127,40 @@ pub(crate) fn list(json: bool) -> Result<String, SpecError> {
             p.source
         ));
     }
+    out.push_str(&format!(
+        "\n{:<22} {:>5} {:>7} {:>5} {:>12} {:>12}  source\n",
+        "network", "hosts", "routers", "links", "longest RTT", "rated links"
+    ));
+    for (p, n) in &nets {
+        out.push_str(&format!(
+            "{:<22} {:>5} {:>7} {:>5} {:>12} {:>12}  {}\n",
+            p.name,
+            n.hosts.len(),
+            n.routers.len(),
+            n.links.len(),
+            format!("{:.1} ms", longest_rtt(n).as_secs_f64() * 1e3),
+            fmt_rate(super::calibrate::load(n)),
+            p.source
+        ));
+    }
     out.push_str(
-        "\nRates are defaults this machine sustains; override with --rate, --rtt, --loss, --mtu, --queue.\n\
-Show a path hop by hop: longhaul emulate PRESET|FILE --describe\n",
+        "\nPaths: rates are defaults this machine sustains; override with --rate, --rtt, --loss, --mtu, \
+--queue. Networks: rates scaled (the sum of rated links, each at its faster direction, is what the \
+calibration compares).\nShow one hop by hop: longhaul emulate PRESET|FILE --describe\n",
     );
     Ok(out)
+}
+
+/// The longest RTT between two hosts of `n`.
+fn longest_rtt(n: &longhaul_topology::Network) -> longhaul_units::Nanos {
+    let hosts = 0..n.hosts.len();
+    hosts
+        .clone()
+        .flat_map(|a| hosts.clone().map(move |b| (a, b)))
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| n.rtt(a, b))
+        .max()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -131,7 +182,13 @@ mod tests {
             "{hops:?}"
         );
         let v: serde_json::Value = serde_json::from_str(&list(true).unwrap()).unwrap();
-        assert_eq!(v.as_array().unwrap().len(), presets().len());
+        assert_eq!(
+            v.as_array().unwrap().len(),
+            presets().len() + longhaul_topology::networks().len()
+        );
+        for n in longhaul_topology::networks() {
+            assert!(text.contains(n.name), "{text}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The emulator's fidelity report: one line per direction and a verdict (text), or a JSON document.
 //! Used at the end of `longhaul emulate -- CMD`, by `status` (live counters) and by `down`.
 
+use longhaul_emu::capture::CaptureStats;
 use longhaul_emu::{DirectionStats, Report};
 use longhaul_units::{Nanos, fmt_size};
 
@@ -8,13 +9,9 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
-/// One direction's counters on one line.
-pub(crate) fn direction_line(d: &DirectionStats) -> String {
-    let l = &d.link;
-    let tun = d
-        .tun_tx_dropped
-        .map_or_else(|| "unknown".to_string(), |n| n.to_string());
-    let capture = d.capture.as_ref().map_or_else(String::new, |c| {
+/// `; captured N packets to FILE (...)`, or nothing without a capture.
+pub(crate) fn captured(c: Option<&CaptureStats>) -> String {
+    c.map_or_else(String::new, |c| {
         format!(
             "; captured {} packets to {}{}{}",
             c.packets,
@@ -28,7 +25,16 @@ pub(crate) fn direction_line(d: &DirectionStats) -> String {
                 .as_ref()
                 .map_or_else(String::new, |e| format!(" (write error: {e})"))
         )
-    });
+    })
+}
+
+/// One direction's counters on one line.
+pub(crate) fn direction_line(d: &DirectionStats) -> String {
+    let l = &d.link;
+    let tun = d
+        .tun_tx_dropped
+        .map_or_else(|| "unknown".to_string(), |n| n.to_string());
+    let capture = captured(d.capture.as_ref());
     format!(
         "{}: {} records, {} segments, delivered {} ({}), drops queue {} random {} burst {} aqm {}, \
 {} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops, {} cut drops; \

@@ -49,6 +49,14 @@ pub(crate) struct UpArgs {
     /// Stay in the foreground (until SIGINT/SIGTERM or `down`) instead of running in the background.
     #[arg(long)]
     foreground: bool,
+    /// With a network: forwarding threads (each reads a share of the hosts) [default: one per
+    /// CPU, at most one per host].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    switches: Option<u32>,
+    /// With a network: do not check its rated links against this machine's calibration (nor
+    /// calibrate first when there is none; see `longhaul emulate calibrate`).
+    #[arg(long)]
+    no_calibration: bool,
     #[command(flatten)]
     json: crate::args::Json,
     #[command(flatten)]
@@ -227,6 +235,11 @@ pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
     };
     let checked = match &net {
         Some(n) => network::check(n, &a.path, None).map(|_| ()),
+        None if a.switches.is_some() || a.no_calibration => Err(flags::Refusal::Usage(
+            "--switches and --no-calibration are for networks (a network preset or file with \
+[[host]] tables)"
+                .into(),
+        )),
         None => flags::configure(&a.path, Some(a.name.clone())).map(|_| ()),
     };
     if let Err(r) = checked {
@@ -239,6 +252,9 @@ pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
     // The reservation check (docs/testbed.md, "Ties").
     let topologies = crate::testbed::topology_of(a.path.path.as_deref())?;
     crate::testbed::check_reservation(&a.ties, &topologies)?;
+    if let Some(n) = net.as_ref().filter(|_| !a.no_calibration) {
+        super::calibrate::check(n);
+    }
     if a.foreground {
         return match net {
             Some(n) => serve_network(a, n),
@@ -253,6 +269,11 @@ pub(crate) fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
     let mut child = Command::new(exe)
         .args(std::env::args_os().skip(1))
         .arg("--foreground")
+        .args(
+            net.is_some()
+                .then_some("--no-calibration")
+                .filter(|_| !a.no_calibration),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)
@@ -458,10 +479,11 @@ fn serve_network(a: &UpArgs, net: longhaul_topology::Network) -> anyhow::Result<
     let fabric = Fabric::up(FabricConfig {
         tag: Some(a.name.clone()),
         network: net,
-        switches: None,
-        cpus: None,
+        switches: a.switches.map(|n| n as usize),
+        cpus: a.path.pin.clone(),
         realtime: a.path.realtime().then_some(50),
         host_tcp_defaults: a.path.host_defaults,
+        pcap: a.path.pcap.clone().map(|d| (d, a.path.pcap_snaplen)),
     })
     .context("cannot bring up the emulated network")?;
     let net = fabric.network();

@@ -66,31 +66,42 @@ pub(crate) struct Capture {
 }
 
 /// Creates `names` in `dir` (see the module's rules) and starts a writer for each, in order.
+/// Either every file is created or none is left behind.
 pub(crate) fn create_all(
     dir: &Path,
-    names: [&str; 2],
+    names: &[String],
     snaplen: u32,
-) -> Result<[Capture; 2], EmuError> {
+) -> Result<Vec<Capture>, EmuError> {
     let dirfd = open_dir(dir)?;
+    let remove = |created: &[String]| {
+        for name in created {
+            let _ = rustix::fs::unlinkat(&dirfd, name.as_str(), rustix::fs::AtFlags::empty());
+        }
+    };
     let mut files = Vec::with_capacity(names.len());
     for name in names {
         match create_file(&dirfd, dir, name) {
             Ok(f) => files.push(f),
             Err(e) => {
-                for created in &names[..files.len()] {
-                    let _ = rustix::fs::unlinkat(&dirfd, *created, rustix::fs::AtFlags::empty());
-                }
+                remove(&names[..files.len()]);
                 return Err(e);
             }
         }
     }
-    let mut caps = files
-        .into_iter()
-        .zip(names)
-        .map(|(f, name)| Capture::start(f, &dir.join(name), snaplen));
-    let first = caps.next().expect("two files")?;
-    let second = caps.next().expect("two files")?;
-    Ok([first, second])
+    let mut caps = Vec::with_capacity(names.len());
+    for (f, name) in files.into_iter().zip(names) {
+        match Capture::start(f, &dir.join(name), snaplen) {
+            Ok(c) => caps.push(c),
+            Err(e) => {
+                for c in caps {
+                    c.finish();
+                }
+                remove(names);
+                return Err(e);
+            }
+        }
+    }
+    Ok(caps)
 }
 
 /// Opens the capture directory without following a symbolic link; creates it (and its missing
@@ -247,7 +258,11 @@ mod tests {
     fn writes_a_pcap_with_nanosecond_times_and_snapped_packets() {
         let dir = std::env::temp_dir().join(format!("lh-capture-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let [mut c, other] = create_all(&dir, ["x.pcap", "y.pcap"], 64).unwrap();
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let [mut c, other]: [Capture; 2] = create_all(&dir, &names(&["x.pcap", "y.pcap"]), 64)
+            .unwrap()
+            .try_into()
+            .unwrap();
         other.finish();
         let file = dir.join("x.pcap");
         let now = longhaul_sys::monotonic_now_ns();
@@ -281,12 +296,14 @@ mod tests {
         assert!(r.next_raw_packet().is_none());
 
         // A second run into the same directory keeps the first run's files.
-        let again = create_all(&dir, ["y.pcap", "x.pcap"], 64).unwrap_err();
+        let again = create_all(&dir, &names(&["z.pcap", "y.pcap", "x.pcap"]), 64).unwrap_err();
         assert!(
             again.to_string().contains("y.pcap already exists"),
             "{again}"
         );
         assert_eq!(std::fs::read(&file).unwrap(), bytes);
+        // ... and leaves none of the new files it did create (z.pcap) behind.
+        assert!(!dir.join("z.pcap").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

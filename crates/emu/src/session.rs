@@ -298,14 +298,41 @@ pub fn list() -> Result<Vec<Session>, EmuError> {
 
 /// Records `s` (written to a temporary file and renamed, so readers never see half of it).
 pub fn save(s: &Session) -> Result<(), EmuError> {
-    ensure_state_dir()?;
-    let file = state_file(&s.name);
-    let tmp = file.with_extension("json.tmp");
     let text = serde_json::to_string_pretty(s).expect("a session serialises");
+    save_file(&format!("{}.json", s.name), &text)
+}
+
+/// Writes `text` to the state directory's file `file_name` (mode 0600, through a temporary file
+/// renamed into place), creating the directory first if need be.
+pub fn save_file(file_name: &str, text: &str) -> Result<(), EmuError> {
+    ensure_state_dir()?;
+    let file = state_dir().join(file_name);
+    let tmp = state_dir().join(format!("{file_name}.tmp"));
     create_private(&tmp)?
         .write_all(text.as_bytes())
         .map_err(io(format!("write {}", tmp.display())))?;
     std::fs::rename(&tmp, &file).map_err(io(format!("rename {}", tmp.display())))
+}
+
+/// The state directory's file `file_name`, if the directory and the file exist (the directory
+/// checked as for every state file; the file not followed if it is a symbolic link).
+pub fn read_file(file_name: &str) -> Result<Option<String>, EmuError> {
+    use rustix::fs::{Mode, OFlags};
+    let Some(dir) = open_state_dir(false)? else {
+        return Ok(None);
+    };
+    let path = state_dir().join(file_name);
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(&dir, file_name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(io(format!("open {}", path.display()))(e.into())),
+    };
+    let mut text = String::new();
+    std::fs::File::from(fd)
+        .read_to_string(&mut text)
+        .map_err(io(format!("read {}", path.display())))?;
+    Ok(Some(text))
 }
 
 /// Removes the state and socket files of `name` (the log stays for a post-mortem).

@@ -343,11 +343,13 @@ impl Testbed {
             tcp_buffer_for(&cfg.a_to_b, &cfg.b_to_a)
         };
         // The capture files first: a refused --pcap DIR leaves nothing to tear down.
-        let mut captures = match &cfg.pcap {
+        let mut captures: Vec<Option<_>> = match &cfg.pcap {
             Some((dir, snaplen)) => {
-                crate::capture::create_all(dir, ["a_to_b.pcap", "b_to_a.pcap"], *snaplen)?.map(Some)
+                let names = ["a_to_b.pcap", "b_to_a.pcap"].map(String::from);
+                let files = crate::capture::create_all(dir, &names, *snaplen)?;
+                files.into_iter().map(Some).collect()
             }
-            None => [None, None],
+            None => vec![None, None],
         };
         let a = Netns::add(format!("lh-{tag}-a"))?;
         let b = Netns::add(format!("lh-{tag}-b"))?;

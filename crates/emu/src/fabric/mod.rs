@@ -19,6 +19,7 @@ pub mod switch;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
@@ -29,6 +30,7 @@ use longhaul_sys::{monotonic_now_ns, online_cpus};
 use longhaul_topology::{Network, Step};
 use serde::{Deserialize, Serialize};
 
+use crate::capture::{Capture, CaptureStats};
 use crate::error::EmuError;
 use crate::hist::Summary;
 use crate::host::{HostSetup, KERNEL_TCP_WMEM, MAX_TCP_BUFFER, MIN_TCP_BUFFER, Netns, Reach, host};
@@ -51,6 +53,10 @@ pub struct FabricConfig {
     pub realtime: Option<i32>,
     /// Give the hosts the kernel's default TCP buffer limits.
     pub host_tcp_defaults: bool,
+    /// Capture every link direction into `DIR/LINK.a_to_b.pcap` and `DIR/LINK.b_to_a.pcap`
+    /// (what leaves it for the next node, at the time it leaves), keeping this many bytes of each
+    /// packet ([`crate::capture`]).
+    pub pcap: Option<(PathBuf, u32)>,
 }
 
 /// A host as the report shows it.
@@ -81,6 +87,9 @@ pub struct LinkDirReport {
     pub lateness: Summary,
     /// Its configuration now.
     pub config: Option<LinkConfig>,
+    /// Its capture file (`pcap`), once the fabric is down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureStats>,
 }
 
 /// A link as the report shows it.
@@ -331,6 +340,20 @@ impl Fabric {
             };
             heads.push([net.head(ab), net.head(ab.reversed())]);
         }
+        // The capture files first: a refused --pcap DIR leaves nothing to tear down.
+        let captures = match &cfg.pcap {
+            Some((dir, snaplen)) => {
+                let names: Vec<String> = net
+                    .links
+                    .iter()
+                    .flat_map(|l| link_capture_files(&l.name))
+                    .collect();
+                let mut files = crate::capture::create_all(dir, &names, *snaplen)?.into_iter();
+                let mut next = || Mutex::new(files.next());
+                (0..net.links.len()).map(|_| [next(), next()]).collect()
+            }
+            None => Vec::new(),
+        };
         clean_stale();
         let tag = crate::host::tag(cfg.tag.clone())?;
         let tcp_max = if cfg.host_tcp_defaults {
@@ -381,6 +404,7 @@ impl Fabric {
             host_of,
             hosts: n,
             tuns,
+            captures,
             stop: AtomicBool::new(false),
         });
         let switches = cfg.switches.unwrap_or_else(online_cpus).clamp(1, n);
@@ -609,6 +633,7 @@ impl Fabric {
                 cut_drops: d.cut_drops,
                 lateness: d.lateness.summary(),
                 config: Some(d.link.config().clone()),
+                capture: None,
             }
         };
         let links = net
@@ -654,12 +679,29 @@ impl Fabric {
             .collect()
     }
 
-    /// Stops the switches, reads the counters, deletes every host and returns the counters.
+    /// Stops the switches, reads the counters, closes the capture files, deletes every host and
+    /// returns the counters.
     pub fn down(mut self) -> FabricReport {
         let switches = self.stop_threads();
-        self.report(switches)
+        let mut report = self.report(switches);
+        for (l, caps) in report.links.iter_mut().zip(&self.shared.captures) {
+            let finish = |c: &Mutex<Option<Capture>>| {
+                c.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take()
+                    .map(Capture::finish)
+            };
+            l.a_to_b.capture = finish(&caps[0]);
+            l.b_to_a.capture = finish(&caps[1]);
+        }
+        report
         // `self` drops here: TUNs closed, namespaces deleted.
     }
+}
+
+/// The capture files of link `name`: `[a→b, b→a]`.
+pub fn link_capture_files(name: &str) -> [String; 2] {
+    [format!("{name}.a_to_b.pcap"), format!("{name}.b_to_a.pcap")]
 }
 
 /// `a -> r1 -> r2 -> b` for the route from host `from` to host `to`.

@@ -29,13 +29,14 @@ use std::time::Duration;
 use longhaul_link::{Fate, Link, LinkStats, Nanos};
 use longhaul_packet::{HopAction, RouterAddrs, parse, process_hop};
 use longhaul_sys::{
-    Tun, monotonic_now_ns, pin_thread_to_cpu, set_realtime_priority, set_timer_slack_ns,
-    wait_any_readable,
+    Tun, VNET_HDR_LEN, monotonic_now_ns, pin_thread_to_cpu, set_realtime_priority,
+    set_timer_slack_ns, wait_any_readable,
 };
 use longhaul_topology::{Node, Step};
 use serde::{Deserialize, Serialize};
 
 use super::event::{Events, Packet};
+use crate::capture::Capture;
 use crate::forward::{READ_BATCH, SPIN_NS, record_of, release_runs};
 use crate::hist::{Histogram, Summary};
 use crate::pool::BufPool;
@@ -120,6 +121,8 @@ pub(crate) struct Shared {
     pub(crate) host_of: HashMap<IpAddr, usize>,
     pub(crate) hosts: usize,
     pub(crate) tuns: Vec<Arc<Tun>>,
+    /// `captures[i][0]` captures link i's a→b direction (empty: no capture).
+    pub(crate) captures: Vec<[Mutex<Option<Capture>>; 2]>,
     pub(crate) stop: AtomicBool,
 }
 
@@ -130,6 +133,13 @@ impl Shared {
 
     fn head(&self, s: Step) -> Node {
         self.heads[s.link][usize::from(!s.a_to_b)]
+    }
+
+    /// The capture of the direction `s` crosses, if the fabric captures.
+    fn capture(&self, s: Step) -> Option<&Mutex<Option<Capture>>> {
+        self.captures
+            .get(s.link)
+            .map(|c| &c[usize::from(!s.a_to_b)])
     }
 }
 
@@ -389,7 +399,13 @@ impl Switch {
             fates,
             ..
         } = w;
+        let capture = sh.capture(step);
         let split = release_runs(&mut p.bytes, len, &parsed, fates, pool, false, |run| {
+            if let Some(c) = capture
+                && let Some(c) = c.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+            {
+                c.offer(run.at, run.bytes.get(VNET_HDR_LEN..).unwrap_or_default());
+            }
             // The destination gets the run as one write when its last segment is released
             // (never early); the next link gets it when its first one arrives there.
             let next = if last_step { run.at } else { run.from };

@@ -34,7 +34,7 @@ macro_rules! network_preset {
     };
 }
 
-const NETWORKS: [NetworkPreset; 3] = [
+const NETWORKS: [NetworkPreset; 4] = [
     network_preset!(
         "datatag-2003",
         "DataTAG: CERN Geneva, StarLight Chicago, NetherLight Amsterdam, 3 hosts each; transatlantic RTT 127.2 ms, Amsterdam-Geneva 17 ms",
@@ -49,6 +49,11 @@ const NETWORKS: [NetworkPreset; 3] = [
         "data-reservoir",
         "Data Reservoir loop Tokyo - Chicago - Amsterdam - Seattle - Tokyo with a host at every point, to isolate a faulty segment",
         "seed 004 (loopbacks to narrow the faulty section by half, 30,000 km LSR maximum); internet2.edu/lsr (the 2006-12-30/31 loop, 32,372 km)"
+    ),
+    network_preset!(
+        "ipv6-lsr-2004-routers",
+        "The 2003 IPv6 Land Speed Record path Geneva - Phoenix (the path preset ipv6-lsr-2004) with its eight routers forwarding and answering traceroute6; RTT 192.8 ms",
+        "seed 001 (traceroute6 RTTs and hop distances); Internet2 news of 2004-04-20 (11,539 km)"
     ),
 ];
 

@@ -999,6 +999,35 @@ fn data_reservoir_goes_round_the_loop_of_seed_004() {
 }
 
 #[test]
+fn ipv6_lsr_2004_routers_is_the_path_preset_with_its_routers_forwarding() {
+    let n = preset_net("ipv6-lsr-2004-routers");
+    let path = preset("ipv6-lsr-2004")
+        .unwrap()
+        .topology()
+        .unwrap()
+        .compile(&Default::default())
+        .unwrap();
+    let (cern, phx) = (
+        n.host_named("cern1").unwrap(),
+        n.host_named("phx1").unwrap(),
+    );
+    assert_eq!(n.rtt(cern, phx), path.rtt);
+    assert_eq!(n.routers.len(), 8);
+    assert_eq!(via(&n, "cern1", "phx1").len(), path.hops.len());
+    // Every router sits where the path preset (seed 001's traceroute6) puts
+    // its hop: the same one-way delay from the sender, the same leg length.
+    let mut one_way = 0;
+    for (step, hop) in n.route(cern, phx).iter().zip(&path.hops) {
+        one_way += n.links[step.link].direction(step.a_to_b).propagation().0;
+        assert_eq!(one_way, hop.cumulative_one_way.0, "{}", hop.name);
+        assert_eq!(n.links[step.link].km, hop.km, "{}", hop.name);
+    }
+    let km: f64 = n.links.iter().map(|l| l.km).sum();
+    assert_eq!(km, path.distance_km);
+    assert_eq!(wan_rate(&n), 1_000_000_000);
+}
+
+#[test]
 fn every_network_preset_describes() {
     for p in networks() {
         let n = p.network().unwrap();
