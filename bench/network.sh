@@ -22,6 +22,8 @@ lh=$(realpath "${LONGHAUL:-target/release/longhaul}")
 out=bench/runs/$(date -u +%Y%m%dT%H%M%SZ)-network-$mode
 mkdir -p "$out"
 raw=$out/raw.csv
+# The bench measures by itself: no calibration first (a binary from before it has no such flag).
+nocal=$("$lh" emulate --help | grep -q -- --no-calibration && echo --no-calibration)
 
 # network PAIRS LINKS RATE FILE: pair i is s<i> -> r<i>_1 -> ... -> d<i>, LINKS links of RATE each (0.5 ms each);
 # the first routers of all pairs are joined in a chain so that every host reaches every other.
@@ -67,7 +69,7 @@ run() {
         cmd+="ip netns exec \$LH_NETNS_${src//-/_} $lh test \$LH_HOST_${dst//-/_} -t $secs -O 3 --rate $3 --json > $out/flow$n.json & "
     done
     cmd+="wait"
-    "$lh" emulate "$f" --no-calibration --on "$on" --switches "$switches" --json -- sh -c "$cmd" >/dev/null 2>"$out/e.json" &
+    "$lh" emulate "$f" $nocal --on "$on" --switches "$switches" --json -- sh -c "$cmd" >/dev/null 2>"$out/e.json" &
     local pid=$!
     sleep 2
     local c1; c1=$(cpu "$pid")
@@ -120,7 +122,7 @@ scale)
                     r=$(run "$f" s1 "$switches" "${flows[@]}")
                     echo "$switches,$pairs,$links,$rate,${r// /,},$load" | tee -a "$raw" >&2
                     # The ladder stops at the first total not held (>= 90 % received, fidelity OK).
-                    set -- $r
+                    set -- ${r:-0 false}
                     if [ "$total" != unthrottled ] && { [ "$2" != true ] || awk -v r="$1" -v t="$total" 'BEGIN { exit !(r < 0.9 * t) }'; }; then
                         break
                     fi

@@ -758,11 +758,12 @@ pub(crate) fn down(a: &DownArgs) -> anyhow::Result<ExitCode> {
     if a.json.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!(
-            "testbed {} down after {}",
-            a.name,
-            fmt_duration(Nanos::from_secs(doc["uptime_s"].as_u64().unwrap_or(0)))
-        );
+        // The start is recorded to the second.
+        let up = match doc["uptime_s"].as_u64().unwrap_or(0) {
+            0 => "under a second".to_string(),
+            s => fmt_duration(Nanos::from_secs(s)),
+        };
+        println!("testbed {} down after {up}", a.name);
         print!("{}", counters_text(&doc));
     }
     Ok(ExitCode::SUCCESS)

@@ -495,7 +495,8 @@ fn node_name(w: &str) -> Option<String> {
 }
 
 impl Request {
-    fn line(&self) -> String {
+    /// The request as one line of the control socket (without its newline).
+    pub fn line(&self) -> String {
         match self {
             Self::Status => "status".into(),
             Self::Down => "down".into(),
@@ -539,7 +540,9 @@ impl Request {
         }
     }
 
-    fn parse(line: &str) -> Option<Self> {
+    /// A line read from the control socket, or `None` if it is not a request (the emulator answers
+    /// with an error document). `parse(r.line())` gives back `r`.
+    pub fn parse(line: &str) -> Option<Self> {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["status"] => Some(Self::Status),
