@@ -4,6 +4,7 @@
 mod emulate;
 mod emulate_hardening;
 mod emulate_network;
+mod fleet;
 mod lab;
 mod module_graph;
 mod raw_peer;

@@ -12,7 +12,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::{ConnKind, PREAMBLE_LEN, Preamble};
@@ -245,8 +245,15 @@ fn rewrite_frame(kind: &str, f: impl Fn(&mut Value) + Send + 'static) -> Edit {
     })
 }
 
-/// Copies `from` to `to` through `edit`; with `pace` (bytes per second), no faster than that.
-fn pump(mut from: TcpStream, mut to: TcpStream, mut edit: Edit, pace: Option<u64>) {
+/// Copies `from` to `to` through `edit`; with `pace` (bytes per second), no faster than that;
+/// counts what it forwards in `moved`.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    mut edit: Edit,
+    pace: Option<u64>,
+    moved: &AtomicU64,
+) {
     from.set_read_timeout(Some(Duration::from_millis(50))).ok();
     let mut buf = Vec::new();
     let mut tmp = vec![0u8; 64 * 1024];
@@ -272,6 +279,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mut edit: Edit, pace: Option<u64
                     return;
                 }
                 sent += k as u64;
+                moved.fetch_add(k as u64, Ordering::Relaxed);
                 buf.drain(..k);
             }
             Err(e)
@@ -287,6 +295,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mut edit: Edit, pace: Option<u64
                         let _ = from.shutdown(Shutdown::Both);
                         return;
                     }
+                    moved.fetch_add(buf.len() as u64, Ordering::Relaxed);
                     buf.clear();
                 }
             }
@@ -303,6 +312,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mut edit: Edit, pace: Option<u64
 pub(crate) struct Relay {
     pub(crate) port: u16,
     stop: Arc<AtomicBool>,
+    moved: Arc<AtomicU64>,
 }
 
 impl Relay {
@@ -316,11 +326,23 @@ impl Relay {
         Self::paced(server, Arc::new(|_| (pass(), pass())), Some(bytes_per_sec))
     }
 
+    /// A relay that changes nothing (and counts what it forwards, [`Relay::bytes`]).
+    pub(crate) fn transparent(server: u16) -> Self {
+        Self::paced(server, Arc::new(|_| (pass(), pass())), None)
+    }
+
+    /// Bytes forwarded so far, both ways, over every connection.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
+    }
+
     fn paced(server: u16, edits: Edits, pace: Option<u64>) -> Self {
         let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = l.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let moved = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&moved);
         std::thread::spawn(move || {
             for c in l.incoming() {
                 if stopped.load(Ordering::Acquire) {
@@ -328,6 +350,7 @@ impl Relay {
                 }
                 let Ok(mut client) = c else { continue };
                 let edits = Arc::clone(&edits);
+                let moved = Arc::clone(&counter);
                 std::thread::spawn(move || {
                     client.set_nodelay(true).ok();
                     let mut pre = [0u8; PREAMBLE_LEN];
@@ -340,13 +363,14 @@ impl Relay {
                     up.write_all(&pre).unwrap();
                     let (c2s, s2c) = edits(kind);
                     let (c2, u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
-                    let t = std::thread::spawn(move || pump(c2, u2, c2s, pace));
-                    pump(up, client, s2c, pace);
+                    let up_moved = Arc::clone(&moved);
+                    let t = std::thread::spawn(move || pump(c2, u2, c2s, pace, &up_moved));
+                    pump(up, client, s2c, pace, &moved);
                     let _ = t.join();
                 });
             }
         });
-        Self { port, stop }
+        Self { port, stop, moved }
     }
 }
 

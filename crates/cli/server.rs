@@ -78,6 +78,11 @@ pub(crate) struct ServerArgs {
     #[arg(long, default_value_t = 60, value_name = "SECS", requires = "root",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout: u64,
+    /// Run jobs for the controllers listed in this TOML file (`[[controller]]` tables: name, key
+    /// file, limits; docs/fleet.md): each may ask this server to test to another server
+    /// (`longhaul test THIS --to OTHER`), within its limits.
+    #[arg(long, value_name = "FILE")]
+    controllers: Option<PathBuf>,
     /// Modes of what clients send (see `longhaul send --help`): by default the client's permission
     /// bits minus this server's umask, never setuid, setgid or sticky, and existing directories keep
     /// theirs.
@@ -125,6 +130,10 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    let controllers = match &a.controllers {
+        Some(file) => load_controllers(file)?,
+        None => Default::default(),
+    };
     let cfg = ServerConfig {
         bind: a.bind,
         port: a.port,
@@ -136,6 +145,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         max_streams: a.max_streams,
         max_test_memory: a.max_test_memory,
         files,
+        controllers: std::sync::Arc::new(controllers),
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
     let server = Server::bind(cfg).context("cannot start the server")?;
@@ -160,4 +170,22 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     }
     server.run()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The controllers of a `--controllers` file, each with its key (key files relative to the
+/// controllers file's directory; each must be readable by this user only).
+fn load_controllers(file: &std::path::Path) -> anyhow::Result<longhaul_engine::Controllers> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read --controllers {}", file.display()))?;
+    let specs = longhaul_fleet::parse_controllers(&text, &file.display().to_string())
+        .map_err(anyhow::Error::msg)?;
+    let dir = file.parent().unwrap_or(std::path::Path::new("."));
+    let mut list = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let key_file = dir.join(&spec.key_file);
+        let key = crate::transfer::load_key(Some(&key_file))
+            .with_context(|| format!("controller {} in {}", spec.name, file.display()))?;
+        list.push((spec, key));
+    }
+    Ok(longhaul_engine::Controllers::new(list)?)
 }

@@ -5,7 +5,11 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::process::ExitCode;
 
-use longhaul_engine::{ClientConfig, DEFAULT_PORT, Observer, Server, ServerConfig, run_test};
+use longhaul_engine::{
+    ClientConfig, DEFAULT_PORT, Family, Observer, RemoteTest, Server, ServerConfig,
+    run_remote_test, run_test,
+};
+use longhaul_fleet::msg::TargetFamily;
 use longhaul_proto::msg::{MAX_OMIT_NS, MAX_WRITE_LEN};
 use longhaul_proto::report::{IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry};
 use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
@@ -26,7 +30,8 @@ buffers to at least 2 x BDP per stream, using SO_*BUFFORCE as root. The report s
 granted vs cap and the rate ceiling that implies, with the sysctl that lifts a binding cap.\n\n\
 Sizes use K/M/G = x1024 (-l 128K, -w 64M, -n 10G); rates use k/m/g = x1000 (--rate 10G, --pace 2.5g).\n\n\
 Examples:\n  longhaul test dtn.example.org -P 4 -t 60\n  longhaul test ::1 -6 -R -C cubic --json\n  \
-longhaul test 10.0.0.2 --pace 9G -P 8 --distance-km 11539",
+longhaul test 10.0.0.2 --pace 9G -P 8 --distance-km 11539\n  \
+longhaul test dtn1.example.org --to dtn2.example.org --key ops.key -t 30   (third party)",
     mut_arg("json", |a| a.help("Print one iperf3-compatible JSON document at the end"))
 )]
 pub(crate) struct TestArgs {
@@ -91,6 +96,16 @@ pub(crate) struct TestArgs {
     /// Seconds to wait for the server at each step of the set-up.
     #[arg(long, default_value = "10", value_parser = secs)]
     connect_timeout: Nanos,
+    /// Third party: ask HOST (a `longhaul server --controllers FILE` that lists this controller's
+    /// key) to run this test to the server TO; only the report comes back here (docs/fleet.md).
+    #[arg(long, value_name = "TO", requires = "host", conflicts_with = "bind")]
+    to: Option<String>,
+    /// With --to: TO's port.
+    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_PORT, requires = "to")]
+    to_port: u16,
+    /// With --to: this controller's key file [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
+    #[arg(long, value_name = "FILE", requires = "to")]
+    key: Option<std::path::PathBuf>,
 }
 
 fn secs(s: &str) -> Result<Nanos, ParseError> {
@@ -192,15 +207,38 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
             (ip.to_string(), port)
         }
     };
-    let cfg = ClientConfig {
-        host,
-        port,
-        family: a.ip.family(),
-        bind: a.bind,
-        params,
-        timeout: a.connect_timeout.to_duration(),
+    let ran = match &a.to {
+        Some(to) => {
+            let cfg = RemoteTest {
+                server: host,
+                port,
+                family: a.ip.family(),
+                key: crate::transfer::load_key(a.key.as_deref())?,
+                to: to.clone(),
+                to_port: a.to_port,
+                to_family: match a.ip.family() {
+                    Family::Any => TargetFamily::Any,
+                    Family::V4 => TargetFamily::V4,
+                    Family::V6 => TargetFamily::V6,
+                },
+                params,
+                timeout: a.connect_timeout.to_duration(),
+            };
+            run_remote_test(&cfg, &mut out)
+        }
+        None => {
+            let cfg = ClientConfig {
+                host,
+                port,
+                family: a.ip.family(),
+                bind: a.bind,
+                params,
+                timeout: a.connect_timeout.to_duration(),
+            };
+            run_test(&cfg, &mut out)
+        }
     };
-    match run_test(&cfg, &mut out) {
+    match ran {
         Ok(mut report) => {
             if let Some(km) = a.distance_km {
                 report.end.longhaul.lsr = Some(lsr(&report, km));

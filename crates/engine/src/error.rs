@@ -89,6 +89,9 @@ pub enum EngineError {
     /// includes it, and a chained report (`{:#}`) would print it twice.
     #[error("transfer protocol error: {0}")]
     Wire(longhaul_transfer::WireError),
+    /// The peer sent job bytes that break the protocol (`longhaul-fleet`).
+    #[error("job protocol error: {0}")]
+    Job(longhaul_fleet::JobError),
     /// A file operation under a transfer's root failed.
     #[error(transparent)]
     Root(#[from] crate::transfer::root::RootError),
@@ -117,6 +120,12 @@ impl From<conversation::Error> for EngineError {
             conversation::Error::Limit(why) => EngineError::Limit(why),
             conversation::Error::Peer(message) => EngineError::Peer(message),
         }
+    }
+}
+
+impl From<longhaul_fleet::JobError> for EngineError {
+    fn from(e: longhaul_fleet::JobError) -> Self {
+        EngineError::Job(e)
     }
 }
 

@@ -11,6 +11,8 @@
 //! - [`server`]: `longhaul server`, many tests (and transfers) at once on one port;
 //! - [`client`]: `longhaul test HOST`;
 //! - [`transfer`]: `longhaul send`/`get` and the server's side of them;
+//! - [`job`]: a controller's jobs (`longhaul test A --to B`): the server runs them, the controller
+//!   asks and reads the report (`longhaul-fleet`'s conversation);
 //! - [`doctor`]: this host's facts and tuning findings;
 //! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
 //! - `run`, `stream`, `socket`, `payload`, [`zerocopy`]: one side of a running test, its stream
@@ -28,6 +30,7 @@ mod stream;
 
 pub mod client;
 pub mod doctor;
+pub mod job;
 pub mod server;
 pub mod transfer;
 pub mod zerocopy;
@@ -35,6 +38,7 @@ pub mod zerocopy;
 pub use address::Family;
 pub use client::{ClientConfig, Observer, Quiet, run_test};
 pub use error::EngineError;
+pub use job::{Controllers, RemoteTest, run_remote_test};
 pub use server::{DEFAULT_PORT, Server, ServerConfig};
 
 /// This software's name and version, as peers and reports show it.

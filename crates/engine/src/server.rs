@@ -81,6 +81,8 @@ pub struct ServerConfig {
     pub max_test_memory: u64,
     /// Files served to `longhaul send`/`get` (the root and the key), if any.
     pub files: Option<crate::transfer::ServeFiles>,
+    /// Controllers whose jobs this server runs (`--controllers FILE`); none by default.
+    pub controllers: Arc<crate::job::Controllers>,
 }
 
 impl Default for ServerConfig {
@@ -96,6 +98,7 @@ impl Default for ServerConfig {
             max_streams: 128,
             max_test_memory: 8 << 30,
             files: None,
+            controllers: Arc::default(),
         }
     }
 }
@@ -475,6 +478,38 @@ fn handle(
                 ),
                 Ok(None) => {}
                 Err(e) => warn!(%peer, "transfer ended with an error: {e}"),
+            }
+        }
+        ConnKind::Job => {
+            // A job runs a test from this server: it takes a test slot.
+            let cap = shared.cfg.max_tests;
+            let running = shared.running.fetch_add(1, Ordering::AcqRel);
+            let _slot = Slot(&shared.running);
+            if running >= cap {
+                info!(%peer, running, cap, "refused job: busy");
+                let msg = longhaul_fleet::JobMessage::Error {
+                    message: format!(
+                        "server busy, {running} tests running (cap {cap}, --max-tests); try again \
+later"
+                    ),
+                };
+                let _ = std::io::Write::write_all(&mut conn, &encode_frame(&msg));
+                return;
+            }
+            match crate::job::serve(
+                conn,
+                &shared.cfg.controllers,
+                Instant::now() + shared.cfg.handshake_timeout,
+                shared.cfg.handshake_timeout,
+            ) {
+                Ok(d) => info!(
+                    %peer,
+                    controller = %d.controller,
+                    target = %d.target,
+                    bits_per_second = d.bits_per_second,
+                    "job done"
+                ),
+                Err(e) => warn!(%peer, "job ended with an error: {e}"),
             }
         }
         ConnKind::Control => {

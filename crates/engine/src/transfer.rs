@@ -31,7 +31,7 @@ use longhaul_units::Nanos;
 use crate::EngineError;
 use crate::socket::{self, SocketOptions};
 
-mod conn;
+pub(crate) mod conn;
 pub mod root;
 mod side;
 mod sink;

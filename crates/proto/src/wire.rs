@@ -7,7 +7,7 @@
 //! offset  size  field
 //!      0     8  magic   b"LONGHAUL"
 //!      8     2  version protocol version, big-endian (this crate: PROTOCOL_VERSION)
-//!     10     1  kind    1 = control (test), 2 = data, 3 = transfer control
+//!     10     1  kind    1 = control (test), 2 = data, 3 = transfer control, 4 = job (a controller)
 //!     11     1  flags   reserved, must be 0
 //!     12    16  cookie  test cookie (zero on control connections)
 //!     28     4  stream  stream index within the test, big-endian (zero on control connections)
@@ -44,6 +44,9 @@ pub enum ConnKind {
     /// The control connection of a file transfer (`longhaul send`/`get`): its own messages, in the
     /// same frames (crate `longhaul-transfer`).
     Transfer,
+    /// A controller asking this server to act (`longhaul test A --to B`): its own messages, in the
+    /// same frames (crate `longhaul-fleet`).
+    Job,
 }
 
 /// The fixed header that opens every connection.
@@ -78,6 +81,14 @@ impl Preamble {
         }
     }
 
+    /// The preamble of a controller's job connection.
+    pub fn job() -> Self {
+        Self {
+            kind: ConnKind::Job,
+            ..Self::control()
+        }
+    }
+
     /// The preamble of data connection `stream` of the test with `cookie`.
     pub fn data(cookie: Cookie, stream: u32) -> Self {
         Self {
@@ -97,6 +108,7 @@ impl Preamble {
             ConnKind::Control => 1,
             ConnKind::Data => 2,
             ConnKind::Transfer => 3,
+            ConnKind::Job => 4,
         };
         b[12..28].copy_from_slice(&self.cookie);
         b[28..32].copy_from_slice(&self.stream.to_be_bytes());
@@ -114,6 +126,7 @@ impl Preamble {
             1 => ConnKind::Control,
             2 => ConnKind::Data,
             3 => ConnKind::Transfer,
+            4 => ConnKind::Job,
             k => return Err(ProtoError::BadKind(k)),
         };
         if b[11] != 0 {
@@ -158,8 +171,9 @@ mod tests {
     fn preamble_round_trips() {
         let p = Preamble::data([7; 16], 3);
         assert_eq!(Preamble::decode(&p.encode()).unwrap(), p);
-        let c = Preamble::control();
-        assert_eq!(Preamble::decode(&c.encode()).unwrap(), c);
+        for c in [Preamble::control(), Preamble::transfer(), Preamble::job()] {
+            assert_eq!(Preamble::decode(&c.encode()).unwrap(), c);
+        }
     }
 
     #[test]

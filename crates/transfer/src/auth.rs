@@ -51,8 +51,12 @@ pub const KEY_FILE_TAG: &str = "longhaul-key-v1";
 /// Domain-separation prefix of every proof.
 const PROOF_CONTEXT: &[u8] = b"longhaul auth v1";
 
+/// Domain-separation prefix of every job proof (`Key::job_proof`).
+const JOB_PROOF_CONTEXT: &[u8] = b"longhaul job auth v1";
 /// Context of the session key derivation (BLAKE3 `derive_key`: globally unique, never reused).
 const SESSION_CONTEXT: &str = "longhaul transfer v2 session key";
+/// Context of a job's session key derivation.
+const JOB_SESSION_CONTEXT: &str = "longhaul job v1 session key";
 /// Context of the client → server MAC key, derived from the session key.
 const CLIENT_TO_SERVER_CONTEXT: &str = "longhaul transfer v2 client-to-server MAC key";
 /// Context of the server → client MAC key, derived from the session key.
@@ -142,8 +146,53 @@ impl Key {
 
     /// The proof that `role` holds this key, for this pair of nonces.
     pub fn proof(&self, role: Role, server_nonce: &Nonce, client_nonce: &Nonce) -> Digest {
+        self.proof_in(PROOF_CONTEXT, role, server_nonce, client_nonce)
+    }
+
+    /// The proof of a job's handshake (a controller and a server, `longhaul-fleet`): as
+    /// [`Key::proof`] under its own context, so that a proof made for a job never verifies in a
+    /// transfer, even where one key serves both.
+    pub fn job_proof(&self, role: Role, server_nonce: &Nonce, client_nonce: &Nonce) -> Digest {
+        self.proof_in(JOB_PROOF_CONTEXT, role, server_nonce, client_nonce)
+    }
+
+    /// Checks the peer's job proof (constant-time comparison).
+    pub fn verify_job(
+        &self,
+        role: Role,
+        server_nonce: &Nonce,
+        client_nonce: &Nonce,
+        claimed: &Digest,
+    ) -> Result<(), AuthError> {
+        if self.job_proof(role, server_nonce, client_nonce) == *claimed {
+            Ok(())
+        } else {
+            Err(AuthError::WrongProof(role))
+        }
+    }
+
+    /// The session keys of a job's connection: as [`Key::session`], from their own context.
+    pub fn job_session(&self, server_nonce: &Nonce, client_nonce: &Nonce) -> SessionKeys {
+        let mut material = [0u8; 96];
+        material[..32].copy_from_slice(&self.0);
+        material[32..64].copy_from_slice(server_nonce);
+        material[64..].copy_from_slice(client_nonce);
+        let session = blake3::derive_key(JOB_SESSION_CONTEXT, &material);
+        SessionKeys {
+            client_to_server: MacKey(blake3::derive_key(CLIENT_TO_SERVER_CONTEXT, &session)),
+            server_to_client: MacKey(blake3::derive_key(SERVER_TO_CLIENT_CONTEXT, &session)),
+        }
+    }
+
+    fn proof_in(
+        &self,
+        context: &[u8],
+        role: Role,
+        server_nonce: &Nonce,
+        client_nonce: &Nonce,
+    ) -> Digest {
         let mut h = blake3::Hasher::new_keyed(&self.0);
-        h.update(PROOF_CONTEXT);
+        h.update(context);
         h.update(&[role.byte()]);
         h.update(server_nonce);
         h.update(client_nonce);
@@ -285,6 +334,28 @@ mod tests {
 
     const SN: Nonce = [1; 32];
     const CN: Nonce = [2; 32];
+
+    #[test]
+    fn job_proofs_and_sessions_are_apart_from_transfer_ones() {
+        let k = Key::from_bytes([9; 32]);
+        let job = k.job_proof(Role::Server, &SN, &CN);
+        assert_ne!(job, k.proof(Role::Server, &SN, &CN));
+        assert_ne!(job, k.job_proof(Role::Client, &SN, &CN));
+        assert!(k.verify_job(Role::Server, &SN, &CN, &job).is_ok());
+        assert!(k.verify(Role::Server, &SN, &CN, &job).is_err());
+        assert!(
+            Key::from_bytes([8; 32])
+                .verify_job(Role::Server, &SN, &CN, &job)
+                .is_err()
+        );
+        let (j, t) = (
+            k.job_session(&SN, &CN),
+            k.session(Direction::Send, &SN, &CN),
+        );
+        let tag = |keys: &SessionKeys| keys.sending(Role::Client).frame_tag(0, b"x");
+        assert_ne!(tag(&j), tag(&t));
+        assert_ne!(tag(&j), j.sending(Role::Server).frame_tag(0, b"x"));
+    }
 
     #[test]
     fn key_file_round_trips() {

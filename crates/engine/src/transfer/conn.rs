@@ -10,6 +10,7 @@
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use longhaul_proto::frame::Framed;
 use longhaul_transfer::auth::{Key, Role, SessionKeys};
 use longhaul_transfer::msg::{Direction, TRANSFER_VERSION};
 use longhaul_transfer::session::{FrameOpener, FrameSealer};
@@ -26,8 +27,11 @@ pub(crate) type Writer = control::Writer<Message>;
 
 /// From now on, frames `me` sends are sealed and frames it receives must be (each direction
 /// numbered from 0). Called where the protocol switches: right after `auth_response` (the client
-/// once it has sent it, the server once it has received it).
-fn seal(ctl: &mut Ctl, keys: &SessionKeys, me: Role) {
+/// once it has sent it, the server once it has received it). Transfers and jobs alike.
+pub(crate) fn seal<M: Framed>(ctl: &mut Conn<M>, keys: &SessionKeys, me: Role)
+where
+    EngineError: From<M::Error>,
+{
     let peer = match me {
         Role::Client => Role::Server,
         Role::Server => Role::Client,

@@ -1,0 +1,292 @@
+//! The job conversation: a controller (C) asks a server (S, "A") to run a test to another server
+//! ("B") and gets the report back as it goes. It opens a connection of kind
+//! `longhaul_proto::wire::ConnKind::Job` and speaks these messages in the usual frames:
+//!
+//! ```text
+//! C: JobHello{version, key_id, client_nonce}
+//!                     S: AuthChallenge{server_nonce, server_proof} | Error   (unknown key id)
+//! C: (checks server_proof) AuthResponse{client_proof}
+//!                     S: (checks client_proof) AuthOk{controller} | Error    (sealed from here on)
+//! C: RunTest{to, port, family, params}
+//!                     S: Error (refused: the reason, e.g. a limit)  |
+//!                        TestStarted{start}, TestInterval{interval} × n, then TestDone{end} | Error
+//! ```
+//!
+//! The key id names which of the server's controllers is asking ([`key_id`]): a hash of its key,
+//! never the key. The proofs and the session keys are the transfer's (`longhaul_transfer::auth`);
+//! the session keys are derived for the job ([`longhaul_transfer::auth::Key::job_session`]), so a
+//! job's frames never verify in a transfer or the other way round. Every frame after the proofs is
+//! sealed. The server checks the request against the controller's [`crate::Limits`] before it
+//! connects anywhere, and refuses with the reason.
+//!
+//! Everything received is untrusted: [`JobMessage::from_json`] parses and bounds every field (the
+//! test parameters with `TestParams::validate`); the reports a controller receives come from a server
+//! that proved it holds the controller's key.
+
+use longhaul_proto::frame::{FrameError, Framed};
+use longhaul_proto::report::{End, IntervalReport, Start};
+use longhaul_proto::{ProtoError, TestParams};
+use longhaul_transfer::digest::{Digest, hex_bytes};
+use serde::{Deserialize, Serialize};
+
+/// Version of the job conversation spoken by this build.
+pub const JOB_VERSION: u16 = 1;
+/// Longest host name or address in a request, and longest free text (error messages).
+pub const MAX_TEXT: usize = 4096;
+/// Bytes of a key id.
+pub const KEY_ID_LEN: usize = 8;
+
+/// The id a controller's key is known by: the first [`KEY_ID_LEN`] bytes of a hash derived from
+/// the key (`Key::derive_for("longhaul controller key id v1")`), so it names the key without
+/// revealing anything that helps to forge a proof.
+pub fn key_id(key: &longhaul_transfer::auth::Key) -> [u8; KEY_ID_LEN] {
+    let full = key.derive_for("longhaul controller key id v1");
+    let mut id = [0; KEY_ID_LEN];
+    id.copy_from_slice(&full[..KEY_ID_LEN]);
+    id
+}
+
+/// Which address family the server uses to reach the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetFamily {
+    /// Whatever the name resolves to.
+    Any,
+    /// IPv4 only.
+    V4,
+    /// IPv6 only.
+    V6,
+}
+
+/// One message of the job conversation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum JobMessage {
+    /// The controller's first message.
+    JobHello {
+        /// [`JOB_VERSION`] of the controller.
+        version: u16,
+        /// Which controller is asking ([`key_id`]), 16 hex digits.
+        #[serde(with = "hex_bytes")]
+        key_id: [u8; KEY_ID_LEN],
+        /// The controller's fresh nonce.
+        #[serde(with = "hex_bytes")]
+        client_nonce: [u8; 32],
+    },
+    /// The server's nonce and its proof of the controller's key.
+    AuthChallenge {
+        /// The server's fresh nonce.
+        #[serde(with = "hex_bytes")]
+        server_nonce: [u8; 32],
+        /// `proof(Server, server_nonce, client_nonce)`.
+        server_proof: Digest,
+    },
+    /// The controller's proof of its key.
+    AuthResponse {
+        /// `proof(Client, server_nonce, client_nonce)`.
+        client_proof: Digest,
+    },
+    /// Authenticated: the server knows the controller by this name (from its controllers file).
+    AuthOk {
+        /// The controller's name on this server.
+        controller: String,
+    },
+    /// Run `longhaul test` from this server to `to`:`port` with these parameters.
+    RunTest {
+        /// The target server's host name or address.
+        to: String,
+        /// Its port.
+        port: u16,
+        /// Address family for reaching it.
+        family: TargetFamily,
+        /// The test, as `longhaul test` would ask it (`rtt_ns` is measured by the server).
+        params: TestParams,
+    },
+    /// The test is set up (the report's `start`, as the server's client sees it).
+    TestStarted {
+        /// The report's start.
+        start: Box<Start>,
+    },
+    /// One interval of the running test.
+    TestInterval {
+        /// The interval, as `longhaul test` reports it.
+        interval: Box<IntervalReport>,
+    },
+    /// The test finished: the report's totals.
+    TestDone {
+        /// The report's end.
+        end: Box<End>,
+    },
+    /// Refused or failed; the sender closes the connection after it.
+    Error {
+        /// Why, in one line.
+        message: String,
+    },
+}
+
+/// What can be wrong with a job message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// The frame itself (length, seal).
+    #[error("job frame: {0}")]
+    Frame(#[from] FrameError),
+    /// Not valid JSON for any message.
+    #[error("malformed job message: {0}")]
+    BadMessage(String),
+    /// Well-formed but out of bounds.
+    #[error("invalid job message: {0}")]
+    Invalid(String),
+}
+
+impl From<ProtoError> for JobError {
+    fn from(e: ProtoError) -> Self {
+        JobError::Invalid(e.to_string())
+    }
+}
+
+impl JobMessage {
+    /// Parses and validates one message from a frame's JSON body.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, JobError> {
+        let m: JobMessage =
+            serde_json::from_slice(bytes).map_err(|e| JobError::BadMessage(e.to_string()))?;
+        m.validate()?;
+        Ok(m)
+    }
+
+    /// Checks bounds serde cannot express.
+    pub fn validate(&self) -> Result<(), JobError> {
+        let text = |what: &str, s: &str| {
+            if s.len() > MAX_TEXT {
+                Err(JobError::Invalid(format!(
+                    "{what} longer than {MAX_TEXT} bytes"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            JobMessage::RunTest {
+                to, port, params, ..
+            } => {
+                if to.is_empty() || to.len() > 255 || to.chars().any(char::is_whitespace) {
+                    return Err(JobError::Invalid(format!(
+                        "target host {to:?}: give a host name or address"
+                    )));
+                }
+                if *port == 0 {
+                    return Err(JobError::Invalid("target port 0".into()));
+                }
+                params.validate()?;
+                Ok(())
+            }
+            JobMessage::AuthOk { controller } => text("controller name", controller),
+            JobMessage::Error { message } => text("error message", message),
+            _ => Ok(()),
+        }
+    }
+
+    /// The message's `type`, for errors and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JobMessage::JobHello { .. } => "job_hello",
+            JobMessage::AuthChallenge { .. } => "auth_challenge",
+            JobMessage::AuthResponse { .. } => "auth_response",
+            JobMessage::AuthOk { .. } => "auth_ok",
+            JobMessage::RunTest { .. } => "run_test",
+            JobMessage::TestStarted { .. } => "test_started",
+            JobMessage::TestInterval { .. } => "test_interval",
+            JobMessage::TestDone { .. } => "test_done",
+            JobMessage::Error { .. } => "error",
+        }
+    }
+}
+
+impl Framed for JobMessage {
+    type Error = JobError;
+
+    fn from_json(bytes: &[u8]) -> Result<Self, JobError> {
+        JobMessage::from_json(bytes)
+    }
+
+    fn kind(&self) -> &'static str {
+        JobMessage::kind(self)
+    }
+
+    fn peer_error(&self) -> Option<&str> {
+        match self {
+            JobMessage::Error { message } => Some(message),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use longhaul_proto::frame::encode_frame;
+
+    fn params() -> TestParams {
+        serde_json::from_value(serde_json::json!({
+            "streams": 2, "end": {"time": {"ns": 2_000_000_000u64}}, "interval_ns": 1_000_000_000u64,
+            "direction": "forward", "congestion": null, "window": "auto",
+            "target_rate_bps": 1_000_000_000u64, "pace_total_bps": null, "write_len": 131072,
+            "zerocopy": false, "rtt_ns": 0
+        }))
+        .expect("test params")
+    }
+
+    #[test]
+    fn a_run_test_request_goes_through_a_frame_unchanged() {
+        let m = JobMessage::RunTest {
+            to: "10.201.0.3".into(),
+            port: 7067,
+            family: TargetFamily::V4,
+            params: params(),
+        };
+        let frame = encode_frame(&m);
+        let back = JobMessage::from_json(&frame[4..]).unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&m).unwrap()
+        );
+    }
+
+    #[test]
+    fn bad_requests_are_refused_with_the_field() {
+        let bad = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = serde_json::to_value(JobMessage::RunTest {
+                to: "b".into(),
+                port: 7067,
+                family: TargetFamily::Any,
+                params: params(),
+            })
+            .unwrap();
+            f(&mut v);
+            JobMessage::from_json(v.to_string().as_bytes())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad(&|v| v["to"] = "".into()).contains("target host"));
+        assert!(bad(&|v| v["to"] = "a b".into()).contains("target host"));
+        assert!(bad(&|v| v["port"] = 0.into()).contains("port 0"));
+        assert!(bad(&|v| v["params"]["streams"] = 0.into()).contains("streams"));
+        assert!(bad(&|v| v["family"] = "v5".into()).contains("malformed"));
+        let long = "x".repeat(MAX_TEXT + 1);
+        let e = JobMessage::from_json(
+            serde_json::json!({"type": "error", "message": long})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("longer than"), "{e}");
+    }
+
+    #[test]
+    fn key_ids_differ_by_key_and_are_not_the_key() {
+        use longhaul_transfer::auth::Key;
+        let (a, b) = (Key::from_bytes([1; 32]), Key::from_bytes([2; 32]));
+        assert_ne!(key_id(&a), key_id(&b));
+        assert_eq!(key_id(&a), key_id(&Key::from_bytes([1; 32])));
+        assert_ne!(key_id(&a)[..], [1u8; 32][..KEY_ID_LEN]);
+    }
+}

@@ -1,0 +1,233 @@
+//! A controller and its servers (issue 14), end to end over loopback with real `longhaul server`s:
+//! a third-party test (`longhaul test A --to B`) runs from A to B while the controller's connection
+//! carries only the report (counted by a relay in front of A); a controller A does not know, limits
+//! beyond A's controllers file, a server that takes no jobs and a hostile peer on the job port are
+//! each refused with the reason, and A goes on serving.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::transfer::{Scratch, s};
+use crate::transfer_session::Relay;
+use crate::util::{ServerProc, bin};
+
+/// A controllers file in `dir` listing `key` as controller `ops` with `limits` (TOML lines).
+fn controllers(dir: &Path, key: &Path, limits: &str) -> PathBuf {
+    let file = dir.join("controllers.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[controller]]\nname = \"ops\"\nkey = \"{}\"\n{limits}\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+    file
+}
+
+/// `longhaul test 127.0.0.1 -p PORT --to 127.0.0.1 --to-port TO --key KEY ARGS...`.
+fn third_party(port: u16, to: u16, key: &Path, args: &[&str]) -> Output {
+    let out = Command::new(bin())
+        .args(["test", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "--to",
+            "127.0.0.1",
+            "--to-port",
+            &to.to_string(),
+            "--key",
+            s(key),
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run longhaul test --to");
+    println!(
+        "$ longhaul test --to ... {} [{}]\n{}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The one line a refused command prints on stderr.
+fn refusal(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(1), "refused with exit code 1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line on stderr:\n{err}");
+    assert!(lines[0].starts_with("longhaul: error: "), "{err}");
+    lines[0].to_string()
+}
+
+#[test]
+fn a_third_party_test_runs_from_a_to_b_and_only_the_report_reaches_the_controller() {
+    let t = Scratch::new("fleet-3p");
+    let key = t.key("ops.key");
+    let file = controllers(&t.join(""), &key, "");
+    let mut b = ServerProc::start(&[]);
+    let mut a = ServerProc::start(&["--controllers", s(&file)]);
+    let relay = Relay::transparent(a.port);
+
+    let out = third_party(relay.port, b.port, &key, &["-t", "2", "-P", "2", "--json"]);
+    assert!(out.status.success());
+    let r: Value = serde_json::from_slice(&out.stdout).expect("the report as JSON");
+    // The report is A's client's: it connected to B, ran two streams and moved data.
+    assert_eq!(
+        r["start"]["connecting_to"]["port"], b.port,
+        "{}",
+        r["start"]
+    );
+    assert_eq!(r["start"]["connected"].as_array().unwrap().len(), 2);
+    let intervals = r["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 2, "{}", r["intervals"]);
+    let moved = r["end"]["sum_received"]["bytes"].as_u64().unwrap();
+    assert!(moved > 50 << 20, "{moved} bytes");
+    // B served the test (from A), A ran it for controller ops.
+    b.wait_for("test finished");
+    a.wait_for("job done");
+    assert!(a.log().contains("controller=ops"), "{}", a.log());
+    // The controller's connection carried the report only: a few KiB against the data.
+    let control = relay.bytes();
+    println!("test moved {moved} B; the controller's connection {control} B");
+    assert!(control > 0 && control < 256 << 10, "{control}");
+    assert!(control * 1000 < moved, "{control} vs {moved}");
+
+    // The human form prints the intervals and the summary, as a direct test does.
+    let out = third_party(a.port, b.port, &key, &["-t", "1"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("receiver"), "{text}");
+}
+
+#[test]
+fn unknown_controllers_and_jobs_beyond_the_limits_are_refused_with_the_reason() {
+    let t = Scratch::new("fleet-refused");
+    let key = t.key("ops.key");
+    let stranger = t.key("stranger.key");
+    let file = controllers(
+        &t.join(""),
+        &key,
+        "max_duration = \"20s\"\nmax_streams = 4\nmax_bytes = \"1G\"",
+    );
+    let mut b = ServerProc::start(&[]);
+    let mut a = ServerProc::start(&["--controllers", s(&file)]);
+    let plain = ServerProc::start(&[]);
+
+    let cases: [(&Path, u16, &[&str], &str); 6] = [
+        (&stranger, a.port, &["-n", "1M"], "unknown controller"),
+        (
+            &key,
+            a.port,
+            &["-P", "8", "-n", "1M"],
+            "8 streams asked, at most 4",
+        ),
+        (
+            &key,
+            a.port,
+            &["-t", "30", "--pace", "1M"],
+            "at most 20 s allowed",
+        ),
+        (&key, a.port, &["-t", "2"], "give -n, or --pace with -t"),
+        (&key, a.port, &["-n", "2G"], "at most 1 GiB allowed"),
+        (&key, plain.port, &["-n", "1M"], "takes no jobs"),
+    ];
+    for (k, port, args, want) in cases {
+        let line = refusal(&third_party(port, b.port, k, args));
+        assert!(line.contains(want), "want {want:?}: {line}");
+    }
+    // Nothing reached B, and A still serves: a job within the limits runs.
+    assert!(!b.log().contains("test started"), "{}", b.log());
+    let out = third_party(a.port, b.port, &key, &["-n", "64M", "--json"]);
+    assert!(out.status.success());
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["end"]["sum_sent"]["bytes"].as_u64().unwrap() >= 64 << 20);
+    b.wait_for("test finished");
+    assert!(a.alive());
+}
+
+/// A hostile peer on the job port: garbage after the preamble, a hello for an unknown key, a
+/// right key id with a forged proof. Each is refused and A keeps serving.
+#[test]
+fn a_hostile_peer_on_the_job_port_gets_nothing() {
+    let t = Scratch::new("fleet-hostile");
+    let key = t.key("ops.key");
+    let file = controllers(&t.join(""), &key, "");
+    let b = ServerProc::start(&[]);
+    let mut a = ServerProc::start(&["--controllers", s(&file)]);
+    let job_preamble = longhaul_proto::wire::Preamble::job().encode();
+    let send = |bytes: &[u8]| {
+        let mut c = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(&job_preamble).unwrap();
+        c.write_all(bytes).unwrap();
+        let mut back = Vec::new();
+        let _ = c.read_to_end(&mut back);
+        String::from_utf8_lossy(&back).to_string()
+    };
+    let frame = |v: Value| longhaul_proto::wire::encode_frame(&RawJson(v));
+    // Garbage: a frame that is no message.
+    let got = send(&frame(serde_json::json!({"type": "run_test", "to": "b"})));
+    assert!(got.contains("\"type\":\"error\""), "{got}");
+    // A hello naming a key id nobody has.
+    let hello = |id: &str| {
+        frame(serde_json::json!({
+            "type": "job_hello", "version": 1, "key_id": id, "client_nonce": "00".repeat(32)
+        }))
+    };
+    let got = send(&hello("0123456789abcdef"));
+    assert!(got.contains("unknown controller"), "{got}");
+    // The right key id (anyone who saw a hello knows it) with a forged proof.
+    let k = longhaul_transfer::auth::Key::parse(&std::fs::read_to_string(&key).unwrap()).unwrap();
+    let id = longhaul_transfer::digest::to_hex(&longhaul_fleet::msg::key_id(&k));
+    let mut c = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(&job_preamble).unwrap();
+    c.write_all(&hello(&id)).unwrap();
+    let mut first = [0u8; 4];
+    c.read_exact(&mut first).unwrap();
+    let mut challenge = vec![0u8; u32::from_be_bytes(first) as usize];
+    c.read_exact(&mut challenge).unwrap();
+    assert!(String::from_utf8_lossy(&challenge).contains("auth_challenge"));
+    c.write_all(&frame(serde_json::json!({
+        "type": "auth_response", "client_proof": "ab".repeat(32)
+    })))
+    .unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    a.wait_for("authentication failed");
+    // Still serving.
+    let out = third_party(a.port, b.port, &key, &["-n", "8M"]);
+    assert!(out.status.success());
+}
+
+/// Arbitrary JSON in a frame, as a hostile peer sends it.
+struct RawJson(Value);
+
+impl serde::Serialize for RawJson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl longhaul_proto::frame::Framed for RawJson {
+    type Error = longhaul_proto::frame::FrameError;
+
+    fn from_json(_: &[u8]) -> Result<Self, Self::Error> {
+        unreachable!("only sent")
+    }
+
+    fn kind(&self) -> &'static str {
+        "raw"
+    }
+
+    fn peer_error(&self) -> Option<&str> {
+        None
+    }
+}
