@@ -886,19 +886,10 @@ fn burst_loss_codel_reordering_and_cross_traffic_are_wired() {
 
 /// Runs `longhaul emulate ARGS` (a subcommand) and returns its output.
 fn emulate_cmd(args: &[&str]) -> Output {
-    let out = Command::new(bin())
-        .arg("emulate")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run longhaul emulate");
-    println!(
-        "$ longhaul emulate {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    crate::util::printed(
+        Command::new(bin()).arg("emulate").args(args),
+        &format!("longhaul emulate {}", args.join(" ")),
+    )
 }
 
 #[test]

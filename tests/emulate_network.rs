@@ -528,20 +528,10 @@ fn traceroute_from_two_hosts_lists_each_ones_routers() {
 
 /// Runs `longhaul emulate ARGS` (a subcommand) and prints what it said.
 fn emulate_cmd(args: &[&str]) -> Output {
-    let out = Command::new(bin())
-        .arg("emulate")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run longhaul emulate");
-    println!(
-        "$ longhaul emulate {} [{}]\n{}{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    crate::util::printed(
+        Command::new(bin()).arg("emulate").args(args),
+        &format!("longhaul emulate {}", args.join(" ")),
+    )
 }
 
 /// A named network (`emulate up FILE --name NAME`), taken down when dropped.
@@ -1543,21 +1533,13 @@ fn the_calibration_is_measured_cached_and_warns_before_a_network_above_it() {
     let state = std::env::temp_dir().join(format!("lh-calibration-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
     let run = |args: &[&str]| {
-        let out = Command::new(bin())
-            .arg("emulate")
-            .args(args)
-            .env("LONGHAUL_EMULATE_DIR", &state)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run longhaul emulate");
-        println!(
-            "$ longhaul emulate {} [{}]\n{}{}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+        crate::util::printed(
+            Command::new(bin())
+                .arg("emulate")
+                .args(args)
+                .env("LONGHAUL_EMULATE_DIR", &state),
+            &format!("longhaul emulate {}", args.join(" ")),
+        )
     };
     let started = Instant::now();
     let out = run(&["calibrate", "--json"]);

@@ -7,7 +7,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -32,28 +32,14 @@ fn controllers(dir: &Path, key: &Path, limits: &str) -> PathBuf {
 
 /// `longhaul test 127.0.0.1 -p PORT --to 127.0.0.1 --to-port TO --key KEY ARGS...`.
 fn third_party(port: u16, to: u16, key: &Path, args: &[&str]) -> Output {
-    let out = Command::new(bin())
-        .args(["test", "127.0.0.1", "-p", &port.to_string()])
-        .args([
-            "--to",
-            "127.0.0.1",
-            "--to-port",
-            &to.to_string(),
-            "--key",
-            s(key),
-        ])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run longhaul test --to");
-    println!(
-        "$ longhaul test --to ... {} [{}]\n{}{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    let (port, to) = (port.to_string(), to.to_string());
+    crate::util::printed(
+        Command::new(bin())
+            .args(["test", "127.0.0.1", "-p", &port, "--to", "127.0.0.1"])
+            .args(["--to-port", &to, "--key", s(key)])
+            .args(args),
+        &format!("longhaul test A --to B {}", args.join(" ")),
+    )
 }
 
 /// The one line a refused command prints on stderr.
@@ -229,5 +215,77 @@ impl longhaul_proto::frame::Framed for RawJson {
 
     fn peer_error(&self) -> Option<&str> {
         None
+    }
+}
+
+/// `longhaul campaign FILE` with four pairs (four servers, each testing to the next) and a fifth
+/// whose target is down: the four start within 5 ms of each other (the spread the result reports,
+/// each server's start brought to the controller's clock), the campaign's sum is the sum of the
+/// pairs' figures, interval by interval and in all, and the dead pair fails alone, with the reason.
+#[test]
+fn a_campaign_starts_its_pairs_together_and_adds_them_up() {
+    let t = Scratch::new("fleet-campaign");
+    let key = t.key("ops.key");
+    // servers[0] runs two jobs: its pair's and the dead pair's.
+    let file = controllers(&t.join(""), &key, "max_jobs = 2");
+    let servers: Vec<ServerProc> = (0..4)
+        .map(|_| ServerProc::start(&["--controllers", s(&file)]))
+        .collect();
+    let dead = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let mut text =
+        String::from("name = \"ring\"\nstart_in = \"1s\"\nargs = \"-t 2 --pace 100M\"\n");
+    for i in 0..4 {
+        text += &format!(
+            "[[pair]]\nname = \"p{i}\"\nfrom = \"127.0.0.1\"\nfrom_port = {}\nto = \"127.0.0.1\"\nto_port = {}\n",
+            servers[i].port,
+            servers[(i + 1) % 4].port
+        );
+    }
+    text += &format!(
+        "[[pair]]\nname = \"dead\"\nfrom = \"127.0.0.1\"\nfrom_port = {}\nto = \"127.0.0.1\"\nto_port = {dead_port}\nargs = \"-P 2\"\n",
+        servers[0].port
+    );
+    let campaign = t.join("ring.toml");
+    std::fs::write(&campaign, text).unwrap();
+    let out = crate::util::printed(
+        Command::new(bin()).args(["campaign", s(&campaign), "--key", s(&key), "--json"]),
+        "longhaul campaign ring.toml --json",
+    );
+    assert_eq!(out.status.code(), Some(1), "one pair failed");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON result");
+    let pairs = r["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 5);
+    let dead = &pairs[4];
+    assert_eq!(dead["ok"], false);
+    assert!(
+        dead["error"].as_str().unwrap().contains("cannot connect"),
+        "{dead}"
+    );
+    let ok: Vec<&Value> = pairs[..4].iter().collect();
+    assert!(ok.iter().all(|p| p["ok"] == true), "{r}");
+    let spread = r["start_spread_ns"].as_u64().unwrap();
+    println!("start spread {spread} ns");
+    assert!(spread < 5_000_000, "{spread} ns");
+    // The sum is the pairs' sum, in all and per interval.
+    let received = |p: &Value| {
+        p["report"]["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap()
+    };
+    let total: f64 = ok.iter().map(|p| received(p)).sum();
+    let agg = &r["aggregate"];
+    assert!((agg["sum_received_bits_per_second"].as_f64().unwrap() - total).abs() < 1e-3);
+    assert!(total > 4.0 * 0.8 * 100e6, "{total}");
+    assert_eq!(agg["pairs_ok"], 4);
+    assert_eq!(agg["pairs_failed"], 1);
+    for (k, iv) in agg["intervals"].as_array().unwrap().iter().enumerate() {
+        let bytes: u64 = ok
+            .iter()
+            .filter_map(|p| p["report"]["intervals"].get(k))
+            .map(|i| i["sum"]["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(iv["bytes"].as_u64().unwrap(), bytes, "interval {k}");
     }
 }

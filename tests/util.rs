@@ -276,3 +276,19 @@ pub(crate) fn read_all(mut r: impl Read) -> String {
     let _ = r.read_to_string(&mut s);
     s
 }
+
+/// Runs `cmd` (standard input closed) to completion and prints what it said under `label`, so a
+/// failing test shows every command it ran.
+pub(crate) fn printed(cmd: &mut Command, label: &str) -> Output {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {label}: {e}"));
+    println!(
+        "$ {label} [{}]\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

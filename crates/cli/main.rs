@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod calc;
+mod campaign;
 mod doctor;
 mod emulate;
 mod lab;
@@ -44,6 +45,9 @@ enum Command {
     Server(server::ServerArgs),
     /// Run a memory-to-memory throughput test against a longhaul server (iperf3-style flags).
     Test(Box<test::TestArgs>),
+    /// Test many host pairs at one instant: each pair's sending server runs its test for this
+    /// controller, and the results add up (docs/fleet.md).
+    Campaign(campaign::CampaignArgs),
     /// TCP models for long fat paths: BDP, Mathis, responsiveness, Land Speed Record metric.
     Calc(calc::CalcArgs),
     /// Check this host's TCP settings for a target path and print the exact fixes.
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Server(a) => server::run(a),
         Command::Test(a) => test::run(a),
+        Command::Campaign(a) => campaign::run(a),
         Command::Calc(a) => calc::run(a).map(|()| ExitCode::SUCCESS),
         Command::Doctor(a) => doctor::run(a),
         Command::Emulate(a) => emulate::run(a),

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 
 use longhaul_engine::{
-    ClientConfig, DEFAULT_PORT, Family, Observer, RemoteTest, Server, ServerConfig,
+    ClientConfig, DEFAULT_PORT, Family, Observer, RemoteTest, Server, ServerConfig, TestTo,
     run_remote_test, run_test,
 };
 use longhaul_fleet::msg::TargetFamily;
@@ -156,7 +156,24 @@ fn distance(s: &str) -> Result<f64, String> {
     }
 }
 
-fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
+/// The family a server uses to reach the target of a third-party test: the one asked with -4/-6.
+pub(crate) fn target_family(f: Family) -> TargetFamily {
+    match f {
+        Family::Any => TargetFamily::Any,
+        Family::V4 => TargetFamily::V4,
+        Family::V6 => TargetFamily::V6,
+    }
+}
+
+impl TestArgs {
+    /// Whether the flags ask for a third-party test (`--to`, or its key).
+    pub(crate) fn third_party(&self) -> bool {
+        self.to.is_some() || self.key.is_some()
+    }
+}
+
+/// The test parameters the flags ask for.
+pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
     let end = match a.bytes {
         Some(bytes) => EndCondition::Bytes { bytes },
         None => EndCondition::Time { ns: a.time.0 },
@@ -214,14 +231,12 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                 port,
                 family: a.ip.family(),
                 key: crate::transfer::load_key(a.key.as_deref())?,
-                to: to.clone(),
-                to_port: a.to_port,
-                to_family: match a.ip.family() {
-                    Family::Any => TargetFamily::Any,
-                    Family::V4 => TargetFamily::V4,
-                    Family::V6 => TargetFamily::V6,
+                test: TestTo {
+                    to: to.clone(),
+                    port: a.to_port,
+                    family: target_family(a.ip.family()),
+                    params,
                 },
-                params,
                 timeout: a.connect_timeout.to_duration(),
             };
             run_remote_test(&cfg, &mut out)
@@ -234,6 +249,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                 bind: a.bind,
                 params,
                 timeout: a.connect_timeout.to_duration(),
+                start_at: None,
             };
             run_test(&cfg, &mut out)
         }

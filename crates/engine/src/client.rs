@@ -46,6 +46,10 @@ pub struct ClientConfig {
     pub params: TestParams,
     /// How long to try connecting and to wait for each handshake step.
     pub timeout: Duration,
+    /// Hold the test, once set up, until this wall-clock time (a campaign's common start); `None`
+    /// starts at once. The server waits for the start within its set-up deadline, so this must
+    /// come well before that.
+    pub start_at: Option<SystemTime>,
 }
 
 /// Receives the report as the test goes (for live output).
@@ -108,6 +112,21 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
     outcome?;
     drv.report
         .ok_or_else(|| EngineError::Timeout("the end of the test".into()))
+}
+
+/// How early a held test wakes before its start time, to yield its way to the instant: other
+/// tests starting on the same cores (a campaign on one machine) would otherwise delay a sleeper's
+/// wake-up by a scheduler slice, milliseconds.
+const HOLD_SPIN: Duration = Duration::from_millis(2);
+
+/// Returns at `at` (wall clock): sleeps until [`HOLD_SPIN`] before, then yields the CPU until then.
+fn hold_until(at: SystemTime) {
+    if let Ok(wait) = at.duration_since(SystemTime::now()) {
+        std::thread::sleep(wait.saturating_sub(HOLD_SPIN));
+    }
+    while SystemTime::now() < at {
+        std::thread::yield_now();
+    }
 }
 
 /// Sends every message the machine holds, in order.
@@ -221,6 +240,10 @@ impl Driver<'_> {
                     &t.local_setups,
                     &sockets,
                 );
+                // Everything is set up: only the start is left to do at the common instant.
+                if let Some(at) = self.cfg.start_at {
+                    hold_until(at);
+                }
                 obs.start(&start);
                 t.start = Some(start);
                 t.cpu_before = sys::thread_cpu_time().unwrap_or_default();

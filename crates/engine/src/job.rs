@@ -12,9 +12,9 @@
 
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use longhaul_fleet::msg::{KEY_ID_LEN, TargetFamily, key_id};
+use longhaul_fleet::msg::{KEY_ID_LEN, MAX_CLOCK_PROBES, MAX_HOLD_NS, TargetFamily, key_id};
 use longhaul_fleet::{ControllerSpec, JOB_VERSION, JobMessage};
 use longhaul_proto::report::{IntervalReport, Report, Start};
 use longhaul_proto::wire::Preamble;
@@ -174,14 +174,39 @@ fn serve_on(
     ctl.send(&JobMessage::AuthOk {
         controller: c.spec.name.clone(),
     })?;
-    let (to, port, family, params) = match ctl.recv_by(deadline, "the job")? {
-        JobMessage::RunTest {
-            to,
-            port,
-            family,
-            params,
-        } => (to, port, family, params),
-        m => return Err(unexpected(&m, "the job")),
+    let mut probes = 0;
+    let (to, port, family, params, start_at) = loop {
+        match ctl.recv_by(deadline, "the job")? {
+            JobMessage::ClockProbe { controller_ns } if probes < MAX_CLOCK_PROBES => {
+                probes += 1;
+                ctl.send(&JobMessage::ClockReply {
+                    controller_ns,
+                    server_ns: unix_ns(SystemTime::now()),
+                })?;
+            }
+            JobMessage::RunTest {
+                to,
+                port,
+                family,
+                params,
+                start_at_unix_ns,
+            } => break (to, port, family, params, start_at_unix_ns),
+            m => return Err(unexpected(&m, "the job")),
+        }
+    };
+    let start_at = match start_at {
+        None => None,
+        Some(ns) => {
+            let now = unix_ns(SystemTime::now());
+            if ns > now.saturating_add(MAX_HOLD_NS) {
+                return Err(EngineError::Limit(format!(
+                    "start time {:.3} s ahead; a test is held at most {} s for its start",
+                    (ns - now) as f64 / 1e9,
+                    MAX_HOLD_NS / 1_000_000_000
+                )));
+            }
+            Some(UNIX_EPOCH + Duration::from_nanos(ns))
+        }
     };
     let refuse = |why: String| {
         EngineError::Limit(format!(
@@ -211,6 +236,7 @@ fn serve_on(
         bind: None,
         params,
         timeout: connect_timeout,
+        start_at,
     };
     let mut relay = Relay {
         writer: ctl.writer(),
@@ -262,6 +288,7 @@ impl Observer for Relay {
     fn start(&mut self, start: &Start) {
         self.send(&JobMessage::TestStarted {
             start: Box::new(start.clone()),
+            started_unix_ns: unix_ns(SystemTime::now()),
         });
     }
 
@@ -270,6 +297,19 @@ impl Observer for Relay {
             interval: Box::new(interval.clone()),
         });
     }
+}
+
+/// The test a server is asked to run: to whom, and what.
+#[derive(Debug, Clone)]
+pub struct TestTo {
+    /// The target server ("B"), as the running server resolves it.
+    pub to: String,
+    /// B's port.
+    pub port: u16,
+    /// Address family the running server uses for B.
+    pub family: TargetFamily,
+    /// The test.
+    pub params: TestParams,
 }
 
 /// A test that a server runs to another, asked by this controller.
@@ -283,118 +323,203 @@ pub struct RemoteTest {
     pub family: Family,
     /// The controller's key, as A's `--controllers` file lists it.
     pub key: Key,
-    /// The target server ("B"), as A resolves it.
-    pub to: String,
-    /// B's port.
-    pub to_port: u16,
-    /// Address family A uses for B.
-    pub to_family: TargetFamily,
-    /// The test.
-    pub params: TestParams,
+    /// The test A runs.
+    pub test: TestTo,
     /// Connect timeout, and the deadline of each handshake step.
     pub timeout: Duration,
 }
 
-/// Asks `cfg.server` to run the test to `cfg.to` and returns its report; `obs` sees it as it goes,
-/// as with [`run_test`]. The report is A's client's: A is the sender (or with `-R` the receiver).
+/// Asks `cfg.server` to run the test to `cfg.test.to` and returns its report; `obs` sees it as it
+/// goes, as with [`run_test`]. The report is A's client's: A is the sender (or with `-R` the
+/// receiver).
 pub fn run_remote_test(cfg: &RemoteTest, obs: &mut dyn Observer) -> Result<Report, EngineError> {
-    cfg.params.validate()?;
-    let mut last = None;
-    let mut sock = None;
-    for a in address::resolve(&cfg.server, cfg.port, cfg.family, None)? {
-        match TcpStream::connect_timeout(&a, cfg.timeout) {
-            Ok(s) => {
-                sock = Some(s);
-                break;
-            }
-            Err(source) => {
-                last = Some(EngineError::Connect {
-                    target: a.to_string(),
-                    source,
-                    hint: " (is `longhaul server --controllers FILE` running there, on that port?)",
-                })
+    cfg.test.params.validate()?;
+    let mut job = JobClient::connect(&cfg.server, cfg.port, cfg.family, &cfg.key, cfg.timeout)?;
+    job.run_test(&cfg.test, None, obs).map(|(report, _)| report)
+}
+
+/// A controller's authenticated job connection to one server.
+pub struct JobClient {
+    ctl: JobConn,
+    server: String,
+    timeout: Duration,
+}
+
+/// A server's clock against the controller's, from clock probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockOffset {
+    /// Server clock − controller clock, ns.
+    pub offset_ns: i64,
+    /// Round trip of the probe it was taken from (the shortest), ns: the offset is good to half.
+    pub rtt_ns: u64,
+}
+
+impl JobClient {
+    /// Connects to `server` and proves this controller's `key` (after the server proved it first).
+    pub fn connect(
+        server: &str,
+        port: u16,
+        family: Family,
+        key: &Key,
+        timeout: Duration,
+    ) -> Result<Self, EngineError> {
+        let mut last = None;
+        let mut sock = None;
+        for a in address::resolve(server, port, family, None)? {
+            match TcpStream::connect_timeout(&a, timeout) {
+                Ok(s) => {
+                    sock = Some(s);
+                    break;
+                }
+                Err(source) => {
+                    last = Some(EngineError::Connect {
+                        target: a.to_string(),
+                        source,
+                        hint: " (is `longhaul server --controllers FILE` running there, on that \
+port?)",
+                    })
+                }
             }
         }
-    }
-    let Some(mut sock) = sock else {
-        return Err(last.expect("resolve returns at least one address"));
-    };
-    std::io::Write::write_all(&mut sock, &Preamble::job().encode())
-        .map_err(|e| EngineError::io("send the job preamble", e))?;
-    let mut ctl = JobConn::new(sock);
-    let client_nonce = nonce()?;
-    ctl.send(&JobMessage::JobHello {
-        version: JOB_VERSION,
-        key_id: key_id(&cfg.key),
-        client_nonce,
-    })?;
-    let (server_nonce, server_proof) = match ctl.recv(cfg.timeout, "the server's challenge")? {
-        JobMessage::AuthChallenge {
-            server_nonce,
-            server_proof,
-        } => (server_nonce, server_proof),
-        m => return Err(unexpected(&m, "the server's challenge")),
-    };
-    cfg.key
-        .verify_job(Role::Server, &server_nonce, &client_nonce, &server_proof)
-        .map_err(|_| {
-            EngineError::Transfer(format!(
-                "server {} does not hold this controller's key; nothing was asked",
-                cfg.server
-            ))
+        let Some(mut sock) = sock else {
+            return Err(last.expect("resolve returns at least one address"));
+        };
+        std::io::Write::write_all(&mut sock, &Preamble::job().encode())
+            .map_err(|e| EngineError::io("send the job preamble", e))?;
+        let mut ctl = JobConn::new(sock);
+        let client_nonce = nonce()?;
+        ctl.send(&JobMessage::JobHello {
+            version: JOB_VERSION,
+            key_id: key_id(key),
+            client_nonce,
         })?;
-    ctl.send(&JobMessage::AuthResponse {
-        client_proof: cfg
-            .key
-            .job_proof(Role::Client, &server_nonce, &client_nonce),
-    })?;
-    let keys = cfg.key.job_session(&server_nonce, &client_nonce);
-    seal(&mut ctl, &keys, Role::Client);
-    match ctl.recv(cfg.timeout, "the server's authentication result")? {
-        JobMessage::AuthOk { .. } => {}
-        m => return Err(unexpected(&m, "the authentication result")),
-    }
-    ctl.set_frame_limit(AUTHENTICATED_FRAME_LIMIT);
-    ctl.send(&JobMessage::RunTest {
-        to: cfg.to.clone(),
-        port: cfg.to_port,
-        family: cfg.to_family,
-        params: cfg.params.clone(),
-    })?;
-    // Each report message comes within the test's whole length plus set-up; a bytes test has no
-    // known length (A ends it at the bytes asked, or its own limits).
-    let patience = match cfg.params.end {
-        EndCondition::Time { ns } => {
-            Duration::from_nanos(ns.saturating_add(cfg.params.omit_ns)) + 4 * cfg.timeout
+        let (server_nonce, server_proof) = match ctl.recv(timeout, "the server's challenge")? {
+            JobMessage::AuthChallenge {
+                server_nonce,
+                server_proof,
+            } => (server_nonce, server_proof),
+            m => return Err(unexpected(&m, "the server's challenge")),
+        };
+        key.verify_job(Role::Server, &server_nonce, &client_nonce, &server_proof)
+            .map_err(|_| {
+                EngineError::Transfer(format!(
+                    "server {server} does not hold this controller's key; nothing was asked"
+                ))
+            })?;
+        ctl.send(&JobMessage::AuthResponse {
+            client_proof: key.job_proof(Role::Client, &server_nonce, &client_nonce),
+        })?;
+        let keys = key.job_session(&server_nonce, &client_nonce);
+        seal(&mut ctl, &keys, Role::Client);
+        match ctl.recv(timeout, "the server's authentication result")? {
+            JobMessage::AuthOk { .. } => {}
+            m => return Err(unexpected(&m, "the authentication result")),
         }
-        EndCondition::Bytes { .. } => Duration::from_secs(86_400),
-    };
-    let mut start = None;
-    let mut intervals = Vec::new();
-    loop {
-        match ctl.recv(patience, "the test's report")? {
-            JobMessage::TestStarted { start: s } => {
-                obs.start(&s);
-                start = Some(*s);
+        ctl.set_frame_limit(AUTHENTICATED_FRAME_LIMIT);
+        Ok(Self {
+            ctl,
+            server: server.to_string(),
+            timeout,
+        })
+    }
+
+    /// The server's clock offset, from `probes` probes (the one with the shortest round trip).
+    pub fn clock_offset(&mut self, probes: u32) -> Result<ClockOffset, EngineError> {
+        let mut best: Option<ClockOffset> = None;
+        for _ in 0..probes.clamp(1, MAX_CLOCK_PROBES) {
+            let sent = unix_ns(SystemTime::now());
+            self.ctl.send(&JobMessage::ClockProbe {
+                controller_ns: sent,
+            })?;
+            let server_ns = match self.ctl.recv(self.timeout, "a clock reply")? {
+                JobMessage::ClockReply {
+                    controller_ns,
+                    server_ns,
+                } if controller_ns == sent => server_ns,
+                m => return Err(unexpected(&m, "a clock reply")),
+            };
+            let back = unix_ns(SystemTime::now());
+            let rtt_ns = back.saturating_sub(sent);
+            let midpoint = sent + rtt_ns / 2;
+            let sample = ClockOffset {
+                offset_ns: (i128::from(server_ns) - i128::from(midpoint))
+                    .clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+                    as i64,
+                rtt_ns,
+            };
+            if best.is_none_or(|b| sample.rtt_ns < b.rtt_ns) {
+                best = Some(sample);
             }
-            JobMessage::TestInterval { interval } => {
-                obs.interval(&interval);
-                intervals.push(*interval);
+        }
+        Ok(best.expect("at least one probe"))
+    }
+
+    /// Asks the server to run `test`, starting at `start_at_unix_ns` by the server's clock if
+    /// given; returns the report and when the server says it started (Unix ns, its clock).
+    pub fn run_test(
+        &mut self,
+        test: &TestTo,
+        start_at_unix_ns: Option<u64>,
+        obs: &mut dyn Observer,
+    ) -> Result<(Report, u64), EngineError> {
+        self.ctl.send(&JobMessage::RunTest {
+            to: test.to.clone(),
+            port: test.port,
+            family: test.family,
+            params: test.params.clone(),
+            start_at_unix_ns,
+        })?;
+        // Each report message comes within the test's whole length plus set-up (and the hold for
+        // its start); a bytes test has no known length (A ends it at the bytes asked).
+        let patience = match test.params.end {
+            EndCondition::Time { ns } => {
+                Duration::from_nanos(
+                    ns.saturating_add(test.params.omit_ns)
+                        .saturating_add(MAX_HOLD_NS),
+                ) + 4 * self.timeout
             }
-            JobMessage::TestDone { end } => {
-                let start = start.ok_or_else(|| {
-                    EngineError::Peer("the server ended the test before starting it".into())
-                })?;
-                return Ok(Report {
-                    start,
-                    intervals,
-                    end: *end,
-                    error: None,
-                });
+            EndCondition::Bytes { .. } => Duration::from_secs(86_400),
+        };
+        let mut start = None;
+        let mut intervals = Vec::new();
+        loop {
+            match self.ctl.recv(patience, "the test's report")? {
+                JobMessage::TestStarted {
+                    start: s,
+                    started_unix_ns,
+                } => {
+                    obs.start(&s);
+                    start = Some((*s, started_unix_ns));
+                }
+                JobMessage::TestInterval { interval } => {
+                    obs.interval(&interval);
+                    intervals.push(*interval);
+                }
+                JobMessage::TestDone { end } => {
+                    let (start, started) = start.ok_or_else(|| {
+                        EngineError::Peer(format!(
+                            "server {} ended the test before starting it",
+                            self.server
+                        ))
+                    })?;
+                    let report = Report {
+                        start,
+                        intervals,
+                        end: *end,
+                        error: None,
+                    };
+                    return Ok((report, started));
+                }
+                m => return Err(unexpected(&m, "the test's report")),
             }
-            m => return Err(unexpected(&m, "the test's report")),
         }
     }
+}
+
+/// Nanoseconds since the Unix epoch (0 before it).
+pub fn unix_ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// A fresh 32-byte nonce.

@@ -38,7 +38,7 @@ pub mod zerocopy;
 pub use address::Family;
 pub use client::{ClientConfig, Observer, Quiet, run_test};
 pub use error::EngineError;
-pub use job::{Controllers, RemoteTest, run_remote_test};
+pub use job::{ClockOffset, Controllers, JobClient, RemoteTest, TestTo, run_remote_test};
 pub use server::{DEFAULT_PORT, Server, ServerConfig};
 
 /// This software's name and version, as peers and reports show it.

@@ -7,10 +7,19 @@
 //!                     S: AuthChallenge{server_nonce, server_proof} | Error   (unknown key id)
 //! C: (checks server_proof) AuthResponse{client_proof}
 //!                     S: (checks client_proof) AuthOk{controller} | Error    (sealed from here on)
-//! C: RunTest{to, port, family, params}
+//! C: ClockProbe{controller_ns} × k (optional, k ≤ MAX_CLOCK_PROBES)
+//!                     S: ClockReply{controller_ns, server_ns} for each
+//! C: RunTest{to, port, family, params, start_at_unix_ns}
 //!                     S: Error (refused: the reason, e.g. a limit)  |
-//!                        TestStarted{start}, TestInterval{interval} × n, then TestDone{end} | Error
+//!                        TestStarted{start, started_unix_ns}, TestInterval{interval} × n,
+//!                        then TestDone{end} | Error
 //! ```
+//!
+//! Clock probes let a controller that drives many servers (a campaign) learn each one's clock
+//! offset (NTP's way: the reply's server time against the midpoint of the probe's round trip, the
+//! probe of the shortest round trip kept) and ask every server to start its test at one instant,
+//! each in its own clock (`start_at_unix_ns`). A server holds its test, set up, until then (at
+//! most [`MAX_HOLD_NS`] ahead) and reports when it really started.
 //!
 //! The key id names which of the server's controllers is asking ([`key_id`]): a hash of its key,
 //! never the key. The proofs and the session keys are the transfer's (`longhaul_transfer::auth`);
@@ -35,6 +44,12 @@ pub const JOB_VERSION: u16 = 1;
 pub const MAX_TEXT: usize = 4096;
 /// Bytes of a key id.
 pub const KEY_ID_LEN: usize = 8;
+/// Most clock probes on one job connection.
+pub const MAX_CLOCK_PROBES: u32 = 64;
+/// Longest a server holds a set-up test for its start time: the target server waits for the start
+/// within its own set-up deadline (`--handshake-timeout`, 10 s by default), so a start must come
+/// well before that.
+pub const MAX_HOLD_NS: u64 = 8_000_000_000;
 
 /// The id a controller's key is known by: the first [`KEY_ID_LEN`] bytes of a hash derived from
 /// the key (`Key::derive_for("longhaul controller key id v1")`), so it names the key without
@@ -91,6 +106,18 @@ pub enum JobMessage {
         /// The controller's name on this server.
         controller: String,
     },
+    /// What time the controller's clock said when it sent this probe.
+    ClockProbe {
+        /// Unix time, ns, by the controller's clock.
+        controller_ns: u64,
+    },
+    /// The server's clock when it answered a probe.
+    ClockReply {
+        /// The probe's `controller_ns`, echoed.
+        controller_ns: u64,
+        /// Unix time, ns, by the server's clock.
+        server_ns: u64,
+    },
     /// Run `longhaul test` from this server to `to`:`port` with these parameters.
     RunTest {
         /// The target server's host name or address.
@@ -101,11 +128,17 @@ pub enum JobMessage {
         family: TargetFamily,
         /// The test, as `longhaul test` would ask it (`rtt_ns` is measured by the server).
         params: TestParams,
+        /// Start the test (once set up) at this Unix time, ns, by the server's clock; at most
+        /// [`MAX_HOLD_NS`] after the request arrives. `None`: as soon as it is set up.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_at_unix_ns: Option<u64>,
     },
     /// The test is set up (the report's `start`, as the server's client sees it).
     TestStarted {
         /// The report's start.
         start: Box<Start>,
+        /// When the test started, Unix time, ns, by the server's clock.
+        started_unix_ns: u64,
     },
     /// One interval of the running test.
     TestInterval {
@@ -192,6 +225,8 @@ impl JobMessage {
             JobMessage::AuthChallenge { .. } => "auth_challenge",
             JobMessage::AuthResponse { .. } => "auth_response",
             JobMessage::AuthOk { .. } => "auth_ok",
+            JobMessage::ClockProbe { .. } => "clock_probe",
+            JobMessage::ClockReply { .. } => "clock_reply",
             JobMessage::RunTest { .. } => "run_test",
             JobMessage::TestStarted { .. } => "test_started",
             JobMessage::TestInterval { .. } => "test_interval",
@@ -242,6 +277,7 @@ mod tests {
             port: 7067,
             family: TargetFamily::V4,
             params: params(),
+            start_at_unix_ns: Some(1_800_000_000_000_000_000),
         };
         let frame = encode_frame(&m);
         let back = JobMessage::from_json(&frame[4..]).unwrap();
@@ -259,6 +295,7 @@ mod tests {
                 port: 7067,
                 family: TargetFamily::Any,
                 params: params(),
+                start_at_unix_ns: None,
             })
             .unwrap();
             f(&mut v);

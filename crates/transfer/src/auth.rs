@@ -164,11 +164,11 @@ impl Key {
         client_nonce: &Nonce,
         claimed: &Digest,
     ) -> Result<(), AuthError> {
-        if self.job_proof(role, server_nonce, client_nonce) == *claimed {
-            Ok(())
-        } else {
-            Err(AuthError::WrongProof(role))
-        }
+        check(
+            self.job_proof(role, server_nonce, client_nonce),
+            claimed,
+            role,
+        )
     }
 
     /// The session keys of a job's connection: as [`Key::session`], from their own context.
@@ -177,11 +177,7 @@ impl Key {
         material[..32].copy_from_slice(&self.0);
         material[32..64].copy_from_slice(server_nonce);
         material[64..].copy_from_slice(client_nonce);
-        let session = blake3::derive_key(JOB_SESSION_CONTEXT, &material);
-        SessionKeys {
-            client_to_server: MacKey(blake3::derive_key(CLIENT_TO_SERVER_CONTEXT, &session)),
-            server_to_client: MacKey(blake3::derive_key(SERVER_TO_CLIENT_CONTEXT, &session)),
-        }
+        SessionKeys::from_session(blake3::derive_key(JOB_SESSION_CONTEXT, &material))
     }
 
     fn proof_in(
@@ -216,11 +212,7 @@ impl Key {
             Direction::Send => b'S',
             Direction::Get => b'G',
         };
-        let session = blake3::derive_key(SESSION_CONTEXT, &material);
-        SessionKeys {
-            client_to_server: MacKey(blake3::derive_key(CLIENT_TO_SERVER_CONTEXT, &session)),
-            server_to_client: MacKey(blake3::derive_key(SERVER_TO_CLIENT_CONTEXT, &session)),
-        }
+        SessionKeys::from_session(blake3::derive_key(SESSION_CONTEXT, &material))
     }
 
     /// Checks the peer's proof (constant-time comparison).
@@ -231,11 +223,16 @@ impl Key {
         client_nonce: &Nonce,
         claimed: &Digest,
     ) -> Result<(), AuthError> {
-        if self.proof(role, server_nonce, client_nonce) == *claimed {
-            Ok(())
-        } else {
-            Err(AuthError::WrongProof(role))
-        }
+        check(self.proof(role, server_nonce, client_nonce), claimed, role)
+    }
+}
+
+/// `Ok` when the proof `role` claims is the one expected ([`Digest`]'s equality is constant-time).
+fn check(expected: Digest, claimed: &Digest, role: Role) -> Result<(), AuthError> {
+    if expected == *claimed {
+        Ok(())
+    } else {
+        Err(AuthError::WrongProof(role))
     }
 }
 
@@ -248,6 +245,14 @@ pub struct SessionKeys {
 }
 
 impl SessionKeys {
+    /// One MAC key per direction, derived from a session key.
+    fn from_session(session: [u8; 32]) -> Self {
+        Self {
+            client_to_server: MacKey(blake3::derive_key(CLIENT_TO_SERVER_CONTEXT, &session)),
+            server_to_client: MacKey(blake3::derive_key(SERVER_TO_CLIENT_CONTEXT, &session)),
+        }
+    }
+
     /// The key that authenticates what `me` sends (control frames, data-connection proofs, and chunk
     /// headers when `me` sends the data).
     pub fn sending(&self, me: Role) -> &MacKey {

@@ -1,0 +1,386 @@
+//! `longhaul campaign FILE`: every pair of a campaign file tested at one instant (docs/fleet.md).
+//! Each pair's sending server runs its test as a job (`longhaul_engine::JobClient`); this module
+//! reaches them all, measures their clocks, picks the common start, prints each pair's intervals
+//! and the campaign's sum as they come, and writes one result. The file and the arithmetic are
+//! `longhaul_fleet::campaign`'s.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use clap::Parser;
+use longhaul_engine::job::unix_ns;
+use longhaul_engine::{ClockOffset, JobClient, Observer, TestTo};
+use longhaul_fleet::campaign::{
+    AggregateInterval, PairSpec, aggregate_intervals, parse_campaign, start_spread_ns,
+};
+use longhaul_proto::report::{IntervalReport, Report, Start};
+use longhaul_units::{Nanos, fmt_rate, fmt_rate_iperf, fmt_size_iperf};
+use serde::Serialize;
+
+use crate::args;
+use crate::test::TestArgs;
+
+/// `longhaul campaign`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "The file (TOML) lists the pairs: `[[pair]]` with `from` (the server that runs the \
+test; its `--controllers` file lists this controller's key), `to`, optional ports, name and `args` \
+(`longhaul test` flags, after the file's common `args`). Every sending server is reached and its clock \
+measured first; then all start at one instant, `start_in` (default 3 s) later, each in its own clock. \
+A pair that fails does not stop the others; the exit code is 1 if any failed.\n\n\
+Example:\n  longhaul campaign sc2004.toml --key ops.key --json > result.json",
+    mut_arg("json", |a| a.help("Print one JSON result at the end (every pair's report, the sum, the start spread)"))
+)]
+pub(crate) struct CampaignArgs {
+    /// The campaign file.
+    file: PathBuf,
+    /// This controller's key file [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    #[command(flatten)]
+    ip: args::IpFamily,
+    /// Seconds to wait for each server at each step of the set-up.
+    #[arg(long, default_value = "10", value_parser = crate::args::duration)]
+    connect_timeout: Nanos,
+    #[command(flatten)]
+    json: args::Json,
+}
+
+/// A pair's test flags, parsed as `longhaul test` parses them.
+#[derive(Parser, Debug)]
+#[command(name = "longhaul test", no_binary_name = true)]
+struct PairArgs {
+    #[command(flatten)]
+    test: TestArgs,
+}
+
+/// Clock probes per server.
+const PROBES: u32 = 8;
+
+/// What happened to one pair.
+#[derive(Serialize)]
+struct PairResult {
+    name: String,
+    from: String,
+    to: String,
+    ok: bool,
+    error: Option<String>,
+    /// The server's clock minus ours, ns, and the probe round trip it was taken from.
+    clock_offset_ns: Option<i64>,
+    clock_rtt_ns: Option<u64>,
+    /// When it started, Unix ns by our clock.
+    started_unix_ns: Option<u64>,
+    report: Option<Report>,
+}
+
+/// What a pair's thread tells the main thread.
+enum Note {
+    Reached(usize, Result<ClockOffset, String>),
+    Interval(usize, Box<IntervalReport>),
+    Done(usize, Result<Box<(Report, u64)>, String>),
+}
+
+/// Forwards a pair's intervals to the main thread.
+struct Forward {
+    pair: usize,
+    tx: mpsc::Sender<Note>,
+}
+
+impl Observer for Forward {
+    fn start(&mut self, _: &Start) {}
+
+    fn interval(&mut self, r: &IntervalReport) {
+        let _ = self.tx.send(Note::Interval(self.pair, Box::new(r.clone())));
+    }
+}
+
+/// `longhaul campaign FILE`.
+pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read the campaign file {}", a.file.display()))?;
+    let campaign = match parse_campaign(&text, &a.file.display().to_string()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("longhaul: error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let mut tests = Vec::with_capacity(campaign.pairs.len());
+    for (i, p) in campaign.pairs.iter().enumerate() {
+        match pair_test(p, a) {
+            Ok(t) => tests.push(t),
+            Err(e) => {
+                eprintln!(
+                    "longhaul: error: {}: pair[{i}] ({}).args: {e}",
+                    a.file.display(),
+                    p.name
+                );
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+    let key = crate::transfer::load_key(a.key.as_deref())?;
+    let timeout = a.connect_timeout.to_duration();
+    let family = a.ip.family();
+
+    // Every pair on its own thread: reach and measure the server, wait for the common start, run.
+    let (tx, rx) = mpsc::channel();
+    let mut starts = Vec::with_capacity(tests.len());
+    for (i, t) in tests.iter().enumerate() {
+        let (start_tx, start_rx) = mpsc::channel::<Option<u64>>();
+        starts.push(start_tx);
+        let (tx, key, t) = (tx.clone(), key.clone(), t.clone());
+        let (server, port) = (campaign.pairs[i].from.clone(), campaign.pairs[i].from_port);
+        std::thread::spawn(move || {
+            let reached = JobClient::connect(&server, port, family, &key, timeout)
+                .and_then(|mut job| job.clock_offset(PROBES).map(|o| (job, o)));
+            let (mut job, offset) = match reached {
+                Ok(x) => x,
+                Err(e) => {
+                    let _ = tx.send(Note::Reached(i, Err(e.to_string())));
+                    return;
+                }
+            };
+            let _ = tx.send(Note::Reached(i, Ok(offset)));
+            // The common start by our clock, or `None` (no start: the campaign gave up).
+            let Ok(Some(at)) = start_rx.recv() else {
+                return;
+            };
+            let at_server = (i128::from(at) + i128::from(offset.offset_ns)).max(0) as u64;
+            let mut fwd = Forward {
+                pair: i,
+                tx: tx.clone(),
+            };
+            let done = job
+                .run_test(&t, Some(at_server), &mut fwd)
+                .map(Box::new)
+                .map_err(|e| e.to_string());
+            let _ = tx.send(Note::Done(i, done));
+        });
+    }
+    drop(tx);
+
+    let n = tests.len();
+    let mut results: Vec<PairResult> = campaign
+        .pairs
+        .iter()
+        .map(|p| PairResult {
+            name: p.name.clone(),
+            from: p.from.clone(),
+            to: p.to.clone(),
+            ok: false,
+            error: None,
+            clock_offset_ns: None,
+            clock_rtt_ns: None,
+            started_unix_ns: None,
+            report: None,
+        })
+        .collect();
+    let human = !a.json.json;
+    let mut reached = 0;
+    while reached < n {
+        match rx.recv() {
+            Ok(Note::Reached(i, r)) => {
+                reached += 1;
+                match r {
+                    Ok(o) => {
+                        results[i].clock_offset_ns = Some(o.offset_ns);
+                        results[i].clock_rtt_ns = Some(o.rtt_ns);
+                        if human {
+                            println!(
+                                "{}: reached {}, clock offset {:+.3} ms (probe RTT {:.3} ms)",
+                                results[i].name,
+                                results[i].from,
+                                o.offset_ns as f64 / 1e6,
+                                o.rtt_ns as f64 / 1e6
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        if human {
+                            println!("{}: not reached: {e}", results[i].name);
+                        }
+                        results[i].error = Some(e);
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let start_at = unix_ns(SystemTime::now() + Duration::from_nanos(campaign.start_in.0));
+    for (i, s) in starts.iter().enumerate() {
+        if results[i].error.is_none() {
+            let _ = s.send(Some(start_at));
+        }
+    }
+    drop(starts);
+    if human {
+        println!(
+            "campaign {}: {} of {} pairs start in {}",
+            campaign.name,
+            results.iter().filter(|r| r.error.is_none()).count(),
+            n,
+            longhaul_units::fmt_duration(campaign.start_in)
+        );
+    }
+
+    let mut intervals: Vec<Vec<IntervalReport>> = vec![Vec::new(); n];
+    let mut printed = 0;
+    for note in rx {
+        match note {
+            Note::Interval(i, r) => {
+                if human {
+                    println!("{}", interval_line(&results[i].name, &r.sum));
+                }
+                intervals[i].push(*r);
+                // The campaign's interval k, once every running pair has reported it.
+                let running: Vec<&Vec<IntervalReport>> = (0..n)
+                    .filter(|&j| results[j].error.is_none() && results[j].report.is_none())
+                    .map(|j| &intervals[j])
+                    .collect();
+                while human && running.iter().all(|v| v.len() > printed) && !running.is_empty() {
+                    let these: Vec<&[IntervalReport]> =
+                        running.iter().map(|v| &v[printed..=printed]).collect();
+                    if let Some(sum) = aggregate_intervals(&these).first() {
+                        println!("{}", aggregate_line(sum));
+                    }
+                    printed += 1;
+                }
+            }
+            Note::Done(i, r) => match r.map(|b| *b) {
+                Ok((report, started)) => {
+                    let offset = results[i].clock_offset_ns.unwrap_or(0);
+                    results[i].started_unix_ns =
+                        Some((i128::from(started) - i128::from(offset)).max(0) as u64);
+                    results[i].ok = true;
+                    results[i].report = Some(report);
+                }
+                Err(e) => {
+                    if human {
+                        println!("{}: failed: {e}", results[i].name);
+                    }
+                    results[i].error = Some(e);
+                }
+            },
+            Note::Reached(..) => {}
+        }
+    }
+
+    let done: Vec<&PairResult> = results.iter().filter(|r| r.ok).collect();
+    let reports: Vec<&[IntervalReport]> = done
+        .iter()
+        .map(|r| {
+            r.report
+                .as_ref()
+                .expect("ok has a report")
+                .intervals
+                .as_slice()
+        })
+        .collect();
+    let aggregate = aggregate_intervals(&reports);
+    let sum = |f: fn(&Report) -> f64| -> f64 {
+        done.iter()
+            .map(|r| f(r.report.as_ref().expect("ok has a report")))
+            .sum()
+    };
+    let sum_received = sum(|r| r.end.sum_received.bits_per_second);
+    let sum_sent = sum(|r| r.end.sum_sent.bits_per_second);
+    let spread = start_spread_ns(
+        &done
+            .iter()
+            .filter_map(|r| r.started_unix_ns.map(|s| (s, 0)))
+            .collect::<Vec<_>>(),
+    );
+    let failed = results.iter().filter(|r| !r.ok).count();
+    if a.json.json {
+        let doc = serde_json::json!({
+            "campaign": campaign.name,
+            "start_at_unix_ns": start_at,
+            "start_spread_ns": spread,
+            "pairs": results,
+            "aggregate": {
+                "intervals": aggregate,
+                "sum_received_bits_per_second": sum_received,
+                "sum_sent_bits_per_second": sum_sent,
+                "pairs_ok": done.len(),
+                "pairs_failed": failed,
+            },
+        });
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
+        for r in &results {
+            match (&r.report, &r.error) {
+                (Some(rep), _) => println!(
+                    "{:<24} {} received, {} sent",
+                    r.name,
+                    fmt_rate(rep.end.sum_received.bits_per_second as u64),
+                    fmt_rate(rep.end.sum_sent.bits_per_second as u64)
+                ),
+                (None, Some(e)) => println!("{:<24} FAILED: {e}", r.name),
+                (None, None) => println!("{:<24} FAILED", r.name),
+            }
+        }
+        println!(
+            "{:<24} {} received in all by {} of {} pairs; start spread {:.3} ms",
+            "SUM",
+            fmt_rate(sum_received as u64),
+            done.len(),
+            n,
+            spread as f64 / 1e6
+        );
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// A pair's test from its flags.
+fn pair_test(p: &PairSpec, a: &CampaignArgs) -> anyhow::Result<TestTo> {
+    let words = std::iter::once(p.from.as_str()).chain(p.args.iter().map(String::as_str));
+    let args = PairArgs::try_parse_from(words).map_err(|e| {
+        let text = e.render().to_string();
+        anyhow::anyhow!("{}", text.lines().next().unwrap_or("bad flags"))
+    })?;
+    anyhow::ensure!(
+        !args.test.third_party(),
+        "--to, --to-port and --key come from the pair and the command line, not its args"
+    );
+    Ok(TestTo {
+        to: p.to.clone(),
+        port: p.to_port,
+        family: crate::test::target_family(a.ip.family()),
+        params: crate::test::params(&args.test)?,
+    })
+}
+
+fn interval_line(name: &str, s: &longhaul_proto::report::SumEntry) -> String {
+    format!(
+        "{name:<24} {:6.2}-{:<6.2} sec  {:>12}  {:>15}{}",
+        s.start,
+        s.end,
+        fmt_size_iperf(s.bytes),
+        fmt_rate_iperf(s.bits_per_second as u64),
+        if s.omitted { "  (omitted)" } else { "" }
+    )
+}
+
+fn aggregate_line(s: &AggregateInterval) -> String {
+    format!(
+        "{:<24} {:6.2}-{:<6.2} sec  {:>12}  {:>15}  ({} pairs)",
+        "SUM",
+        s.start,
+        s.end,
+        fmt_size_iperf(s.bytes),
+        fmt_rate_iperf(s.bits_per_second as u64),
+        s.pairs
+    )
+}
