@@ -5,7 +5,7 @@
 //! result (the aggregate per interval, the start spread); the I/O is the binary's.
 //!
 //! ```toml
-//! name = "four-pairs"        # optional
+//! name = "four-pairs"        # optional [default: the file's name without .toml]
 //! start_in = "3s"            # the common start, this long after every server is reached
 //!                            #   [default 3 s; at most 8 s: the targets wait for the start
 //!                            #   within their set-up deadline]
@@ -137,8 +137,11 @@ pub fn parse_campaign(text: &str, file: &str) -> Result<Campaign, String> {
             args,
         });
     }
+    let stem = std::path::Path::new(file)
+        .file_stem()
+        .map_or_else(|| "campaign".into(), |s| s.to_string_lossy().into_owned());
     Ok(Campaign {
-        name: raw.name.unwrap_or_else(|| "campaign".into()),
+        name: raw.name.unwrap_or(stem),
         start_in,
         pairs,
     })
@@ -220,6 +223,8 @@ args = "--pace 100M -P 1"
         assert_eq!(c.name, "four");
         assert_eq!(c.start_in, Nanos::from_secs(2));
         assert_eq!(c.pairs[0].name, "a->b");
+        let unnamed = parse_campaign("[[pair]]\nfrom = \"a\"\nto = \"b\"\n", "x/ring.toml");
+        assert_eq!(unnamed.unwrap().name, "ring");
         assert_eq!((c.pairs[0].from_port, c.pairs[0].to_port), (7067, 7068));
         assert_eq!(c.pairs[0].args, ["-t", "10", "-P", "2"]);
         assert_eq!(
