@@ -24,6 +24,12 @@ pub(crate) fn rate(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A duration where a bare number is seconds (10, 90s, 1500ms): test lengths, intervals and
+/// timeouts.
+pub(crate) fn seconds(s: &str) -> Result<Nanos, String> {
+    parse_duration(s, TimeUnit::Secs).map_err(|e| e.to_string())
+}
+
 /// A duration where a bare number is milliseconds (120, 120ms, 0.12s): the value parser of
 /// delays such as `emulate --rtt`, `--jitter`, where 0 is allowed.
 pub(crate) fn duration(s: &str) -> Result<Nanos, String> {

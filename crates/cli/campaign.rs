@@ -44,7 +44,7 @@ pub(crate) struct CampaignArgs {
     #[command(flatten)]
     ip: args::IpFamily,
     /// Seconds to wait for each server at each step of the set-up.
-    #[arg(long, default_value = "10", value_parser = crate::args::duration)]
+    #[arg(long, default_value = "10", value_parser = crate::args::seconds)]
     connect_timeout: Nanos,
     #[command(flatten)]
     json: args::Json,
@@ -383,4 +383,45 @@ fn aggregate_line(s: &AggregateInterval) -> String {
         fmt_rate_iperf(s.bits_per_second as u64),
         s.pairs
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Parser)]
+    #[command(no_binary_name = true)]
+    struct Cmd {
+        #[command(flatten)]
+        a: CampaignArgs,
+    }
+
+    /// A bare `--connect-timeout` is seconds, as for `longhaul test` (it was read as milliseconds:
+    /// every server beyond a 10 ms round trip timed out).
+    #[test]
+    fn a_bare_connect_timeout_is_seconds() {
+        let c = Cmd::try_parse_from(["f.toml", "--connect-timeout", "10"]).unwrap();
+        assert_eq!(c.a.connect_timeout, Nanos::from_secs(10));
+        let d = Cmd::try_parse_from(["f.toml"]).unwrap();
+        assert_eq!(d.a.connect_timeout, Nanos::from_secs(10));
+    }
+
+    #[test]
+    fn pair_flags_parse_as_longhaul_test_and_refuse_third_party_ones() {
+        let c = Cmd::try_parse_from(["f.toml"]).unwrap();
+        let pair = |args: &[&str]| PairSpec {
+            name: "p".into(),
+            from: "a".into(),
+            from_port: 7067,
+            to: "b".into(),
+            to_port: 7068,
+            args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        let t = pair_test(&pair(&["-t", "5", "-P", "3"]), &c.a).unwrap();
+        assert_eq!((t.to.as_str(), t.port, t.params.streams), ("b", 7068, 3));
+        let e = pair_test(&pair(&["--to", "c"]), &c.a).unwrap_err();
+        assert!(e.to_string().contains("come from the pair"), "{e}");
+        let e = pair_test(&pair(&["-P", "0"]), &c.a).unwrap_err();
+        assert!(e.to_string().contains("streams"), "{e}");
+    }
 }

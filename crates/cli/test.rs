@@ -43,7 +43,7 @@ pub(crate) struct TestArgs {
     #[command(flatten)]
     streams: args::Streams,
     /// Test duration: seconds, or with a unit (10, 90s, 1500ms).
-    #[arg(short = 't', long = "time", default_value = "10", value_parser = secs, conflicts_with = "bytes")]
+    #[arg(short = 't', long = "time", default_value = "10", value_parser = args::seconds, conflicts_with = "bytes")]
     time: Nanos,
     /// Omit the first SECS (e.g. slow start) from the totals, as iperf3 -O: the test runs SECS + -t,
     /// intervals in it are shown "(omitted)"; at most 600 s; not with -n.
@@ -53,7 +53,7 @@ pub(crate) struct TestArgs {
     #[arg(short = 'n', long, value_parser = size)]
     bytes: Option<u64>,
     /// Seconds between interval reports; 0 turns them off.
-    #[arg(short, long, default_value = "1", value_parser = secs)]
+    #[arg(short, long, default_value = "1", value_parser = args::seconds)]
     interval: Nanos,
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long, conflicts_with = "bidir")]
@@ -94,7 +94,7 @@ pub(crate) struct TestArgs {
     #[arg(long, value_parser = distance)]
     distance_km: Option<f64>,
     /// Seconds to wait for the server at each step of the set-up.
-    #[arg(long, default_value = "10", value_parser = secs)]
+    #[arg(long, default_value = "10", value_parser = args::seconds)]
     connect_timeout: Nanos,
     /// Third party: ask HOST (a `longhaul server --controllers FILE` that lists this controller's
     /// key) to run this test to the server TO; only the report comes back here (docs/fleet.md).
@@ -106,10 +106,6 @@ pub(crate) struct TestArgs {
     /// With --to: this controller's key file [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
     #[arg(long, value_name = "FILE", requires = "to")]
     key: Option<std::path::PathBuf>,
-}
-
-fn secs(s: &str) -> Result<Nanos, ParseError> {
-    parse_duration(s, TimeUnit::Secs)
 }
 
 fn omit(s: &str) -> Result<Nanos, String> {
