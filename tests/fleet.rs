@@ -224,6 +224,8 @@ impl longhaul_proto::frame::Framed for RawJson {
 /// pairs' figures, interval by interval and in all, and the dead pair fails alone, with the reason.
 #[test]
 fn a_campaign_starts_its_pairs_together_and_adds_them_up() {
+    // A timing check on a 2-core machine: eight endpoints share it, so nothing else may run.
+    let _alone = crate::util::machine_alone();
     let t = Scratch::new("fleet-campaign");
     let key = t.key("ops.key");
     // servers[0] runs two jobs: its pair's and the dead pair's.
@@ -287,5 +289,61 @@ fn a_campaign_starts_its_pairs_together_and_adds_them_up() {
             .map(|i| i["sum"]["bytes"].as_u64().unwrap())
             .sum();
         assert_eq!(iv["bytes"].as_u64().unwrap(), bytes, "interval {k}");
+    }
+}
+
+/// A campaign whose first pair's server accepts the connection and never answers: reaching it takes
+/// the controller's whole connect timeout (here 3 s), longer than the other servers' set-up deadline
+/// (`--handshake-timeout 2`). The other pairs must still run (regression: their servers dropped the
+/// authenticated job connection while the controller waited for the silent one).
+#[test]
+fn a_silent_server_in_a_campaign_does_not_make_the_others_give_up() {
+    let t = Scratch::new("fleet-silent");
+    let key = t.key("ops.key");
+    let file = controllers(&t.join(""), &key, "");
+    let servers: Vec<ServerProc> = (0..2)
+        .map(|_| ServerProc::start(&["--controllers", s(&file), "--handshake-timeout", "2"]))
+        .collect();
+    let silent = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    // The hold for the start (0.5 s) stays within the targets' set-up deadline (2 s).
+    let mut text = String::from("start_in = \"500ms\"\nargs = \"-t 1 --pace 50M\"\n");
+    text += &format!(
+        "[[pair]]\nname = \"silent\"\nfrom = \"127.0.0.1\"\nfrom_port = {silent_port}\nto = \"127.0.0.1\"\nto_port = {}\n",
+        servers[0].port
+    );
+    for i in 0..2 {
+        text += &format!(
+            "[[pair]]\nname = \"p{i}\"\nfrom = \"127.0.0.1\"\nfrom_port = {}\nto = \"127.0.0.1\"\nto_port = {}\n",
+            servers[i].port,
+            servers[1 - i].port
+        );
+    }
+    let campaign = t.join("silent.toml");
+    std::fs::write(&campaign, text).unwrap();
+    let out = crate::util::printed(
+        Command::new(bin()).args([
+            "campaign",
+            s(&campaign),
+            "--key",
+            s(&key),
+            "--connect-timeout",
+            "3",
+            "--json",
+        ]),
+        "longhaul campaign silent.toml --json",
+    );
+    drop(silent);
+    assert_eq!(out.status.code(), Some(1), "the silent pair failed");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON result");
+    let pairs = r["pairs"].as_array().unwrap();
+    assert_eq!(pairs[0]["ok"], false);
+    assert!(
+        pairs[0]["error"].as_str().unwrap().contains("timed out"),
+        "{}",
+        pairs[0]
+    );
+    for p in &pairs[1..] {
+        assert_eq!(p["ok"], true, "{p}");
     }
 }

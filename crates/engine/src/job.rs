@@ -31,6 +31,9 @@ use crate::{EngineError, random};
 /// A job's connection.
 type JobConn = Conn<JobMessage>;
 
+/// How long an authenticated controller has to send its request (after its clock probes, if any).
+const REQUEST_WAIT: Duration = Duration::from_secs(60);
+
 /// Largest frame on a job connection once both sides are authenticated: a report's start and end
 /// list every stream (up to 1024 streams both ways, as a test's own control connection allows).
 const AUTHENTICATED_FRAME_LIMIT: usize = 4 << 20;
@@ -98,8 +101,8 @@ pub(crate) struct JobDone {
     pub(crate) bits_per_second: f64,
 }
 
-/// Serves one job connection (after its preamble): the handshake by `deadline`, the request, the
-/// checks, the test, the report. Errors are sent to the controller before they are returned.
+/// Serves one job connection (after its preamble): the handshake by `deadline`, the request within
+/// [`REQUEST_WAIT`] after it, the checks, the test, the report. Errors are sent to the controller before they are returned.
 pub(crate) fn serve(
     conn: TcpStream,
     controllers: &Controllers,
@@ -174,9 +177,13 @@ fn serve_on(
     ctl.send(&JobMessage::AuthOk {
         controller: c.spec.name.clone(),
     })?;
+    // An authenticated controller may take longer to ask: a campaign reaches all its servers
+    // first, and one that is slow to answer (up to the controller's connect timeout) must not make
+    // the others give up on it.
+    let asked_by = Instant::now() + REQUEST_WAIT;
     let mut probes = 0;
     let (to, port, family, params, start_at) = loop {
-        match ctl.recv_by(deadline, "the job")? {
+        match ctl.recv_by(asked_by, "the job")? {
             JobMessage::ClockProbe { controller_ns } if probes < MAX_CLOCK_PROBES => {
                 probes += 1;
                 ctl.send(&JobMessage::ClockReply {
@@ -242,17 +249,16 @@ fn serve_on(
         writer: ctl.writer(),
         gone: false,
     };
-    let report = run_test(&cfg, &mut relay)
-        .map_err(|e| EngineError::Peer(format!("the test to {target} failed: {e}")));
-    let report = match report {
+    let report = match run_test(&cfg, &mut relay) {
         Ok(r) => r,
         Err(e) => {
-            // The controller hears why; `Peer` keeps `serve` from sending it twice.
+            let message = format!("the test to {target} failed: {e}");
             let _ = ctl.send(&JobMessage::Error {
-                message: e.to_string(),
+                message: message.clone(),
             });
             control::linger_close(ctl.socket());
-            return Err(e);
+            // Told already: `Peer` keeps `serve` from sending it twice.
+            return Err(EngineError::Peer(message));
         }
     };
     let bits_per_second = report.end.sum_received.bits_per_second;
