@@ -100,7 +100,7 @@ fn unknown_controllers_and_jobs_beyond_the_limits_are_refused_with_the_reason() 
     let file = controllers(
         &t.join(""),
         &key,
-        "max_duration = \"20s\"\nmax_streams = 4\nmax_bytes = \"1G\"",
+        "max_duration = \"20s\"\nmax_streams = 4\nmax_bytes = \"1G\"\ntargets = [\"127.0.0.1/32\"]",
     );
     let mut b = ServerProc::start(&[]);
     let mut a = ServerProc::start(&["--controllers", s(&file)]);
@@ -128,6 +128,32 @@ fn unknown_controllers_and_jobs_beyond_the_limits_are_refused_with_the_reason() 
         let line = refusal(&third_party(port, b.port, k, args));
         assert!(line.contains(want), "want {want:?}: {line}");
     }
+    // B's other address is not among the targets allowed.
+    let out = crate::util::printed(
+        Command::new(bin())
+            .args([
+                "test",
+                "127.0.0.1",
+                "-p",
+                &a.port.to_string(),
+                "--to",
+                "::1",
+            ])
+            .args([
+                "--to-port",
+                &b.port.to_string(),
+                "--key",
+                s(&key),
+                "-n",
+                "1M",
+            ]),
+        "longhaul test A --to ::1",
+    );
+    let line = refusal(&out);
+    assert!(
+        line.contains("::1 is not among the targets allowed"),
+        "{line}"
+    );
     // Nothing reached B, and A still serves: a job within the limits runs.
     assert!(!b.log().contains("test started"), "{}", b.log());
     let out = third_party(a.port, b.port, &key, &["-n", "64M", "--json"]);

@@ -222,6 +222,31 @@ fn serve_on(
         ))
     };
     c.spec.limits.check_test(&params).map_err(refuse)?;
+    let family = match family {
+        TargetFamily::Any => Family::Any,
+        TargetFamily::V4 => Family::V4,
+        TargetFamily::V6 => Family::V6,
+    };
+    // With a target list, the test goes to the addresses checked (never resolved again: a name
+    // that resolves elsewhere a moment later cannot slip past), or to a name listed as it is.
+    let host = match &c.spec.limits.targets {
+        None => to.clone(),
+        Some(_) => {
+            let addrs: Vec<std::net::IpAddr> = address::resolve(&to, port, family, None)?
+                .iter()
+                .map(|a| a.ip())
+                .collect();
+            c.spec.limits.check_target(&to, &addrs).map_err(refuse)?;
+            let named = c.spec.limits.targets.iter().flatten().any(
+                |t| matches!(t, longhaul_fleet::controllers::Target::Name(n) if n.eq_ignore_ascii_case(&to)),
+            );
+            if named {
+                to.clone()
+            } else {
+                addrs[0].to_string()
+            }
+        }
+    };
     let running = c.running.fetch_add(1, Ordering::AcqRel);
     let _slot = JobSlot(&c.running);
     if running >= c.spec.limits.max_jobs {
@@ -233,13 +258,9 @@ fn serve_on(
     let target = format!("{to} port {port}");
     info!(controller = %c.spec.name, %target, "job: test");
     let cfg = ClientConfig {
-        host: to,
+        host,
         port,
-        family: match family {
-            TargetFamily::Any => Family::Any,
-            TargetFamily::V4 => Family::V4,
-            TargetFamily::V6 => Family::V6,
-        },
+        family,
         bind: None,
         params,
         timeout: connect_timeout,

@@ -15,6 +15,7 @@
 //! two controllers may not share a key. A job beyond a limit is refused with the limit and the value
 //! asked ([`Limits::check_test`]), before the server connects anywhere.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use longhaul_proto::{EndCondition, TestParams};
@@ -34,6 +35,78 @@ pub struct Limits {
     pub max_rate_bps: Option<u64>,
     /// Most bytes one test may move per direction.
     pub max_bytes: Option<u64>,
+    /// The only targets allowed, if any list is given ([`Limits::check_target`]).
+    pub targets: Option<Vec<Target>>,
+}
+
+/// An allowed target: a network (every address a name resolves to must lie in one), or a host
+/// name as the controller writes it (case-insensitive).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Addresses within `addr/prefix`.
+    Net {
+        /// The network's address.
+        addr: IpAddr,
+        /// Its prefix length.
+        prefix: u8,
+    },
+    /// This name.
+    Name(String),
+}
+
+impl Target {
+    /// `10.0.0.0/8`, `fd00::/8`, an address alone (a /32 or /128) or a host name.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        match (addr.parse::<IpAddr>(), prefix) {
+            (Ok(addr), prefix) => {
+                let max = if addr.is_ipv4() { 32 } else { 128 };
+                let prefix =
+                    match prefix {
+                        None => max,
+                        Some(p) => p.parse::<u8>().ok().filter(|&p| p <= max).ok_or_else(|| {
+                            format!("{s:?}: the prefix length must be 0 to {max}")
+                        })?,
+                    };
+                Ok(Target::Net { addr, prefix })
+            }
+            (Err(_), None)
+                if !s.is_empty()
+                    && s.len() <= 253
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') =>
+            {
+                Ok(Target::Name(s.to_ascii_lowercase()))
+            }
+            _ => Err(format!(
+                "{s:?}: give a network (10.0.0.0/8, fd00::/8), an address or a host name"
+            )),
+        }
+    }
+
+    fn contains(&self, ip: IpAddr) -> bool {
+        let Target::Net { addr, prefix } = *self else {
+            return false;
+        };
+        let bits = |a: IpAddr| match a {
+            IpAddr::V4(v) => (u128::from(u32::from(v)) << 96, 32u32),
+            IpAddr::V6(v) => (u128::from(v), 128u32),
+        };
+        let ((net, len), (host, host_len)) = (bits(addr), bits(ip.to_canonical()));
+        if len != host_len {
+            return false;
+        }
+        let prefix = u32::from(prefix);
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u128::MAX << (128 - prefix)
+        };
+        net & mask == host & mask
+    }
 }
 
 impl Default for Limits {
@@ -44,6 +117,7 @@ impl Default for Limits {
             max_jobs: 1,
             max_rate_bps: None,
             max_bytes: None,
+            targets: None,
         }
     }
 }
@@ -76,6 +150,7 @@ struct RawController {
     max_jobs: Option<u32>,
     max_rate: Option<String>,
     max_bytes: Option<String>,
+    targets: Option<Vec<String>>,
 }
 
 /// Reads a controllers file; errors name the file, the controller and the field.
@@ -150,6 +225,14 @@ pub fn parse_controllers(text: &str, file: &str) -> Result<Vec<ControllerSpec>, 
                         })
                 })
                 .transpose()?,
+            targets: c
+                .targets
+                .map(|list| {
+                    list.iter()
+                        .map(|t| Target::parse(t).map_err(|e| at("targets", e)))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()?,
         };
         out.push(ControllerSpec {
             name: c.name,
@@ -161,6 +244,23 @@ pub fn parse_controllers(text: &str, file: &str) -> Result<Vec<ControllerSpec>, 
 }
 
 impl Limits {
+    /// Whether a test may go to `to` (as the controller wrote it), which resolved to `addrs`: with
+    /// a target list, `to` must be a listed name, or every address in a listed network.
+    pub fn check_target(&self, to: &str, addrs: &[IpAddr]) -> Result<(), String> {
+        let Some(list) = &self.targets else {
+            return Ok(());
+        };
+        let named = list
+            .iter()
+            .any(|t| matches!(t, Target::Name(n) if n.eq_ignore_ascii_case(to)));
+        let inside = !addrs.is_empty() && addrs.iter().all(|a| list.iter().any(|t| t.contains(*a)));
+        if named || inside {
+            Ok(())
+        } else {
+            Err(format!("{to} is not among the targets allowed (targets)"))
+        }
+    }
+
     /// Whether a test with `p` stays within these limits; otherwise the reason, naming the limit,
     /// the value asked and the flag that would fit.
     pub fn check_test(&self, p: &TestParams) -> Result<(), String> {
@@ -245,6 +345,7 @@ max_streams = 4
 max_jobs = 2
 max_rate = "1G"
 max_bytes = "10G"
+targets = ["10.201.0.0/16", "fd00:4c48::/32", "DTN2.example.org", "192.0.2.7"]
 "#;
 
     #[test]
@@ -258,6 +359,37 @@ max_bytes = "10G"
         assert_eq!((l.max_streams, l.max_jobs), (4, 2));
         assert_eq!(l.max_rate_bps, Some(1_000_000_000));
         assert_eq!(l.max_bytes, Some(10 << 30));
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(l.check_target("10.201.0.5", &[ip("10.201.0.5")]).is_ok());
+        assert!(l.check_target("x", &[ip("::ffff:10.201.3.4")]).is_ok());
+        assert!(
+            l.check_target("y", &[ip("fd00:4c48::9"), ip("10.201.0.1")])
+                .is_ok()
+        );
+        assert!(
+            l.check_target("dtn2.EXAMPLE.org", &[ip("203.0.113.9")])
+                .is_ok()
+        );
+        assert!(l.check_target("192.0.2.7", &[ip("192.0.2.7")]).is_ok());
+        // A name with one address outside, an address next door, nothing resolved.
+        assert!(
+            l.check_target("z", &[ip("10.201.0.1"), ip("10.202.0.1")])
+                .is_err()
+        );
+        assert!(l.check_target("192.0.2.8", &[ip("192.0.2.8")]).is_err());
+        assert!(l.check_target("z", &[]).is_err());
+        assert!(
+            c[0].limits
+                .check_target("anything", &[ip("203.0.113.1")])
+                .is_ok()
+        );
+        assert_eq!(
+            Target::parse("0.0.0.0/0"),
+            Ok(Target::Net {
+                addr: ip("0.0.0.0"),
+                prefix: 0
+            })
+        );
     }
 
     #[test]
@@ -280,5 +412,13 @@ max_bytes = "10G"
                 .contains("controller[0].max_jobs: must be at least 1")
         );
         assert!(bad("[[controller]]\nname = \"a\"\nkey = \"k\"\ncolour = 1\n").contains("colour"));
+        assert!(
+            bad("[[controller]]\nname = \"a\"\nkey = \"k\"\ntargets = [\"10.0.0.0/33\"]\n")
+                .contains("controller[0].targets")
+        );
+        assert!(
+            bad("[[controller]]\nname = \"a\"\nkey = \"k\"\ntargets = [\"a b\"]\n")
+                .contains("controller[0].targets")
+        );
     }
 }
