@@ -20,7 +20,7 @@ mkdir -p "$out"
 out=$(realpath "$out")
 raw=$out/raw.csv
 work=$(mktemp -d /tmp/lh-campaign-XXXXXX)
-trap 'pkill -f "server --controllers $work/controllers.toml"; "$lh" emulate down --name bwc >/dev/null 2>&1; rm -rf "$work"' EXIT
+trap 'pkill -f -- "--controllers $work/controllers.toml"; "$lh" emulate down --name bwc >/dev/null 2>&1; rm -rf "$work"' EXIT
 
 "$lh" keygen "$work/ops.key" >/dev/null 2>&1
 printf '[[controller]]\nname = "bench"\nkey = "ops.key"\nmax_duration = "10min"\nmax_jobs = 4\n' >"$work/controllers.toml"

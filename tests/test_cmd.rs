@@ -302,6 +302,26 @@ fn pacing_total_is_split_across_streams() {
     assert!(rate < 800e6 * 1.25, "paced run too fast: {rate}");
 }
 
+/// A slowly paced test ends at its `-t` (regression: `-t 2 --pace 2M` queued a megabyte per
+/// stream, four seconds of data at that pace, ran for 17 s and failed waiting for the server's
+/// results). The sender may queue at most 100 ms of its data, and the windows are sized for the
+/// paced rate, not for `--rate`.
+#[test]
+fn a_slowly_paced_test_ends_at_its_time() {
+    let srv = ServerProc::start(&[]);
+    let j = json_test("127.0.0.1", srv.port, &["-t", "2", "--pace", "2M"]);
+    let end = &j["end"]["sum_received"];
+    let seconds = end["seconds"].as_f64().unwrap();
+    assert!(seconds < 3.0, "ran {seconds} s for -t 2: {end}");
+    // Loopback's MSS is 64 KiB, so the initial window (10 segments) goes out at once before the
+    // pacing takes hold: about 0.3 MB more than 2 s at 2 Mbit/s.
+    let rate = end["bits_per_second"].as_f64().unwrap();
+    assert!(rate < 2e6 * 2.0, "{rate}");
+    for s in j["start"]["longhaul"]["local_sockets"].as_array().unwrap() {
+        assert_eq!(s["pacing"], 250_000);
+    }
+}
+
 #[test]
 fn json_stream_emits_one_event_per_line() {
     let srv = ServerProc::start(&[]);

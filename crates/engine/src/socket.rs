@@ -127,14 +127,13 @@ pub(crate) fn side_plan(params: &TestParams) -> SidePlan {
         WindowRequest::Fixed { bytes } => Some(bytes),
         WindowRequest::Auto => None,
     };
+    // A paced test never goes faster than its pacing: its windows (and the data a sender may queue)
+    // are sized for that rate.
+    let rate = params
+        .pace_total_bps
+        .map_or(params.target_rate_bps, |p| p.min(params.target_rate_bps));
     SidePlan {
-        window: window::plan(
-            Nanos(params.rtt_ns),
-            params.target_rate_bps,
-            params.streams,
-            fixed,
-            &limits,
-        ),
+        window: window::plan(Nanos(params.rtt_ns), rate, params.streams, fixed, &limits),
         pacing_per_stream: params
             .pace_total_bps
             .map(|t| split_pacing(t, params.streams))

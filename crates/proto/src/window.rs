@@ -116,8 +116,13 @@ pub struct WindowPlan {
 
 /// How long the written-but-unsent data of a sending socket may last at the stream's target rate.
 pub const NOTSENT_LOWAT_TIME: Nanos = Nanos(4_000_000);
-/// Smallest `TCP_NOTSENT_LOWAT` set: below this a sender wakes too often to keep a fast stream fed.
+/// Smallest `TCP_NOTSENT_LOWAT` set for a fast stream: below this a sender wakes too often to keep
+/// it fed.
 pub const MIN_NOTSENT_LOWAT: u64 = 1 << 20;
+/// Most data a slow stream's floor may hold, in time at its rate.
+pub const NOTSENT_FLOOR_TIME: Nanos = Nanos(100_000_000);
+/// Smallest `TCP_NOTSENT_LOWAT` set at all.
+pub const MIN_SLOW_NOTSENT_LOWAT: u64 = 16 << 10;
 /// Largest `TCP_NOTSENT_LOWAT` set.
 pub const MAX_NOTSENT_LOWAT: u64 = 16 << 20;
 
@@ -131,10 +136,18 @@ pub const MAX_NOTSENT_LOWAT: u64 = 16 << 20;
 /// test overruns `-t` while the buffer drains. With the limit the kernel accepts new data only when
 /// less than this much is waiting to be sent: the in-flight window is untouched (it is not "unsent"),
 /// and what was written tracks what was sent to within a few milliseconds of data.
+///
+/// The floor is lower for a slow stream: at most [`NOTSENT_FLOOR_TIME`] of its data (at least
+/// [`MIN_SLOW_NOTSENT_LOWAT`]), so that a stream paced at a few Mbit/s does not queue seconds of
+/// data that outlive the test (`-t 2 --pace 2M` used to run for 17 s and fail waiting for the
+/// server's results).
 pub fn notsent_lowat(target_rate_bps: u64, streams: u32) -> u32 {
     let per_stream = target_rate_bps / 8 / u64::from(streams.max(1));
-    let bytes = (u128::from(per_stream) * u128::from(NOTSENT_LOWAT_TIME.0) / 1_000_000_000) as u64;
-    bytes.clamp(MIN_NOTSENT_LOWAT, MAX_NOTSENT_LOWAT) as u32
+    let of = |t: Nanos| (u128::from(per_stream) * u128::from(t.0) / 1_000_000_000) as u64;
+    let floor = MIN_NOTSENT_LOWAT
+        .min(of(NOTSENT_FLOOR_TIME))
+        .max(MIN_SLOW_NOTSENT_LOWAT);
+    of(NOTSENT_LOWAT_TIME).clamp(floor, MAX_NOTSENT_LOWAT) as u32
 }
 
 /// Plans both buffers for `streams` streams sharing `target_rate_bps` over `rtt`, or for a fixed
@@ -518,6 +531,9 @@ mod tests {
         assert_eq!(notsent_lowat(10_000_000_000, 8), 1 << 20);
         // 100 Gbit/s on one stream: capped at 16 MiB.
         assert_eq!(notsent_lowat(100_000_000_000, 1), 16 << 20);
-        assert_eq!(notsent_lowat(0, 0), 1 << 20);
+        // A slow stream: at most 100 ms of its data, at least 16 KiB.
+        assert_eq!(notsent_lowat(2_000_000, 1), 25_000);
+        assert_eq!(notsent_lowat(100_000_000, 1), 1 << 20);
+        assert_eq!(notsent_lowat(0, 0), 16 << 10);
     }
 }
