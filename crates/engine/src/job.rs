@@ -14,6 +14,7 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use longhaul_fleet::controllers::Reach;
 use longhaul_fleet::msg::{KEY_ID_LEN, MAX_CLOCK_PROBES, MAX_HOLD_NS, TargetFamily, key_id};
 use longhaul_fleet::{ControllerSpec, JOB_VERSION, JobMessage};
 use longhaul_proto::report::{IntervalReport, Report, Start};
@@ -236,14 +237,9 @@ fn serve_on(
                 .iter()
                 .map(|a| a.ip())
                 .collect();
-            c.spec.limits.check_target(&to, &addrs).map_err(refuse)?;
-            let named = c.spec.limits.targets.iter().flatten().any(
-                |t| matches!(t, longhaul_fleet::controllers::Target::Name(n) if n.eq_ignore_ascii_case(&to)),
-            );
-            if named {
-                to.clone()
-            } else {
-                addrs[0].to_string()
+            match c.spec.limits.check_target(&to, &addrs).map_err(refuse)? {
+                Reach::Name => to.clone(),
+                Reach::Address(a) => a.to_string(),
             }
         }
     };

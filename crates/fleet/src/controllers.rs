@@ -39,6 +39,15 @@ pub struct Limits {
     pub targets: Option<Vec<Target>>,
 }
 
+/// How an allowed target is reached ([`Limits::check_target`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// By the name the controller wrote (a listed name, or no target list).
+    Name,
+    /// At this address, the one checked.
+    Address(IpAddr),
+}
+
 /// An allowed target: a network (every address a name resolves to must lie in one), or a host
 /// name as the controller writes it (case-insensitive).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,20 +253,25 @@ pub fn parse_controllers(text: &str, file: &str) -> Result<Vec<ControllerSpec>, 
 }
 
 impl Limits {
-    /// Whether a test may go to `to` (as the controller wrote it), which resolved to `addrs`: with
-    /// a target list, `to` must be a listed name, or every address in a listed network.
-    pub fn check_target(&self, to: &str, addrs: &[IpAddr]) -> Result<(), String> {
+    /// Whether a test may go to `to` (as the controller wrote it), which resolved to `addrs`, and
+    /// how to reach it: with a target list, `to` must be a listed name (reach it by that name), or
+    /// every address must lie in a listed network (reach the first, as checked: never resolve
+    /// again). Without a list, by its name.
+    pub fn check_target(&self, to: &str, addrs: &[IpAddr]) -> Result<Reach, String> {
         let Some(list) = &self.targets else {
-            return Ok(());
+            return Ok(Reach::Name);
         };
-        let named = list
+        if list
             .iter()
-            .any(|t| matches!(t, Target::Name(n) if n.eq_ignore_ascii_case(to)));
-        let inside = !addrs.is_empty() && addrs.iter().all(|a| list.iter().any(|t| t.contains(*a)));
-        if named || inside {
-            Ok(())
-        } else {
-            Err(format!("{to} is not among the targets allowed (targets)"))
+            .any(|t| matches!(t, Target::Name(n) if n.eq_ignore_ascii_case(to)))
+        {
+            return Ok(Reach::Name);
+        }
+        match addrs.first() {
+            Some(&first) if addrs.iter().all(|a| list.iter().any(|t| t.contains(*a))) => {
+                Ok(Reach::Address(first))
+            }
+            _ => Err(format!("{to} is not among the targets allowed (targets)")),
         }
     }
 
@@ -361,6 +375,11 @@ targets = ["10.201.0.0/16", "fd00:4c48::/32", "DTN2.example.org", "192.0.2.7"]
         assert_eq!(l.max_bytes, Some(10 << 30));
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert!(l.check_target("10.201.0.5", &[ip("10.201.0.5")]).is_ok());
+        assert_eq!(
+            l.check_target("w", &[ip("10.201.0.7"), ip("10.201.0.8")]),
+            Ok(Reach::Address(ip("10.201.0.7")))
+        );
+        assert_eq!(l.check_target("dtn2.example.org", &[]), Ok(Reach::Name));
         assert!(l.check_target("x", &[ip("::ffff:10.201.3.4")]).is_ok());
         assert!(
             l.check_target("y", &[ip("fd00:4c48::9"), ip("10.201.0.1")])
