@@ -137,16 +137,21 @@ pub const MAX_NOTSENT_LOWAT: u64 = 16 << 20;
 /// less than this much is waiting to be sent: the in-flight window is untouched (it is not "unsent"),
 /// and what was written tracks what was sent to within a few milliseconds of data.
 ///
-/// The floor is lower for a slow stream: at most [`NOTSENT_FLOOR_TIME`] of its data (at least
+/// The floor is lower for a slow stream (one for which it would hold more than a second of data,
+/// below about 8.4 Mbit/s): [`NOTSENT_FLOOR_TIME`] of its data (at least
 /// [`MIN_SLOW_NOTSENT_LOWAT`]), so that a stream paced at a few Mbit/s does not queue seconds of
 /// data that outlive the test (`-t 2 --pace 2M` used to run for 17 s and fail waiting for the
 /// server's results).
 pub fn notsent_lowat(target_rate_bps: u64, streams: u32) -> u32 {
     let per_stream = target_rate_bps / 8 / u64::from(streams.max(1));
     let of = |t: Nanos| (u128::from(per_stream) * u128::from(t.0) / 1_000_000_000) as u64;
-    let floor = MIN_NOTSENT_LOWAT
-        .min(of(NOTSENT_FLOOR_TIME))
-        .max(MIN_SLOW_NOTSENT_LOWAT);
+    // Only a stream for which the usual floor holds more than a second of data gets the lower one
+    // (a faster stream with a lower floor starved among 256 streams on loopback).
+    let floor = if of(Nanos(1_000_000_000)) < MIN_NOTSENT_LOWAT {
+        of(NOTSENT_FLOOR_TIME).max(MIN_SLOW_NOTSENT_LOWAT)
+    } else {
+        MIN_NOTSENT_LOWAT
+    };
     of(NOTSENT_LOWAT_TIME).clamp(floor, MAX_NOTSENT_LOWAT) as u32
 }
 
