@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::{ConnKind, PREAMBLE_LEN, Preamble};
-use longhaul_transfer::auth::Role;
+use longhaul_transfer::auth::{Role, TicketId};
 use longhaul_transfer::manifest::{Entry, EntryKind, ManifestEntry};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, ChunkHeader, Direction, TRANSFER_VERSION};
 use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
@@ -74,6 +74,17 @@ impl RawPeer {
     /// Plays the client: connects to the server on `port`, sends the transfer preamble and hello,
     /// checks the server's proof and proves the key. Panics if the server refuses.
     pub(crate) fn connect(port: u16, key: &Key, direction: Direction) -> Self {
+        Self::try_connect(port, key, None, direction).expect("the server accepts the key")
+    }
+
+    /// As [`RawPeer::connect`], presenting a copy ticket whose key is `key` if given; a refusal
+    /// (or a server that does not prove `key`) is `Err` with its text.
+    pub(crate) fn try_connect(
+        port: u16,
+        key: &Key,
+        ticket: Option<TicketId>,
+        direction: Direction,
+    ) -> Result<Self, String> {
         let mut sock = TcpStream::connect(("127.0.0.1", port)).expect("connect to the server");
         sock.set_nodelay(true).ok();
         sock.write_all(&Preamble::transfer().encode())
@@ -84,25 +95,26 @@ impl RawPeer {
             version: TRANSFER_VERSION,
             direction,
             client_nonce,
+            ticket,
         });
         let Message::AuthChallenge {
             server_nonce,
             server_proof,
-        } = peer.recv().expect("the server's challenge")
+        } = peer.recv()?
         else {
             panic!("expected auth_challenge")
         };
         key.verify(Role::Server, &server_nonce, &client_nonce, &server_proof)
-            .expect("the server proves our key");
+            .map_err(|e| e.to_string())?;
         peer.send(&Message::AuthResponse {
             client_proof: key.proof(Role::Client, &server_nonce, &client_nonce),
         });
         peer.keyed(key.session(direction, &server_nonce, &client_nonce));
-        let Message::AuthOk { cookie } = peer.recv().expect("auth_ok") else {
+        let Message::AuthOk { cookie } = peer.recv()? else {
             panic!("expected auth_ok")
         };
         peer.cookie = cookie;
-        peer
+        Ok(peer)
     }
 
     /// Plays the server: accepts the next control connection on `listener` (a real client connects

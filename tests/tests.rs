@@ -5,6 +5,7 @@ mod emulate;
 mod emulate_hardening;
 mod emulate_network;
 mod fleet;
+mod fleet_copy;
 mod lab;
 mod module_graph;
 mod raw_peer;

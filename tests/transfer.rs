@@ -110,7 +110,7 @@ pub(crate) fn xfer_ok(cmd: &str, port: u16, key: &Path, args: &[&str]) -> Value 
     v
 }
 
-fn u(v: &Value, field: &str) -> u64 {
+pub(crate) fn u(v: &Value, field: &str) -> u64 {
     v[field]
         .as_u64()
         .unwrap_or_else(|| panic!("{field} in {v}"))
@@ -127,7 +127,7 @@ pub(crate) fn one_line_error(out: &Output) -> String {
 }
 
 /// A file of `len` random bytes (from `openssl rand`, else /dev/urandom).
-fn random_file(path: &Path, len: u64) {
+pub(crate) fn random_file(path: &Path, len: u64) {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).unwrap();
     }
@@ -151,7 +151,7 @@ fn random_file(path: &Path, len: u64) {
 }
 
 /// `count` random bytes from /dev/urandom.
-fn random_bytes(count: usize) -> Vec<u8> {
+pub(crate) fn random_bytes(count: usize) -> Vec<u8> {
     let mut v = vec![0u8; count];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut v).unwrap();
     v
@@ -187,7 +187,7 @@ fn sha256sums(dir: &Path, files: &[String]) -> Vec<String> {
 
 /// One entry of a tree as the tests compare it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Node {
+pub(crate) enum Node {
     Dir {
         mode: u32,
         mtime: (i64, i64),
@@ -206,7 +206,7 @@ enum Node {
 
 /// Every entry under `top` (`""` is `top` itself), with modes, times, link targets and the
 /// `sha256sum` of every file.
-fn snapshot(top: &Path) -> BTreeMap<String, Node> {
+pub(crate) fn snapshot(top: &Path) -> BTreeMap<String, Node> {
     fn walk(top: &Path, rel: &str, out: &mut BTreeMap<String, Node>) {
         let p = if rel.is_empty() {
             top.to_path_buf()
@@ -271,7 +271,11 @@ fn snapshot(top: &Path) -> BTreeMap<String, Node> {
 }
 
 /// Asserts two snapshots are equal, naming the first difference.
-fn assert_same_tree(want: &BTreeMap<String, Node>, got: &BTreeMap<String, Node>, what: &str) {
+pub(crate) fn assert_same_tree(
+    want: &BTreeMap<String, Node>,
+    got: &BTreeMap<String, Node>,
+    what: &str,
+) {
     for (k, w) in want {
         assert_eq!(Some(w), got.get(k), "{what}: entry {k:?} differs");
     }
@@ -280,7 +284,7 @@ fn assert_same_tree(want: &BTreeMap<String, Node>, got: &BTreeMap<String, Node>,
 }
 
 /// Whether two files have the same bytes (`cmp`).
-fn same_bytes(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_bytes(a: &Path, b: &Path) -> bool {
     Command::new("cmp")
         .args(["-s", s(a), s(b)])
         .status()
@@ -510,16 +514,16 @@ fn five_thousand_small_files_both_ways() {
 
 /// Size of the file the kill tests interrupt (a debug build on a fast machine moves it over bare
 /// loopback in about 1.3 s: too soon to interrupt reliably, hence the paced relay).
-const KILL_SIZE: u64 = 1 << 30;
+pub(crate) const KILL_SIZE: u64 = 1 << 30;
 /// The interrupted transfers pass a relay at this many bytes per second (4 s for `KILL_SIZE`), so
 /// that the first progress event (after about a second) comes well before the end on any machine.
-const KILL_PACE: u64 = 256 << 20;
+pub(crate) const KILL_PACE: u64 = 256 << 20;
 
 /// Size of the file a first transfer moves while a second one tries the same destination.
 const BUSY_SIZE: u64 = 512 << 20;
 
 /// Payload bytes the journal in `dir` records as verified (complete lines only, each chunk once).
-fn journal_verified_bytes(dir: &Path) -> u64 {
+pub(crate) fn journal_verified_bytes(dir: &Path) -> u64 {
     let text = std::fs::read_to_string(dir.join(".longhaul-journal")).expect("a journal");
     // id -> (size, chunk size)
     let mut files: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
@@ -555,7 +559,7 @@ fn journal_verified_bytes(dir: &Path) -> u64 {
 }
 
 /// Reads `--json-stream` events from a child's stdout on a thread.
-fn events(child: &mut Child) -> std::sync::mpsc::Receiver<Value> {
+pub(crate) fn events(child: &mut Child) -> std::sync::mpsc::Receiver<Value> {
     let out = child.stdout.take().expect("stdout piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -570,7 +574,7 @@ fn events(child: &mut Child) -> std::sync::mpsc::Receiver<Value> {
 }
 
 /// Waits for a progress event with some bytes moved but well short of the total; returns it.
-fn wait_mid_transfer(rx: &std::sync::mpsc::Receiver<Value>, total: u64) -> Value {
+pub(crate) fn wait_mid_transfer(rx: &std::sync::mpsc::Receiver<Value>, total: u64) -> Value {
     loop {
         let e = rx
             .recv_timeout(Duration::from_secs(60))
@@ -591,7 +595,7 @@ fn wait_mid_transfer(rx: &std::sync::mpsc::Receiver<Value>, total: u64) -> Value
 }
 
 /// Waits (up to 60 s) for a child to exit.
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(st) = child.try_wait().unwrap() {

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod args;
 mod calc;
 mod campaign;
+mod copy;
 mod doctor;
 mod emulate;
 mod lab;
@@ -59,6 +60,8 @@ enum Command {
     Send(Box<transfer::SendArgs>),
     /// Fetch files and directory trees from a `longhaul server --root`.
     Get(Box<transfer::GetArgs>),
+    /// Third party: have server A send files to server B; only progress comes here (docs/fleet.md).
+    Copy(Box<copy::CopyArgs>),
     /// Create a key file for `send`/`get` and `server --root`.
     Keygen(transfer::KeygenArgs),
     /// Reserve testbed partitions: the reservation service (`serve`, `token add`) and its client
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Emulate(a) => emulate::run(a),
         Command::Send(a) => transfer::send(a),
         Command::Get(a) => transfer::get(a),
+        Command::Copy(a) => copy::run(a),
         Command::Keygen(a) => transfer::keygen(a),
         Command::Testbed(a) => testbed::run(a),
         Command::Lab(a) => lab::run(a),

@@ -27,45 +27,45 @@ const DEFAULT_KEY: &str = ".config/longhaul/key";
 pub(crate) struct CommonArgs {
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
-    port: u16,
+    pub(crate) port: u16,
     #[command(flatten)]
-    ip: args::IpFamily,
+    pub(crate) ip: args::IpFamily,
     /// Local address to bind.
     #[arg(short = 'B', long)]
-    bind: Option<IpAddr>,
+    pub(crate) bind: Option<IpAddr>,
     /// Key file shared with the server [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
     #[arg(long, value_name = "FILE")]
-    key: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
     #[command(flatten)]
-    streams: args::TransferStreams,
+    pub(crate) streams: args::TransferStreams,
     /// Target rate of the whole transfer; sizes windows and chunks.
     #[arg(long, default_value = "10G", value_parser = args::rate)]
-    rate: u64,
+    pub(crate) rate: u64,
     /// Chunk size (a power of two, 1M to 64M) [default: one stream's share of one RTT].
     #[arg(long, value_parser = chunk)]
-    chunk: Option<u64>,
+    pub(crate) chunk: Option<u64>,
     /// Replace existing files that differ (otherwise each such file fails).
     #[arg(long)]
-    overwrite: bool,
+    pub(crate) overwrite: bool,
     /// Make every file durable (fsync) before it is renamed into place.
     #[arg(long)]
-    fsync: bool,
+    pub(crate) fsync: bool,
     /// Congestion control for the data connections (e.g. cubic, bbr).
     #[arg(short = 'C', long)]
-    congestion: Option<String>,
+    pub(crate) congestion: Option<String>,
     #[command(flatten)]
-    json: args::Json,
+    pub(crate) json: args::Json,
     /// Print one JSON event per line (started, progress, file, summary) instead of a progress bar.
     #[arg(long, conflicts_with = "json")]
-    json_stream: bool,
+    pub(crate) json_stream: bool,
     /// How long to try connecting and to wait for each set-up step, seconds.
     #[arg(long, default_value_t = 10)]
-    connect_timeout: u64,
+    pub(crate) connect_timeout: u64,
     /// Give up after this many seconds without any progress (a dead peer or a cut path); run the
     /// same command again to resume.
     #[arg(long, default_value_t = 60, value_name = "SECS",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    idle_timeout: u64,
+    pub(crate) idle_timeout: u64,
 }
 
 /// `longhaul send SRC... HOST:DEST`.
@@ -146,7 +146,7 @@ fn chunk(s: &str) -> Result<u64, String> {
 }
 
 /// Splits `HOST:PATH` (`[v6]:PATH` for IPv6 literals).
-fn host_path(s: &str) -> Option<(String, String)> {
+pub(crate) fn host_path(s: &str) -> Option<(String, String)> {
     if let Some(rest) = s.strip_prefix('[') {
         let (host, rest) = rest.split_once(']')?;
         let path = rest.strip_prefix(':')?;
@@ -157,7 +157,7 @@ fn host_path(s: &str) -> Option<(String, String)> {
 }
 
 /// A remote path: empty or `.` means the root.
-fn remote_path(p: &str, what: &str) -> anyhow::Result<Option<RelPath>> {
+pub(crate) fn remote_path(p: &str, what: &str) -> anyhow::Result<Option<RelPath>> {
     let p = p.trim_end_matches('/');
     if p.is_empty() || p == "." {
         return Ok(None);
@@ -262,11 +262,13 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
             keep_special_bits: false,
         },
         chmod_existing_dirs: false,
+        ticket: None,
+        time_limit: None,
     })
 }
 
 /// Bad usage: one line, exit code 2.
-fn usage(msg: String) -> anyhow::Result<ExitCode> {
+pub(crate) fn usage(msg: String) -> anyhow::Result<ExitCode> {
     eprintln!("longhaul: error: {msg}");
     Ok(ExitCode::from(2))
 }
@@ -329,20 +331,20 @@ pub(crate) fn get(a: &GetArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Writes one line to stdout; a reader that went away (`| head`) is not an error of the transfer.
-fn out_line(line: &str) {
+pub(crate) fn out_line(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 /// Progress and summary output.
-struct Output {
-    json: bool,
-    stream: bool,
-    bar: Option<ProgressBar>,
+pub(crate) struct Output {
+    pub(crate) json: bool,
+    pub(crate) stream: bool,
+    pub(crate) bar: Option<ProgressBar>,
 }
 
 impl Output {
-    fn new(c: &CommonArgs) -> Self {
+    pub(crate) fn new(c: &CommonArgs) -> Self {
         let bar = (!c.json.json && !c.json_stream && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::new(0);
             b.set_style(
@@ -360,7 +362,7 @@ impl Output {
         }
     }
 
-    fn event(&mut self, e: &Event) {
+    pub(crate) fn event(&mut self, e: &Event) {
         if self.stream {
             out_line(&serde_json::to_string(e).expect("events serialise"));
             return;
@@ -434,35 +436,7 @@ impl Output {
             for sk in &s.skipped {
                 eprintln!("left out: {sk}");
             }
-            eprintln!(
-                "{} {} files ({} failed), moved {} in {:.1} s = {}, {} streams × {} chunks (≤ {} of \
-buffers), RTT {:.3} ms{}{}; {}",
-                s.direction,
-                s.files,
-                s.failed.len(),
-                fmt_size(s.bytes_moved),
-                s.seconds,
-                fmt_rate(s.bits_per_second as u64),
-                s.streams,
-                fmt_size(s.chunk_size),
-                fmt_size(s.memory_bound),
-                s.rtt_ns as f64 / 1e6,
-                s.retransmits
-                    .map_or_else(String::new, |r| format!(", {r} retransmits")),
-                if s.chunks_resent > 0 {
-                    format!(
-                        ", {} chunks re-sent after failing verification",
-                        s.chunks_resent
-                    )
-                } else {
-                    String::new()
-                },
-                if s.verified {
-                    "every file verified (BLAKE3)"
-                } else {
-                    "NOT all files verified"
-                }
-            );
+            eprintln!("{}", summary_line(&s));
         }
         if s.failed.is_empty() {
             Ok(ExitCode::SUCCESS)
@@ -473,6 +447,39 @@ buffers), RTT {:.3} ms{}{}; {}",
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// A summary in one line of text.
+pub(crate) fn summary_line(s: &Summary) -> String {
+    format!(
+        "{} {} files ({} failed), moved {} in {:.1} s = {}, {} streams × {} chunks (≤ {} of \
+buffers), RTT {:.3} ms{}{}; {}",
+        s.direction,
+        s.files,
+        s.failed.len(),
+        fmt_size(s.bytes_moved),
+        s.seconds,
+        fmt_rate(s.bits_per_second as u64),
+        s.streams,
+        fmt_size(s.chunk_size),
+        fmt_size(s.memory_bound),
+        s.rtt_ns as f64 / 1e6,
+        s.retransmits
+            .map_or_else(String::new, |r| format!(", {r} retransmits")),
+        if s.chunks_resent > 0 {
+            format!(
+                ", {} chunks re-sent after failing verification",
+                s.chunks_resent
+            )
+        } else {
+            String::new()
+        },
+        if s.verified {
+            "every file verified (BLAKE3)"
+        } else {
+            "NOT all files verified"
+        }
+    )
 }
 
 #[cfg(test)]

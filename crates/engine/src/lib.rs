@@ -11,8 +11,8 @@
 //! - [`server`]: `longhaul server`, many tests (and transfers) at once on one port;
 //! - [`client`]: `longhaul test HOST`;
 //! - [`transfer`]: `longhaul send`/`get` and the server's side of them;
-//! - [`job`]: a controller's jobs (`longhaul test A --to B`): the server runs them, the controller
-//!   asks and reads the report (`longhaul-fleet`'s conversation);
+//! - [`job`]: a controller's jobs (`longhaul test A --to B`, `longhaul copy A:PATH B:DEST`): the
+//!   server runs them, the controller asks and reads the reports (`longhaul-fleet`'s conversation);
 //! - [`doctor`]: this host's facts and tuning findings;
 //! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
 //! - `run`, `stream`, `socket`, `payload`, [`zerocopy`]: one side of a running test, its stream
@@ -38,7 +38,10 @@ pub mod zerocopy;
 pub use address::Family;
 pub use client::{ClientConfig, Observer, Quiet, run_test};
 pub use error::EngineError;
-pub use job::{ClockOffset, Controllers, JobClient, RemoteTest, TestTo, run_remote_test};
+pub use job::{
+    ClockOffset, Controllers, CopyResult, JobClient, RemoteCopy, RemoteTest, TestTo,
+    run_remote_copy, run_remote_test,
+};
 pub use server::{DEFAULT_PORT, Server, ServerConfig};
 
 /// This software's name and version, as peers and reports show it.

@@ -466,7 +466,12 @@ fn handle(
                 widen: &widen,
                 expect: &expect,
             };
-            match crate::transfer::serve(conn, shared.cfg.files.as_ref(), &admission) {
+            match crate::transfer::serve(
+                conn,
+                shared.cfg.files.as_ref(),
+                shared.cfg.controllers.tickets(),
+                &admission,
+            ) {
                 Ok(Some(s)) => info!(
                     %peer,
                     direction = %s.direction,
@@ -496,19 +501,14 @@ later"
                 let _ = std::io::Write::write_all(&mut conn, &encode_frame(&msg));
                 return;
             }
-            match crate::job::serve(
-                conn,
-                &shared.cfg.controllers,
-                Instant::now() + shared.cfg.handshake_timeout,
-                shared.cfg.handshake_timeout,
-            ) {
-                Ok(d) => info!(
-                    %peer,
-                    controller = %d.controller,
-                    target = %d.target,
-                    bits_per_second = d.bits_per_second,
-                    "job done"
-                ),
+            let cx = crate::job::JobContext {
+                controllers: &shared.cfg.controllers,
+                files: shared.cfg.files.as_ref(),
+                deadline: Instant::now() + shared.cfg.handshake_timeout,
+                connect_timeout: shared.cfg.handshake_timeout,
+            };
+            match crate::job::serve(conn, &cx) {
+                Ok(d) => info!(%peer, controller = %d.controller, what = %d.what, "job done"),
                 Err(e) => warn!(%peer, "job ended with an error: {e}"),
             }
         }

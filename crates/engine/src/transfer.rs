@@ -7,7 +7,8 @@
 //! - `source`: the sending side (manifest from the sources, one thread per data stream reading,
 //!   hashing and sending chunks);
 //! - `sink`: the receiving side (journal, temporary files, verification, rename into place);
-//! - `side`: what both sides share: counters, events, the summary, the timeouts.
+//! - `side`: what both sides share: counters, events, the summary, the timeouts;
+//! - `ticket`: the copy tickets a server issued to its controllers (third-party copies).
 //!
 //! The client measures the RTT on the control connection and chooses streams and the chunk size
 //! from it and the target rate, in both directions; the server follows the client's plan.
@@ -21,6 +22,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::wire::Preamble;
+use longhaul_transfer::auth::TicketId;
 use longhaul_transfer::journal::JOURNAL_KEY_CONTEXT;
 use longhaul_transfer::manifest::{MAX_STREAMS, ModePolicy, memory_bound};
 use longhaul_transfer::msg::Direction;
@@ -36,14 +38,16 @@ pub mod root;
 mod side;
 mod sink;
 mod source;
+pub(crate) mod ticket;
 
 pub use conn::Endpoint;
 use conn::{Ctl, unexpected};
+pub use longhaul_transfer::report::{Event, Summary};
 use root::Root;
 use side::Side;
-pub use side::{Event, Summary};
 use sink::{Sink, SinkOptions, recv_manifest};
 use source::Sources;
+use ticket::{Grant, Tickets};
 
 /// How long a side may see neither a control message nor a payload byte before it gives up, unless
 /// configured otherwise.
@@ -77,6 +81,12 @@ pub struct TransferConfig {
     pub modes: ModePolicy,
     /// `get` with `overwrite`: existing directories get the server's (filtered) mode too.
     pub chmod_existing_dirs: bool,
+    /// A third-party copy: the receiving server's ticket, whose key is `key` (`None`: `key` is
+    /// the server's own).
+    pub ticket: Option<TicketId>,
+    /// End the transfer (with an error; a rerun resumes) after this long: a controller's
+    /// `max_duration` on the sending server of a third-party copy.
+    pub time_limit: Option<Duration>,
 }
 
 /// This process's umask, for [`ModePolicy::umask`]: read from `/proc/self/status` (Linux ≥ 4.7),
@@ -256,8 +266,13 @@ fn open(
     std::io::Write::write_all(&mut sock, &Preamble::transfer().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
     let mut ctl = Ctl::new(sock);
-    let (cookie, keys) =
-        conn::client_handshake(&mut ctl, &cfg.key, direction, cfg.endpoint.timeout)?;
+    let (cookie, keys) = conn::client_handshake(
+        &mut ctl,
+        &cfg.key,
+        cfg.ticket,
+        direction,
+        cfg.endpoint.timeout,
+    )?;
     Ok((ctl, server, cookie, keys))
 }
 
@@ -274,8 +289,39 @@ pub fn send(
         let (parent, name) = split_local(s)?;
         src.add(Root::open(&parent)?, &name, &name)?;
     }
+    send_sources(cfg, src, dest, &|_, _, _| Ok(()), on_event)
+}
+
+/// The sending side of a third-party copy (`crate::job::copy`): `paths` under `root` (this
+/// server's, every path confined to it) go to `cfg.endpoint`'s DEST, each under its own name.
+/// `admit(streams, rate, bytes)` checks the controller's limits once the plan is known, before
+/// anything is sent.
+pub(crate) fn send_from_root(
+    cfg: &TransferConfig,
+    root: &Path,
+    paths: &[RelPath],
+    dest: Option<RelPath>,
+    admit: &dyn Fn(u32, u64, u64) -> Result<(), EngineError>,
+    on_event: &mut dyn FnMut(&Event),
+) -> Result<Summary, EngineError> {
+    let mut src = Sources::default();
+    for p in paths {
+        src.add(Root::open(root)?, p.as_str(), p.file_name())?;
+    }
+    send_sources(cfg, src, dest, admit, on_event)
+}
+
+/// Sends `src` to the server of `cfg`, once `admit` accepts the plan (streams, rate, total bytes).
+fn send_sources(
+    cfg: &TransferConfig,
+    mut src: Sources,
+    dest: Option<RelPath>,
+    admit: &dyn Fn(u32, u64, u64) -> Result<(), EngineError>,
+    on_event: &mut dyn FnMut(&Event),
+) -> Result<Summary, EngineError> {
     let (mut ctl, server, cookie, keys) = open(cfg, Direction::Send)?;
     let p = plan(cfg, &ctl)?;
+    admit(p.streams, p.rate_bps, src.total_bytes())?;
     ctl.send(&Message::SendTo {
         dest,
         overwrite: cfg.overwrite,
@@ -288,6 +334,7 @@ pub fn send(
     let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
     let skipped = std::mem::take(&mut src.skipped);
     let mut side = Side::new(on_event, cfg.idle_timeout);
+    side.limit_time(cfg.time_limit);
     let chunk_key = keys.sending(Role::Client);
     source::run(
         &mut ctl,
@@ -449,29 +496,58 @@ pub(crate) struct Admission<'a> {
     pub(crate) expect: &'a dyn Fn(u32),
 }
 
-/// Serves one transfer on an accepted control connection (after its preamble).
+/// Serves one transfer on an accepted control connection (after its preamble). A client that
+/// presents a copy ticket (a third-party copy's sender) proves the ticket's key instead of the
+/// server's, and may only send into the ticket's destination, within its controller's limits;
+/// the job that issued the ticket hears how the transfer ended.
 pub(crate) fn serve(
     sock: TcpStream,
     files: Option<&ServeFiles>,
+    tickets: &Tickets,
     adm: &Admission<'_>,
 ) -> Result<Option<Summary>, EngineError> {
     let mut ctl = Ctl::new(sock);
-    let direction =
-        conn::server_handshake(&mut ctl, files.map(|f| &f.key), adm.cookie, adm.timeout);
-    let (direction, keys) = match direction {
-        Ok(d) => d,
-        Err(e) => {
-            ctl.refuse(&e);
-            return Err(e);
+    let mut presented = None;
+    let mut key_for = |ticket: Option<TicketId>| {
+        let Some(f) = files else {
+            return Err(EngineError::Transfer(
+                "this server does not serve files (start it with --root DIR --key FILE)".into(),
+            ));
+        };
+        match ticket {
+            None => Ok(f.key.clone()),
+            Some(id) => {
+                presented = Some(id);
+                tickets.key_of(&id)
+            }
         }
     };
-    let files = files.expect("the handshake refuses when no files are served");
-    let _ = adm.gate.0.set(keys.receiving(Role::Server).clone());
-    let result = serve_authenticated(&mut ctl, files, direction, &keys, adm);
+    let handshake = conn::server_handshake(&mut ctl, &mut key_for, adm.cookie, adm.timeout);
+    let mut grant = None;
+    let result = match handshake {
+        Err(e) => Err(e),
+        Ok((direction, keys)) => match presented.map(|id| tickets.take(&id)).transpose() {
+            Err(e) => Err(e),
+            Ok(g) => {
+                grant = g;
+                let files = files.expect("the handshake refuses when no files are served");
+                let _ = adm.gate.0.set(keys.receiving(Role::Server).clone());
+                serve_authenticated(&mut ctl, files, direction, &keys, adm, grant.as_ref())
+            }
+        },
+    };
     if let Err(e) = &result
         && !matches!(e, EngineError::Peer(_) | EngineError::Closed(_))
     {
         ctl.refuse(e);
+    }
+    if let Some(g) = &grant {
+        g.report(
+            result
+                .as_ref()
+                .map(Summary::clone)
+                .map_err(|e| e.to_string()),
+        );
     }
     result.map(Some)
 }
@@ -482,7 +558,13 @@ fn serve_authenticated(
     direction: Direction,
     keys: &SessionKeys,
     adm: &Admission<'_>,
+    grant: Option<&Grant>,
 ) -> Result<Summary, EngineError> {
+    if grant.is_some() && direction == Direction::Get {
+        return Err(EngineError::Transfer(
+            "a copy ticket admits a send to this server, not a get".into(),
+        ));
+    }
     let timeout = adm.timeout;
     let root = Root::open(&files.root)?;
     let mut log = |e: &Event| {
@@ -504,9 +586,29 @@ fn serve_authenticated(
                 } => (dest, overwrite, fsync),
                 m => return Err(unexpected(&m, "send_to")),
             };
+            let fsync = fsync || grant.is_some_and(|g| g.fsync);
+            if let Some(g) = grant {
+                if dest != g.dest {
+                    return Err(EngineError::Transfer(format!(
+                        "this copy ticket admits a copy into {}, not into {}",
+                        shown(g.dest.as_ref()),
+                        shown(dest.as_ref())
+                    )));
+                }
+                if overwrite && !g.overwrite {
+                    return Err(EngineError::Transfer(
+                        "this copy ticket does not admit --overwrite".into(),
+                    ));
+                }
+            }
             let p = recv_plan(ctl, adm)?;
             // The whole manifest is checked before anything under the root is created.
             let manifest = recv_manifest(ctl, None)?;
+            if let Some(g) = grant {
+                g.limits
+                    .check_copy(p.streams, p.rate_bps, manifest.total_bytes())
+                    .map_err(|why| g.refuse(why))?;
+            }
             let dest_root = match &dest {
                 Some(d) => {
                     root.create_dirs(d.as_str(), 0o755)?;
@@ -527,6 +629,7 @@ fn serve_authenticated(
             let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, false)?;
             let mut side = Side::new(&mut log, files.idle_timeout);
+            side.limit_time(grant.map(|g| Duration::from_nanos(g.limits.max_duration.0)));
             let chunk_key = keys.receiving(Role::Server);
             sink::run(ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
             Ok(summary(&side, direction, &p, Vec::new(), None))
@@ -559,6 +662,11 @@ fn serve_authenticated(
             ))
         }
     }
+}
+
+/// A destination as a refusal shows it.
+fn shown(dest: Option<&RelPath>) -> String {
+    dest.map_or_else(|| "the root".to_string(), |d| format!("{:?}", d.as_str()))
 }
 
 /// The client's plan; the server widens its listener for the receive buffer it will set and learns

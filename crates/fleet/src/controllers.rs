@@ -340,6 +340,41 @@ impl Limits {
         }
         Ok(())
     }
+
+    /// Whether a copy with this many streams, this target rate (bit/s, 0: none) and this many
+    /// bytes in all stays within these limits; otherwise the reason. A copy's duration is not known
+    /// in advance: the server ends it at `max_duration` (a rerun resumes).
+    pub fn check_copy(&self, streams: u32, rate_bps: u64, bytes: u64) -> Result<(), String> {
+        if streams > self.max_streams {
+            return Err(format!(
+                "{streams} streams asked, at most {} allowed (-P)",
+                self.max_streams
+            ));
+        }
+        if let Some(max) = self.max_rate_bps
+            && (rate_bps == 0 || rate_bps > max)
+        {
+            return Err(format!(
+                "a copy at {} asked, at most {} allowed (--rate {max})",
+                if rate_bps == 0 {
+                    "any rate".to_string()
+                } else {
+                    fmt_rate(rate_bps)
+                },
+                fmt_rate(max)
+            ));
+        }
+        if let Some(max) = self.max_bytes
+            && bytes > max
+        {
+            return Err(format!(
+                "a copy of {} asked, at most {} allowed (max_bytes)",
+                fmt_size(bytes),
+                fmt_size(max)
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -439,5 +474,28 @@ targets = ["10.201.0.0/16", "fd00:4c48::/32", "DTN2.example.org", "192.0.2.7"]
             bad("[[controller]]\nname = \"a\"\nkey = \"k\"\ntargets = [\"a b\"]\n")
                 .contains("controller[0].targets")
         );
+    }
+
+    #[test]
+    fn copies_are_checked_against_streams_rate_and_bytes() {
+        let spec = &parse_controllers(FILE, "c.toml").unwrap()[1];
+        let l = &spec.limits;
+        assert!(l.check_copy(4, 1_000_000_000, 1 << 20).is_ok());
+        assert!(
+            l.check_copy(5, 1_000_000_000, 0)
+                .unwrap_err()
+                .contains("5 streams")
+        );
+        assert!(l.check_copy(4, 0, 0).unwrap_err().contains("--rate"));
+        assert!(
+            l.check_copy(4, 2_000_000_000, 0)
+                .unwrap_err()
+                .contains("at most 1")
+        );
+        assert!(l.check_copy(1, 1_000_000, 10 << 30).is_ok());
+        let e = l.check_copy(1, 1_000_000, (10 << 30) + 1).unwrap_err();
+        assert!(e.contains("max_bytes"), "{e}");
+        let open = &parse_controllers(FILE, "c.toml").unwrap()[0].limits;
+        assert!(open.check_copy(16, 0, u64::MAX).is_ok());
     }
 }

@@ -15,6 +15,22 @@
 //!                        then TestDone{end} | Error
 //! ```
 //!
+//! A third-party copy (`longhaul copy A:PATH B:DEST`) uses two job connections, one to each server:
+//!
+//! ```text
+//! C → B: IssueTicket{dest, overwrite, fsync}
+//!                     B: Ticket{id} | Error                (B's limits, a free job slot)
+//! C → A: Copy{to: B, port, family, paths, dest, …, ticket, sealed_key}
+//!                     A: Error (refused) | CopyEvent{event} × n, then CopyDone{summary} | Error
+//!   (A sends the files to B as a `longhaul send` client whose key is the ticket's)
+//!                     B: CopyDone{summary} | Error         (B's receiving side, when it ends)
+//! ```
+//!
+//! The ticket's key is derived by B and the controller from their connection's handshake and
+//! handed to A sealed for A's connection (`longhaul_transfer::auth`, "Tickets"); B admits one
+//! transfer with it, a `send` into the ticket's `dest`, while the controller's connection to B
+//! stays open, and reports to the controller what it received and verified.
+//!
 //! Clock probes let a controller that drives many servers (a campaign) learn each one's clock
 //! offset (NTP's way: the reply's server time against the midpoint of the probe's round trip, the
 //! probe of the shortest round trip kept) and ask every server to start its test at one instant,
@@ -35,7 +51,12 @@
 use longhaul_proto::frame::{FrameError, Framed};
 use longhaul_proto::report::{End, IntervalReport, Start};
 use longhaul_proto::{ProtoError, TestParams};
+use longhaul_transfer::RelPath;
+use longhaul_transfer::auth::TicketId;
 use longhaul_transfer::digest::{Digest, hex_bytes};
+use longhaul_transfer::manifest::{MAX_STREAMS, check_chunk_size};
+use longhaul_transfer::msg::MAX_REQUEST_PATHS;
+use longhaul_transfer::report::{Event, Summary};
 use serde::{Deserialize, Serialize};
 
 /// Version of the job conversation spoken by this build.
@@ -150,6 +171,63 @@ pub enum JobMessage {
         /// The report's end.
         end: Box<End>,
     },
+    /// Issue a ticket for one third-party copy into this server's root.
+    IssueTicket {
+        /// Where the copy lands, relative to this server's root (`None`: the root).
+        dest: Option<RelPath>,
+        /// Whether the copy may replace existing files that differ.
+        overwrite: bool,
+        /// Whether each file is made durable before it is renamed into place.
+        fsync: bool,
+    },
+    /// The ticket issued: its key is derived from this connection's handshake
+    /// (`Key::ticket_key`). It admits one transfer, started while this connection stays open.
+    Ticket {
+        /// The ticket's id.
+        id: TicketId,
+    },
+    /// Send these files under this server's root to `to`:`port`, proving the ticket it issued.
+    Copy {
+        /// The receiving server's host name or address.
+        to: String,
+        /// Its port.
+        port: u16,
+        /// Address family for reaching it.
+        family: TargetFamily,
+        /// What to send, relative to this server's root.
+        paths: Vec<RelPath>,
+        /// Where it lands under the receiving server's root (as its ticket says).
+        dest: Option<RelPath>,
+        /// Replace existing files that differ.
+        overwrite: bool,
+        /// fsync each file before it is renamed into place.
+        fsync: bool,
+        /// The receiving server's ticket.
+        ticket: TicketId,
+        /// The ticket's key, sealed for this connection (`Key::seal_ticket`).
+        #[serde(with = "hex_bytes")]
+        sealed_key: [u8; 32],
+        /// Data streams (`None`: from the sending server's window plan).
+        streams: Option<u32>,
+        /// Target rate of all streams together, bit/s (`longhaul send --rate`).
+        rate_bps: u64,
+        /// Chunk size (`None`: the sending server chooses).
+        chunk_size: Option<u64>,
+        /// Congestion control for the data connections.
+        congestion: Option<String>,
+        /// Seconds without progress after which the copy gives up.
+        idle_timeout_s: u64,
+    },
+    /// A running copy's event (the sending server's: started, progress, a file done).
+    CopyEvent {
+        /// The event, as `longhaul send --json-stream` prints it.
+        event: Event,
+    },
+    /// The copy ended, as one server saw it (the sender's summary from A, the receiver's from B).
+    CopyDone {
+        /// That side's summary.
+        summary: Box<Summary>,
+    },
     /// Refused or failed; the sender closes the connection after it.
     Error {
         /// Why, in one line.
@@ -201,15 +279,51 @@ impl JobMessage {
             JobMessage::RunTest {
                 to, port, params, ..
             } => {
-                if to.is_empty() || to.len() > 255 || to.chars().any(char::is_whitespace) {
+                target(to, *port)?;
+                params.validate()?;
+                Ok(())
+            }
+            JobMessage::Copy {
+                to,
+                port,
+                paths,
+                streams,
+                rate_bps,
+                chunk_size,
+                congestion,
+                idle_timeout_s,
+                ..
+            } => {
+                target(to, *port)?;
+                if paths.is_empty() || paths.len() > MAX_REQUEST_PATHS {
                     return Err(JobError::Invalid(format!(
-                        "target host {to:?}: give a host name or address"
+                        "a copy names 1 to {MAX_REQUEST_PATHS} paths, not {}",
+                        paths.len()
                     )));
                 }
-                if *port == 0 {
-                    return Err(JobError::Invalid("target port 0".into()));
+                if streams.is_some_and(|n| n == 0 || n > MAX_STREAMS) {
+                    return Err(JobError::Invalid(format!("streams: 1 to {MAX_STREAMS}")));
                 }
-                params.validate()?;
+                if *rate_bps > longhaul_proto::msg::MAX_RATE_BPS {
+                    return Err(JobError::Invalid(format!("rate {rate_bps} bit/s")));
+                }
+                if let Some(c) = chunk_size {
+                    check_chunk_size(*c).map_err(|e| JobError::Invalid(e.to_string()))?;
+                }
+                if let Some(c) = congestion
+                    && (c.is_empty()
+                        || c.len() > 16
+                        || !c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+                {
+                    return Err(JobError::Invalid(format!(
+                        "congestion control {c:?}: a name such as cubic or bbr"
+                    )));
+                }
+                if !(1..=86_400).contains(idle_timeout_s) {
+                    return Err(JobError::Invalid(format!(
+                        "idle timeout {idle_timeout_s} s: 1 to 86400"
+                    )));
+                }
                 Ok(())
             }
             JobMessage::AuthOk { controller } => text("controller name", controller),
@@ -231,9 +345,27 @@ impl JobMessage {
             JobMessage::TestStarted { .. } => "test_started",
             JobMessage::TestInterval { .. } => "test_interval",
             JobMessage::TestDone { .. } => "test_done",
+            JobMessage::IssueTicket { .. } => "issue_ticket",
+            JobMessage::Ticket { .. } => "ticket",
+            JobMessage::Copy { .. } => "copy",
+            JobMessage::CopyEvent { .. } => "copy_event",
+            JobMessage::CopyDone { .. } => "copy_done",
             JobMessage::Error { .. } => "error",
         }
     }
+}
+
+/// A request's target server: a host name or address (no spaces, at most 255 bytes) and a port.
+fn target(to: &str, port: u16) -> Result<(), JobError> {
+    if to.is_empty() || to.len() > 255 || to.chars().any(char::is_whitespace) {
+        return Err(JobError::Invalid(format!(
+            "target host {to:?}: give a host name or address"
+        )));
+    }
+    if port == 0 {
+        return Err(JobError::Invalid("target port 0".into()));
+    }
+    Ok(())
 }
 
 impl Framed for JobMessage {
@@ -316,6 +448,50 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("longer than"), "{e}");
+    }
+
+    fn copy() -> serde_json::Value {
+        serde_json::to_value(JobMessage::Copy {
+            to: "10.201.0.3".into(),
+            port: 7067,
+            family: TargetFamily::Any,
+            paths: vec![RelPath::parse("run42").unwrap()],
+            dest: Some(RelPath::parse("incoming").unwrap()),
+            overwrite: false,
+            fsync: false,
+            ticket: TicketId([9; 16]),
+            sealed_key: [1; 32],
+            streams: Some(4),
+            rate_bps: 2_000_000_000,
+            chunk_size: None,
+            congestion: Some("cubic".into()),
+            idle_timeout_s: 60,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn copy_requests_are_checked_field_by_field() {
+        let ok = copy();
+        assert!(JobMessage::from_json(ok.to_string().as_bytes()).is_ok());
+        let bad = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = copy();
+            f(&mut v);
+            JobMessage::from_json(v.to_string().as_bytes())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad(&|v| v["paths"] = serde_json::json!([])).contains("paths"));
+        assert!(bad(&|v| v["paths"] = serde_json::json!(["../etc"])).contains("malformed"));
+        assert!(bad(&|v| v["dest"] = "/etc".into()).contains("malformed"));
+        assert!(bad(&|v| v["streams"] = 0.into()).contains("streams"));
+        assert!(bad(&|v| v["chunk_size"] = 3.into()).contains("chunk"));
+        assert!(bad(&|v| v["congestion"] = "bbr; rm".into()).contains("congestion"));
+        assert!(bad(&|v| v["idle_timeout_s"] = 0.into()).contains("idle"));
+        assert!(bad(&|v| v["ticket"] = "00".into()).contains("malformed"));
+        assert!(bad(&|v| v["to"] = "".into()).contains("target host"));
+        let many: Vec<String> = (0..=MAX_REQUEST_PATHS).map(|i| format!("f{i}")).collect();
+        assert!(bad(&|v| v["paths"] = serde_json::json!(many)).contains("paths"));
     }
 
     #[test]

@@ -36,6 +36,22 @@
 //! frame or chunk of another session never verifies); one key per direction makes a frame reflected
 //! back to its sender fail.
 //!
+//! **Tickets** (a third-party copy, `longhaul copy A:PATH B:PATH`): the receiving server B issues a
+//! one-time transfer key to a controller it accepts, on their job connection, and the sending
+//! server A proves that key to B as a transfer client would prove B's own key. The key is derived,
+//! never sent in clear: B and the controller both compute
+//!
+//! ```text
+//! ticket key = BLAKE3-derive_key("longhaul 2026-11 third-party copy ticket key",
+//!                                controller key ‖ server_nonce ‖ client_nonce ‖ ticket id)
+//! ```
+//!
+//! from their job connection's handshake, and the controller hands it to A sealed under its own job
+//! connection with A: `ticket key XOR BLAKE3-derive_key("longhaul 2026-11 third-party copy ticket
+//! seal", controller key ‖ A's server_nonce ‖ client_nonce ‖ ticket id)`, a one-time pad (fresh
+//! nonces per connection, one id per ticket) inside a sealed frame. Only B, the controller and A
+//! learn the key, so A and B authenticate each other with it.
+//!
 //! This authenticates; it does not encrypt. Data crosses the network in clear (as with FDT or GridFTP
 //! without DCAU); the chunk hashes stop corruption, not eavesdropping.
 //!
@@ -45,6 +61,7 @@ use std::fmt;
 
 use crate::digest::{Digest, parse_hex, to_hex};
 use crate::msg::Direction;
+pub use crate::msg::TicketId;
 
 /// First word of a key file: the format version.
 pub const KEY_FILE_TAG: &str = "longhaul-key-v1";
@@ -57,6 +74,10 @@ const JOB_PROOF_CONTEXT: &[u8] = b"longhaul job auth v1";
 const SESSION_CONTEXT: &str = "longhaul transfer v2 session key";
 /// Context of a job's session key derivation.
 const JOB_SESSION_CONTEXT: &str = "longhaul job v1 session key";
+/// Context of a ticket's key (`Key::ticket_key`).
+const TICKET_CONTEXT: &str = "longhaul 2026-11 third-party copy ticket key";
+/// Context of the pad that seals a ticket's key for its user (`Key::seal_ticket`).
+const TICKET_SEAL_CONTEXT: &str = "longhaul 2026-11 third-party copy ticket seal";
 /// Context of the client → server MAC key, derived from the session key.
 const CLIENT_TO_SERVER_CONTEXT: &str = "longhaul transfer v2 client-to-server MAC key";
 /// Context of the server → client MAC key, derived from the session key.
@@ -180,6 +201,43 @@ impl Key {
         SessionKeys::from_session(blake3::derive_key(JOB_SESSION_CONTEXT, &material))
     }
 
+    /// The one-time transfer key of ticket `id`, issued on the job connection whose handshake used
+    /// these nonces (this key being the controller's). The issuing server and the controller both
+    /// compute it; it never crosses the wire in clear.
+    pub fn ticket_key(&self, server_nonce: &Nonce, client_nonce: &Nonce, id: &TicketId) -> Key {
+        Key(blake3::derive_key(
+            TICKET_CONTEXT,
+            &ticket_material(&self.0, server_nonce, client_nonce, id),
+        ))
+    }
+
+    /// `ticket` sealed for the job connection whose handshake used these nonces (this key being
+    /// the controller's): the controller sends this to the server that will use the ticket.
+    pub fn seal_ticket(
+        &self,
+        server_nonce: &Nonce,
+        client_nonce: &Nonce,
+        id: &TicketId,
+        ticket: &Key,
+    ) -> [u8; 32] {
+        let pad = blake3::derive_key(
+            TICKET_SEAL_CONTEXT,
+            &ticket_material(&self.0, server_nonce, client_nonce, id),
+        );
+        std::array::from_fn(|i| ticket.0[i] ^ pad[i])
+    }
+
+    /// The ticket key sealed by [`Key::seal_ticket`] on the same connection.
+    pub fn open_ticket(
+        &self,
+        server_nonce: &Nonce,
+        client_nonce: &Nonce,
+        id: &TicketId,
+        sealed: &[u8; 32],
+    ) -> Key {
+        Key(self.seal_ticket(server_nonce, client_nonce, id, &Key(*sealed)))
+    }
+
     fn proof_in(
         &self,
         context: &[u8],
@@ -225,6 +283,22 @@ impl Key {
     ) -> Result<(), AuthError> {
         check(self.proof(role, server_nonce, client_nonce), claimed, role)
     }
+}
+
+/// What a ticket's key and seal are derived from: the controller's key, the job connection's nonces
+/// and the ticket's id.
+fn ticket_material(
+    key: &[u8; 32],
+    server_nonce: &Nonce,
+    client_nonce: &Nonce,
+    id: &TicketId,
+) -> [u8; 112] {
+    let mut m = [0u8; 112];
+    m[..32].copy_from_slice(key);
+    m[32..64].copy_from_slice(server_nonce);
+    m[64..96].copy_from_slice(client_nonce);
+    m[96..].copy_from_slice(&id.0);
+    m
 }
 
 /// `Ok` when the proof `role` claims is the one expected ([`Digest`]'s equality is constant-time).
@@ -360,6 +434,37 @@ mod tests {
         let tag = |keys: &SessionKeys| keys.sending(Role::Client).frame_tag(0, b"x");
         assert_ne!(tag(&j), tag(&t));
         assert_ne!(tag(&j), j.sending(Role::Server).frame_tag(0, b"x"));
+    }
+
+    #[test]
+    fn a_ticket_sealed_for_one_connection_opens_only_there() {
+        let controller = Key::from_bytes([7; 32]);
+        let id = TicketId([3; 16]);
+        let ticket = controller.ticket_key(&SN, &CN, &id);
+        // Apart from the controller's key and from another ticket or connection's.
+        assert_ne!(ticket.0, controller.0);
+        assert_ne!(
+            ticket.0,
+            controller.ticket_key(&SN, &CN, &TicketId([4; 16])).0
+        );
+        assert_ne!(ticket.0, controller.ticket_key(&CN, &SN, &id).0);
+        // Sealed for A's connection (nonces [5], [6]): opens there, and not as the key itself.
+        let (asn, acn) = ([5; 32], [6; 32]);
+        let sealed = controller.seal_ticket(&asn, &acn, &id, &ticket);
+        assert_ne!(sealed, ticket.0);
+        assert_eq!(controller.open_ticket(&asn, &acn, &id, &sealed).0, ticket.0);
+        assert_ne!(controller.open_ticket(&SN, &CN, &id, &sealed).0, ticket.0);
+        assert_ne!(
+            Key::from_bytes([8; 32])
+                .open_ticket(&asn, &acn, &id, &sealed)
+                .0,
+            ticket.0
+        );
+        // The id goes on the wire as 32 hex digits.
+        let text = serde_json::to_string(&id).unwrap();
+        assert_eq!(text, format!("\"{}\"", "03".repeat(16)));
+        assert_eq!(serde_json::from_str::<TicketId>(&text).unwrap(), id);
+        assert!(serde_json::from_str::<TicketId>("\"03\"").is_err());
     }
 
     #[test]

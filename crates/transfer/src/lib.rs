@@ -16,7 +16,8 @@
 //! - [`journal`]: the receiver's append-only resume journal;
 //! - [`reserved`]: the names the receiver keeps for itself (the journal, temporaries);
 //! - [`schedule`]: the sender's work list, pulled by one thread per stream;
-//! - [`digest`]: BLAKE3 chunk hashes and the end-to-end file digest.
+//! - [`digest`]: BLAKE3 chunk hashes and the end-to-end file digest;
+//! - [`report`]: the events and the summary a transfer reports.
 //!
 //! The protocol, the formats and the memory bound are described in `docs/transfer.md`. No I/O,
 //! threads, clock, randomness or libc (a `clippy.toml` bans the clock).
@@ -28,6 +29,7 @@ pub mod manifest;
 pub mod msg;
 pub mod ranges;
 pub mod relpath;
+pub mod report;
 pub mod reserved;
 pub mod schedule;
 pub mod session;

@@ -273,6 +273,14 @@ impl Manifest {
         &self.entries
     }
 
+    /// The sizes of its regular files added up.
+    pub fn total_bytes(&self) -> u64 {
+        self.entries
+            .iter()
+            .filter_map(|e| e.entry.file_size())
+            .fold(0, u64::saturating_add)
+    }
+
     /// Regular files with their chunk plans, in manifest order (the scheduler's input).
     pub fn file_plans(&self, chunk_size: u64) -> Result<Vec<(u32, ChunkPlan)>, ChunkSizeError> {
         self.entries

@@ -6,7 +6,7 @@
 //! "receiver" are the data's):
 //!
 //! ```text
-//! C: TransferHello{version, direction, client_nonce}
+//! C: TransferHello{version, direction, client_nonce, ticket?}
 //!                     S: AuthChallenge{server_nonce, server_proof} | Error
 //! C: (checks server_proof) AuthResponse{client_proof}
 //!                     S: (checks client_proof, before touching any file) AuthOk{cookie} | Error
@@ -64,6 +64,17 @@ pub enum Direction {
     Get,
 }
 
+/// The name of a ticket (16 random bytes from the issuing server; 32 hex digits on the wire).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TicketId(#[serde(with = "hex_bytes")] pub [u8; 16]);
+
+impl std::fmt::Debug for TicketId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TicketId({})", crate::digest::to_hex(&self.0))
+    }
+}
+
 /// Per-file resume state in a [`Message::Have`]: the chunks the receiver already holds verified.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HaveFile {
@@ -87,6 +98,10 @@ pub enum Message {
         /// The client's fresh nonce (64 hex digits).
         #[serde(with = "hex_bytes")]
         client_nonce: [u8; 32],
+        /// A third-party copy: the ticket whose key the client proves instead of the server's own
+        /// ([`TicketId`], issued by this server to a controller it accepts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ticket: Option<TicketId>,
     },
     /// Server's nonce and its proof of the key.
     AuthChallenge {
@@ -783,6 +798,7 @@ pub(crate) mod tests {
                 version: TRANSFER_VERSION,
                 direction: Direction::Get,
                 client_nonce: [3; 32],
+                ticket: None,
             },
             Message::AuthChallenge {
                 server_nonce: [4; 32],
@@ -834,6 +850,12 @@ pub(crate) mod tests {
             },
             Message::Error {
                 message: "wrong key".into(),
+            },
+            Message::TransferHello {
+                version: TRANSFER_VERSION,
+                direction: Direction::Send,
+                client_nonce: [3; 32],
+                ticket: Some(TicketId([5; 16])),
             },
         ]
     }

@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::frame::Framed;
-use longhaul_transfer::auth::{Key, Role, SessionKeys};
+use longhaul_transfer::auth::{Key, Role, SessionKeys, TicketId};
 use longhaul_transfer::msg::{Direction, TRANSFER_VERSION};
 use longhaul_transfer::session::{FrameOpener, FrameSealer};
 use longhaul_transfer::{Message, WireError};
@@ -128,6 +128,7 @@ fn nonce() -> Result<[u8; 32], EngineError> {
 pub(crate) fn client_handshake(
     ctl: &mut Ctl,
     key: &Key,
+    ticket: Option<TicketId>,
     direction: Direction,
     timeout: Duration,
 ) -> Result<([u8; 16], SessionKeys), EngineError> {
@@ -136,6 +137,7 @@ pub(crate) fn client_handshake(
         version: TRANSFER_VERSION,
         direction,
         client_nonce,
+        ticket,
     })?;
     let (server_nonce, server_proof) = match ctl.recv(timeout, "the server's challenge")? {
         Message::AuthChallenge {
@@ -163,35 +165,34 @@ pub(crate) fn client_handshake(
 }
 
 /// The server's half: answers the hello with its proof and checks the client's before anything
-/// else happens; everything after the client's proof is sealed. Returns the direction asked for
-/// and the session keys.
+/// else happens; everything after the client's proof is sealed. `key_for` gives the key the
+/// client must hold: the server's own, or a copy ticket's when the hello names one (or refuses).
+/// Returns the direction asked for and the session keys.
 pub(crate) fn server_handshake(
     ctl: &mut Ctl,
-    key: Option<&Key>,
+    key_for: &mut dyn FnMut(Option<TicketId>) -> Result<Key, EngineError>,
     cookie: [u8; 16],
     timeout: Duration,
 ) -> Result<(Direction, SessionKeys), EngineError> {
     // One deadline for the whole handshake, so a peer trickling its messages cannot stretch it.
     let deadline = Instant::now() + timeout;
-    let (version, direction, client_nonce) = match ctl.recv_by(deadline, "transfer hello")? {
-        Message::TransferHello {
-            version,
-            direction,
-            client_nonce,
-        } => (version, direction, client_nonce),
-        m => return Err(unexpected(&m, "transfer hello")),
-    };
+    let (version, direction, client_nonce, ticket) =
+        match ctl.recv_by(deadline, "transfer hello")? {
+            Message::TransferHello {
+                version,
+                direction,
+                client_nonce,
+                ticket,
+            } => (version, direction, client_nonce, ticket),
+            m => return Err(unexpected(&m, "transfer hello")),
+        };
     if version != TRANSFER_VERSION {
         return Err(EngineError::Version {
             ours: TRANSFER_VERSION,
             theirs: version,
         });
     }
-    let Some(key) = key else {
-        return Err(EngineError::Transfer(
-            "this server does not serve files (start it with --root DIR --key FILE)".into(),
-        ));
-    };
+    let key = &key_for(ticket)?;
     let server_nonce = nonce()?;
     ctl.send(&Message::AuthChallenge {
         server_nonce,

@@ -1,11 +1,11 @@
-//! One side of a transfer as it runs: its counters, the events it reports ([`Event`]), the summary it
-//! ends with ([`Summary`]), and the timeouts both sides keep. The sending and the receiving side
+//! One side of a transfer as it runs: its counters, the events it reports
+//! (`longhaul_transfer::report`), and the timeouts both sides keep. The sending and the receiving side
 //! (`source`, `sink`) and the conversation around them (the parent module) all use these; keeping them
 //! here lets the children depend on this module rather than on their parent.
 
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use longhaul_transfer::report::Event;
 
 use crate::EngineError;
 
@@ -13,80 +13,6 @@ use crate::EngineError;
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often progress is reported.
 pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-/// What a transfer reports as it goes.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    /// Data is about to flow.
-    Started {
-        /// Data streams.
-        streams: u32,
-        /// Chunk size, bytes.
-        chunk_size: u64,
-        /// Files in the transfer.
-        files: u64,
-        /// Their total size.
-        bytes_total: u64,
-        /// What this run has to move (less when resuming or when files are already there).
-        bytes_to_send: u64,
-    },
-    /// Every second.
-    Progress {
-        /// Payload bytes moved so far in this run.
-        bytes: u64,
-        /// Of `bytes_to_send`.
-        bytes_to_send: u64,
-        /// Files verified and in place.
-        files: u64,
-        /// Seconds since the start.
-        seconds: f64,
-        /// Rate over the last interval, bit/s.
-        bits_per_second: f64,
-    },
-    /// A file is verified and in place, or failed.
-    File {
-        /// Its path in the transfer.
-        path: String,
-        /// Why it failed, if it did.
-        error: Option<String>,
-    },
-}
-
-/// The end of a transfer.
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    /// `send` or `get`.
-    pub direction: String,
-    /// Files verified and in place (including those that already were).
-    pub files: u64,
-    /// Files that failed, with why.
-    pub failed: Vec<String>,
-    /// Entries left out by the sender (special files, links leaving the tree).
-    pub skipped: Vec<String>,
-    /// Payload bytes moved in this run.
-    pub bytes_moved: u64,
-    /// What this run had to move.
-    pub bytes_to_send: u64,
-    /// Seconds from the first byte to the end.
-    pub seconds: f64,
-    /// bytes_moved × 8 / seconds.
-    pub bits_per_second: f64,
-    /// Data streams.
-    pub streams: u32,
-    /// Chunk size, bytes.
-    pub chunk_size: u64,
-    /// Chunk-buffer memory bound of each side, bytes (streams × chunk × 2).
-    pub memory_bound: u64,
-    /// RTT measured on the control connection, ns.
-    pub rtt_ns: u64,
-    /// Chunks sent again after failing verification.
-    pub chunks_resent: u64,
-    /// TCP retransmits on the data connections (known when this side sends).
-    pub retransmits: Option<u64>,
-    /// Whether every file was verified end to end (file digests equal).
-    pub verified: bool,
-}
-
 /// One side's running counters and its event sink.
 pub(crate) struct Side<'a> {
     on_event: &'a mut dyn FnMut(&Event),
@@ -100,6 +26,8 @@ pub(crate) struct Side<'a> {
     last_bytes: u64,
     last_tick: (Instant, u64),
     idle_timeout: Duration,
+    /// The end of the time this side may take at all (a controller's `max_duration`).
+    time_limit: Option<(Instant, Duration)>,
 }
 
 impl<'a> Side<'a> {
@@ -117,7 +45,14 @@ impl<'a> Side<'a> {
             last_bytes: 0,
             last_tick: (now, 0),
             idle_timeout,
+            time_limit: None,
         }
+    }
+
+    /// Ends the side with an error once it has run for `limit` (a third-party copy under a
+    /// controller's `max_duration`); its journal stays for a resume.
+    pub(crate) fn limit_time(&mut self, limit: Option<Duration>) {
+        self.time_limit = limit.map(|l| (Instant::now() + l, l));
     }
 
     pub(crate) fn event(&mut self, e: Event) {
@@ -162,6 +97,15 @@ impl<'a> Side<'a> {
         if bytes != self.last_bytes {
             self.last_bytes = bytes;
             self.last_activity = now;
+        }
+        if let Some((end, limit)) = self.time_limit
+            && now >= end
+        {
+            return Err(EngineError::Limit(format!(
+                "the transfer ran for its limit of {} s (the controller's max_duration here); run \
+the same command again to resume",
+                limit.as_secs()
+            )));
         }
         if now.duration_since(self.last_activity) > self.idle_timeout {
             return Err(EngineError::Transfer(format!(

@@ -42,8 +42,9 @@ use rustix::fs::{FallocateFlags, FlockOperation};
 
 use super::conn::{Ctl, Writer, unexpected};
 use super::root::{Inode, Kind, Root, RootError, set_file_meta};
-use super::side::{Event, IDLE_TIMEOUT, PROGRESS_EVERY, Side};
+use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use crate::EngineError;
+use longhaul_transfer::report::Event;
 
 /// What the receiver does with existing files, modes and durability. Only `overwrite` and `fsync` may
 /// come from the peer (the client of `send` asks for them); the mode rules are the receiver's own.

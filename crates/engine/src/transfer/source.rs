@@ -28,8 +28,9 @@ use tracing::warn;
 
 use super::conn::{Ctl, unexpected};
 use super::root::{Kind, Root, join};
-use super::side::{Event, IDLE_TIMEOUT, PROGRESS_EVERY, Side};
+use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use crate::EngineError;
+use longhaul_transfer::report::Event;
 
 /// Where a manifest file's bytes come from.
 #[derive(Debug)]
@@ -159,6 +160,14 @@ temporary files)"
             EntryKind::Symlink { .. } => {}
         }
         Ok(())
+    }
+
+    /// The sizes of the files to send, added up.
+    pub(crate) fn total_bytes(&self) -> u64 {
+        self.files
+            .values()
+            .map(|f| f.size)
+            .fold(0, u64::saturating_add)
     }
 
     /// Sends the manifest in frames of at most 64 KiB.

@@ -1,0 +1,234 @@
+//! The test job: `longhaul test A --to B`. A runs an ordinary test client ([`run_test`]) against B
+//! and relays its report to the controller as it goes; a campaign asks each server to start at one
+//! instant (`start_at_unix_ns`, held at most [`MAX_HOLD_NS`] ahead).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use longhaul_fleet::JobMessage;
+use longhaul_fleet::msg::{MAX_HOLD_NS, TargetFamily};
+use longhaul_proto::report::{IntervalReport, Report, Start};
+use longhaul_proto::{EndCondition, TestParams};
+use longhaul_transfer::auth::Key;
+use tracing::{info, warn};
+
+use super::client::JobClient;
+use super::conn::{JobConn, family, unexpected, unix_ns};
+use super::controllers::{Asked, JobContext, JobDone};
+use crate::EngineError;
+use crate::address::Family;
+use crate::client::{ClientConfig, Observer, run_test};
+use crate::control;
+
+/// Runs the test a controller asked for (`m`, a `run_test`), within its limits.
+pub(super) fn serve(
+    ctl: &mut JobConn,
+    asked: &Asked<'_>,
+    m: JobMessage,
+    cx: &JobContext<'_>,
+) -> Result<JobDone, EngineError> {
+    let JobMessage::RunTest {
+        to,
+        port,
+        family: fam,
+        params,
+        start_at_unix_ns,
+    } = m
+    else {
+        return Err(unexpected(&m, "run_test"));
+    };
+    let c = asked.controller;
+    let start_at = match start_at_unix_ns {
+        None => None,
+        Some(ns) => {
+            let now = unix_ns(SystemTime::now());
+            if ns > now.saturating_add(MAX_HOLD_NS) {
+                return Err(EngineError::Limit(format!(
+                    "start time {:.3} s ahead; a test is held at most {} s for its start",
+                    (ns - now) as f64 / 1e9,
+                    MAX_HOLD_NS / 1_000_000_000
+                )));
+            }
+            Some(UNIX_EPOCH + Duration::from_nanos(ns))
+        }
+    };
+    c.spec
+        .limits
+        .check_test(&params)
+        .map_err(|why| c.refuse(why))?;
+    let family = family(fam);
+    let host = c.reach(&to, port, family)?;
+    let _slot = c.slot()?;
+    let target = format!("{to} port {port}");
+    info!(controller = %c.spec.name, %target, "job: test");
+    let cfg = ClientConfig {
+        host,
+        port,
+        family,
+        bind: None,
+        params,
+        timeout: cx.connect_timeout,
+        start_at,
+    };
+    let mut relay = Relay {
+        writer: ctl.writer(),
+        gone: false,
+    };
+    let report = match run_test(&cfg, &mut relay) {
+        Ok(r) => r,
+        Err(e) => {
+            let message = format!("the test to {target} failed: {e}");
+            let _ = ctl.send(&JobMessage::Error {
+                message: message.clone(),
+            });
+            control::linger_close(ctl.socket());
+            // Told already: `Peer` keeps `serve` from sending it twice.
+            return Err(EngineError::Peer(message));
+        }
+    };
+    let bits_per_second = report.end.sum_received.bits_per_second;
+    ctl.send(&JobMessage::TestDone {
+        end: Box::new(report.end),
+    })?;
+    Ok(JobDone {
+        controller: c.spec.name.clone(),
+        what: format!(
+            "test to {target}: {:.3} Gbit/s received",
+            bits_per_second / 1e9
+        ),
+    })
+}
+
+/// Sends the test's report to the controller as it goes. A controller that went away does not
+/// stop the test (it runs to its end, within the limits checked before it started).
+struct Relay {
+    writer: control::Writer<JobMessage>,
+    gone: bool,
+}
+
+impl Relay {
+    fn send(&mut self, m: &JobMessage) {
+        if !self.gone
+            && let Err(e) = self.writer.send(m)
+        {
+            warn!("job: the controller is gone ({e}); the test runs to its end");
+            self.gone = true;
+        }
+    }
+}
+
+impl Observer for Relay {
+    fn start(&mut self, start: &Start) {
+        self.send(&JobMessage::TestStarted {
+            start: Box::new(start.clone()),
+            started_unix_ns: unix_ns(SystemTime::now()),
+        });
+    }
+
+    fn interval(&mut self, interval: &IntervalReport) {
+        self.send(&JobMessage::TestInterval {
+            interval: Box::new(interval.clone()),
+        });
+    }
+}
+
+/// The test a server is asked to run: to whom, and what.
+#[derive(Debug, Clone)]
+pub struct TestTo {
+    /// The target server ("B"), as the running server resolves it.
+    pub to: String,
+    /// B's port.
+    pub port: u16,
+    /// Address family the running server uses for B.
+    pub family: TargetFamily,
+    /// The test.
+    pub params: TestParams,
+}
+
+/// A test that a server runs to another, asked by this controller.
+#[derive(Debug, Clone)]
+pub struct RemoteTest {
+    /// The server that runs the test ("A").
+    pub server: String,
+    /// Its port.
+    pub port: u16,
+    /// Address family for reaching A.
+    pub family: Family,
+    /// The controller's key, as A's `--controllers` file lists it.
+    pub key: Key,
+    /// The test A runs.
+    pub test: TestTo,
+    /// Connect timeout, and the deadline of each handshake step.
+    pub timeout: Duration,
+}
+
+/// Asks `cfg.server` to run the test to `cfg.test.to` and returns its report; `obs` sees it as it
+/// goes, as with [`run_test`]. The report is A's client's: A is the sender (or with `-R` the
+/// receiver).
+pub fn run_remote_test(cfg: &RemoteTest, obs: &mut dyn Observer) -> Result<Report, EngineError> {
+    cfg.test.params.validate()?;
+    let mut job = JobClient::connect(&cfg.server, cfg.port, cfg.family, &cfg.key, cfg.timeout)?;
+    job.run_test(&cfg.test, None, obs).map(|(report, _)| report)
+}
+
+impl JobClient {
+    /// Asks the server to run `test`, starting at `start_at_unix_ns` by the server's clock if
+    /// given; returns the report and when the server says it started (Unix ns, its clock).
+    pub fn run_test(
+        &mut self,
+        test: &TestTo,
+        start_at_unix_ns: Option<u64>,
+        obs: &mut dyn Observer,
+    ) -> Result<(Report, u64), EngineError> {
+        self.ctl.send(&JobMessage::RunTest {
+            to: test.to.clone(),
+            port: test.port,
+            family: test.family,
+            params: test.params.clone(),
+            start_at_unix_ns,
+        })?;
+        // Each report message comes within the test's whole length plus set-up (and the hold for
+        // its start); a bytes test has no known length (A ends it at the bytes asked).
+        let patience = match test.params.end {
+            EndCondition::Time { ns } => {
+                Duration::from_nanos(
+                    ns.saturating_add(test.params.omit_ns)
+                        .saturating_add(MAX_HOLD_NS),
+                ) + 4 * self.timeout
+            }
+            EndCondition::Bytes { .. } => Duration::from_secs(86_400),
+        };
+        let mut start = None;
+        let mut intervals = Vec::new();
+        loop {
+            match self.ctl.recv(patience, "the test's report")? {
+                JobMessage::TestStarted {
+                    start: s,
+                    started_unix_ns,
+                } => {
+                    obs.start(&s);
+                    start = Some((*s, started_unix_ns));
+                }
+                JobMessage::TestInterval { interval } => {
+                    obs.interval(&interval);
+                    intervals.push(*interval);
+                }
+                JobMessage::TestDone { end } => {
+                    let (start, started) = start.ok_or_else(|| {
+                        EngineError::Peer(format!(
+                            "server {} ended the test before starting it",
+                            self.server
+                        ))
+                    })?;
+                    let report = Report {
+                        start,
+                        intervals,
+                        end: *end,
+                        error: None,
+                    };
+                    return Ok((report, started));
+                }
+                m => return Err(unexpected(&m, "the test's report")),
+            }
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! What a transfer tells its user: the events of a running side ([`Event`]) and the summary it ends
+//! with ([`Summary`]). The engine's sides produce them; `longhaul send`/`get` print them, and a
+//! server running a third-party copy (`longhaul copy`) sends them to its controller in job frames,
+//! so they go both ways through serde.
+
+use serde::{Deserialize, Serialize};
+
+/// What a transfer reports as it goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Data is about to flow.
+    Started {
+        /// Data streams.
+        streams: u32,
+        /// Chunk size, bytes.
+        chunk_size: u64,
+        /// Files in the transfer.
+        files: u64,
+        /// Their total size.
+        bytes_total: u64,
+        /// What this run has to move (less when resuming or when files are already there).
+        bytes_to_send: u64,
+    },
+    /// Every second.
+    Progress {
+        /// Payload bytes moved so far in this run.
+        bytes: u64,
+        /// Of `bytes_to_send`.
+        bytes_to_send: u64,
+        /// Files verified and in place.
+        files: u64,
+        /// Seconds since the start.
+        seconds: f64,
+        /// Rate over the last interval, bit/s.
+        bits_per_second: f64,
+    },
+    /// A file is verified and in place, or failed.
+    File {
+        /// Its path in the transfer.
+        path: String,
+        /// Why it failed, if it did.
+        error: Option<String>,
+    },
+}
+
+/// The end of a transfer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// `send` or `get`.
+    pub direction: String,
+    /// Files verified and in place (including those that already were).
+    pub files: u64,
+    /// Files that failed, with why.
+    pub failed: Vec<String>,
+    /// Entries left out by the sender (special files, links leaving the tree).
+    pub skipped: Vec<String>,
+    /// Payload bytes moved in this run.
+    pub bytes_moved: u64,
+    /// What this run had to move.
+    pub bytes_to_send: u64,
+    /// Seconds from the first byte to the end.
+    pub seconds: f64,
+    /// bytes_moved × 8 / seconds.
+    pub bits_per_second: f64,
+    /// Data streams.
+    pub streams: u32,
+    /// Chunk size, bytes.
+    pub chunk_size: u64,
+    /// Chunk-buffer memory bound of each side, bytes (streams × chunk × 2).
+    pub memory_bound: u64,
+    /// RTT measured on the control connection, ns.
+    pub rtt_ns: u64,
+    /// Chunks sent again after failing verification.
+    pub chunks_resent: u64,
+    /// TCP retransmits on the data connections (known when this side sends).
+    pub retransmits: Option<u64>,
+    /// Whether every file was verified end to end (file digests equal).
+    pub verified: bool,
+}
