@@ -114,19 +114,25 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         .ok_or_else(|| EngineError::Timeout("the end of the test".into()))
 }
 
-/// How early a held test wakes before its start time, to yield its way to the instant: other
-/// tests starting on the same cores (a campaign on one machine) would otherwise delay a sleeper's
-/// wake-up by a scheduler slice, milliseconds.
-const HOLD_SPIN: Duration = Duration::from_millis(2);
-
-/// Returns at `at` (wall clock): sleeps until [`HOLD_SPIN`] before, then yields the CPU until then.
+/// Returns at `at` (wall clock): one absolute sleep on the real-time clock, with this thread's
+/// timer slack at its minimum. A sleeper woken by its timer runs at once on a core that is not
+/// saturated, so tests held on one machine start within tens of microseconds; spinning the last
+/// milliseconds instead would take the cores the other held tests need to wake (on two cores,
+/// four spinners started 2-3 ms apart).
 fn hold_until(at: SystemTime) {
-    if let Ok(wait) = at.duration_since(SystemTime::now()) {
-        std::thread::sleep(wait.saturating_sub(HOLD_SPIN));
-    }
-    while SystemTime::now() < at {
-        std::thread::yield_now();
-    }
+    let Ok(since_epoch) = at.duration_since(std::time::UNIX_EPOCH) else {
+        return;
+    };
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+    let wake = rustix::thread::Timespec {
+        tv_sec: i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: since_epoch.subsec_nanos().into(),
+    };
+    while let Err(rustix::io::Errno::INTR) =
+        rustix::thread::clock_nanosleep_absolute(rustix::thread::ClockId::Realtime, &wake)
+    {}
+    // Back to the thread's default slack.
+    let _ = rustix::thread::set_current_timer_slack(None);
 }
 
 /// Sends every message the machine holds, in order.
