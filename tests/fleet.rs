@@ -263,8 +263,7 @@ fn a_campaign_starts_its_pairs_together_and_adds_them_up() {
     let dead = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let dead_port = dead.local_addr().unwrap().port();
     drop(dead);
-    let mut text =
-        String::from("name = \"ring\"\nstart_in = \"1s\"\nargs = \"-t 2 --pace 20M\"\n");
+    let mut text = String::from("name = \"ring\"\nstart_in = \"1s\"\nargs = \"-t 2 --pace 20M\"\n");
     for i in 0..4 {
         text += &format!(
             "[[pair]]\nname = \"p{i}\"\nfrom = \"127.0.0.1\"\nfrom_port = {}\nto = \"127.0.0.1\"\nto_port = {}\n",

@@ -8,8 +8,13 @@ use std::time::Duration;
 use longhaul_engine::{CopyResult, EngineError, RemoteCopy, run_remote_copy};
 use longhaul_transfer::report::Summary;
 
+use std::path::PathBuf;
+
+use longhaul_engine::DEFAULT_PORT;
+
+use crate::args;
 use crate::transfer::{
-    CommonArgs, Output, host_path, load_key, out_line, remote_path, summary_line, usage,
+    Output, TransferKnobs, host_path, load_key, out_line, remote_path, summary_line, usage,
 };
 
 /// `longhaul copy A:SRC... B:DEST`.
@@ -30,19 +35,29 @@ pub(crate) struct CopyArgs {
     /// A:SRC sources (one server), then B:DEST.
     #[arg(required = true, num_args = 2.., value_name = "PATH")]
     args: Vec<String>,
-    /// B's port [default: the same as A's, -p].
+    /// The sending server's (A's) port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// The receiving server's (B's) port [default: the same as A's, -p].
     #[arg(long, value_name = "PORT")]
     to_port: Option<u16>,
     #[command(flatten)]
-    common: CommonArgs,
+    ip: args::IpFamily,
+    /// This controller's key file, as both servers' --controllers files list it [default:
+    /// $LONGHAUL_KEY, else ~/.config/longhaul/key].
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// How long to try connecting to A and B and to wait for each set-up step, seconds (A uses
+    /// its own --handshake-timeout for B).
+    #[arg(long, default_value_t = 10)]
+    connect_timeout: u64,
+    #[command(flatten)]
+    knobs: TransferKnobs,
 }
 
 pub(crate) fn run(a: &CopyArgs) -> anyhow::Result<ExitCode> {
     crate::logging::to_stderr("warn");
-    let c = &a.common;
-    if c.bind.is_some() {
-        return usage("--bind does not apply to `copy`: the servers make the connections".into());
-    }
+    let k = &a.knobs;
     let (target, sources) = a.args.split_last().expect("clap requires two arguments");
     let Some((to, dest)) = host_path(target) else {
         return usage(format!("{target:?}: the last argument must be B:DEST"));
@@ -72,24 +87,24 @@ pub(crate) fn run(a: &CopyArgs) -> anyhow::Result<ExitCode> {
     let from = from.expect("at least one source");
     let cfg = RemoteCopy {
         from: from.clone(),
-        from_port: c.port,
+        from_port: a.port,
         to: to.clone(),
-        to_port: a.to_port.unwrap_or(c.port),
-        family: c.ip.family(),
-        target_family: crate::test::target_family(c.ip.family()),
-        key: load_key(c.key.as_deref())?,
+        to_port: a.to_port.unwrap_or(a.port),
+        family: a.ip.family(),
+        target_family: crate::test::target_family(a.ip.family()),
+        key: load_key(a.key.as_deref())?,
         paths,
         dest,
-        overwrite: c.overwrite,
-        fsync: c.fsync,
-        streams: c.streams.n,
-        rate_bps: c.rate,
-        chunk_size: c.chunk,
-        congestion: c.congestion.clone(),
-        idle_timeout: Duration::from_secs(c.idle_timeout),
-        timeout: Duration::from_secs(c.connect_timeout.max(1)),
+        overwrite: k.overwrite,
+        fsync: k.fsync,
+        streams: k.streams.n,
+        rate_bps: k.rate,
+        chunk_size: k.chunk,
+        congestion: k.congestion.clone(),
+        idle_timeout: Duration::from_secs(k.idle_timeout),
+        timeout: Duration::from_secs(a.connect_timeout.max(1)),
     };
-    let mut out = Output::new(c);
+    let mut out = Output::new(k);
     let result = run_remote_copy(&cfg, &mut |e| out.event(e));
     finish(out, &from, &to, result)
 }

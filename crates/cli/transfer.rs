@@ -22,7 +22,7 @@ use crate::args;
 /// Where `--key` is looked for when not given: $LONGHAUL_KEY, then this under $HOME.
 const DEFAULT_KEY: &str = ".config/longhaul/key";
 
-/// Flags shared by `send` and `get`.
+/// Flags shared by `send` and `get`: where the server is, the key, and the transfer's knobs.
 #[derive(clap::Args, Debug)]
 pub(crate) struct CommonArgs {
     /// Server port.
@@ -36,6 +36,17 @@ pub(crate) struct CommonArgs {
     /// Key file shared with the server [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
     #[arg(long, value_name = "FILE")]
     pub(crate) key: Option<PathBuf>,
+    /// How long to try connecting and to wait for each set-up step, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) connect_timeout: u64,
+    #[command(flatten)]
+    pub(crate) knobs: TransferKnobs,
+}
+
+/// How a transfer runs and reports, wherever it runs (`send`, `get`, and `copy` on its sending
+/// server).
+#[derive(clap::Args, Debug)]
+pub(crate) struct TransferKnobs {
     #[command(flatten)]
     pub(crate) streams: args::TransferStreams,
     /// Target rate of the whole transfer; sizes windows and chunks.
@@ -58,9 +69,6 @@ pub(crate) struct CommonArgs {
     /// Print one JSON event per line (started, progress, file, summary) instead of a progress bar.
     #[arg(long, conflicts_with = "json")]
     pub(crate) json_stream: bool,
-    /// How long to try connecting and to wait for each set-up step, seconds.
-    #[arg(long, default_value_t = 10)]
-    pub(crate) connect_timeout: u64,
     /// Give up after this many seconds without any progress (a dead peer or a cut path); run the
     /// same command again to resume.
     #[arg(long, default_value_t = 60, value_name = "SECS",
@@ -240,6 +248,7 @@ pub(crate) fn keygen(a: &KeygenArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
+    let k = &c.knobs;
     Ok(TransferConfig {
         endpoint: Endpoint {
             host,
@@ -249,13 +258,13 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
             timeout: Duration::from_secs(c.connect_timeout.max(1)),
         },
         key: load_key(c.key.as_deref())?,
-        streams: c.streams.n,
-        rate_bps: c.rate,
-        chunk_size: c.chunk,
-        overwrite: c.overwrite,
-        fsync: c.fsync,
-        congestion: c.congestion.clone(),
-        idle_timeout: Duration::from_secs(c.idle_timeout),
+        streams: k.streams.n,
+        rate_bps: k.rate,
+        chunk_size: k.chunk,
+        overwrite: k.overwrite,
+        fsync: k.fsync,
+        congestion: k.congestion.clone(),
+        idle_timeout: Duration::from_secs(k.idle_timeout),
         // `send`: unused (the server applies its operator's rules).
         modes: ModePolicy {
             umask: longhaul_engine::transfer::process_umask(),
@@ -293,7 +302,7 @@ pub(crate) fn send(a: &SendArgs) -> anyhow::Result<ExitCode> {
         srcs.push(PathBuf::from(s));
     }
     let cfg = config(&a.common, host)?;
-    let mut out = Output::new(&a.common);
+    let mut out = Output::new(&a.common.knobs);
     let result = longhaul_engine::transfer::send(&cfg, &srcs, dest, &mut |e| out.event(e));
     out.finish(result)
 }
@@ -324,7 +333,7 @@ pub(crate) fn get(a: &GetArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = config(&a.common, host.expect("at least one source"))?;
     cfg.modes.keep_special_bits = a.modes.keep_special_bits;
     cfg.chmod_existing_dirs = a.modes.chmod_existing_dirs;
-    let mut out = Output::new(&a.common);
+    let mut out = Output::new(&a.common.knobs);
     let result =
         longhaul_engine::transfer::get(&cfg, &paths, Path::new(dest), &mut |e| out.event(e));
     out.finish(result)
@@ -344,7 +353,7 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    pub(crate) fn new(c: &CommonArgs) -> Self {
+    pub(crate) fn new(c: &TransferKnobs) -> Self {
         let bar = (!c.json.json && !c.json_stream && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::new(0);
             b.set_style(
