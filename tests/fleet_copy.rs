@@ -386,3 +386,53 @@ fn a_ticket_admits_one_send_into_its_dest_and_nothing_else() {
     assert!(listing(&b_root).is_empty(), "{:?}", listing(&b_root));
     assert!(!b.log().contains("panicked"), "{}", b.log());
 }
+
+#[test]
+fn a_campaign_runs_a_copy_beside_a_test_and_adds_them_up() {
+    let t = Scratch::new("copy-campaign");
+    let ops = t.key("ops.key");
+    let file = controllers(&t.join(""), "controllers.toml", &ops, "max_jobs = 2");
+    let (a, a_root) = server(&t, "a", Some(&file));
+    let (b, b_root) = server(&t, "b", Some(&file));
+    random_file(&a_root.join("data/one.bin"), 20 << 20);
+    std::fs::write(a_root.join("data/two.txt"), random_bytes(4321)).unwrap();
+    let campaign = t.join("mixed.toml");
+    std::fs::write(
+        &campaign,
+        format!(
+            "start_in = \"1s\"\nargs = \"-t 2 --pace 20M\"\ncopy_args = \"-P 2\"\n\
+             [[pair]]\nname = \"t\"\nfrom = \"127.0.0.1\"\nfrom_port = {a}\nto = \"127.0.0.1\"\nto_port = {b}\n\
+             [[pair]]\nname = \"c\"\nfrom = \"127.0.0.1\"\nfrom_port = {a}\nto = \"127.0.0.1\"\nto_port = {b}\n\
+             copy = [\"data\"]\ndest = \"incoming\"\nargs = \"--chunk 1M\"\n",
+            a = a.port,
+            b = b.port
+        ),
+    )
+    .unwrap();
+    let out = crate::util::printed(
+        Command::new(bin()).args(["campaign", s(&campaign), "--key", s(&ops), "--json"]),
+        "longhaul campaign mixed.toml --json",
+    );
+    assert!(out.status.success());
+    let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON result");
+    let pairs = r["pairs"].as_array().unwrap();
+    assert!(pairs.iter().all(|p| p["ok"] == true), "{r}");
+    let copy = &pairs[1]["copy"];
+    assert_eq!(u(&copy["receiver"], "files"), 2, "{copy}");
+    assert_eq!(copy["receiver"]["verified"], true, "{copy}");
+    assert_eq!(u(&copy["sender"], "chunk_size"), 1 << 20, "{copy}");
+    assert!(same_bytes(
+        &a_root.join("data/one.bin"),
+        &b_root.join("incoming/data/one.bin")
+    ));
+    // The sum is the test's received rate plus the copy's, as B measured it.
+    let test_rx = pairs[0]["report"]["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    let copy_rx = copy["receiver"]["bits_per_second"].as_f64().unwrap();
+    let agg = &r["aggregate"];
+    let sum = agg["sum_received_bits_per_second"].as_f64().unwrap();
+    assert!((sum - test_rx - copy_rx).abs() < 1e-3, "{agg}");
+    assert!(copy_rx > 0.0 && test_rx > 0.8 * 20e6, "{agg}");
+    assert_eq!(agg["pairs_ok"], 2, "{agg}");
+}

@@ -1,8 +1,9 @@
 //! `longhaul campaign FILE`: every pair of a campaign file tested at one instant (docs/fleet.md).
 //! Each pair's sending server runs its test as a job (`longhaul_engine::JobClient`); this module
 //! reaches them all, measures their clocks, picks the common start, prints each pair's intervals
-//! and the campaign's sum as they come, and writes one result. The file and the arithmetic are
-//! `longhaul_fleet::campaign`'s.
+//! and the campaign's sum as they come, and writes one result. A pair may be a third-party copy
+//! instead (`longhaul_engine::run_remote_copy`), asked at the common start by this controller's
+//! clock. The file and the arithmetic are `longhaul_fleet::campaign`'s.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,23 +14,29 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use clap::Parser;
 use longhaul_engine::job::unix_ns;
-use longhaul_engine::{ClockOffset, JobClient, Observer, TestTo};
+use longhaul_engine::{
+    ClockOffset, CopyResult, JobClient, Observer, RemoteCopy, TestTo, run_remote_copy,
+};
 use longhaul_fleet::campaign::{
-    AggregateInterval, PairSpec, aggregate_intervals, parse_campaign, start_spread_ns,
+    AggregateInterval, PairKind, PairSpec, aggregate_intervals, parse_campaign, start_spread_ns,
 };
 use longhaul_proto::report::{IntervalReport, Report, Start};
-use longhaul_units::{Nanos, fmt_rate, fmt_rate_iperf, fmt_size_iperf};
+use longhaul_transfer::report::{Event, Summary};
+use longhaul_units::{Nanos, fmt_rate, fmt_rate_iperf, fmt_size, fmt_size_iperf};
 use serde::Serialize;
 
 use crate::args;
 use crate::test::TestArgs;
+use crate::transfer::TransferKnobs;
 
 /// `longhaul campaign`.
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "The file (TOML) lists the pairs: `[[pair]]` with `from` (the server that runs the \
 test; its `--controllers` file lists this controller's key), `to`, optional ports, name and `args` \
-(`longhaul test` flags, after the file's common `args`). Every sending server is reached and its clock \
+(`longhaul test` flags, after the file's common `args`). A pair with `copy = [paths]` (and \
+optionally `dest`) is a third-party copy instead (`longhaul copy` flags in its `args`, after the \
+file's `copy_args`). Every sending server is reached and its clock \
 measured first; then all start at one instant, `start_in` (default 3 s) later, each in its own clock. \
 A pair that fails does not stop the others; the exit code is 1 if any failed.\n\n\
 Example:\n  longhaul campaign sc2004.toml --key ops.key --json > result.json",
@@ -58,6 +65,21 @@ struct PairArgs {
     test: TestArgs,
 }
 
+/// A copy pair's flags, parsed as `longhaul copy` parses its transfer flags.
+#[derive(Parser, Debug)]
+#[command(name = "longhaul copy", no_binary_name = true)]
+struct CopyPairArgs {
+    #[command(flatten)]
+    knobs: TransferKnobs,
+}
+
+/// What a pair runs.
+#[derive(Clone)]
+enum Job {
+    Test(TestTo),
+    Copy(Box<RemoteCopy>),
+}
+
 /// Clock probes per server.
 const PROBES: u32 = 8;
 
@@ -75,13 +97,66 @@ struct PairResult {
     /// When it started, Unix ns by our clock.
     started_unix_ns: Option<u64>,
     report: Option<Report>,
+    /// A copy pair's two summaries (or why each side failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copy: Option<CopyReport>,
+}
+
+/// A copy pair's ends, as `longhaul copy --json` prints them.
+#[derive(Serialize)]
+struct CopyReport {
+    #[serde(serialize_with = "side")]
+    sender: Result<Summary, String>,
+    #[serde(serialize_with = "side")]
+    receiver: Result<Summary, String>,
+}
+
+/// A copy's side as `longhaul copy --json` shows it: its summary, or `{"error": why}`.
+fn side<S: serde::Serializer>(r: &Result<Summary, String>, s: S) -> Result<S::Ok, S::Error> {
+    crate::copy::side_json(r).serialize(s)
+}
+
+impl CopyReport {
+    fn ok(&self) -> bool {
+        let ok = |s: &Result<Summary, String>| s.as_ref().is_ok_and(|s| s.failed.is_empty());
+        ok(&self.sender) && ok(&self.receiver)
+    }
+
+    /// The receiving side's rate: what a copy adds to the campaign's sum.
+    fn received_bps(&self) -> f64 {
+        self.receiver.as_ref().map_or(0.0, |s| s.bits_per_second)
+    }
+
+    fn error(&self) -> Option<String> {
+        let why = |side: &str, r: &Result<Summary, String>| match r {
+            Err(e) => Some(format!("the {side} server {e}")),
+            Ok(s) if !s.failed.is_empty() => Some(format!(
+                "{} files failed at the {side} server",
+                s.failed.len()
+            )),
+            Ok(_) => None,
+        };
+        let all: Vec<String> = [
+            why("sending", &self.sender),
+            why("receiving", &self.receiver),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        (!all.is_empty()).then(|| all.join("; "))
+    }
 }
 
 /// What a pair's thread tells the main thread.
 enum Note {
-    Reached(usize, Result<ClockOffset, String>),
+    /// A test pair reached its sending server (and measured its clock), or a copy pair is ready.
+    Reached(usize, Result<Option<ClockOffset>, String>),
     Interval(usize, Box<IntervalReport>),
     Done(usize, Result<Box<(Report, u64)>, String>),
+    /// A copy pair's progress.
+    Progress(usize, Box<Event>),
+    /// A copy pair's end, and when it was asked (Unix ns, our clock).
+    Copied(usize, Result<Box<CopyResult>, String>, u64),
 }
 
 /// Forwards a pair's intervals to the main thread.
@@ -109,9 +184,16 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    let key = crate::transfer::load_key(a.key.as_deref())?;
     let mut tests = Vec::with_capacity(campaign.pairs.len());
     for (i, p) in campaign.pairs.iter().enumerate() {
-        match pair_test(p, a) {
+        let job = match &p.kind {
+            PairKind::Test => pair_test(p, a).map(Job::Test),
+            PairKind::Copy { paths, dest } => {
+                pair_copy(p, a, paths, dest, &key).map(|c| Job::Copy(Box::new(c)))
+            }
+        };
+        match job {
             Ok(t) => tests.push(t),
             Err(e) => {
                 eprintln!(
@@ -123,7 +205,6 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let key = crate::transfer::load_key(a.key.as_deref())?;
     let timeout = a.connect_timeout.to_duration();
     let family = a.ip.family();
 
@@ -136,6 +217,10 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
         let (tx, key, t) = (tx.clone(), key.clone(), t.clone());
         let (server, port) = (campaign.pairs[i].from.clone(), campaign.pairs[i].from_port);
         std::thread::spawn(move || {
+            let t = match t {
+                Job::Test(t) => t,
+                Job::Copy(c) => return copy_pair(i, &c, &tx, &start_rx),
+            };
             let reached = JobClient::connect(&server, port, family, &key, timeout)
                 .and_then(|mut job| job.clock_offset(PROBES).map(|o| (job, o)));
             let (mut job, offset) = match reached {
@@ -145,7 +230,7 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
                     return;
                 }
             };
-            let _ = tx.send(Note::Reached(i, Ok(offset)));
+            let _ = tx.send(Note::Reached(i, Ok(Some(offset))));
             // The common start by our clock, or `None` (no start: the campaign gave up).
             let Ok(Some(at)) = start_rx.recv() else {
                 return;
@@ -178,6 +263,7 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
             clock_rtt_ns: None,
             started_unix_ns: None,
             report: None,
+            copy: None,
         })
         .collect();
     let human = !a.json.json;
@@ -187,7 +273,8 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
             Ok(Note::Reached(i, r)) => {
                 reached += 1;
                 match r {
-                    Ok(o) => {
+                    Ok(None) => {}
+                    Ok(Some(o)) => {
                         results[i].clock_offset_ns = Some(o.offset_ns);
                         results[i].clock_rtt_ns = Some(o.rtt_ns);
                         if human {
@@ -240,6 +327,7 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
                 intervals[i].push(*r);
                 // The campaign's interval k, once every running pair has reported it.
                 let running: Vec<&Vec<IntervalReport>> = (0..n)
+                    .filter(|&j| campaign.pairs[j].kind == PairKind::Test)
                     .filter(|&j| results[j].error.is_none() && results[j].report.is_none())
                     .map(|j| &intervals[j])
                     .collect();
@@ -267,11 +355,57 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
                     results[i].error = Some(e);
                 }
             },
+            Note::Progress(i, e) => {
+                if human
+                    && let Event::Progress {
+                        bytes,
+                        bytes_to_send,
+                        files,
+                        seconds,
+                        bits_per_second,
+                    } = *e
+                {
+                    println!(
+                        "{:<24} {seconds:6.2} sec  {:>12}  {:>15}  copy: {} of {}, {files} files",
+                        results[i].name,
+                        fmt_size_iperf(bytes),
+                        fmt_rate_iperf(bits_per_second as u64),
+                        fmt_size(bytes),
+                        fmt_size(bytes_to_send)
+                    );
+                }
+            }
+            Note::Copied(i, r, asked) => {
+                results[i].started_unix_ns = Some(asked);
+                match r {
+                    Ok(c) => {
+                        let c = CopyReport {
+                            sender: c.sender,
+                            receiver: c.receiver,
+                        };
+                        results[i].ok = c.ok();
+                        results[i].error = c.error();
+                        results[i].copy = Some(c);
+                    }
+                    Err(e) => results[i].error = Some(e),
+                }
+                if human && let Some(e) = &results[i].error {
+                    println!("{}: failed: {e}", results[i].name);
+                }
+            }
             Note::Reached(..) => {}
         }
     }
 
-    let done: Vec<&PairResult> = results.iter().filter(|r| r.ok).collect();
+    let done: Vec<&PairResult> = results
+        .iter()
+        .filter(|r| r.ok && r.report.is_some())
+        .collect();
+    let copied: Vec<&CopyReport> = results
+        .iter()
+        .filter(|r| r.ok)
+        .filter_map(|r| r.copy.as_ref())
+        .collect();
     let reports: Vec<&[IntervalReport]> = done
         .iter()
         .map(|r| {
@@ -288,8 +422,13 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
             .map(|r| f(r.report.as_ref().expect("ok has a report")))
             .sum()
     };
-    let sum_received = sum(|r| r.end.sum_received.bits_per_second);
-    let sum_sent = sum(|r| r.end.sum_sent.bits_per_second);
+    let copies_received: f64 = copied.iter().map(|c| c.received_bps()).sum();
+    let sum_received = sum(|r| r.end.sum_received.bits_per_second) + copies_received;
+    let sum_sent = sum(|r| r.end.sum_sent.bits_per_second)
+        + copied
+            .iter()
+            .map(|c| c.sender.as_ref().map_or(0.0, |s| s.bits_per_second))
+            .sum::<f64>();
     let spread = start_spread_ns(
         &done
             .iter()
@@ -307,8 +446,9 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
                 "intervals": aggregate,
                 "sum_received_bits_per_second": sum_received,
                 "sum_sent_bits_per_second": sum_sent,
-                "pairs_ok": done.len(),
+                "pairs_ok": done.len() + copied.len(),
                 "pairs_failed": failed,
+                "copies_received_bits_per_second": copies_received,
             },
         });
         let mut out = std::io::stdout().lock();
@@ -316,22 +456,33 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
         for r in &results {
-            match (&r.report, &r.error) {
-                (Some(rep), _) => println!(
+            match (&r.report, &r.copy, &r.error) {
+                (_, _, Some(e)) => println!("{:<24} FAILED: {e}", r.name),
+                (Some(rep), _, None) => println!(
                     "{:<24} {} received, {} sent",
                     r.name,
                     fmt_rate(rep.end.sum_received.bits_per_second as u64),
                     fmt_rate(rep.end.sum_sent.bits_per_second as u64)
                 ),
-                (None, Some(e)) => println!("{:<24} FAILED: {e}", r.name),
-                (None, None) => println!("{:<24} FAILED", r.name),
+                (None, Some(c), None) => {
+                    if let Ok(rx) = &c.receiver {
+                        println!(
+                            "{:<24} {} received (copy: {} files, {} moved, every file verified)",
+                            r.name,
+                            fmt_rate(rx.bits_per_second as u64),
+                            rx.files,
+                            fmt_size(rx.bytes_moved)
+                        );
+                    }
+                }
+                (None, None, None) => println!("{:<24} FAILED", r.name),
             }
         }
         println!(
             "{:<24} {} received in all by {} of {} pairs; start spread {:.3} ms",
             "SUM",
             fmt_rate(sum_received as u64),
-            done.len(),
+            done.len() + copied.len(),
             n,
             spread as f64 / 1e6
         );
@@ -360,6 +511,72 @@ fn pair_test(p: &PairSpec, a: &CampaignArgs) -> anyhow::Result<TestTo> {
         family: crate::test::target_family(a.ip.family()),
         params: crate::test::params(&args.test)?,
     })
+}
+
+/// A copy pair's flags and what it copies.
+fn pair_copy(
+    p: &PairSpec,
+    a: &CampaignArgs,
+    paths: &[longhaul_transfer::RelPath],
+    dest: &Option<longhaul_transfer::RelPath>,
+    key: &longhaul_transfer::Key,
+) -> anyhow::Result<RemoteCopy> {
+    let args = CopyPairArgs::try_parse_from(&p.args).map_err(|e| {
+        let text = e.render().to_string();
+        anyhow::anyhow!("{}", text.lines().next().unwrap_or("bad flags"))
+    })?;
+    let k = args.knobs;
+    anyhow::ensure!(
+        !k.json.json && !k.json_stream,
+        "--json and --json-stream come from the command line, not a pair's args"
+    );
+    Ok(RemoteCopy {
+        from: p.from.clone(),
+        from_port: p.from_port,
+        to: p.to.clone(),
+        to_port: p.to_port,
+        family: a.ip.family(),
+        target_family: crate::test::target_family(a.ip.family()),
+        key: key.clone(),
+        paths: paths.to_vec(),
+        dest: dest.clone(),
+        overwrite: k.overwrite,
+        fsync: k.fsync,
+        streams: k.streams.n,
+        rate_bps: k.rate,
+        chunk_size: k.chunk,
+        congestion: k.congestion,
+        idle_timeout: Duration::from_secs(k.idle_timeout),
+        timeout: a.connect_timeout.to_duration(),
+    })
+}
+
+/// A copy pair's thread: ready at once, then at the common start (our clock) asks for the copy
+/// and forwards its progress and its end.
+fn copy_pair(
+    i: usize,
+    c: &RemoteCopy,
+    tx: &mpsc::Sender<Note>,
+    start_rx: &mpsc::Receiver<Option<u64>>,
+) {
+    let _ = tx.send(Note::Reached(i, Ok(None)));
+    let Ok(Some(at)) = start_rx.recv() else {
+        return;
+    };
+    let at = std::time::UNIX_EPOCH + Duration::from_nanos(at);
+    if let Ok(wait) = at.duration_since(SystemTime::now()) {
+        std::thread::sleep(wait);
+    }
+    let asked = unix_ns(SystemTime::now());
+    let mut forward = |e: &Event| {
+        if matches!(e, Event::Progress { .. }) {
+            let _ = tx.send(Note::Progress(i, Box::new(e.clone())));
+        }
+    };
+    let r = run_remote_copy(c, &mut forward)
+        .map(Box::new)
+        .map_err(|e| e.to_string());
+    let _ = tx.send(Note::Copied(i, r, asked));
 }
 
 fn interval_line(name: &str, s: &longhaul_proto::report::SumEntry) -> String {

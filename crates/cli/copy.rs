@@ -110,7 +110,7 @@ pub(crate) fn run(a: &CopyArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A side's result as JSON: its summary, or `{"error": why}`.
-fn side_json(r: &Result<Summary, String>) -> serde_json::Value {
+pub(crate) fn side_json(r: &Result<Summary, String>) -> serde_json::Value {
     match r {
         Ok(s) => serde_json::to_value(s).expect("summaries serialise"),
         Err(e) => serde_json::json!({ "error": e }),

@@ -18,11 +18,23 @@
 //! to = "10.201.0.5"          # the server it tests to
 //! to_port = 7067             # optional
 //! args = "--pace 900M"       # optional: flags after the common ones (a later flag wins)
+//!
+//! [[pair]]                   # a third-party copy instead of a test (`longhaul copy`)
+//! from = "10.201.0.2"        # the server that sends (both list this controller)
+//! to = "10.201.0.6"          # the server that receives
+//! copy = ["run42", "calib"]  # what to send, relative to from's root
+//! dest = "incoming"          # where it lands under to's root [default: the root]
+//! args = "-P 8 --rate 2G"    # optional: `longhaul copy` flags after the file's `copy_args`
 //! ```
+//!
+//! `args` at the top are the tests' common flags, `copy_args` the copies'.
 
 use longhaul_proto::report::IntervalReport;
 use longhaul_units::Nanos;
 use serde::{Deserialize, Serialize};
+
+use longhaul_transfer::RelPath;
+use longhaul_transfer::msg::MAX_REQUEST_PATHS;
 
 use crate::msg::MAX_HOLD_NS;
 
@@ -57,8 +69,24 @@ pub struct PairSpec {
     pub to: String,
     /// That one's port.
     pub to_port: u16,
-    /// `longhaul test` flags: the campaign's, then the pair's.
+    /// What the pair does.
+    pub kind: PairKind,
+    /// `longhaul test` (or for a copy, `longhaul copy`) flags: the campaign's, then the pair's.
     pub args: Vec<String>,
+}
+
+/// What a pair does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairKind {
+    /// A test from `from` to `to`.
+    Test,
+    /// A third-party copy of `paths` (under `from`'s root) into `dest` (under `to`'s).
+    Copy {
+        /// What to send.
+        paths: Vec<RelPath>,
+        /// Where it lands (`None`: the root).
+        dest: Option<RelPath>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -68,6 +96,8 @@ struct RawCampaign {
     start_in: Option<String>,
     #[serde(default)]
     args: String,
+    #[serde(default)]
+    copy_args: String,
     #[serde(default)]
     pair: Vec<RawPair>,
 }
@@ -82,6 +112,8 @@ struct RawPair {
     to_port: Option<u16>,
     #[serde(default)]
     args: String,
+    copy: Option<Vec<String>>,
+    dest: Option<String>,
 }
 
 /// Reads a campaign file; errors name the file, the pair and the field.
@@ -103,6 +135,11 @@ pub fn parse_campaign(text: &str, file: &str) -> Result<Campaign, String> {
             })?,
     };
     let common: Vec<String> = raw.args.split_whitespace().map(str::to_string).collect();
+    let copy_common: Vec<String> = raw
+        .copy_args
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
     let mut pairs: Vec<PairSpec> = Vec::with_capacity(raw.pair.len());
     for (i, p) in raw.pair.into_iter().enumerate() {
         let at = |field: &str, why: String| format!("{file}: pair[{i}].{field}: {why}");
@@ -126,7 +163,33 @@ pub fn parse_campaign(text: &str, file: &str) -> Result<Campaign, String> {
         if pairs.iter().any(|q| q.name == name) {
             return Err(at("name", format!("duplicate name {name:?}")));
         }
-        let mut args = common.clone();
+        let kind = match (p.copy, p.dest) {
+            (None, None) => PairKind::Test,
+            (None, Some(_)) => return Err(at("dest", "a dest needs copy = [paths]".into())),
+            (Some(paths), dest) => {
+                if paths.is_empty() || paths.len() > MAX_REQUEST_PATHS {
+                    return Err(at(
+                        "copy",
+                        format!("give 1 to {MAX_REQUEST_PATHS} paths under from's root"),
+                    ));
+                }
+                let paths = paths
+                    .iter()
+                    .map(|x| RelPath::parse(x).map_err(|e| at("copy", format!("{x:?}: {e}"))))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let dest = match dest.as_deref().map(|d| d.trim_end_matches('/')) {
+                    None | Some("" | ".") => None,
+                    Some(d) => {
+                        Some(RelPath::parse(d).map_err(|e| at("dest", format!("{d:?}: {e}")))?)
+                    }
+                };
+                PairKind::Copy { paths, dest }
+            }
+        };
+        let mut args = match kind {
+            PairKind::Test => common.clone(),
+            PairKind::Copy { .. } => copy_common.clone(),
+        };
         args.extend(p.args.split_whitespace().map(str::to_string));
         pairs.push(PairSpec {
             name,
@@ -134,6 +197,7 @@ pub fn parse_campaign(text: &str, file: &str) -> Result<Campaign, String> {
             from_port: p.from_port.unwrap_or(DEFAULT_PORT),
             to: p.to,
             to_port: p.to_port.unwrap_or(DEFAULT_PORT),
+            kind,
             args,
         });
     }
@@ -249,6 +313,40 @@ args = "--pace 100M -P 1"
             bad("start_in = \"20s\"\n[[pair]]\nfrom = \"a\"\nto = \"c\"\n").contains("start_in")
         );
         assert!(bad("[[pair]]\nfrom = \"a\"\nto = \"c\"\nrate = 1\n").contains("rate"));
+        let pair = "[[pair]]\nfrom = \"a\"\nto = \"c\"\n";
+        assert!(bad(&format!("{pair}dest = \"x\"\n")).contains("pair[0].dest: a dest needs"));
+        assert!(bad(&format!("{pair}copy = []\n")).contains("pair[0].copy"));
+        assert!(bad(&format!("{pair}copy = [\"../etc\"]\n")).contains("pair[0].copy: \"../etc\""));
+        assert!(bad(&format!("{pair}copy = [\"a\"]\ndest = \"/x\"\n")).contains("pair[0].dest"));
+    }
+
+    #[test]
+    fn copy_pairs_take_the_copy_flags() {
+        let c = parse_campaign(
+            r#"
+args = "-t 10"
+copy_args = "-P 8"
+[[pair]]
+from = "a"
+to = "b"
+[[pair]]
+from = "c"
+to = "d"
+copy = ["run42", "calib/x"]
+dest = "incoming/"
+args = "--rate 2G"
+"#,
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.pairs[0].kind, PairKind::Test);
+        assert_eq!(c.pairs[0].args, ["-t", "10"]);
+        let PairKind::Copy { paths, dest } = &c.pairs[1].kind else {
+            panic!("a copy pair")
+        };
+        assert_eq!(paths[1].as_str(), "calib/x");
+        assert_eq!(dest.as_ref().map(RelPath::as_str), Some("incoming"));
+        assert_eq!(c.pairs[1].args, ["-P", "8", "--rate", "2G"]);
     }
 
     fn interval(start: f64, bytes: u64) -> IntervalReport {
