@@ -632,6 +632,7 @@ mod tests {
             from_port: 7067,
             to: "b".into(),
             to_port: 7068,
+            kind: PairKind::Test,
             args: args.iter().map(|s| s.to_string()).collect(),
         };
         let t = pair_test(&pair(&["-t", "5", "-P", "3"]), &c.a).unwrap();
@@ -640,5 +641,12 @@ mod tests {
         assert!(e.to_string().contains("come from the pair"), "{e}");
         let e = pair_test(&pair(&["-P", "0"]), &c.a).unwrap_err();
         assert!(e.to_string().contains("streams"), "{e}");
+        // A copy pair's flags are `longhaul copy`'s; output flags belong to the command line.
+        let key = longhaul_transfer::Key::from_bytes([1; 32]);
+        let c2 = pair_copy(&pair(&["-P", "3", "--chunk", "2M"]), &c.a, &[], &None, &key).unwrap();
+        assert_eq!((c2.streams, c2.chunk_size), (Some(3), Some(2 << 20)));
+        let e = pair_copy(&pair(&["--json"]), &c.a, &[], &None, &key).unwrap_err();
+        assert!(e.to_string().contains("command line"), "{e}");
+        assert!(pair_copy(&pair(&["-t", "5"]), &c.a, &[], &None, &key).is_err());
     }
 }
