@@ -385,3 +385,55 @@ fn a_silent_server_in_a_campaign_does_not_make_the_others_give_up() {
         assert_eq!(p["ok"], true, "{p}");
     }
 }
+
+/// A sending server killed in the middle of a campaign: its pair fails with the reason, naming it;
+/// the other pair runs to its end and the campaign reports both (exit 1).
+#[test]
+fn a_server_killed_mid_campaign_fails_its_pair_alone() {
+    let t = Scratch::new("fleet-killed");
+    let key = t.key("ops.key");
+    let file = controllers(&t.join(""), &key, "");
+    let mut servers: Vec<Option<ServerProc>> = (0..4)
+        .map(|_| Some(ServerProc::start(&["--controllers", s(&file)])))
+        .collect();
+    let port = |servers: &[Option<ServerProc>], i: usize| servers[i].as_ref().unwrap().port;
+    let mut text = String::from("start_in = \"500ms\"\nargs = \"-t 4 --pace 20M\"\n");
+    for (name, a, b) in [("lives", 0, 1), ("killed", 2, 3)] {
+        text += &format!(
+            "[[pair]]\nname = \"{name}\"\nfrom = \"127.0.0.1\"\nfrom_port = {}\nto = \"127.0.0.1\"\nto_port = {}\n",
+            port(&servers, a),
+            port(&servers, b)
+        );
+    }
+    let campaign = t.join("killed.toml");
+    std::fs::write(&campaign, text).unwrap();
+    let killed_port = port(&servers, 2);
+    let child = Command::new(bin())
+        .args(["campaign", s(&campaign), "--key", s(&key), "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Well into the test (0.5 s to the start, 4 s long): the killed pair's sender dies.
+    std::thread::sleep(Duration::from_millis(2500));
+    servers[2].take(); // SIGKILL
+    let out = child.wait_with_output().unwrap();
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(out.status.code(), Some(1), "one pair failed");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON result");
+    let pairs = r["pairs"].as_array().unwrap();
+    assert_eq!(pairs[0]["ok"], true, "{}", pairs[0]);
+    let intervals = pairs[0]["report"]["intervals"].as_array().unwrap();
+    assert!(
+        intervals.len() >= 4,
+        "the live pair ran to its end: {}",
+        pairs[0]
+    );
+    assert_eq!(pairs[1]["ok"], false, "{}", pairs[1]);
+    let error = pairs[1]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("127.0.0.1:{killed_port}")) && error.contains("closed"),
+        "{error}"
+    );
+    assert_eq!(r["aggregate"]["pairs_failed"], 1);
+}
