@@ -86,9 +86,9 @@ pub(crate) fn run(a: &CopyArgs) -> anyhow::Result<ExitCode> {
     }
     let from = from.expect("at least one source");
     let cfg = RemoteCopy {
-        from: from.clone(),
+        from,
         from_port: a.port,
-        to: to.clone(),
+        to,
         to_port: a.to_port.unwrap_or(a.port),
         family: a.ip.family(),
         target_family: crate::test::target_family(a.ip.family()),
@@ -106,7 +106,7 @@ pub(crate) fn run(a: &CopyArgs) -> anyhow::Result<ExitCode> {
     };
     let mut out = Output::new(k);
     let result = run_remote_copy(&cfg, &mut |e| out.event(e));
-    finish(out, &from, &to, result)
+    finish(out, &cfg, result)
 }
 
 /// A side's result as JSON: its summary, or `{"error": why}`.
@@ -119,10 +119,11 @@ pub(crate) fn side_json(r: &Result<Summary, String>) -> serde_json::Value {
 
 fn finish(
     out: Output,
-    from: &str,
-    to: &str,
+    cfg: &RemoteCopy,
     result: Result<CopyResult, EngineError>,
 ) -> anyhow::Result<ExitCode> {
+    let from = format!("{} port {}", cfg.from, cfg.from_port);
+    let to = format!("{} port {}", cfg.to, cfg.to_port);
     if let Some(b) = &out.bar {
         b.finish_and_clear();
     }
@@ -141,8 +142,10 @@ fn finish(
     let success = ok(&r.sender) && ok(&r.receiver);
     if out.json || out.stream {
         let mut v = serde_json::json!({
-            "from": from,
-            "to": to,
+            "from": cfg.from,
+            "from_port": cfg.from_port,
+            "to": cfg.to,
+            "to_port": cfg.to_port,
             "ok": success,
             "sender": side_json(&r.sender),
             "receiver": side_json(&r.receiver),

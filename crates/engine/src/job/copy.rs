@@ -222,7 +222,11 @@ pub(super) fn send(
     };
     let summary =
         crate::transfer::send_from_root(&cfg, &files.root, &paths, dest, &admit, &mut relay)
-            .map_err(|e| EngineError::Transfer(format!("the copy to {target} failed: {e}")))?;
+            .map_err(|e| match e {
+                // B's own words: it refused or failed (its limits, its disk, ...).
+                EngineError::Peer(why) => EngineError::Transfer(format!("{target} says: {why}")),
+                e => EngineError::Transfer(format!("the copy to {target} failed: {e}")),
+            })?;
     let what = format!(
         "copy to {target}: {} files, {} bytes moved",
         summary.files, summary.bytes_moved
@@ -328,10 +332,11 @@ pub fn run_remote_copy(
         format!("{} port {}", cfg.from, cfg.from_port),
         format!("{} port {}", cfg.to, cfg.to_port),
     );
-    let receiving =
-        |e: EngineError| EngineError::Transfer(format!("the receiving server {b_name}: {e}"));
+    let receiving = |e: EngineError| {
+        EngineError::Transfer(format!("the receiving server {b_name}: {}", said(e)))
+    };
     let sending =
-        |e: EngineError| EngineError::Transfer(format!("the sending server {a_name}: {e}"));
+        |e: EngineError| EngineError::Transfer(format!("the sending server {a_name}: {}", said(e)));
     let mut b = JobClient::connect(&cfg.to, cfg.to_port, cfg.family, &cfg.key, cfg.timeout)
         .map_err(receiving)?;
     let (id, ticket_key) = b
@@ -372,7 +377,7 @@ pub fn run_remote_copy(
                     unexpected(&m, "the copy's progress")
                 ));
             }
-            Err(e) => break Err(format!("{a_name}: {e}")),
+            Err(e) => break Err(format!("{a_name}: {}", said(e))),
         }
     };
     drop(a);
@@ -394,7 +399,7 @@ pub fn run_remote_copy(
         Ok(Err(EngineError::Closed(_))) if sender.is_err() => {
             Err(format!("{b_name}: received nothing; its ticket is revoked"))
         }
-        Ok(Err(e)) => Err(format!("{b_name}: {e}")),
+        Ok(Err(e)) => Err(format!("{b_name}: {}", said(e))),
         Err(_) => {
             if let Some(s) = &b_sock {
                 let _ = s.shutdown(Shutdown::Both);
@@ -407,6 +412,15 @@ pub fn run_remote_copy(
     };
     let _ = waiter.join();
     Ok(CopyResult { sender, receiver })
+}
+
+/// A server's error as the controller shows it: what the server said in its own words, or what
+/// went wrong with the connection to it.
+fn said(e: EngineError) -> String {
+    match e {
+        EngineError::Peer(why) => why,
+        e => e.to_string(),
+    }
 }
 
 /// Connects to the sending server and asks it to copy with ticket `id`, its key sealed for
