@@ -16,9 +16,9 @@ use crate::transfer::{Scratch, s};
 use crate::transfer_session::Relay;
 use crate::util::{ServerProc, bin};
 
-/// A controllers file in `dir` listing `key` as controller `ops` with `limits` (TOML lines).
-fn controllers(dir: &Path, key: &Path, limits: &str) -> PathBuf {
-    let file = dir.join("controllers.toml");
+/// A controllers file `dir/name` listing `key` as controller `ops` with `limits` (TOML lines).
+pub(crate) fn controllers_named(dir: &Path, name: &str, key: &Path, limits: &str) -> PathBuf {
+    let file = dir.join(name);
     std::fs::write(
         &file,
         format!(
@@ -28,6 +28,11 @@ fn controllers(dir: &Path, key: &Path, limits: &str) -> PathBuf {
     )
     .unwrap();
     file
+}
+
+/// `dir/controllers.toml` listing `key` as controller `ops` with `limits`.
+fn controllers(dir: &Path, key: &Path, limits: &str) -> PathBuf {
+    controllers_named(dir, "controllers.toml", key, limits)
 }
 
 /// `longhaul test 127.0.0.1 -p PORT --to 127.0.0.1 --to-port TO --key KEY ARGS...`.

@@ -17,6 +17,7 @@ use longhaul_transfer::msg::Direction;
 use longhaul_transfer::{Key, Message, RelPath};
 use serde_json::Value;
 
+use crate::fleet::controllers_named as controllers;
 use crate::raw_peer::{RawPeer, key_of};
 use crate::transfer::{
     KILL_PACE, KILL_SIZE, Scratch, assert_same_tree, events, journal_verified_bytes, listing,
@@ -24,20 +25,6 @@ use crate::transfer::{
 };
 use crate::transfer_session::Relay;
 use crate::util::{ServerProc, bin};
-
-/// A controllers file in `dir` listing `key` as controller `ops` with `limits` (TOML lines).
-fn controllers(dir: &Path, name: &str, key: &Path, limits: &str) -> PathBuf {
-    let file = dir.join(name);
-    std::fs::write(
-        &file,
-        format!(
-            "[[controller]]\nname = \"ops\"\nkey = \"{}\"\n{limits}\n",
-            key.display()
-        ),
-    )
-    .unwrap();
-    file
-}
 
 /// A server with a root, its own transfer key, and (if given) a controllers file.
 fn server(t: &Scratch, name: &str, controllers: Option<&Path>) -> (ServerProc, PathBuf) {

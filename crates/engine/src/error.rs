@@ -136,6 +136,13 @@ impl From<longhaul_transfer::WireError> for EngineError {
 }
 
 impl EngineError {
+    /// A refusal under the limits a server's `--controllers` file sets for `controller`.
+    pub(crate) fn controller_limit(controller: &str, why: String) -> Self {
+        EngineError::Limit(format!(
+            "controller {controller}: {why} (its limits in this server's --controllers file)"
+        ))
+    }
+
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
         EngineError::Io {
             what: what.into(),

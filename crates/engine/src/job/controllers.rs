@@ -26,10 +26,7 @@ pub(crate) struct Controller {
 impl Controller {
     /// A refusal under this controller's limits, naming where they are set.
     pub(crate) fn refuse(&self, why: String) -> EngineError {
-        EngineError::Limit(format!(
-            "controller {}: {why} (its limits in this server's --controllers file)",
-            self.spec.name
-        ))
+        EngineError::controller_limit(&self.spec.name, why)
     }
 
     /// Takes one of this controller's job slots, or refuses when `max_jobs` run already.

@@ -31,9 +31,9 @@ use tracing::{info, warn};
 
 use super::client::JobClient;
 use super::conn::{JobConn, family, unexpected};
-use super::controllers::{Asked, JobContext, JobDone};
+use super::controllers::{Asked, Controller, JobContext, JobDone};
 use crate::address::Family;
-use crate::transfer::ticket::{Grant, Issued, TICKET_WAIT, Tickets};
+use crate::transfer::ticket::{Grant, TICKET_WAIT, Tickets};
 use crate::transfer::{Endpoint, TransferConfig};
 use crate::{EngineError, random};
 
@@ -73,26 +73,19 @@ pub(super) fn issue(
         .key
         .ticket_key(&asked.server_nonce, &asked.client_nonce, &id);
     let (tx, rx) = mpsc::channel();
-    let expires = Instant::now() + TICKET_WAIT;
     let tickets = cx.controllers.tickets();
     let where_to = dest
         .as_ref()
         .map_or_else(|| "the root".to_string(), |d| format!("{:?}", d.as_str()));
-    tickets.lock().insert(
-        id,
-        Issued {
-            key,
-            grant: Grant {
-                controller: c.spec.name.clone(),
-                limits: c.spec.limits.clone(),
-                dest,
-                overwrite,
-                fsync,
-                report: tx,
-            },
-            expires,
-        },
-    );
+    let grant = Grant {
+        controller: c.spec.name.clone(),
+        limits: c.spec.limits.clone(),
+        dest,
+        overwrite,
+        fsync,
+        report: tx,
+    };
+    let expires = tickets.issue(id, key, grant);
     let _revoke = Revoke(tickets, id);
     info!(controller = %c.spec.name, dest = %where_to, "job: copy ticket issued");
     ctl.send(&JobMessage::Ticket { id })?;
@@ -104,7 +97,7 @@ pub(super) fn issue(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        if !tickets.lock().contains_key(&id) {
+        if !tickets.is_waiting(&id) {
             // Taken: the transfer runs (within its own idle timeout and this controller's
             // limits); its report comes when it ends.
             continue;
@@ -126,13 +119,7 @@ pub(super) fn issue(
                 "copy into {where_to}: {} files verified, {} bytes moved",
                 summary.files, summary.bytes_moved
             );
-            ctl.send(&JobMessage::CopyDone {
-                summary: Box::new(summary),
-            })?;
-            Ok(JobDone {
-                controller: c.spec.name.clone(),
-                what,
-            })
+            report_done(ctl, c, what, summary)
         }
         Err(why) => Err(EngineError::Transfer(format!(
             "the copy into {where_to} failed here: {why}"
@@ -231,6 +218,16 @@ pub(super) fn send(
         "copy to {target}: {} files, {} bytes moved",
         summary.files, summary.bytes_moved
     );
+    report_done(ctl, c, what, summary)
+}
+
+/// Sends a side's summary to the controller; `what` is the server's log line.
+fn report_done(
+    ctl: &JobConn,
+    c: &Controller,
+    what: String,
+    summary: Summary,
+) -> Result<JobDone, EngineError> {
     ctl.send(&JobMessage::CopyDone {
         summary: Box::new(summary),
     })?;

@@ -29,10 +29,10 @@ impl fmt::Debug for Tickets {
 }
 
 /// A ticket waiting for its transfer.
-pub(crate) struct Issued {
-    pub(crate) key: Key,
-    pub(crate) grant: Grant,
-    pub(crate) expires: Instant,
+struct Issued {
+    key: Key,
+    grant: Grant,
+    expires: Instant,
 }
 
 /// What a ticket admits, and where the transfer it admitted reports its end.
@@ -58,16 +58,32 @@ impl Grant {
 
     /// A refusal under the controller's limits.
     pub(crate) fn refuse(&self, why: String) -> EngineError {
-        EngineError::Limit(format!(
-            "controller {}: {why} (its limits in this server's --controllers file)",
-            self.controller
-        ))
+        EngineError::controller_limit(&self.controller, why)
     }
 }
 
 impl Tickets {
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TicketId, Issued>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TicketId, Issued>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Issues ticket `id` with its key and grant, valid for [`TICKET_WAIT`]; returns when it expires.
+    pub(crate) fn issue(&self, id: TicketId, key: Key, grant: Grant) -> Instant {
+        let expires = Instant::now() + TICKET_WAIT;
+        self.lock().insert(
+            id,
+            Issued {
+                key,
+                grant,
+                expires,
+            },
+        );
+        expires
+    }
+
+    /// Whether ticket `id` still waits for its transfer (none has taken it, and it was not revoked).
+    pub(crate) fn is_waiting(&self, id: &TicketId) -> bool {
+        self.lock().contains_key(id)
     }
 
     /// The key of ticket `id`, for the handshake of the transfer that presents it.
