@@ -298,8 +298,15 @@ fn refused_copies_name_the_host_and_the_reason_and_write_nothing() {
 
 /// Asks B for a ticket into `dest` as controller `ops` would; the connection keeps it valid.
 fn ticket(b: u16, ops: &Key, dest: &str) -> (JobClient, TicketId, Key) {
-    let mut job = JobClient::connect("127.0.0.1", b, Family::V4, ops, Duration::from_secs(10))
-        .expect("B accepts the controller");
+    let mut job = JobClient::connect(
+        "127.0.0.1",
+        b,
+        Family::V4,
+        ops,
+        Duration::from_secs(10),
+        None,
+    )
+    .expect("B accepts the controller");
     let (id, key) = job
         .issue_ticket(Some(RelPath::parse(dest).unwrap()), false, false)
         .expect("a ticket");

@@ -168,3 +168,38 @@ mod tests {
         assert!(stream_count::<8>("-1").is_err());
     }
 }
+
+/// `--encrypt` and its certificate files, on every command that connects to a server.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct Encrypt {
+    /// Encrypt every connection in TLS 1.3 (docs/encryption.md). Without --tls-ca any server
+    /// certificate is taken, and a transfer's or a controller's key proofs, bound to the TLS
+    /// session, authenticate both ends.
+    #[arg(long)]
+    pub(crate) encrypt: bool,
+    /// With --encrypt: check the server's certificate against the CA certificates in this PEM
+    /// file, and its name against the host as given.
+    #[arg(long, value_name = "PEM", requires = "encrypt")]
+    pub(crate) tls_ca: Option<std::path::PathBuf>,
+    /// With --encrypt: present this certificate chain (PEM) to a server that asks for one
+    /// (`server --tls-client-ca`).
+    #[arg(long, value_name = "PEM", requires_all = ["encrypt", "tls_key"])]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
+}
+
+impl Encrypt {
+    /// The engine's settings, if encryption was asked for.
+    pub(crate) fn config(&self) -> Option<longhaul_engine::tls::ClientTlsConfig> {
+        self.encrypt.then(|| longhaul_engine::tls::ClientTlsConfig {
+            ca: self.tls_ca.clone(),
+            identity: self
+                .tls_cert
+                .clone()
+                .zip(self.tls_key.clone())
+                .map(|(cert, key)| longhaul_engine::tls::Identity { cert, key }),
+        })
+    }
+}

@@ -53,6 +53,9 @@ pub(crate) struct CampaignArgs {
     /// Seconds to wait for each server at each step of the set-up.
     #[arg(long, default_value = "10", value_parser = crate::args::seconds)]
     connect_timeout: Nanos,
+    /// --encrypt: every pair's test or copy, and this controller's connections, in TLS.
+    #[command(flatten)]
+    encrypt: args::Encrypt,
     #[command(flatten)]
     json: args::Json,
 }
@@ -207,6 +210,7 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
     }
     let timeout = a.connect_timeout.to_duration();
     let family = a.ip.family();
+    let encrypt = a.encrypt.config();
 
     // Every pair on its own thread: reach and measure the server, wait for the common start, run.
     let (tx, rx) = mpsc::channel();
@@ -214,15 +218,16 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
     for (i, t) in tests.iter().enumerate() {
         let (start_tx, start_rx) = mpsc::channel::<Option<u64>>();
         starts.push(start_tx);
-        let (tx, key, t) = (tx.clone(), key.clone(), t.clone());
+        let (tx, key, t, encrypt) = (tx.clone(), key.clone(), t.clone(), encrypt.clone());
         let (server, port) = (campaign.pairs[i].from.clone(), campaign.pairs[i].from_port);
         std::thread::spawn(move || {
             let t = match t {
                 Job::Test(t) => t,
                 Job::Copy(c) => return copy_pair(i, &c, &tx, &start_rx),
             };
-            let reached = JobClient::connect(&server, port, family, &key, timeout)
-                .and_then(|mut job| job.clock_offset(PROBES).map(|o| (job, o)));
+            let reached =
+                JobClient::connect(&server, port, family, &key, timeout, encrypt.as_ref())
+                    .and_then(|mut job| job.clock_offset(PROBES).map(|o| (job, o)));
             let (mut job, offset) = match reached {
                 Ok(x) => x,
                 Err(e) => {
@@ -505,11 +510,16 @@ fn pair_test(p: &PairSpec, a: &CampaignArgs) -> anyhow::Result<TestTo> {
         !args.test.third_party(),
         "--to, --to-port and --key come from the pair and the command line, not its args"
     );
+    anyhow::ensure!(
+        !args.test.encrypts(),
+        "--encrypt comes from the command line (for every pair), not a pair's args"
+    );
     Ok(TestTo {
         to: p.to.clone(),
         port: p.to_port,
         family: crate::test::target_family(a.ip.family()),
         params: crate::test::params(&args.test)?,
+        encrypt: a.encrypt.encrypt,
     })
 }
 
@@ -548,6 +558,7 @@ fn pair_copy(
         congestion: k.congestion,
         idle_timeout: Duration::from_secs(k.idle_timeout),
         timeout: a.connect_timeout.to_duration(),
+        encrypt: a.encrypt.config(),
     })
 }
 

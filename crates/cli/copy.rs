@@ -51,6 +51,10 @@ pub(crate) struct CopyArgs {
     /// its own --handshake-timeout for B).
     #[arg(long, default_value_t = 10)]
     connect_timeout: u64,
+    /// --encrypt: this controller's connections to A and B, and A's transfer to B, in TLS (A
+    /// checks no certificate of B's: the ticket's key proofs, bound to the TLS session, do).
+    #[command(flatten)]
+    encrypt: crate::args::Encrypt,
     #[command(flatten)]
     knobs: TransferKnobs,
 }
@@ -103,6 +107,7 @@ pub(crate) fn run(a: &CopyArgs) -> anyhow::Result<ExitCode> {
         congestion: k.congestion.clone(),
         idle_timeout: Duration::from_secs(k.idle_timeout),
         timeout: Duration::from_secs(a.connect_timeout.max(1)),
+        encrypt: a.encrypt.config(),
     };
     let mut out = Output::new(k);
     let result = run_remote_copy(&cfg, &mut |e| out.event(e));

@@ -83,6 +83,21 @@ pub(crate) struct ServerArgs {
     /// (`longhaul test THIS --to OTHER`), within its limits.
     #[arg(long, value_name = "FILE")]
     controllers: Option<PathBuf>,
+    /// Refuse plaintext connections: every test, transfer and job must come with --encrypt
+    /// (encrypted connections are accepted in any case; docs/encryption.md).
+    #[arg(long)]
+    require_encryption: bool,
+    /// The certificate chain (PEM) this server presents to --encrypt clients [default: a
+    /// self-signed one, made at start].
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Ask every encrypted client for a certificate signed by a CA in this PEM file (mutual TLS);
+    /// clients without one are refused in the handshake.
+    #[arg(long, value_name = "PEM")]
+    tls_client_ca: Option<PathBuf>,
     /// Modes of what clients send (see `longhaul send --help`): by default the client's permission
     /// bits minus this server's umask, never setuid, setgid or sticky, and existing directories keep
     /// theirs.
@@ -146,15 +161,29 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         max_test_memory: a.max_test_memory,
         files,
         controllers: std::sync::Arc::new(controllers),
+        tls: longhaul_engine::tls::ServerTlsConfig {
+            identity: a
+                .tls_cert
+                .clone()
+                .zip(a.tls_key.clone())
+                .map(|(cert, key)| longhaul_engine::tls::Identity { cert, key }),
+            client_ca: a.tls_client_ca.clone(),
+            required: a.require_encryption,
+        },
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
     let server = Server::bind(cfg).context("cannot start the server")?;
     // Tell scripts where we are (useful with -p 0).
     eprintln!(
-        "longhaul server listening on {} (max {} tests, {} transfers)",
+        "longhaul server listening on {} (max {} tests, {} transfers{})",
         server.local_addr(),
         a.max_tests,
-        a.max_transfers
+        a.max_transfers,
+        if a.require_encryption {
+            ", encryption required"
+        } else {
+            ""
+        }
     );
     if a.daemon {
         // No thread has been started yet, as daemonize() requires.

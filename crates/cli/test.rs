@@ -106,6 +106,8 @@ pub(crate) struct TestArgs {
     /// With --to: this controller's key file [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
     #[arg(long, value_name = "FILE", requires = "to")]
     key: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    encrypt: args::Encrypt,
 }
 
 fn omit(s: &str) -> Result<Nanos, String> {
@@ -165,6 +167,11 @@ impl TestArgs {
     /// Whether the flags ask for a third-party test (`--to`, or its key).
     pub(crate) fn third_party(&self) -> bool {
         self.to.is_some() || self.key.is_some()
+    }
+
+    /// Whether the flags ask for encryption.
+    pub(crate) fn encrypts(&self) -> bool {
+        self.encrypt.encrypt
     }
 }
 
@@ -232,8 +239,10 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                     port: a.to_port,
                     family: target_family(a.ip.family()),
                     params,
+                    encrypt: a.encrypt.encrypt,
                 },
                 timeout: a.connect_timeout.to_duration(),
+                encrypt: a.encrypt.config(),
             };
             run_remote_test(&cfg, &mut out)
         }
@@ -246,6 +255,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                 params,
                 timeout: a.connect_timeout.to_duration(),
                 start_at: None,
+                encrypt: a.encrypt.config(),
             };
             run_test(&cfg, &mut out)
         }

@@ -40,6 +40,8 @@ pub(crate) struct CommonArgs {
     #[arg(long, default_value_t = 10)]
     pub(crate) connect_timeout: u64,
     #[command(flatten)]
+    pub(crate) encrypt: args::Encrypt,
+    #[command(flatten)]
     pub(crate) knobs: TransferKnobs,
 }
 
@@ -256,6 +258,7 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
             family: c.ip.family(),
             bind: c.bind,
             timeout: Duration::from_secs(c.connect_timeout.max(1)),
+            encrypt: c.encrypt.config(),
         },
         key: load_key(c.key.as_deref())?,
         streams: k.streams.n,

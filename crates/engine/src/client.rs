@@ -28,7 +28,9 @@ use crate::control::Control;
 use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 
 use crate::address::{self, Family};
+use crate::channel::Channel;
 use crate::socket::{self, SocketOptions};
+use crate::tls::{ClientTlsConfig, Connector, Pinned};
 use crate::{EngineError, SOFTWARE};
 
 /// Everything a test needs.
@@ -50,6 +52,8 @@ pub struct ClientConfig {
     /// starts at once. The server waits for the start within its set-up deadline, so this must
     /// come well before that.
     pub start_at: Option<SystemTime>,
+    /// `--encrypt`: every connection of the test in TLS 1.3, with these certificate settings.
+    pub encrypt: Option<ClientTlsConfig>,
 }
 
 /// Receives the report as the test goes (for live output).
@@ -76,12 +80,20 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         socket::check_congestion(cc)?;
     }
     let (ctrl_sock, server) = connect_control(cfg)?;
-    let mut ctrl = Control::new(ctrl_sock);
+    let (channel, pinned) = match &cfg.encrypt {
+        Some(tls) => {
+            let (c, p) = Connector::new(tls)?.connect(ctrl_sock, &cfg.host, cfg.timeout)?;
+            (c, Some(p))
+        }
+        None => (Channel::plain(ctrl_sock), None),
+    };
+    let mut ctrl = Control::new(channel);
     let wall_start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    std::io::Write::write_all(&mut ctrl.socket(), &Preamble::control().encode())
+    ctrl.channel()
+        .write_all(&Preamble::control().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
     let origin = Instant::now();
     let settings = ClientSettings {
@@ -96,6 +108,7 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
     let mut drv = Driver {
         cfg,
         server,
+        pinned,
         origin,
         wall_start,
         conv: Client::new(params, settings, Duration::ZERO),
@@ -149,7 +162,7 @@ struct Test {
     cookie_text: String,
     server_plan: Box<SidePlan>,
     local_plan: SidePlan,
-    socks: Vec<TcpStream>,
+    socks: Vec<Channel>,
     local_setups: Vec<SocketSetup>,
     start: Option<Start>,
     /// CPU of this test's threads only (control + streams), as the server counts its side: correct
@@ -161,6 +174,8 @@ struct Test {
 struct Driver<'a> {
     cfg: &'a ClientConfig,
     server: SocketAddr,
+    /// With `--encrypt`: TLS for the data connections, accepting only the control's certificate.
+    pinned: Option<Pinned>,
     origin: Instant,
     wall_start: u64,
     conv: Client,
@@ -343,7 +358,7 @@ impl Driver<'_> {
         &self,
         params: &TestParams,
         cookie: Cookie,
-    ) -> Result<(Vec<TcpStream>, Vec<SocketSetup>, SidePlan), EngineError> {
+    ) -> Result<(Vec<Channel>, Vec<SocketSetup>, SidePlan), EngineError> {
         let local_plan = socket::side_plan(params);
         let total = params.direction.connections(params.streams);
         let opts = SocketOptions {
@@ -357,6 +372,7 @@ impl Driver<'_> {
             let s = connect_data(
                 self.cfg,
                 self.server,
+                self.pinned.as_ref(),
                 &opts,
                 sender,
                 i,
@@ -366,7 +382,7 @@ impl Driver<'_> {
             if let Some(p) = pace {
                 socket::apply_pacing(s.as_fd(), p)?;
             }
-            local_setups.push(socket::describe(&s, i, sender, pace));
+            local_setups.push(socket::describe(s.socket(), i, sender, pace));
             socks.push(s);
         }
         Ok((socks, local_setups, local_plan))
@@ -415,17 +431,21 @@ fn connect_control(cfg: &ClientConfig) -> Result<(TcpStream, SocketAddr), Engine
 fn connect_data(
     cfg: &ClientConfig,
     server: SocketAddr,
+    pinned: Option<&Pinned>,
     opts: &SocketOptions<'_>,
     sender: bool,
     index: u32,
     preamble: &[u8],
-) -> Result<TcpStream, EngineError> {
+) -> Result<Channel, EngineError> {
     let s = new_socket(cfg, server)?;
     socket::apply(s.as_fd(), opts, sender, index)?;
     s.connect_timeout(&server.into(), cfg.timeout)
         .map_err(|e| connect_err(server, e))?;
-    let mut s: TcpStream = s.into();
-    std::io::Write::write_all(&mut s, preamble)
+    let s = match pinned {
+        Some(p) => p.connect(s.into(), cfg.timeout)?,
+        None => Channel::plain(s.into()),
+    };
+    s.write_all(preamble)
         .map_err(|e| EngineError::io(format!("send preamble of stream {index}"), e))?;
     Ok(s)
 }

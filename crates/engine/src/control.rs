@@ -8,7 +8,7 @@
 //! encoded, sealed and written under one lock, so frames never interleave and, once [`Conn::seal`]
 //! switched sealing on, their sequence numbers follow the order on the wire.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::marker::PhantomData;
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
@@ -19,13 +19,14 @@ use longhaul_proto::frame::{FrameDecoder, FrameEncoder, FrameOpen, FrameSeal, Fr
 use longhaul_proto::wire::{PREAMBLE_LEN, Preamble};
 
 use crate::EngineError;
+use crate::channel::Channel;
 
 /// One side of a test's control connection.
 pub(crate) type Control = Conn<Message>;
 
 /// The writing half of a connection, shareable between threads.
 pub(crate) struct Writer<M> {
-    sock: Arc<TcpStream>,
+    sock: Arc<Channel>,
     enc: Arc<Mutex<FrameEncoder>>,
     peer: Arc<str>,
     msg: PhantomData<fn(&M)>,
@@ -49,7 +50,7 @@ impl<M: Framed> Writer<M> {
     pub(crate) fn send(&self, msg: &M) -> Result<(), EngineError> {
         let mut enc = self.enc.lock().unwrap_or_else(|e| e.into_inner());
         let frame = enc.encode(msg);
-        (&*self.sock)
+        self.sock
             .write_all(&frame)
             .map_err(|e| EngineError::io(format!("send {} to {}", msg.kind(), self.peer), e))
     }
@@ -57,7 +58,7 @@ impl<M: Framed> Writer<M> {
 
 /// One side of a control connection: the reading half (one owner) and a [`Writer`].
 pub(crate) struct Conn<M> {
-    sock: Arc<TcpStream>,
+    sock: Arc<Channel>,
     dec: FrameDecoder<M>,
     writer: Writer<M>,
 }
@@ -66,9 +67,9 @@ impl<M: Framed> Conn<M>
 where
     EngineError: From<M::Error>,
 {
-    pub(crate) fn new(sock: TcpStream) -> Self {
+    pub(crate) fn new(sock: Channel) -> Self {
         // Control messages are small and latency-sensitive (RTT pings, verdicts).
-        let _ = sock.set_nodelay(true);
+        let _ = sock.socket().set_nodelay(true);
         let peer: Arc<str> = sock
             .peer_addr()
             .map_or_else(|_| "?".to_string(), |a| a.to_string())
@@ -87,6 +88,11 @@ where
     }
 
     pub(crate) fn socket(&self) -> &TcpStream {
+        self.sock.socket()
+    }
+
+    /// The channel (plain or TLS) the frames cross.
+    pub(crate) fn channel(&self) -> &Channel {
         &self.sock
     }
 
@@ -137,11 +143,11 @@ where
             }
             // A zero timeout means "block forever" to the kernel: keep at least 1 ms.
             let wait = (deadline - now).max(Duration::from_millis(1));
-            self.sock.set_read_timeout(Some(wait)).ok();
+            self.sock.socket().set_read_timeout(Some(wait)).ok();
             let mut buf = [0u8; 16 * 1024];
             // Never read past the current frame: the rest stays in the socket.
             let want = self.dec.wanted().min(buf.len());
-            match (&*self.sock).read(&mut buf[..want]) {
+            match self.sock.read(&mut buf[..want]) {
                 Ok(0) => {
                     return Err(if self.dec.has_partial() {
                         EngineError::Truncated(self.peer().to_string())
@@ -201,10 +207,7 @@ pub(crate) fn linger_close(mut sock: &TcpStream) {
 
 /// Reads the 32-byte preamble, all of it by `deadline`: a whole-step deadline, not one per read, so
 /// a peer trickling a byte every few seconds is dropped when the step's time is up (issue 11).
-pub(crate) fn read_preamble(
-    sock: &mut TcpStream,
-    deadline: Instant,
-) -> Result<Preamble, EngineError> {
+pub(crate) fn read_preamble(sock: &Channel, deadline: Instant) -> Result<Preamble, EngineError> {
     let mut b = [0u8; PREAMBLE_LEN];
     let mut got = 0;
     while got < PREAMBLE_LEN {
@@ -215,7 +218,8 @@ pub(crate) fn read_preamble(
             )));
         }
         // A zero timeout means "block forever" to the kernel: keep at least 1 ms.
-        sock.set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))))
+        sock.socket()
+            .set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))))
             .ok();
         match sock.read(&mut b[got..]) {
             Ok(0) => {
@@ -229,7 +233,7 @@ pub(crate) fn read_preamble(
             Err(e) => return Err(EngineError::io("read connection preamble", e)),
         }
     }
-    sock.set_read_timeout(None).ok();
+    sock.socket().set_read_timeout(None).ok();
     Ok(Preamble::decode(&b)?)
 }
 

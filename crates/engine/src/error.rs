@@ -100,6 +100,10 @@ pub enum EngineError {
         "cannot draw random bytes from the kernel (getrandom: {0}); refusing to make {1} without them"
     )]
     Random(getrandom::Error, &'static str),
+    /// `--encrypt`: a certificate or key file, or the TLS handshake with a peer, failed (the text
+    /// names the file or the peer).
+    #[error("TLS: {0}")]
+    Tls(String),
     /// A data stream failed during the test.
     #[error("stream {stream}: {source}")]
     Stream {

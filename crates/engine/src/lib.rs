@@ -14,12 +14,15 @@
 //! - [`job`]: a controller's jobs (`longhaul test A --to B`, `longhaul copy A:PATH B:DEST`): the
 //!   server runs them, the controller asks and reads the reports (`longhaul-fleet`'s conversation);
 //! - [`doctor`]: this host's facts and tuning findings;
+//! - [`tls`], `channel`: `--encrypt` (TLS 1.3 on every connection) and the byte stream every
+//!   conversation reads and writes, plain or encrypted;
 //! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
 //! - `run`, `stream`, `socket`, `payload`, [`zerocopy`]: one side of a running test, its stream
 //!   workers, data-socket set-up, the bytes sent and `-Z`;
 //! - `address`, `random`, `error`: name resolution by family, randomness, the error type.
 
 mod address;
+mod channel;
 mod control;
 mod error;
 mod payload;
@@ -32,6 +35,7 @@ pub mod client;
 pub mod doctor;
 pub mod job;
 pub mod server;
+pub mod tls;
 pub mod transfer;
 pub mod zerocopy;
 

@@ -6,7 +6,7 @@
 //! ends the omit period (`-O`) it reads every stream's counters, senders' and receivers' alike, and hands
 //! them to the stream's statistics as the baseline of its totals.
 
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,6 +21,7 @@ use longhaul_proto::{EndCondition, TestParams, WindowRequest};
 use longhaul_units::models::MAX_TCP_WINDOW;
 
 use crate::EngineError;
+use crate::channel::Channel;
 use crate::socket::tcp_sample;
 use crate::stream::{Clock, Job, StreamState, Worker};
 use crate::zerocopy::SendMethod;
@@ -29,7 +30,7 @@ use crate::zerocopy::SendMethod;
 pub(crate) struct RunStream {
     pub(crate) index: u32,
     pub(crate) sender: bool,
-    pub(crate) sock: TcpStream,
+    pub(crate) sock: Channel,
     pub(crate) congestion: String,
     pub(crate) mss: u32,
 }

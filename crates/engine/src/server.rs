@@ -43,13 +43,15 @@ use longhaul_proto::conversation::server::{
 };
 use longhaul_proto::msg::{CpuUse, MAX_STREAMS, SidePlan, SideResults, SocketSetup};
 use longhaul_proto::window::BufferAction;
-use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, encode_frame};
+use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, Preamble, encode_frame};
 use longhaul_sys as sys;
 use tracing::{info, warn};
 
+use crate::channel::Channel;
 use crate::control::{Control, read_preamble};
 use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 use crate::socket::{self, SocketOptions};
+use crate::tls::ServerTls;
 use crate::transfer::DataGate;
 use crate::{EngineError, SOFTWARE, random};
 
@@ -83,6 +85,9 @@ pub struct ServerConfig {
     pub files: Option<crate::transfer::ServeFiles>,
     /// Controllers whose jobs this server runs (`--controllers FILE`); none by default.
     pub controllers: Arc<crate::job::Controllers>,
+    /// `--encrypt` (TLS): this server's certificate, the CA its clients' certificates must come
+    /// from, and whether plaintext is refused. Encrypted connections are accepted in any case.
+    pub tls: crate::tls::ServerTlsConfig,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +104,7 @@ impl Default for ServerConfig {
             max_test_memory: 8 << 30,
             files: None,
             controllers: Arc::default(),
+            tls: crate::tls::ServerTlsConfig::default(),
         }
     }
 }
@@ -121,10 +127,16 @@ pub use longhaul_proto::conversation::server::{MAX_PINGS, OVERRUN_GRACE};
 
 /// Where a session waiting for data connections takes them, and for a transfer the proof they must
 /// present first.
-type Route = (SyncSender<(u32, TcpStream)>, Option<DataGate>);
+struct Route {
+    to: SyncSender<(u32, Channel)>,
+    gate: Option<DataGate>,
+    /// The session's control connection is encrypted, so its data connections must be.
+    encrypted: bool,
+}
 
 struct Shared {
     cfg: ServerConfig,
+    tls: ServerTls,
     running: AtomicU32,
     transfers: AtomicU32,
     handshakes: Mutex<Handshakes>,
@@ -155,9 +167,11 @@ struct ListenerBuf {
 impl Server {
     /// Binds the listening socket.
     pub fn bind(cfg: ServerConfig) -> Result<Self, EngineError> {
+        let tls = ServerTls::new(&cfg.tls)?;
         let listener = Arc::new(listen(cfg.bind, cfg.port)?);
         let shared = Arc::new(Shared {
             cfg,
+            tls,
             running: AtomicU32::new(0),
             transfers: AtomicU32::new(0),
             handshakes: Mutex::new(Handshakes::default()),
@@ -353,27 +367,65 @@ impl Drop for Handshaking {
     }
 }
 
-/// Serves one accepted connection; `deadline` is the end of its first step (preamble, and for a test
-/// its hello).
+/// Reads a connection's preamble by `deadline`; for a `Tls` preamble, runs the TLS handshake and
+/// reads the connection's own preamble inside, by the same deadline.
+fn open_channel(
+    shared: &Shared,
+    sock: TcpStream,
+    deadline: Instant,
+) -> Result<(Channel, Preamble), EngineError> {
+    let plain = Channel::plain(sock);
+    let pre = read_preamble(&plain, deadline)?;
+    if pre.kind != ConnKind::Tls || pre.version != PROTOCOL_VERSION {
+        return Ok((plain, pre));
+    }
+    let sock = plain.into_plain().expect("a plain channel");
+    let channel = shared.tls.accept(sock, deadline)?;
+    let pre = read_preamble(&channel, deadline)?;
+    if pre.kind == ConnKind::Tls {
+        return Err(EngineError::Tls("a TLS preamble inside TLS".into()));
+    }
+    Ok((channel, pre))
+}
+
+/// Tells a plaintext peer of a server that requires encryption why it is refused, in its
+/// conversation's own error message (a data connection is only dropped).
+fn refuse_plaintext(conn: &Channel, kind: ConnKind) {
+    let why = "this server requires encryption (--require-encryption): run the client with \
+               --encrypt"
+        .to_string();
+    let frame = match kind {
+        ConnKind::Control => encode_frame(&Message::Error { message: why }),
+        ConnKind::Transfer => longhaul_transfer::Message::Error { message: why }.encode_frame(),
+        ConnKind::Job => encode_frame(&longhaul_fleet::JobMessage::Error { message: why }),
+        ConnKind::Data | ConnKind::Tls => return,
+    };
+    if conn.write_all(&frame).is_ok() {
+        crate::control::linger_close(conn.socket());
+    }
+}
+
+/// Serves one accepted connection; `deadline` is the end of its first step (preamble, TLS
+/// handshake, and for a test its hello).
 fn handle(
     shared: &Arc<Shared>,
-    mut conn: TcpStream,
+    conn: TcpStream,
     peer: SocketAddr,
     deadline: Instant,
     hs: Handshaking,
 ) {
-    let pre = read_preamble(&mut conn, deadline);
+    let opened = open_channel(shared, conn, deadline);
     // A transfer's data connection still has its proof to send: it stays counted as handshaking,
     // under the same deadline, until the proof is in.
-    let hs = match &pre {
-        Ok(p) if p.kind == ConnKind::Data => Some(hs),
+    let hs = match &opened {
+        Ok((_, p)) if p.kind == ConnKind::Data => Some(hs),
         _ => {
             drop(hs);
             None
         }
     };
-    let pre = match pre {
-        Ok(p) => p,
+    let (conn, pre) = match opened {
+        Ok(o) => o,
         Err(e) => {
             warn!(%peer, "dropped connection: {e}");
             return;
@@ -386,28 +438,35 @@ fn handle(
         };
         warn!(%peer, "{e}");
         if pre.kind == ConnKind::Control {
-            let _ = std::io::Write::write_all(
-                &mut conn,
-                &encode_frame(&Message::Error {
-                    message: e.to_string(),
-                }),
-            );
+            let _ = conn.write_all(&encode_frame(&Message::Error {
+                message: e.to_string(),
+            }));
         }
         return;
     }
+    if shared.tls.required() && !conn.is_encrypted() {
+        info!(%peer, "refused a plaintext connection: encryption is required");
+        refuse_plaintext(&conn, pre.kind);
+        return;
+    }
     match pre.kind {
+        // `open_channel` answered it with TLS, or returned it for the version check above.
+        ConnKind::Tls => warn!(%peer, "dropped connection: a TLS preamble out of place"),
         ConnKind::Data => {
-            let tx = shared
+            let route = shared
                 .pending
                 .lock()
                 .expect("pending lock")
                 .get(&pre.cookie)
-                .cloned();
-            match tx {
-                Some((tx, gate)) => {
+                .map(|r| (r.to.clone(), r.gate.clone(), r.encrypted));
+            match route {
+                Some((_, _, true)) if !conn.is_encrypted() => {
+                    warn!(%peer, "plaintext data connection for an encrypted session dropped");
+                }
+                Some((tx, gate, _)) => {
                     if let Some(gate) = gate
                         && let Err(e) = gate.admit(
-                            &mut conn,
+                            &conn,
                             &pre.cookie,
                             pre.stream,
                             deadline.saturating_duration_since(Instant::now()),
@@ -434,7 +493,7 @@ fn handle(
                          try again later"
                     ),
                 };
-                let _ = std::io::Write::write_all(&mut conn, &msg.encode_frame());
+                let _ = conn.write_all(&msg.encode_frame());
                 return;
             }
             let cookie = match random::cookie() {
@@ -444,12 +503,13 @@ fn handle(
                     let msg = longhaul_transfer::Message::Error {
                         message: e.to_string(),
                     };
-                    let _ = std::io::Write::write_all(&mut conn, &msg.encode_frame());
+                    let _ = conn.write_all(&msg.encode_frame());
                     return;
                 }
             };
             let gate = DataGate::default();
-            let (_registration, rx) = Registration::new(shared, cookie, Some(gate.clone()));
+            let (_registration, rx) =
+                Registration::new(shared, cookie, Some(gate.clone()), conn.is_encrypted());
             let listener_use = ListenerUse::new(shared);
             let widen = |request, force| listener_use.widen(request, force);
             let expecting = std::cell::RefCell::new(Vec::new());
@@ -498,7 +558,7 @@ fn handle(
 later"
                     ),
                 };
-                let _ = std::io::Write::write_all(&mut conn, &encode_frame(&msg));
+                let _ = conn.write_all(&encode_frame(&msg));
                 return;
             }
             let cx = crate::job::JobContext {
@@ -561,13 +621,17 @@ impl<'a> Registration<'a> {
         shared: &'a Shared,
         cookie: Cookie,
         gate: Option<DataGate>,
-    ) -> (Self, Receiver<(u32, TcpStream)>) {
+        encrypted: bool,
+    ) -> (Self, Receiver<(u32, Channel)>) {
         let (tx, rx) = mpsc::sync_channel(2 * MAX_STREAMS as usize);
-        shared
-            .pending
-            .lock()
-            .expect("pending lock")
-            .insert(cookie, (tx, gate));
+        shared.pending.lock().expect("pending lock").insert(
+            cookie,
+            Route {
+                to: tx,
+                gate,
+                encrypted,
+            },
+        );
         (Self { shared, cookie }, rx)
     }
 }
@@ -606,7 +670,8 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
         .unwrap_or_default();
     let cpu_start = sys::thread_cpu_time().unwrap_or_default();
     let cookie = random::cookie()?;
-    let (registration, data) = Registration::new(shared, cookie, None);
+    let (registration, data) =
+        Registration::new(shared, cookie, None, ctrl.channel().is_encrypted());
     let settings = ServerSettings {
         software: SOFTWARE.into(),
         peer: peer.clone(),
@@ -654,13 +719,13 @@ struct Session<'a> {
     cpu_start: sys::CpuTime,
     conv: TestSession,
     /// Where the data connections presenting the cookie arrive.
-    data: Receiver<(u32, TcpStream)>,
+    data: Receiver<(u32, Channel)>,
     registration: Option<Registration<'a>>,
     expecting: Option<Expecting<'a>>,
     listener_use: Option<ListenerUse<'a>>,
     side: Option<SidePlan>,
     /// Data connections as they arrive, by stream index (while the machine expects them).
-    socks: Vec<Option<TcpStream>>,
+    socks: Vec<Option<Channel>>,
     /// Set-up data connections, until the start.
     streams: Vec<RunStream>,
     run: Option<Run>,
@@ -825,7 +890,7 @@ impl Session<'_> {
             if let Some(p) = pace {
                 socket::apply_pacing(s.as_fd(), p)?;
             }
-            let setup = socket::describe(&s, i, sender, pace);
+            let setup = socket::describe(s.socket(), i, sender, pace);
             self.streams.push(RunStream {
                 index: i,
                 sender,

@@ -5,8 +5,7 @@
 //! samples `TCP_INFO` on the same socket; it stops a sender by raising `stop` and, if the sender is stuck
 //! in a write the path will never drain, by shutting the socket down under it.
 
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use longhaul_sys::{self as sys, CpuTime};
 
+use crate::channel::Channel;
 use crate::payload::AlignedBuf;
 use crate::zerocopy::SendMethod;
 
@@ -41,7 +41,7 @@ impl Clock {
 pub(crate) struct StreamState {
     pub(crate) index: u32,
     pub(crate) sender: bool,
-    pub(crate) sock: TcpStream,
+    pub(crate) sock: Channel,
     /// Bytes written (sender) or read (receiver) so far.
     pub(crate) bytes: AtomicU64,
     /// Raised by the control thread to end a sender.
@@ -51,7 +51,7 @@ pub(crate) struct StreamState {
 }
 
 impl StreamState {
-    pub(crate) fn new(index: u32, sender: bool, sock: TcpStream) -> Arc<Self> {
+    pub(crate) fn new(index: u32, sender: bool, sock: Channel) -> Arc<Self> {
         Arc::new(Self {
             index,
             sender,
@@ -140,8 +140,13 @@ fn send_loop(
     write_len: usize,
     budget: Option<u64>,
 ) -> io::Result<()> {
-    let mut sock = &st.sock;
+    let sock = &st.sock;
     let mut sent = 0u64;
+    // TLS encrypts in user space: `-Z` on an encrypted stream writes the same payload by copy.
+    let method = match method {
+        SendMethod::ZeroCopy(src) if sock.is_encrypted() => &SendMethod::Copy(src.payload()),
+        m => m,
+    };
     let mut zc = match method {
         SendMethod::ZeroCopy(src) => Some(src.sender(st.sock.as_fd())?),
         SendMethod::Copy(_) => None,
@@ -169,7 +174,7 @@ fn send_loop(
         }
     }
     // End-of-stream tells the receiver the exact end; ignore errors on an already-dead socket.
-    let _ = st.sock.shutdown(Shutdown::Write);
+    let _ = st.sock.shutdown_write();
     Ok(())
 }
 
@@ -178,7 +183,7 @@ fn send_loop(
 const WINDOW_CHECK: Duration = Duration::from_millis(200);
 
 fn recv_loop(st: &StreamState, read_len: usize, window: Option<u64>) -> io::Result<()> {
-    let mut sock = &st.sock;
+    let sock = &st.sock;
     let mut buf = AlignedBuf::zeroed(read_len);
     let buf = buf.as_mut_slice();
     let mut next_check = Instant::now();

@@ -13,7 +13,6 @@
 //! The client measures the RTT on the control connection and chooses streams and the chunk size
 //! from it and the target rate, in both directions; the server follows the client's plan.
 
-use std::io::Read;
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -31,7 +30,9 @@ use longhaul_transfer::{Key, MacKey, Message, RelPath, Role, SessionKeys, choose
 use longhaul_units::Nanos;
 
 use crate::EngineError;
+use crate::channel::Channel;
 use crate::socket::{self, SocketOptions};
+use crate::tls::Pinned;
 
 pub(crate) mod conn;
 pub mod root;
@@ -209,12 +210,12 @@ fn window_plan(p: &Plan) -> longhaul_proto::window::WindowPlan {
 /// proof of the session key for its cookie and stream index.
 fn open_streams(
     cfg: &TransferConfig,
-    server: std::net::SocketAddr,
-    cookie: [u8; 16],
+    session: &Session,
     keys: &SessionKeys,
     p: &Plan,
     sender: bool,
-) -> Result<Vec<TcpStream>, EngineError> {
+) -> Result<Vec<Channel>, EngineError> {
+    let cookie = session.cookie;
     let window = window_plan(p);
     let opts = SocketOptions {
         plan: &window,
@@ -222,12 +223,13 @@ fn open_streams(
     };
     let mut out = Vec::with_capacity(p.streams as usize);
     for i in 0..p.streams {
-        let s = cfg.endpoint.socket(server)?;
+        let s = cfg.endpoint.socket(session.server)?;
         socket::apply(s.as_fd(), &opts, sender, i)?;
-        let mut s = cfg.endpoint.connect(s, server)?;
+        let s = cfg.endpoint.connect(s, session.server)?;
+        let s = cfg.endpoint.wrap(s, session.pinned.as_ref())?;
         let mut hello = Preamble::data(cookie, i).encode().to_vec();
         hello.extend_from_slice(&keys.sending(Role::Client).data_proof(&cookie, i).0);
-        std::io::Write::write_all(&mut s, &hello)
+        s.write_all(&hello)
             .map_err(|e| EngineError::io(format!("send preamble of stream {i}"), e))?;
         out.push(s);
     }
@@ -240,12 +242,20 @@ fn open_streams(
 /// Caps each sending stream at its share of the target rate (`SO_MAX_PACING_RATE`), so that
 /// together they send no faster than `--rate`: with the rate of the path's bottleneck, the streams
 /// stop overrunning its queue in bursts (the seeds' hand-set pacing, done from the plan).
-fn pace(socks: &[TcpStream], p: &Plan) -> Result<(), EngineError> {
+fn pace(socks: &[Channel], p: &Plan) -> Result<(), EngineError> {
     let shares = longhaul_proto::pacing::split_pacing(p.rate_bps, p.streams);
     for (s, bytes_per_sec) in socks.iter().zip(shares) {
         socket::apply_pacing(s.as_fd(), bytes_per_sec)?;
     }
     Ok(())
+}
+
+/// The data connections' sockets again, for `TCP_INFO` once the streams are done with them.
+fn probes(socks: &[Channel]) -> Vec<TcpStream> {
+    socks
+        .iter()
+        .filter_map(|s| s.socket().try_clone().ok())
+        .collect()
 }
 
 fn retransmits(socks: &[TcpStream]) -> u64 {
@@ -256,16 +266,24 @@ fn retransmits(socks: &[TcpStream]) -> u64 {
         .sum()
 }
 
-/// Connects, authenticates and returns the control connection, the server address, the cookie and
-/// the session keys.
+/// Where a client's transfer opens its data connections: the server's address, the cookie, and
+/// with `--encrypt` the TLS that accepts only the certificate the control connection was shown.
+struct Session {
+    server: std::net::SocketAddr,
+    cookie: [u8; 16],
+    pinned: Option<Pinned>,
+}
+
+/// Connects, authenticates and returns the control connection, the session and its keys.
 fn open(
     cfg: &TransferConfig,
     direction: Direction,
-) -> Result<(Ctl, std::net::SocketAddr, [u8; 16], SessionKeys), EngineError> {
-    let (mut sock, server) = cfg.endpoint.connect_any()?;
-    std::io::Write::write_all(&mut sock, &Preamble::transfer().encode())
+) -> Result<(Ctl, Session, SessionKeys), EngineError> {
+    let (channel, server, pinned) = cfg.endpoint.open()?;
+    channel
+        .write_all(&Preamble::transfer().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
-    let mut ctl = Ctl::new(sock);
+    let mut ctl = Ctl::new(channel);
     let (cookie, keys) = conn::client_handshake(
         &mut ctl,
         &cfg.key,
@@ -273,7 +291,12 @@ fn open(
         direction,
         cfg.endpoint.timeout,
     )?;
-    Ok((ctl, server, cookie, keys))
+    let session = Session {
+        server,
+        cookie,
+        pinned,
+    };
+    Ok((ctl, session, keys))
 }
 
 /// `longhaul send SRC... HOST:DEST`: each source (a file, a directory tree or a symlink) lands in
@@ -319,7 +342,7 @@ fn send_sources(
     admit: &dyn Fn(u32, u64, u64) -> Result<(), EngineError>,
     on_event: &mut dyn FnMut(&Event),
 ) -> Result<Summary, EngineError> {
-    let (mut ctl, server, cookie, keys) = open(cfg, Direction::Send)?;
+    let (mut ctl, session, keys) = open(cfg, Direction::Send)?;
     let p = plan(cfg, &ctl)?;
     admit(p.streams, p.rate_bps, src.total_bytes())?;
     ctl.send(&Message::SendTo {
@@ -330,8 +353,8 @@ fn send_sources(
     ctl.send(&p.message())?;
     src.send_manifest(&ctl)?;
     let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
-    let socks = open_streams(cfg, server, cookie, &keys, &p, true)?;
-    let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
+    let socks = open_streams(cfg, &session, &keys, &p, true)?;
+    let probe = probes(&socks);
     let skipped = std::mem::take(&mut src.skipped);
     let mut side = Side::new(on_event, cfg.idle_timeout);
     side.limit_time(cfg.time_limit);
@@ -363,7 +386,7 @@ pub fn get(
     on_event: &mut dyn FnMut(&Event),
 ) -> Result<Summary, EngineError> {
     // Authenticate first: a wrong key or an unreachable server leaves no trace in DEST.
-    let (mut ctl, server, cookie, keys) = open(cfg, Direction::Get)?;
+    let (mut ctl, session, keys) = open(cfg, Direction::Get)?;
     let p = plan(cfg, &ctl)?;
     ctl.send(&Message::Request {
         paths: sources.to_vec(),
@@ -388,7 +411,7 @@ pub fn get(
     )?;
     sink.prepare_all(manifest, p.chunk_size)?;
     sink.send_have(&ctl)?;
-    let socks = open_streams(cfg, server, cookie, &keys, &p, false)?;
+    let socks = open_streams(cfg, &session, &keys, &p, false)?;
     let mut side = Side::new(on_event, cfg.idle_timeout);
     let chunk_key = keys.receiving(Role::Client);
     sink::run(&mut ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
@@ -440,7 +463,7 @@ impl DataGate {
     /// checks it for `cookie` and `stream`.
     pub(crate) fn admit(
         &self,
-        conn: &mut TcpStream,
+        conn: &Channel,
         cookie: &[u8; 16],
         stream: u32,
         timeout: Duration,
@@ -460,7 +483,7 @@ impl DataGate {
                     "the proof of data connection {stream}"
                 )));
             }
-            conn.set_read_timeout(Some(left)).ok();
+            conn.socket().set_read_timeout(Some(left)).ok();
             match conn.read(&mut proof[got..]) {
                 Ok(0) => return Err(EngineError::Closed(format!("data connection {stream}"))),
                 Ok(n) => got += n,
@@ -474,7 +497,7 @@ impl DataGate {
                 }
             }
         }
-        conn.set_read_timeout(None).ok();
+        conn.socket().set_read_timeout(None).ok();
         verify_data_proof(key, cookie, stream, &proof)?;
         Ok(())
     }
@@ -486,7 +509,7 @@ impl DataGate {
 pub(crate) struct Admission<'a> {
     pub(crate) cookie: [u8; 16],
     pub(crate) gate: &'a DataGate,
-    pub(crate) data: &'a Receiver<(u32, TcpStream)>,
+    pub(crate) data: &'a Receiver<(u32, Channel)>,
     pub(crate) timeout: Duration,
     /// Widens the listener's receive buffer so the data connections' window scale fits (as for
     /// tests).
@@ -501,7 +524,7 @@ pub(crate) struct Admission<'a> {
 /// server's, and may only send into the ticket's destination, within its controller's limits;
 /// the job that issued the ticket hears how the transfer ended.
 pub(crate) fn serve(
-    sock: TcpStream,
+    sock: Channel,
     files: Option<&ServeFiles>,
     tickets: &Tickets,
     adm: &Admission<'_>,
@@ -648,7 +671,7 @@ fn serve_authenticated(
             let have = source::recv_have(ctl, &src, p.chunk_size)?;
             let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, true)?;
-            let probe: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
+            let probe = probes(&socks);
             let skipped = std::mem::take(&mut src.skipped);
             let mut side = Side::new(&mut log, files.idle_timeout);
             let chunk_key = keys.sending(Role::Server);
@@ -698,7 +721,7 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
 }
 
 /// Sets up the accepted data connections for this side's role, as the client does before connect.
-fn setup_accepted(socks: &[TcpStream], p: &Plan, sender: bool) -> Result<(), EngineError> {
+fn setup_accepted(socks: &[Channel], p: &Plan, sender: bool) -> Result<(), EngineError> {
     let window = window_plan(p);
     let opts = SocketOptions {
         plan: &window,
@@ -715,12 +738,12 @@ fn setup_accepted(socks: &[TcpStream], p: &Plan, sender: bool) -> Result<(), Eng
 
 /// Collects the `streams` data connections, in stream order.
 fn accept_streams(
-    data: &Receiver<(u32, TcpStream)>,
+    data: &Receiver<(u32, Channel)>,
     streams: u32,
     timeout: Duration,
     peer: &str,
-) -> Result<Vec<TcpStream>, EngineError> {
-    let mut socks: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
+) -> Result<Vec<Channel>, EngineError> {
+    let mut socks: Vec<Option<Channel>> = (0..streams).map(|_| None).collect();
     let deadline = Instant::now() + timeout;
     for arrived in 0..streams {
         let left = deadline.saturating_duration_since(Instant::now());

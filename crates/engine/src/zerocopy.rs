@@ -73,6 +73,11 @@ impl ZeroCopySource {
         })
     }
 
+    /// The payload itself (an encrypted stream sends it by copy).
+    pub(crate) fn payload(&self) -> Arc<AlignedBuf> {
+        Arc::clone(&self.payload)
+    }
+
     /// A per-stream sender.
     pub(crate) fn sender(&self, sock: BorrowedFd<'_>) -> io::Result<StreamSender<'_>> {
         Ok(match (self.method, &self.file) {

@@ -153,6 +153,9 @@ pub enum JobMessage {
         /// [`MAX_HOLD_NS`] after the request arrives. `None`: as soon as it is set up.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         start_at_unix_ns: Option<u64>,
+        /// Run the test in TLS (`--encrypt`).
+        #[serde(default)]
+        encrypt: bool,
     },
     /// The test is set up (the report's `start`, as the server's client sees it).
     TestStarted {
@@ -217,6 +220,9 @@ pub enum JobMessage {
         congestion: Option<String>,
         /// Seconds without progress after which the copy gives up.
         idle_timeout_s: u64,
+        /// Send in TLS (`--encrypt`).
+        #[serde(default)]
+        encrypt: bool,
     },
     /// A running copy's event (the sending server's: started, progress, a file done).
     CopyEvent {
@@ -410,6 +416,7 @@ mod tests {
             family: TargetFamily::V4,
             params: params(),
             start_at_unix_ns: Some(1_800_000_000_000_000_000),
+            encrypt: true,
         };
         let frame = encode_frame(&m);
         let back = JobMessage::from_json(&frame[4..]).unwrap();
@@ -428,6 +435,7 @@ mod tests {
                 family: TargetFamily::Any,
                 params: params(),
                 start_at_unix_ns: None,
+                encrypt: false,
             })
             .unwrap();
             f(&mut v);
@@ -466,6 +474,7 @@ mod tests {
             chunk_size: None,
             congestion: Some("cubic".into()),
             idle_timeout_s: 60,
+            encrypt: false,
         })
         .unwrap()
     }

@@ -47,6 +47,9 @@ pub enum ConnKind {
     /// A controller asking this server to act (`longhaul test A --to B`): its own messages, in the
     /// same frames (crate `longhaul-fleet`).
     Job,
+    /// `--encrypt`: a TLS 1.3 handshake follows this preamble, and the connection's own preamble (of
+    /// any other kind) comes inside TLS, first thing.
+    Tls,
 }
 
 /// The fixed header that opens every connection.
@@ -89,6 +92,14 @@ impl Preamble {
         }
     }
 
+    /// The plaintext preamble of an encrypted connection: TLS follows.
+    pub fn tls() -> Self {
+        Self {
+            kind: ConnKind::Tls,
+            ..Self::control()
+        }
+    }
+
     /// The preamble of data connection `stream` of the test with `cookie`.
     pub fn data(cookie: Cookie, stream: u32) -> Self {
         Self {
@@ -109,6 +120,7 @@ impl Preamble {
             ConnKind::Data => 2,
             ConnKind::Transfer => 3,
             ConnKind::Job => 4,
+            ConnKind::Tls => 5,
         };
         b[12..28].copy_from_slice(&self.cookie);
         b[28..32].copy_from_slice(&self.stream.to_be_bytes());
@@ -127,6 +139,7 @@ impl Preamble {
             2 => ConnKind::Data,
             3 => ConnKind::Transfer,
             4 => ConnKind::Job,
+            5 => ConnKind::Tls,
             k => return Err(ProtoError::BadKind(k)),
         };
         if b[11] != 0 {
@@ -171,7 +184,12 @@ mod tests {
     fn preamble_round_trips() {
         let p = Preamble::data([7; 16], 3);
         assert_eq!(Preamble::decode(&p.encode()).unwrap(), p);
-        for c in [Preamble::control(), Preamble::transfer(), Preamble::job()] {
+        for c in [
+            Preamble::control(),
+            Preamble::transfer(),
+            Preamble::job(),
+            Preamble::tls(),
+        ] {
             assert_eq!(Preamble::decode(&c.encode()).unwrap(), c);
         }
     }

@@ -52,8 +52,10 @@
 //! nonces per connection, one id per ticket) inside a sealed frame. Only B, the controller and A
 //! learn the key, so A and B authenticate each other with it.
 //!
-//! This authenticates; it does not encrypt. Data crosses the network in clear (as with FDT or GridFTP
-//! without DCAU); the chunk hashes stop corruption, not eavesdropping.
+//! This authenticates; it does not encrypt. Without `--encrypt`, data crosses the network in clear
+//! (as with FDT or GridFTP without DCAU); the chunk hashes stop corruption, not eavesdropping. With
+//! it, everything runs inside TLS 1.3 and both nonces are bound to the TLS session first
+//! ([`bind_nonce`]), so the proofs also show that no one relays between the two ends.
 //!
 //! Nonces come from the caller (the I/O layer reads the OS RNG): this crate has no randomness.
 
@@ -89,6 +91,19 @@ pub struct Key([u8; 32]);
 
 /// A 32-byte nonce, fresh per connection from the OS RNG.
 pub type Nonce = [u8; 32];
+
+/// A handshake nonce bound to the TLS session the handshake runs in (`--encrypt`):
+/// `BLAKE3-keyed(binding, nonce)`, where `binding` is the session's exporter value (RFC 9266
+/// `tls-exporter`). Both sides prove over bound nonces, and both ends of one TLS session bind alike,
+/// while a relay in the middle holds two TLS sessions with two different bindings: proofs it
+/// forwards fail, and the session keys it could not derive anyway differ on its two sides. Without
+/// TLS (`None`) the nonce is used as it is.
+pub fn bind_nonce(nonce: &Nonce, binding: Option<&[u8; 32]>) -> Nonce {
+    match binding {
+        Some(b) => *blake3::keyed_hash(b, nonce).as_bytes(),
+        None => *nonce,
+    }
+}
 
 /// Which side is proving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

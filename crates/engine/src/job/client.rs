@@ -12,7 +12,9 @@ use longhaul_transfer::auth::{Key, Nonce, Role};
 use super::conn::{AUTHENTICATED_FRAME_LIMIT, JobConn, nonce, unexpected, unix_ns};
 use crate::EngineError;
 use crate::address::{self, Family};
-use crate::transfer::conn::seal;
+use crate::channel::Channel;
+use crate::tls::{ClientTlsConfig, Connector};
+use crate::transfer::conn::{bound, seal};
 
 /// A controller's authenticated job connection to one server.
 pub struct JobClient {
@@ -36,13 +38,15 @@ pub struct ClockOffset {
 }
 
 impl JobClient {
-    /// Connects to `server` and proves this controller's `key` (after the server proved it first).
+    /// Connects to `server` (in TLS with `encrypt`) and proves this controller's `key` (after the
+    /// server proved it first).
     pub fn connect(
         server: &str,
         port: u16,
         family: Family,
         key: &Key,
         timeout: Duration,
+        encrypt: Option<&ClientTlsConfig>,
     ) -> Result<Self, EngineError> {
         let mut last = None;
         let mut sock = None;
@@ -62,12 +66,17 @@ port?)",
                 }
             }
         }
-        let Some(mut sock) = sock else {
+        let Some(sock) = sock else {
             return Err(last.expect("resolve returns at least one address"));
         };
-        std::io::Write::write_all(&mut sock, &Preamble::job().encode())
+        let channel = match encrypt {
+            Some(tls) => Connector::new(tls)?.connect(sock, server, timeout)?.0,
+            None => Channel::plain(sock),
+        };
+        channel
+            .write_all(&Preamble::job().encode())
             .map_err(|e| EngineError::io("send the job preamble", e))?;
-        let mut ctl = JobConn::new(sock);
+        let mut ctl = JobConn::new(channel);
         let client_nonce = nonce()?;
         ctl.send(&JobMessage::JobHello {
             version: JOB_VERSION,
@@ -81,6 +90,7 @@ port?)",
             } => (server_nonce, server_proof),
             m => return Err(unexpected(&m, "the server's challenge")),
         };
+        let (server_nonce, client_nonce) = bound(&ctl, &server_nonce, &client_nonce);
         key.verify_job(Role::Server, &server_nonce, &client_nonce, &server_proof)
             .map_err(|_| {
                 EngineError::Transfer(format!(

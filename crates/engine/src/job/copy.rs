@@ -33,6 +33,7 @@ use super::client::JobClient;
 use super::conn::{JobConn, family, unexpected};
 use super::controllers::{Asked, Controller, JobContext, JobDone};
 use crate::address::Family;
+use crate::tls::ClientTlsConfig;
 use crate::transfer::ticket::{Grant, TICKET_WAIT, Tickets};
 use crate::transfer::{Endpoint, TransferConfig};
 use crate::{EngineError, random};
@@ -150,6 +151,7 @@ pub(super) fn send(
         chunk_size,
         congestion,
         idle_timeout_s,
+        encrypt,
     } = m
     else {
         return Err(unexpected(&m, "copy"));
@@ -170,6 +172,8 @@ pub(super) fn send(
             family,
             bind: None,
             timeout: cx.connect_timeout,
+            // The ticket's key proofs, bound to the TLS session, authenticate B.
+            encrypt: encrypt.then(ClientTlsConfig::default),
         },
         key: c.key.open_ticket(
             &asked.server_nonce,
@@ -280,6 +284,9 @@ pub struct RemoteCopy {
     pub idle_timeout: Duration,
     /// Connect timeout, and the deadline of each handshake step.
     pub timeout: Duration,
+    /// `--encrypt`: the job connections to A and B, and A's transfer to B, in TLS (the job
+    /// connections with these settings).
+    pub encrypt: Option<ClientTlsConfig>,
 }
 
 impl JobClient {
@@ -334,8 +341,15 @@ pub fn run_remote_copy(
     };
     let sending =
         |e: EngineError| EngineError::Transfer(format!("the sending server {a_name}: {}", said(e)));
-    let mut b = JobClient::connect(&cfg.to, cfg.to_port, cfg.family, &cfg.key, cfg.timeout)
-        .map_err(receiving)?;
+    let mut b = JobClient::connect(
+        &cfg.to,
+        cfg.to_port,
+        cfg.family,
+        &cfg.key,
+        cfg.timeout,
+        cfg.encrypt.as_ref(),
+    )
+    .map_err(receiving)?;
     let (id, ticket_key) = b
         .issue_ticket(cfg.dest.clone(), cfg.overwrite, cfg.fsync)
         .map_err(receiving)?;
@@ -423,7 +437,14 @@ fn said(e: EngineError) -> String {
 /// Connects to the sending server and asks it to copy with ticket `id`, its key sealed for
 /// this connection.
 fn ask_sender(cfg: &RemoteCopy, id: TicketId, ticket_key: &Key) -> Result<JobClient, EngineError> {
-    let a = JobClient::connect(&cfg.from, cfg.from_port, cfg.family, &cfg.key, cfg.timeout)?;
+    let a = JobClient::connect(
+        &cfg.from,
+        cfg.from_port,
+        cfg.family,
+        &cfg.key,
+        cfg.timeout,
+        cfg.encrypt.as_ref(),
+    )?;
     let sealed_key = cfg
         .key
         .seal_ticket(&a.server_nonce, &a.client_nonce, &id, ticket_key);
@@ -442,6 +463,7 @@ fn ask_sender(cfg: &RemoteCopy, id: TicketId, ticket_key: &Key) -> Result<JobCli
         chunk_size: cfg.chunk_size,
         congestion: cfg.congestion.clone(),
         idle_timeout_s: cfg.idle_timeout.as_secs().clamp(1, 86_400),
+        encrypt: cfg.encrypt.is_some(),
     })?;
     Ok(a)
 }

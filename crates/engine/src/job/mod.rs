@@ -16,7 +16,6 @@
 //! and its count of running jobs before it connects anywhere; a refusal names the limit.
 //! [`client`] is the controller's side.
 
-use std::net::TcpStream;
 use std::time::{Duration, Instant, SystemTime};
 
 use longhaul_fleet::msg::MAX_CLOCK_PROBES;
@@ -24,8 +23,9 @@ use longhaul_fleet::{JOB_VERSION, JobMessage};
 use longhaul_transfer::auth::Role;
 
 use crate::EngineError;
+use crate::channel::Channel;
 use crate::control;
-use crate::transfer::conn::seal;
+use crate::transfer::conn::{bound, seal};
 
 mod client;
 mod conn;
@@ -47,7 +47,7 @@ const REQUEST_WAIT: Duration = Duration::from_secs(60);
 /// Serves one job connection (after its preamble): the handshake by `deadline`, the request within
 /// [`REQUEST_WAIT`] after it, the checks, the job, its report. Errors are sent to the controller
 /// before they are returned.
-pub(crate) fn serve(conn: TcpStream, cx: &JobContext<'_>) -> Result<JobDone, EngineError> {
+pub(crate) fn serve(conn: Channel, cx: &JobContext<'_>) -> Result<JobDone, EngineError> {
     let mut ctl = JobConn::new(conn);
     let result = serve_on(&mut ctl, cx);
     if let Err(e) = &result
@@ -117,9 +117,10 @@ fn handshake<'a>(
             longhaul_transfer::digest::to_hex(&id)
         )));
     };
-    let server_nonce = nonce()?;
+    let sent_nonce = nonce()?;
+    let (server_nonce, client_nonce) = bound(ctl, &sent_nonce, &client_nonce);
     ctl.send(&JobMessage::AuthChallenge {
-        server_nonce,
+        server_nonce: sent_nonce,
         server_proof: c.key.job_proof(Role::Server, &server_nonce, &client_nonce),
     })?;
     let proof = match ctl.recv_by(deadline, "the controller's proof")? {

@@ -18,6 +18,7 @@ use crate::EngineError;
 use crate::address::Family;
 use crate::client::{ClientConfig, Observer, run_test};
 use crate::control;
+use crate::tls::ClientTlsConfig;
 
 /// Runs the test a controller asked for (`m`, a `run_test`), within its limits.
 pub(super) fn serve(
@@ -32,6 +33,7 @@ pub(super) fn serve(
         family: fam,
         params,
         start_at_unix_ns,
+        encrypt,
     } = m
     else {
         return Err(unexpected(&m, "run_test"));
@@ -68,6 +70,8 @@ pub(super) fn serve(
         params,
         timeout: cx.connect_timeout,
         start_at,
+        // Without a certificate to check B against: TLS keeps the test's bytes from onlookers.
+        encrypt: encrypt.then(ClientTlsConfig::default),
     };
     let mut relay = Relay {
         writer: ctl.writer(),
@@ -142,6 +146,8 @@ pub struct TestTo {
     pub family: TargetFamily,
     /// The test.
     pub params: TestParams,
+    /// Run it in TLS.
+    pub encrypt: bool,
 }
 
 /// A test that a server runs to another, asked by this controller.
@@ -159,6 +165,8 @@ pub struct RemoteTest {
     pub test: TestTo,
     /// Connect timeout, and the deadline of each handshake step.
     pub timeout: Duration,
+    /// `--encrypt`: the job connection to A in TLS with these settings.
+    pub encrypt: Option<ClientTlsConfig>,
 }
 
 /// Asks `cfg.server` to run the test to `cfg.test.to` and returns its report; `obs` sees it as it
@@ -166,7 +174,14 @@ pub struct RemoteTest {
 /// receiver).
 pub fn run_remote_test(cfg: &RemoteTest, obs: &mut dyn Observer) -> Result<Report, EngineError> {
     cfg.test.params.validate()?;
-    let mut job = JobClient::connect(&cfg.server, cfg.port, cfg.family, &cfg.key, cfg.timeout)?;
+    let mut job = JobClient::connect(
+        &cfg.server,
+        cfg.port,
+        cfg.family,
+        &cfg.key,
+        cfg.timeout,
+        cfg.encrypt.as_ref(),
+    )?;
     job.run_test(&cfg.test, None, obs).map(|(report, _)| report)
 }
 
@@ -185,6 +200,7 @@ impl JobClient {
             family: test.family,
             params: test.params.clone(),
             start_at_unix_ns,
+            encrypt: test.encrypt,
         })?;
         // Each report message comes within the test's whole length plus set-up (and the hold for
         // its start); a bytes test has no known length (A ends it at the bytes asked).

@@ -11,14 +11,16 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::frame::Framed;
-use longhaul_transfer::auth::{Key, Role, SessionKeys, TicketId};
+use longhaul_transfer::auth::{Key, Nonce, Role, SessionKeys, TicketId, bind_nonce};
 use longhaul_transfer::msg::{Direction, TRANSFER_VERSION};
 use longhaul_transfer::session::{FrameOpener, FrameSealer};
 use longhaul_transfer::{Message, WireError};
 
 use crate::EngineError;
 use crate::address::{self, Family};
+use crate::channel::Channel;
 use crate::control::{self, Conn};
+use crate::tls::{ClientTlsConfig, Connector, Pinned};
 
 /// A transfer's control connection.
 pub(crate) type Ctl = Conn<Message>;
@@ -66,6 +68,8 @@ pub struct Endpoint {
     pub bind: Option<IpAddr>,
     /// Connect timeout and the deadline of each handshake step.
     pub timeout: Duration,
+    /// `--encrypt`: every connection in TLS 1.3, with these certificate settings.
+    pub encrypt: Option<ClientTlsConfig>,
 }
 
 impl Endpoint {
@@ -104,7 +108,7 @@ impl Endpoint {
     }
 
     /// The first address that accepts a connection.
-    pub(crate) fn connect_any(&self) -> Result<(TcpStream, SocketAddr), EngineError> {
+    fn connect_any(&self) -> Result<(TcpStream, SocketAddr), EngineError> {
         let mut last = None;
         for a in self.addrs()? {
             match self.connect(self.socket(a)?, a) {
@@ -114,6 +118,46 @@ impl Endpoint {
         }
         Err(last.expect("addrs returns at least one address"))
     }
+
+    /// Opens a session's first connection (to the first address that accepts; in TLS with
+    /// `--encrypt`). Returns it, the address, and with TLS the connector of the session's further
+    /// connections.
+    pub(crate) fn open(&self) -> Result<(Channel, SocketAddr, Option<Pinned>), EngineError> {
+        let (sock, server) = self.connect_any()?;
+        Ok(match &self.encrypt {
+            Some(tls) => {
+                let (c, p) = Connector::new(tls)?.connect(sock, &self.host, self.timeout)?;
+                (c, server, Some(p))
+            }
+            None => (Channel::plain(sock), server, None),
+        })
+    }
+
+    /// One of the session's further connections, in TLS as its first one.
+    pub(crate) fn wrap(
+        &self,
+        sock: TcpStream,
+        pinned: Option<&Pinned>,
+    ) -> Result<Channel, EngineError> {
+        match pinned {
+            Some(p) => p.connect(sock, self.timeout),
+            None => Ok(Channel::plain(sock)),
+        }
+    }
+}
+
+/// Both handshake nonces bound to the TLS session of `ctl` (unchanged without TLS): the proofs and
+/// the session keys use these, so they hold only on this TLS session
+/// (`longhaul_transfer::auth::bind_nonce`).
+pub(crate) fn bound<M: Framed>(ctl: &Conn<M>, server: &Nonce, client: &Nonce) -> (Nonce, Nonce)
+where
+    EngineError: From<M::Error>,
+{
+    let b = ctl.channel().binding();
+    (
+        bind_nonce(server, b.as_ref()),
+        bind_nonce(client, b.as_ref()),
+    )
 }
 
 /// A fresh 32-byte nonce.
@@ -146,6 +190,7 @@ pub(crate) fn client_handshake(
         } => (server_nonce, server_proof),
         m => return Err(unexpected(&m, "the server's challenge")),
     };
+    let (server_nonce, client_nonce) = bound(ctl, &server_nonce, &client_nonce);
     key.verify(Role::Server, &server_nonce, &client_nonce, &server_proof)
         .map_err(|_| {
             EngineError::Transfer(
@@ -193,9 +238,10 @@ pub(crate) fn server_handshake(
         });
     }
     let key = &key_for(ticket)?;
-    let server_nonce = nonce()?;
+    let sent_nonce = nonce()?;
+    let (server_nonce, client_nonce) = bound(ctl, &sent_nonce, &client_nonce);
     ctl.send(&Message::AuthChallenge {
-        server_nonce,
+        server_nonce: sent_nonce,
         server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
     })?;
     let proof = match ctl.recv_by(deadline, "the client's proof")? {
@@ -239,7 +285,7 @@ mod tests {
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
         let keys = Key::from_bytes([3; 32]).session(Direction::Send, &[1; 32], &[2; 32]);
-        let (mut client, mut server) = (Ctl::new(a), Ctl::new(b));
+        let (mut client, mut server) = (Ctl::new(Channel::plain(a)), Ctl::new(Channel::plain(b)));
         seal(&mut client, &keys, Role::Client);
         seal(&mut server, &keys, Role::Server);
         let (threads, each) = (8u32, 200u64);

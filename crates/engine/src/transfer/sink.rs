@@ -23,7 +23,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,6 +43,7 @@ use super::conn::{Ctl, Writer, unexpected};
 use super::root::{Inode, Kind, Root, RootError, set_file_meta};
 use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use crate::EngineError;
+use crate::channel::Channel;
 use longhaul_transfer::report::Event;
 
 /// What the receiver does with existing files, modes and durability. Only `overwrite` and `fsync` may
@@ -456,7 +456,7 @@ impl Shared {
 /// carry `key`'s tags (the session's key of the data's direction); one that does not ends the transfer.
 pub(crate) fn run(
     ctl: &mut Ctl,
-    socks: Vec<TcpStream>,
+    socks: Vec<Channel>,
     sink: Sink,
     chunk_size: u64,
     key: &MacKey,
@@ -518,7 +518,7 @@ pub(crate) fn run(
 
 fn stream(
     index: u32,
-    mut sock: TcpStream,
+    sock: Channel,
     mut opener: ChunkOpener,
     shared: &Shared,
     chunk_size: u64,
@@ -528,13 +528,15 @@ fn stream(
     let mut open: Option<(u32, File)> = None;
     let mut hdr = [0u8; CHUNK_HEADER_LEN];
     // Reads time out now and then so that a stop (an error elsewhere) is noticed.
-    let _ = sock.set_read_timeout(Some(Duration::from_millis(500)));
+    let _ = sock
+        .socket()
+        .set_read_timeout(Some(Duration::from_millis(500)));
     let stream_err = |e: std::io::Error| EngineError::Stream {
         stream: index,
         source: e,
     };
     loop {
-        match read_full(&mut sock, &mut hdr, &shared.stop).map_err(stream_err)? {
+        match read_full(&sock, &mut hdr, &shared.stop).map_err(stream_err)? {
             Fill::Eof => return Ok(()),
             Fill::Stopped => return Ok(()),
             Fill::Full => {}
@@ -549,7 +551,7 @@ fn stream(
         })?;
         h.check_plan(&slot.plan)?;
         buf.resize(h.len as usize, 0);
-        match read_full(&mut sock, &mut buf, &shared.stop).map_err(stream_err)? {
+        match read_full(&sock, &mut buf, &shared.stop).map_err(stream_err)? {
             Fill::Full => {}
             Fill::Eof => {
                 return Err(EngineError::Transfer(format!(
@@ -618,7 +620,7 @@ enum Fill {
 }
 
 /// Fills `buf` from `sock`; EOF before the first byte is a clean end, within it an error.
-fn read_full(sock: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool) -> std::io::Result<Fill> {
+fn read_full(sock: &Channel, buf: &mut [u8], stop: &AtomicBool) -> std::io::Result<Fill> {
     let mut got = 0;
     while got < buf.len() {
         match sock.read(&mut buf[got..]) {

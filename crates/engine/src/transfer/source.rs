@@ -8,8 +8,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::Write;
-use std::net::TcpStream;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
@@ -30,6 +28,7 @@ use super::conn::{Ctl, unexpected};
 use super::root::{Kind, Root, join};
 use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use crate::EngineError;
+use crate::channel::Channel;
 use longhaul_transfer::report::Event;
 
 /// Where a manifest file's bytes come from.
@@ -252,7 +251,7 @@ impl Shared {
 /// data's direction). Returns the payload bytes sent.
 pub(crate) fn run(
     ctl: &mut Ctl,
-    socks: Vec<TcpStream>,
+    socks: Vec<Channel>,
     mut src: Sources,
     chunk_size: u64,
     key: &MacKey,
@@ -286,7 +285,10 @@ pub(crate) fn run(
         error: Mutex::new(None),
         bytes: AtomicU64::new(0),
     });
-    let wake: Vec<TcpStream> = socks.iter().filter_map(|s| s.try_clone().ok()).collect();
+    let wake: Vec<std::net::TcpStream> = socks
+        .iter()
+        .filter_map(|s| s.socket().try_clone().ok())
+        .collect();
     let mut threads = Vec::new();
     for (i, sock) in socks.into_iter().enumerate() {
         let (mine, src) = (Arc::clone(&shared), Arc::clone(&src));
@@ -334,7 +336,7 @@ pub(crate) fn run(
 /// memory bound `streams × chunk × 2`.
 fn stream(
     index: u32,
-    mut sock: TcpStream,
+    sock: Channel,
     mut sealer: ChunkSealer,
     shared: &Shared,
     src: &Sources,
