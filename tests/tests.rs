@@ -4,6 +4,7 @@
 mod emulate;
 mod emulate_hardening;
 mod emulate_network;
+mod encryption;
 mod fleet;
 mod fleet_copy;
 mod lab;

@@ -390,6 +390,9 @@ fn print_start(s: &Start) {
             c.socket, c.local_host, c.local_port, c.remote_host, c.remote_port
         );
     }
+    if let Some(tls) = &s.longhaul.encryption {
+        println!("encrypted: {tls}");
+    }
     let cc_local = x
         .local_sockets
         .first()

@@ -491,7 +491,10 @@ buffers), RTT {:.3} ms{}{}; {}",
         } else {
             "NOT all files verified"
         }
-    )
+    ) + &s
+        .encryption
+        .as_ref()
+        .map_or_else(String::new, |tls| format!("; encrypted ({tls})"))
 }
 
 #[cfg(test)]

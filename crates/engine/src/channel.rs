@@ -104,6 +104,14 @@ impl Channel {
             .ok()
     }
 
+    /// The TLS version and cipher suite, for reports (`None` on a plain channel).
+    pub(crate) fn encryption(&self) -> Option<String> {
+        let tls = self.tls.as_ref()?;
+        let conn = lock(&tls.conn);
+        let suite = conn.negotiated_cipher_suite()?;
+        Some(format!("TLS 1.3 {:?}", suite.suite()))
+    }
+
     /// The certificate the peer presented (its end-entity certificate), on a TLS channel.
     pub(crate) fn peer_certificate(&self) -> Option<rustls::pki_types::CertificateDer<'static>> {
         let tls = self.tls.as_ref()?;

@@ -109,6 +109,7 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         cfg,
         server,
         pinned,
+        encryption: ctrl.channel().encryption(),
         origin,
         wall_start,
         conv: Client::new(params, settings, Duration::ZERO),
@@ -176,6 +177,8 @@ struct Driver<'a> {
     server: SocketAddr,
     /// With `--encrypt`: TLS for the data connections, accepting only the control's certificate.
     pinned: Option<Pinned>,
+    /// With `--encrypt`: the TLS version and cipher suite, for the report.
+    encryption: Option<String>,
     origin: Instant,
     wall_start: u64,
     conv: Client,
@@ -253,6 +256,7 @@ impl Driver<'_> {
                     .expect("streams ready after they were opened");
                 let start = start_report(
                     self.cfg,
+                    self.encryption.clone(),
                     &t.params,
                     self.wall_start,
                     &t.cookie_text,
@@ -476,6 +480,7 @@ fn outcomes(plan: &WindowPlan, setups: &[SocketSetup]) -> Vec<BufferOutcome> {
 )]
 fn start_report(
     cfg: &ClientConfig,
+    encryption: Option<String>,
     params: &TestParams,
     timesecs: u64,
     cookie: &str,
@@ -543,11 +548,13 @@ fn start_report(
             target_rate_bps: params.target_rate_bps,
             congestion_requested: params.congestion.clone(),
             pace_total_bps: params.pace_total_bps,
-            zerocopy: params.zerocopy.then(|| {
+            // TLS sends by copy.
+            zerocopy: (params.zerocopy && encryption.is_none()).then(|| {
                 crate::zerocopy::ZeroCopyMethod::selected()
                     .name()
                     .to_string()
             }),
+            encryption,
             local_plan: local_plan.clone(),
             local_buffers,
             remote_plan: remote_plan.clone(),

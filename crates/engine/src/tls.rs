@@ -50,7 +50,8 @@ pub struct Identity {
 pub struct ServerTlsConfig {
     /// The certificate to present; `None`: a self-signed one made at start.
     pub identity: Option<Identity>,
-    /// Ask every client for a certificate signed by a CA in this PEM file (mutual TLS).
+    /// Ask every client for a certificate signed by a CA in this PEM file (mutual TLS); implies
+    /// `required`.
     pub client_ca: Option<PathBuf>,
     /// Refuse plaintext connections.
     pub required: bool,
@@ -116,7 +117,8 @@ impl ServerTls {
         config.send_tls13_tickets = 0;
         Ok(Self {
             config: Arc::new(config),
-            required: cfg.required,
+            // Only clients with a certificate: a plaintext client has none.
+            required: cfg.required || cfg.client_ca.is_some(),
         })
     }
 

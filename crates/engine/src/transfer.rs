@@ -107,6 +107,7 @@ pub fn process_umask() -> u32 {
 
 /// The summary of a side that has finished.
 fn summary(
+    ctl: &Ctl,
     side: &Side<'_>,
     direction: Direction,
     plan: &Plan,
@@ -133,6 +134,7 @@ fn summary(
         chunks_resent: side.resent,
         retransmits,
         verified: side.failed.is_empty(),
+        encryption: ctl.channel().encryption(),
     }
 }
 
@@ -369,6 +371,7 @@ fn send_sources(
         &mut side,
     )?;
     Ok(summary(
+        &ctl,
         &side,
         Direction::Send,
         &p,
@@ -415,7 +418,7 @@ pub fn get(
     let mut side = Side::new(on_event, cfg.idle_timeout);
     let chunk_key = keys.receiving(Role::Client);
     sink::run(&mut ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
-    Ok(summary(&side, Direction::Get, &p, Vec::new(), None))
+    Ok(summary(&ctl, &side, Direction::Get, &p, Vec::new(), None))
 }
 
 /// A local source path as (its parent directory, its name).
@@ -655,7 +658,7 @@ fn serve_authenticated(
             side.limit_time(grant.map(|g| Duration::from_nanos(g.limits.max_duration.0)));
             let chunk_key = keys.receiving(Role::Server);
             sink::run(ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
-            Ok(summary(&side, direction, &p, Vec::new(), None))
+            Ok(summary(ctl, &side, direction, &p, Vec::new(), None))
         }
         Direction::Get => {
             let paths = match ctl.recv(timeout, "request")? {
@@ -677,6 +680,7 @@ fn serve_authenticated(
             let chunk_key = keys.sending(Role::Server);
             source::run(ctl, socks, src, p.chunk_size, chunk_key, &have, &mut side)?;
             Ok(summary(
+                ctl,
                 &side,
                 direction,
                 &p,

@@ -114,6 +114,9 @@ pub struct StartExtra {
     pub pace_total_bps: Option<u64>,
     /// Zero-copy send method in use, if `-Z`.
     pub zerocopy: Option<String>,
+    /// `--encrypt`: the TLS version and cipher suite of the connections (`None`: plaintext).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<String>,
     /// This host's window plan.
     pub local_plan: SidePlan,
     /// This host's buffers as granted.

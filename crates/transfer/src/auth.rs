@@ -615,4 +615,23 @@ mod tests {
         assert!(k.verify(Role::Client, &CN, &SN, &c).is_err());
         assert!(k.verify(Role::Client, &SN, &[3; 32], &c).is_err());
     }
+
+    #[test]
+    fn proofs_over_nonces_bound_to_one_tls_session_fail_on_another() {
+        let k = Key::from_bytes([7; 32]);
+        let (one, two) = ([1u8; 32], [2u8; 32]);
+        let bound = |b: &[u8; 32]| (bind_nonce(&SN, Some(b)), bind_nonce(&CN, Some(b)));
+        // Without TLS the nonces are used as they are.
+        assert_eq!(bind_nonce(&SN, None), SN);
+        // Both ends of one session bind alike: the proof verifies.
+        let (s1, c1) = bound(&one);
+        assert_ne!((s1, c1), (SN, CN));
+        let proof = k.proof(Role::Server, &s1, &c1);
+        assert_eq!(k.verify(Role::Server, &s1, &c1, &proof), Ok(()));
+        // A relay's other session binds otherwise: the forwarded proof fails, and so would the
+        // session keys.
+        let (s2, c2) = bound(&two);
+        assert!(k.verify(Role::Server, &s2, &c2, &proof).is_err());
+        assert!(k.verify(Role::Server, &SN, &CN, &proof).is_err());
+    }
 }

@@ -77,4 +77,7 @@ pub struct Summary {
     pub retransmits: Option<u64>,
     /// Whether every file was verified end to end (file digests equal).
     pub verified: bool,
+    /// `--encrypt`: the TLS version and cipher suite of the connections (`None`: plaintext).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<String>,
 }

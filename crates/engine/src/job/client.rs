@@ -14,7 +14,7 @@ use crate::EngineError;
 use crate::address::{self, Family};
 use crate::channel::Channel;
 use crate::tls::{ClientTlsConfig, Connector};
-use crate::transfer::conn::{bound, seal};
+use crate::transfer::conn::{bound, relay_hint, seal};
 
 /// A controller's authenticated job connection to one server.
 pub struct JobClient {
@@ -94,7 +94,8 @@ port?)",
         key.verify_job(Role::Server, &server_nonce, &client_nonce, &server_proof)
             .map_err(|_| {
                 EngineError::Transfer(format!(
-                    "server {server} does not hold this controller's key; nothing was asked"
+                    "server {server} does not hold this controller's key{}; nothing was asked",
+                    relay_hint(&ctl)
                 ))
             })?;
         ctl.send(&JobMessage::AuthResponse {

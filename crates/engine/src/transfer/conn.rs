@@ -160,6 +160,18 @@ where
     )
 }
 
+/// What else a failed proof on an encrypted connection can mean.
+pub(crate) fn relay_hint<M: Framed>(ctl: &Conn<M>) -> &'static str
+where
+    EngineError: From<M::Error>,
+{
+    if ctl.channel().is_encrypted() {
+        " or someone in the middle relays this TLS session"
+    } else {
+        ""
+    }
+}
+
 /// A fresh 32-byte nonce.
 fn nonce() -> Result<[u8; 32], EngineError> {
     let mut n = [0u8; 32];
@@ -193,10 +205,10 @@ pub(crate) fn client_handshake(
     let (server_nonce, client_nonce) = bound(ctl, &server_nonce, &client_nonce);
     key.verify(Role::Server, &server_nonce, &client_nonce, &server_proof)
         .map_err(|_| {
-            EngineError::Transfer(
-                "the server does not hold our key (wrong --key on one side?); nothing was sent"
-                    .into(),
-            )
+            EngineError::Transfer(format!(
+                "the server does not hold our key (wrong --key on one side?{}); nothing was sent",
+                relay_hint(ctl)
+            ))
         })?;
     ctl.send(&Message::AuthResponse {
         client_proof: key.proof(Role::Client, &server_nonce, &client_nonce),
@@ -255,9 +267,10 @@ pub(crate) fn server_handshake(
         .verify(Role::Client, &server_nonce, &client_nonce, &proof)
         .is_err()
     {
-        return Err(EngineError::Transfer(
-            "authentication failed: the client does not hold this server's key".into(),
-        ));
+        return Err(EngineError::Transfer(format!(
+            "authentication failed: the client does not hold this server's key{}",
+            relay_hint(ctl)
+        )));
     }
     ctl.send(&Message::AuthOk { cookie })?;
     Ok((direction, keys))
