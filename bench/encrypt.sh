@@ -60,9 +60,9 @@ run_in() { # PATH HOST CMD...
 busy() { # busy jiffies of the whole machine (user nice system irq softirq steal)
     awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
 }
-measure() { # PATH RUN TOOL BYTES CMD...
-    local p=$1 run=$2 tool=$3 bytes=$4
-    shift 4
+measure() { # PATH RUN TOOL BYTES FILE CMD...   (FILE: what arrives in dst, "-" for a test)
+    local p=$1 run=$2 tool=$3 bytes=$4 file=$5
+    shift 5
     find "$data/dst" -mindepth 1 -delete
     local b0 b1 secs
     b0=$(busy)
@@ -70,13 +70,11 @@ measure() { # PATH RUN TOOL BYTES CMD...
         { echo "FAILED: $*" >&2; tail -3 "$out/last.err" >&2; }
     b1=$(busy)
     secs=$(cat "$out/time.txt")
-    if [ "$tool" != "${tool#longhaul test}" ]; then
+    if [ "$file" = - ]; then
         # A test runs for SECS: what moved is in its report.
         bytes=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bytes"])' "$out/last.out")
     else
-        local f
-        f=$(basename "${*: -2:1}")
-        cmp -s "$data/src/$f" "$data/dst/$f" || { echo "NOT IDENTICAL after $tool" >&2; exit 1; }
+        cmp -s "$file" "$data/dst/$(basename "$file")" || { echo "NOT IDENTICAL after $tool" >&2; exit 1; }
     fi
     local hz cpu gbit
     hz=$(getconf CLK_TCK)
@@ -113,12 +111,12 @@ EOF
     for _ in $(seq 50); do [ -s "$data/server.pid" ] && [ -s "$data/sshd.pid" ] && break; sleep 0.1; done
     for r in $(seq "$REPS"); do
         for enc in "" --encrypt; do
-            measure $p "$r" "longhaul test${enc:+ $enc}" 0 "$LH" test "$host" -p $PORT -t "$SECS" --json $enc
+            measure $p "$r" "longhaul test${enc:+ $enc}" 0 - "$LH" test "$host" -p $PORT -t "$SECS" --json $enc
         done
         for enc in "" --encrypt; do
-            measure $p "$r" "longhaul send${enc:+ $enc}" $((MIB << 20)) "$LH" send "$data/src/big.bin" "$host:" -p $PORT --key "$keys/lh.key" --json $enc
+            measure $p "$r" "longhaul send${enc:+ $enc}" $((MIB << 20)) "$data/src/big.bin" "$LH" send "$data/src/big.bin" "$host:" -p $PORT --key "$keys/lh.key" --json $enc
         done
-        measure $p "$r" scp "$(stat -c %s "$scp_file")" $SCP "$scp_file" "root@$host:$data/dst/"
+        measure $p "$r" scp "$(stat -c %s "$scp_file")" "$scp_file" $SCP "$scp_file" "root@$host:$data/dst/"
     done
     kill "$(cat "$data/server.pid")" "$(cat "$data/sshd.pid")" 2>/dev/null || true
     rm -f "$data/server.pid" "$data/sshd.pid"
