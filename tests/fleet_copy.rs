@@ -298,6 +298,11 @@ fn refused_copies_name_the_host_and_the_reason_and_write_nothing() {
 
 /// Asks B for a ticket into `dest` as controller `ops` would; the connection keeps it valid.
 fn ticket(b: u16, ops: &Key, dest: &str) -> (JobClient, TicketId, Key) {
+    ticket_for(b, ops, dest, false)
+}
+
+/// [`ticket`], for an encrypted transfer only with `encrypt`.
+fn ticket_for(b: u16, ops: &Key, dest: &str, encrypt: bool) -> (JobClient, TicketId, Key) {
     let mut job = JobClient::connect(
         "127.0.0.1",
         b,
@@ -308,7 +313,7 @@ fn ticket(b: u16, ops: &Key, dest: &str) -> (JobClient, TicketId, Key) {
     )
     .expect("B accepts the controller");
     let (id, key) = job
-        .issue_ticket(Some(RelPath::parse(dest).unwrap()), false, false)
+        .issue_ticket(Some(RelPath::parse(dest).unwrap()), false, false, encrypt)
         .expect("a ticket");
     (job, id, key)
 }
@@ -353,6 +358,12 @@ fn a_ticket_admits_one_send_into_its_dest_and_nothing_else() {
     let mut peer = RawPeer::try_connect(b.port, &key, Some(id), Direction::Send).unwrap();
     let e = send_to(&mut peer, "incoming", true).unwrap_err();
     assert!(e.contains("does not admit --overwrite"), "{e}");
+
+    // A ticket for an encrypted copy, presented by a plaintext client.
+    let (_job, id, key) = ticket_for(b.port, &ops, "incoming", true);
+    let mut peer = RawPeer::try_connect(b.port, &key, Some(id), Direction::Send).unwrap();
+    let e = send_to(&mut peer, "incoming", false).unwrap_err();
+    assert!(e.contains("admits only an encrypted transfer"), "{e}");
 
     // Fetching with a ticket.
     let (_job, id, key) = ticket(b.port, &ops, "incoming");

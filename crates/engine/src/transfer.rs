@@ -591,6 +591,13 @@ fn serve_authenticated(
             "a copy ticket admits a send to this server, not a get".into(),
         ));
     }
+    if grant.is_some_and(|g| g.encrypted) && !ctl.channel().is_encrypted() {
+        return Err(EngineError::Transfer(
+            "this copy ticket admits only an encrypted transfer (its controller asked for \
+             --encrypt)"
+                .into(),
+        ));
+    }
     let timeout = adm.timeout;
     let root = Root::open(&files.root)?;
     let mut log = |e: &Event| {

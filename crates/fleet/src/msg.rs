@@ -18,7 +18,7 @@
 //! A third-party copy (`longhaul copy A:PATH B:DEST`) uses two job connections, one to each server:
 //!
 //! ```text
-//! C → B: IssueTicket{dest, overwrite, fsync}
+//! C → B: IssueTicket{dest, overwrite, fsync, encrypt}
 //!                     B: Ticket{id} | Error                (B's limits, a free job slot)
 //! C → A: Copy{to: B, port, family, paths, dest, …, ticket, sealed_key}
 //!                     A: Error (refused) | CopyEvent{event} × n, then CopyDone{summary} | Error
@@ -182,6 +182,9 @@ pub enum JobMessage {
         overwrite: bool,
         /// Whether each file is made durable before it is renamed into place.
         fsync: bool,
+        /// Admit only a transfer in TLS (the controller asked for `--encrypt`).
+        #[serde(default)]
+        encrypt: bool,
     },
     /// The ticket issued: its key is derived from this connection's handshake
     /// (`Key::ticket_key`). It admits one transfer, started while this connection stays open.

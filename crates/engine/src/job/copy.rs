@@ -59,6 +59,7 @@ pub(super) fn issue(
         dest,
         overwrite,
         fsync,
+        encrypt,
     } = m
     else {
         return Err(unexpected(&m, "issue_ticket"));
@@ -84,6 +85,7 @@ pub(super) fn issue(
         dest,
         overwrite,
         fsync,
+        encrypted: encrypt,
         report: tx,
     };
     let expires = tickets.issue(id, key, grant);
@@ -292,17 +294,20 @@ pub struct RemoteCopy {
 impl JobClient {
     /// Asks the server for a ticket admitting one copy into `dest` under its root: the ticket's
     /// id and key. The ticket stays valid while this connection is open (at most 60 s
-    /// until a transfer presents it); the server reports that transfer's end on it.
+    /// until a transfer presents it); the server reports that transfer's end on it. With
+    /// `encrypt`, the ticket admits only a transfer in TLS.
     pub fn issue_ticket(
         &mut self,
         dest: Option<RelPath>,
         overwrite: bool,
         fsync: bool,
+        encrypt: bool,
     ) -> Result<(TicketId, Key), EngineError> {
         self.ctl.send(&JobMessage::IssueTicket {
             dest,
             overwrite,
             fsync,
+            encrypt,
         })?;
         match self.ctl.recv(self.timeout, "a copy ticket")? {
             JobMessage::Ticket { id } => Ok((
@@ -351,7 +356,12 @@ pub fn run_remote_copy(
     )
     .map_err(receiving)?;
     let (id, ticket_key) = b
-        .issue_ticket(cfg.dest.clone(), cfg.overwrite, cfg.fsync)
+        .issue_ticket(
+            cfg.dest.clone(),
+            cfg.overwrite,
+            cfg.fsync,
+            cfg.encrypt.is_some(),
+        )
         .map_err(receiving)?;
     let mut a = match ask_sender(cfg, id, &ticket_key) {
         Ok(a) => a,

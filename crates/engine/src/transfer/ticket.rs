@@ -47,6 +47,8 @@ pub(crate) struct Grant {
     pub(crate) overwrite: bool,
     /// Whether files must be made durable before they are renamed into place.
     pub(crate) fsync: bool,
+    /// Whether only a transfer in TLS is admitted.
+    pub(crate) encrypted: bool,
     pub(crate) report: mpsc::Sender<Result<Summary, String>>,
 }
 
