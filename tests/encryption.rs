@@ -520,9 +520,11 @@ fn certificates_from_files_check_names_and_clients() {
     assert!(out.status.success(), "{}", stderr(&out));
     // No client certificate, or one from another CA: refused in the handshake.
     let e = one_line_error(&tls(&[]));
-    assert!(e.contains("TLS"), "{e}");
+    assert!(e.contains("TLS") && e.contains("alert"), "{e}");
+    eprintln!("no client certificate: {e}");
     let e = one_line_error(&tls(&["--tls-cert", &stranger, "--tls-key", &stranger_key]));
-    assert!(e.contains("TLS"), "{e}");
+    assert!(e.contains("TLS") && e.contains("alert"), "{e}");
+    eprintln!("a foreign client certificate: {e}");
     // The server's certificate names 127.0.0.1, not localhost.
     let port_s = port.to_string();
     let out = Command::new(bin())
@@ -584,7 +586,7 @@ fn a_server_that_requires_encryption_refuses_plaintext_and_serves_tls() {
     let (a_root, b_root) = (dir.dir("a"), dir.dir("b"));
     let key = dir.key("k");
     let ops = dir.key("ops");
-    let ctl = controllers_named(&dir.join(""), "controllers.toml", &ops, "");
+    let ctl = controllers_named(&dir.join(""), "controllers.toml", &ops, "max_jobs = 4");
     let serve = |root: &Path| {
         ServerProc::start(&[
             "--root",
@@ -659,4 +661,43 @@ fn a_server_that_requires_encryption_refuses_plaintext_and_serves_tls() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(a.log().contains("job done"));
+
+    // A campaign of a test pair and a copy pair: refused in clear, run in TLS.
+    let campaign = dir.join("campaign.toml");
+    std::fs::write(
+        &campaign,
+        format!(
+            "start_in = \"1s\"\nargs = \"-n 4M\"\n\
+             [[pair]]\nname = \"t\"\nfrom = \"127.0.0.1\"\nfrom_port = {pa}\nto = \"127.0.0.1\"\nto_port = {pb}\n\
+             [[pair]]\nname = \"c\"\nfrom = \"127.0.0.1\"\nfrom_port = {pa}\nto = \"127.0.0.1\"\nto_port = {pb}\n\
+             copy = [\"run\"]\ndest = \"campaign\"\n"
+        ),
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(bin())
+            .args(["campaign", s(&campaign), "--key", s(&ops), "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("requires encryption"));
+    assert!(!b_root.join("campaign").exists(), "nothing written");
+    let out = run(&["--encrypt"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        stderr(&out),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON result");
+    let pairs = r["pairs"].as_array().unwrap();
+    assert!(pairs.iter().all(|p| p["ok"] == true), "{r}");
+    assert_same_tree(
+        &snapshot(&a_root.join("run")),
+        &snapshot(&b_root.join("campaign/run")),
+        "the encrypted campaign's copy",
+    );
 }

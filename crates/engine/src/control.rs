@@ -44,6 +44,12 @@ impl<M> Clone for Writer<M> {
 }
 
 impl<M: Framed> Writer<M> {
+    /// Ends this side's stream (with TLS, close_notify first), between frames.
+    pub(crate) fn close(&self) {
+        let _enc = self.enc.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self.sock.shutdown_write();
+    }
+
     /// Sends one message as one frame (sealed once the connection is). The frame is encoded, sealed
     /// and written under one lock, so frames from several threads neither interleave nor get their
     /// sequence numbers out of wire order.
@@ -187,8 +193,10 @@ const LINGER: Duration = Duration::from_secs(2);
 /// socket with unread input makes the kernel answer with a reset, which can destroy the error
 /// message in the peer's receive queue before it is read: the peer would report "connection reset"
 /// instead of the reason.
-pub(crate) fn linger_close(mut sock: &TcpStream) {
-    let _ = sock.shutdown(std::net::Shutdown::Write);
+pub(crate) fn linger_close(channel: &Channel) {
+    // With TLS, close_notify first: the peer reads a clean end after the error, not a truncation.
+    let _ = channel.shutdown_write();
+    let mut sock = channel.socket();
     let deadline = Instant::now() + LINGER;
     let mut sink = [0u8; 16 * 1024];
     while let Some(left) = deadline

@@ -401,7 +401,7 @@ fn refuse_plaintext(conn: &Channel, kind: ConnKind) {
         ConnKind::Data | ConnKind::Tls => return,
     };
     if conn.write_all(&frame).is_ok() {
-        crate::control::linger_close(conn.socket());
+        crate::control::linger_close(conn);
     }
 }
 
@@ -593,7 +593,7 @@ later"
                         });
                         // The test is over: its slot is free while the client reads why.
                         drop(slot);
-                        crate::control::linger_close(ctrl.socket());
+                        crate::control::linger_close(ctrl.channel());
                     }
                 }
             }

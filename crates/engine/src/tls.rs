@@ -283,7 +283,10 @@ fn handshake(
                      encryption, or our certificate?)"
                 )));
             }
-            Err(e) => return Err(EngineError::Tls(format!("handshake with {peer}: {e}"))),
+            Err(e) => {
+                tell_and_close(conn, sock);
+                return Err(EngineError::Tls(format!("handshake with {peer}: {e}")));
+            }
         }
     }
     // Finish what the handshake left to send (a client's Finished).
@@ -294,6 +297,33 @@ fn handshake(
     sock.set_read_timeout(None).ok();
     sock.set_write_timeout(None).ok();
     Ok(())
+}
+
+/// After a failed handshake: sends the alert rustls holds (why: an unknown CA, a missing client
+/// certificate), then closes gracefully, reading what the peer still sends for a moment. Closing
+/// with unread input would make the kernel answer with a reset, and a TLS 1.3 client, whose side
+/// of the handshake ended before the server checked its certificate, would see "broken pipe"
+/// instead of the alert.
+fn tell_and_close(conn: &mut rustls::Connection, sock: &TcpStream) {
+    let _ = sock.set_write_timeout(Some(Duration::from_millis(200)));
+    while conn.wants_write() {
+        if conn.write_tls(&mut &*sock).is_err() {
+            break;
+        }
+    }
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut sink = [0u8; 4096];
+    while let Some(left) = deadline
+        .checked_duration_since(Instant::now())
+        .filter(|l| !l.is_zero())
+    {
+        let _ = sock.set_read_timeout(Some(left));
+        match std::io::Read::read(&mut &*sock, &mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
 }
 
 /// Accepts any server certificate (or only `pinned`), checking only that the server holds its key.

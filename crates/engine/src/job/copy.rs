@@ -17,7 +17,7 @@
 //! after any failure resumes: only what is missing moves. [`run_remote_copy`] is the controller.
 
 use std::io::Read;
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,7 @@ use super::client::JobClient;
 use super::conn::{JobConn, family, unexpected};
 use super::controllers::{Asked, Controller, JobContext, JobDone};
 use crate::address::Family;
+use crate::channel::Channel;
 use crate::tls::ClientTlsConfig;
 use crate::transfer::ticket::{Grant, TICKET_WAIT, Tickets};
 use crate::transfer::{Endpoint, TransferConfig};
@@ -368,12 +369,13 @@ pub fn run_remote_copy(
         Err(e) => {
             // B's ticket would wait for a transfer that never comes: hanging up revokes it (and
             // frees the job slot it holds before this command returns).
-            hang_up(b.ctl.socket(), cfg.timeout);
+            hang_up(b.ctl.channel(), cfg.timeout);
             return Err(sending(e));
         }
     };
     // B reports once its transfer ends; a thread waits for it while A's events come here.
     let b_sock = b.ctl.socket().try_clone().ok();
+    let b_closer = b.ctl.writer();
     let (tx, rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
         let r = match b
@@ -405,10 +407,8 @@ pub fn run_remote_copy(
     // After A's end, B's comes within a few round trips. If A failed, B's ticket may still wait
     // for a transfer that will never come: hanging up revokes it (B still reports the end of a
     // transfer it admitted).
-    if sender.is_err()
-        && let Some(s) = &b_sock
-    {
-        let _ = s.shutdown(Shutdown::Write);
+    if sender.is_err() {
+        b_closer.close();
     }
     let wait = if sender.is_ok() {
         cfg.idle_timeout + cfg.timeout
@@ -480,8 +480,9 @@ fn ask_sender(cfg: &RemoteCopy, id: TicketId, ticket_key: &Key) -> Result<JobCli
 
 /// Closes our side of a job connection and waits (up to `timeout`) for the server to close its
 /// own, so that whatever the job held is released when this returns.
-fn hang_up(sock: &TcpStream, timeout: Duration) {
-    let _ = sock.shutdown(Shutdown::Write);
+fn hang_up(channel: &Channel, timeout: Duration) {
+    let _ = channel.shutdown_write();
+    let sock = channel.socket();
     let deadline = Instant::now() + timeout;
     let mut buf = [0u8; 4096];
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {

@@ -56,7 +56,7 @@ pub(crate) fn serve(conn: Channel, cx: &JobContext<'_>) -> Result<JobDone, Engin
         let _ = ctl.send(&JobMessage::Error {
             message: e.to_string(),
         });
-        control::linger_close(ctl.socket());
+        control::linger_close(ctl.channel());
     }
     result
 }

@@ -84,7 +84,7 @@ pub(super) fn serve(
             let _ = ctl.send(&JobMessage::Error {
                 message: message.clone(),
             });
-            control::linger_close(ctl.socket());
+            control::linger_close(ctl.channel());
             // Told already: `Peer` keeps `serve` from sending it twice.
             return Err(EngineError::Peer(message));
         }

@@ -51,7 +51,7 @@ impl Conn<Message> {
         let _ = self.send(&Message::Error {
             message: e.to_string(),
         });
-        control::linger_close(self.socket());
+        control::linger_close(self.channel());
     }
 }
 
