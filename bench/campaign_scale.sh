@@ -6,7 +6,8 @@
 #
 #   bench/campaign_scale.sh "10 100 300" [SECS] [RATE]      default 2 s at 10M per pair, -l 128K
 #
-# Output: bench/runs/<UTC date>-campaign-scale/raw.csv and summary.txt. LONGHAUL picks the binary.
+# Output: bench/runs/<UTC date>-campaign-scale/raw.csv and summary.txt. LONGHAUL picks the binary;
+# CAMPAIGN_FLAGS adds flags to the campaign (e.g. CAMPAIGN_FLAGS=--encrypt: every connection in TLS).
 set -u
 cd "$(dirname "$0")/.."
 sizes=${1:-"10 100"}
@@ -38,7 +39,8 @@ for n in $sizes; do
     } >"$work/c.toml"
     load=$(cut -d' ' -f1 /proc/loadavg)
     /usr/bin/time -f "%e %M %U %S" -o "$work/time" \
-        "$lh" campaign "$work/c.toml" --key "$work/ops.key" --connect-timeout 30 --json >"$work/r.json" 2>/dev/null
+        "$lh" campaign "$work/c.toml" --key "$work/ops.key" --connect-timeout 30 --json ${CAMPAIGN_FLAGS:-} \
+        >"$work/r.json" 2>/dev/null
     # (time's last line: a failed command adds a line before it)
     read -r wall rss user sys < <(tail -n 1 "$work/time")
     python3 - "$work/r.json" "$n" "$wall" "$rss" "$user" "$sys" "$load" <<'PY' | tee -a "$raw"
