@@ -13,10 +13,21 @@ fn assert_every_byte_arrived(j: &Value) {
     assert!(!streams.is_empty());
     for s in streams {
         let sent = s["sender"]["bytes"].as_u64().unwrap();
-        let got = s["receiver"]["bytes"].as_u64().unwrap();
         assert!(sent > 0, "stream sent nothing: {s}");
-        assert_eq!(sent, got, "sender and receiver disagree: {s}");
     }
+    assert_sent_equals_received(streams);
+}
+
+/// Each stream's receiver got exactly what its sender sent, and something moved.
+fn assert_sent_equals_received(streams: &[Value]) {
+    let mut total = 0;
+    for s in streams {
+        let sent = s["sender"]["bytes"].as_u64().unwrap();
+        let got = s["receiver"]["bytes"].as_u64().unwrap();
+        assert_eq!(sent, got, "sender and receiver disagree: {s}");
+        total += sent;
+    }
+    assert!(total > 0, "no stream sent anything");
 }
 
 /// The keys that iperf3 JSON readers look for.
@@ -221,7 +232,10 @@ fn bidir_with_the_most_streams_a_default_server_allows_reports_them_all() {
         srv.port,
         &["-t", "1", "--bidir", "-P", "128", "-l", "128K"],
     );
-    assert_every_byte_arrived(&j);
+    // 256 sending threads on two cores beside other tests: the scheduler may not run one of them
+    // within the test's second (seen twice in CI: one stream with 0 bytes, its socket idle since
+    // the preamble). What this test is about is that every stream is reported, consistently.
+    assert_sent_equals_received(j["end"]["streams"].as_array().unwrap());
     assert_eq!(j["end"]["streams"].as_array().unwrap().len(), 256);
     assert_eq!(
         j["start"]["longhaul"]["remote_sockets"]
