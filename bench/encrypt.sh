@@ -7,6 +7,7 @@
 # emulator too: /proc/stat busy jiffies before and after), as CPU seconds per Gbit moved.
 #
 # Usage: bench/encrypt.sh [MIB] [REPS] [SECS]   default 2048 MiB file, 3 repetitions, 10 s tests
+#        PATHS="loopback emulated" (the default) picks the paths.
 # Needs root (namespaces, sshd). Output: bench/runs/<UTC date>-encrypt/raw.csv with every command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,7 +85,7 @@ measure() { # PATH RUN TOOL BYTES FILE CMD...   (FILE: what arrives in dst, "-" 
     tail -1 "$raw" >&2
 }
 
-for p in loopback emulated; do
+for p in ${PATHS:-loopback emulated}; do
     if [ "$p" = emulated ]; then
         "$LH" emulate up --name encb --rtt 120ms --rate 2G --no-server >/dev/null
         host=10.201.0.2 scp_file=$data/src/scp.bin
