@@ -13,6 +13,9 @@
 //!   or foreign certificate and a wrong name.
 //! - `--require-encryption`: plaintext tests, transfers and controllers are refused with the
 //!   reason and nothing is written; a third-party copy and test between two such servers run in TLS.
+//! - Hostile TLS peers: one that announces TLS and goes silent, one that trickles a real ClientHello,
+//!   one that sends something else: each dropped by the handshake's whole-step deadline or at once,
+//!   and the server keeps serving.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -700,4 +703,119 @@ fn a_server_that_requires_encryption_refuses_plaintext_and_serves_tls() {
         &snapshot(&b_root.join("campaign/run")),
         "the encrypted campaign's copy",
     );
+}
+
+/// Writes `bytes` one at a time, `every` apart, reading in between; whether the server closed the
+/// connection within `within`.
+fn closed_while_trickling(
+    s: &mut TcpStream,
+    bytes: &[u8],
+    every: Duration,
+    within: Duration,
+) -> bool {
+    let start = std::time::Instant::now();
+    let mut sent = 0;
+    while start.elapsed() < within {
+        if sent < bytes.len() {
+            if s.write_all(&bytes[sent..sent + 1]).is_err() {
+                return true;
+            }
+            sent += 1;
+        }
+        s.set_read_timeout(Some(every)).unwrap();
+        let mut b = [0u8; 4096];
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// The plaintext preamble that announces TLS (kind 5).
+fn tls_preamble() -> [u8; 32] {
+    let mut p = [0u8; 32];
+    p[..8].copy_from_slice(b"LONGHAUL");
+    p[8..10].copy_from_slice(&1u16.to_be_bytes());
+    p[10] = 5;
+    p
+}
+
+#[test]
+fn hostile_tls_peers_are_dropped_by_the_deadline_and_others_are_served() {
+    let mut srv = ServerProc::start(&["--handshake-timeout", "3"]);
+    let port = srv.port;
+    // A client that announces TLS and then says nothing.
+    let silent = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(&tls_preamble()).unwrap();
+        let t0 = std::time::Instant::now();
+        let closed = closed_while_trickling(
+            &mut s,
+            &[],
+            Duration::from_millis(200),
+            Duration::from_secs(20),
+        );
+        (closed, t0.elapsed())
+    });
+    // One that trickles a real ClientHello, a byte every 300 ms.
+    let trickler = std::thread::spawn(move || {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyServer(
+                provider.signature_verification_algorithms,
+            )))
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("longhaul").unwrap();
+        let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let mut hello = tls_preamble().to_vec();
+        conn.write_tls(&mut hello).unwrap();
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let t0 = std::time::Instant::now();
+        let closed = closed_while_trickling(
+            &mut s,
+            &hello,
+            Duration::from_millis(300),
+            Duration::from_secs(20),
+        );
+        (closed, t0.elapsed())
+    });
+    // One that sends something that is not TLS at all after announcing it.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(&tls_preamble()).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(
+        answer.len() < 64,
+        "a short alert at most, got {} bytes",
+        answer.len()
+    );
+
+    for (what, t) in [("silent", silent), ("trickling", trickler)] {
+        let (closed, took) = t.join().unwrap();
+        assert!(
+            closed,
+            "a {what} TLS client still held its connection after {took:?}"
+        );
+        assert!(
+            took < Duration::from_secs(8),
+            "a {what} TLS client was dropped only after {took:?}"
+        );
+    }
+    srv.wait_for("the TLS handshake with");
+    srv.wait_for("dropped connection: TLS");
+    assert!(srv.alive());
+    let out = test_cmd("127.0.0.1", port, &["-n", "2M", "--encrypt"]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
