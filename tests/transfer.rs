@@ -884,6 +884,9 @@ fn missing_source_fails_with_one_line() {
     );
     let line = one_line_error(&out);
     assert!(line.contains("nope.txt"), "{line}");
+    // The server names its root, not where that root is on its disk.
+    assert!(line.contains("the server's root"), "{line}");
+    assert!(!line.contains(s(&root)), "{line}");
     assert!(!t.join("got/nope.txt").exists());
 }
 

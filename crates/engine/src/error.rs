@@ -147,6 +147,15 @@ impl EngineError {
         ))
     }
 
+    /// The error as a peer is told it: a file error under a transfer's root without the root's
+    /// absolute path ([`crate::transfer::root::RootError::for_peer`]), anything else as it is.
+    pub(crate) fn for_peer(&self) -> String {
+        match self {
+            EngineError::Root(r) => r.for_peer(),
+            e => e.to_string(),
+        }
+    }
+
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
         EngineError::Io {
             what: what.into(),

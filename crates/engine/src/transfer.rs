@@ -572,7 +572,7 @@ pub(crate) fn serve(
             result
                 .as_ref()
                 .map(Summary::clone)
-                .map_err(|e| e.to_string()),
+                .map_err(EngineError::for_peer),
         );
     }
     result.map(Some)

@@ -219,7 +219,9 @@ pub(super) fn send(
             .map_err(|e| match e {
                 // B's own words: it refused or failed (its limits, its disk, ...).
                 EngineError::Peer(why) => EngineError::Transfer(format!("{target} says: {why}")),
-                e => EngineError::Transfer(format!("the copy to {target} failed: {e}")),
+                e => {
+                    EngineError::Transfer(format!("the copy to {target} failed: {}", e.for_peer()))
+                }
             })?;
     let what = format!(
         "copy to {target}: {} files, {} bytes moved",

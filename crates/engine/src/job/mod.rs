@@ -54,7 +54,7 @@ pub(crate) fn serve(conn: Channel, cx: &JobContext<'_>) -> Result<JobDone, Engin
         && !matches!(e, EngineError::Peer(_) | EngineError::Closed(_))
     {
         let _ = ctl.send(&JobMessage::Error {
-            message: e.to_string(),
+            message: e.for_peer(),
         });
         control::linger_close(ctl.channel());
     }

@@ -49,7 +49,7 @@ impl Conn<Message> {
     /// ([`crate::control::linger_close`]), so the peer reads the reason rather than a reset.
     pub(crate) fn refuse(&self, e: &EngineError) {
         let _ = self.send(&Message::Error {
-            message: e.to_string(),
+            message: e.for_peer(),
         });
         control::linger_close(self.channel());
     }

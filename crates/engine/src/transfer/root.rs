@@ -52,6 +52,17 @@ impl RootError {
     pub fn is_not_found(&self) -> bool {
         self.source.kind() == io::ErrorKind::NotFound
     }
+
+    /// The error as a peer may read it: the same, with "the server's root" for the root's
+    /// absolute path, which is this host's business.
+    pub fn for_peer(&self) -> String {
+        format!(
+            "{} {:?} under the server's root: {}",
+            self.op,
+            self.path,
+            explain(&self.source)
+        )
+    }
 }
 
 fn explain(e: &io::Error) -> String {
@@ -61,6 +72,7 @@ fn explain(e: &io::Error) -> String {
         }
         Some(x) if x == Errno::XDEV.raw_os_error() => "the path leads outside the root".into(),
         Some(x) if x == Errno::NOSPC.raw_os_error() => "no space left on the device".into(),
+        Some(x) if x == Errno::NOENT.raw_os_error() => "no such file or directory".into(),
         _ => e.to_string(),
     }
 }
@@ -184,7 +196,7 @@ impl Root {
         &self.path
     }
 
-    fn err(&self, op: &'static str, rel: &str, e: impl Into<io::Error>) -> RootError {
+    pub(crate) fn err(&self, op: &'static str, rel: &str, e: impl Into<io::Error>) -> RootError {
         RootError {
             op,
             path: rel.to_string(),

@@ -67,10 +67,7 @@ impl Sources {
             )));
         }
         let Some(meta) = root.lstat(rel)? else {
-            return Err(EngineError::Transfer(format!(
-                "{}: no such file or directory",
-                root.path().join(rel).display()
-            )));
+            return Err(root.err("find", rel, rustix::io::Errno::NOENT).into());
         };
         self.roots.push(root);
         let r = self.roots.len() - 1;
