@@ -94,8 +94,8 @@ pub(crate) struct ServerArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// Ask every encrypted client for a certificate signed by a CA in this PEM file (mutual TLS);
-    /// clients without one are refused in the handshake.
+    /// Ask every client for a certificate signed by a CA in this PEM file (mutual TLS); clients
+    /// without one are refused in the handshake. Implies --require-encryption.
     #[arg(long, value_name = "PEM")]
     tls_client_ca: Option<PathBuf>,
     /// Modes of what clients send (see `longhaul send --help`): by default the client's permission
