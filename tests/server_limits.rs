@@ -16,7 +16,7 @@ use longhaul_transfer::{Message as Xfer, RangeSet};
 
 use crate::raw_peer::{RawPeer, key_of};
 use crate::server_faults::params;
-use crate::util::{ServerProc, bin, json_test};
+use crate::util::{ServerProc, bin, closed_while_trickling, json_test};
 
 fn connect(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -66,39 +66,6 @@ fn hello(s: &mut TcpStream) -> [u8; 16] {
 
 fn send_params(s: &mut TcpStream, p: TestParams) {
     s.write_all(&encode_frame(&Message::Params(p))).unwrap();
-}
-
-/// Whether the server closed `s` within `within`, writing one byte every `every` meanwhile.
-fn closed_while_trickling(
-    s: &mut TcpStream,
-    bytes: &[u8],
-    every: Duration,
-    within: Duration,
-) -> bool {
-    let start = Instant::now();
-    let mut sent = 0;
-    while start.elapsed() < within {
-        if sent < bytes.len() {
-            // A write to a closed connection fails (or a read sees the close below).
-            if s.write_all(&bytes[sent..sent + 1]).is_err() {
-                return true;
-            }
-            sent += 1;
-        }
-        s.set_read_timeout(Some(every)).unwrap();
-        let mut b = [0u8; 256];
-        match s.read(&mut b) {
-            Ok(0) => return true,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => return true,
-        }
-    }
-    false
 }
 
 /// A client trickling its preamble one byte every 2 s is dropped when the whole step's deadline (10 s

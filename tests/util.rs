@@ -3,10 +3,12 @@
 //! the reason when it cannot run, or is skipped with `LONGHAUL_TEST_SKIP=1`: `longhaul_testkit`).
 
 use std::cell::Cell;
+use std::io::Write;
 use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use longhaul_web::testing::Postgres;
 
@@ -291,4 +293,37 @@ pub(crate) fn printed(cmd: &mut Command, label: &str) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Whether the server closed `s` within `within`, writing one byte every `every` meanwhile.
+pub(crate) fn closed_while_trickling(
+    s: &mut TcpStream,
+    bytes: &[u8],
+    every: Duration,
+    within: Duration,
+) -> bool {
+    let start = Instant::now();
+    let mut sent = 0;
+    while start.elapsed() < within {
+        if sent < bytes.len() {
+            // A write to a closed connection fails (or a read sees the close below).
+            if s.write_all(&bytes[sent..sent + 1]).is_err() {
+                return true;
+            }
+            sent += 1;
+        }
+        s.set_read_timeout(Some(every)).unwrap();
+        let mut b = [0u8; 256];
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
 }
