@@ -313,7 +313,13 @@ fn ticket_for(b: u16, ops: &Key, dest: &str, encrypt: bool) -> (JobClient, Ticke
     )
     .expect("B accepts the controller");
     let (id, key) = job
-        .issue_ticket(Some(RelPath::parse(dest).unwrap()), false, false, encrypt)
+        .issue_ticket(
+            Some(RelPath::parse(dest).unwrap()),
+            false,
+            false,
+            encrypt,
+            None,
+        )
         .expect("a ticket");
     (job, id, key)
 }
@@ -330,6 +336,7 @@ fn a_ticket_admits_one_send_into_its_dest_and_nothing_else() {
             dest: Some(RelPath::parse(dest).unwrap()),
             overwrite,
             fsync: false,
+            stripe: None,
         });
         peer.recv()
     };

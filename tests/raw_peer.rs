@@ -262,6 +262,7 @@ impl RawPeer {
             dest: None,
             overwrite,
             fsync: false,
+            stripe: None,
         });
         self.send(&Message::Plan {
             streams: 1,

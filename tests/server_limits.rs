@@ -537,6 +537,7 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         dest: None,
         overwrite: false,
         fsync: false,
+        stripe: None,
     });
     peer.send(&Xfer::Plan {
         streams: 256,

@@ -7,6 +7,7 @@ mod emulate_network;
 mod encryption;
 mod fleet;
 mod fleet_copy;
+mod fleet_stripe;
 mod lab;
 mod module_graph;
 mod raw_peer;

@@ -522,40 +522,51 @@ pub(crate) const KILL_PACE: u64 = 256 << 20;
 /// Size of the file a first transfer moves while a second one tries the same destination.
 const BUSY_SIZE: u64 = 512 << 20;
 
-/// Payload bytes the journal in `dir` records as verified (complete lines only, each chunk once).
+/// Payload bytes the journals in `dir` record as verified (complete lines only, each chunk of each
+/// file once, whichever journal records it: an unstriped transfer's and every stripe's).
 pub(crate) fn journal_verified_bytes(dir: &Path) -> u64 {
-    let text = std::fs::read_to_string(dir.join(".longhaul-journal")).expect("a journal");
-    // id -> (size, chunk size)
-    let mut files: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    let mut chunks: BTreeSet<(u64, u64)> = BTreeSet::new();
-    for line in text.split_inclusive('\n') {
-        let Some(line) = line.strip_suffix('\n') else {
-            break; // a torn tail
-        };
-        let (json, mac) = line.rsplit_once(' ').expect("<record> <mac>");
-        // Receivers write keyed journals: 16 bytes of keyed BLAKE3 per line.
-        assert_eq!(mac.len(), 32, "{line}");
-        assert!(mac.chars().all(|c| c.is_ascii_hexdigit()), "{line}");
-        let Ok(rec) = serde_json::from_str::<Value>(json) else {
-            continue; // the header line
-        };
-        match rec["r"].as_str() {
-            Some("file") => {
-                files.insert(u(&rec, "id"), (u(&rec, "size"), u(&rec, "chunk_size")));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".longhaul-journal"))
+        .collect();
+    names.sort();
+    assert!(!names.is_empty(), "a journal in {}", dir.display());
+    // (path, chunk) -> bytes
+    let mut chunks: BTreeMap<(String, u64), u64> = BTreeMap::new();
+    for name in names {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        // id -> (path, size, chunk size)
+        let mut files: BTreeMap<u64, (String, u64, u64)> = BTreeMap::new();
+        for line in text.split_inclusive('\n') {
+            let Some(line) = line.strip_suffix('\n') else {
+                break; // a torn tail
+            };
+            let (json, mac) = line.rsplit_once(' ').expect("<record> <mac>");
+            // Receivers write keyed journals: 16 bytes of keyed BLAKE3 per line.
+            assert_eq!(mac.len(), 32, "{line}");
+            assert!(mac.chars().all(|c| c.is_ascii_hexdigit()), "{line}");
+            let Ok(rec) = serde_json::from_str::<Value>(json) else {
+                continue; // the header line
+            };
+            match rec["r"].as_str() {
+                Some("file") => {
+                    let path = rec["path"].as_str().unwrap().to_string();
+                    files.insert(
+                        u(&rec, "id"),
+                        (path, u(&rec, "size"), u(&rec, "chunk_size")),
+                    );
+                }
+                Some("chunk") => {
+                    let (path, size, cs) = &files[&u(&rec, "id")];
+                    let index = u(&rec, "index");
+                    chunks.insert((path.clone(), index), (*cs).min(size - index * cs));
+                }
+                _ => {}
             }
-            Some("chunk") => {
-                chunks.insert((u(&rec, "id"), u(&rec, "index")));
-            }
-            _ => {}
         }
     }
-    chunks
-        .iter()
-        .map(|(id, index)| {
-            let (size, cs) = files[id];
-            cs.min(size - index * cs)
-        })
-        .sum()
+    chunks.values().sum()
 }
 
 /// Reads `--json-stream` events from a child's stdout on a thread.

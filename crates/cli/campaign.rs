@@ -559,6 +559,7 @@ fn pair_copy(
         idle_timeout: Duration::from_secs(k.idle_timeout),
         timeout: a.connect_timeout.to_duration(),
         encrypt: a.encrypt.config(),
+        stripe: None,
     })
 }
 

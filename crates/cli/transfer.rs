@@ -276,6 +276,7 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
         chmod_existing_dirs: false,
         ticket: None,
         time_limit: None,
+        stripe: None,
     })
 }
 

@@ -43,8 +43,8 @@ pub use address::Family;
 pub use client::{ClientConfig, Observer, Quiet, run_test};
 pub use error::EngineError;
 pub use job::{
-    ClockOffset, Controllers, CopyResult, JobClient, RemoteCopy, RemoteTest, TestTo,
-    run_remote_copy, run_remote_test,
+    ClockOffset, Controllers, CopyResult, JobClient, RemoteCopy, RemoteTest, STRIPE_CHUNK,
+    StripePair, StripedResult, TestTo, run_remote_copy, run_remote_test, run_striped_copy,
 };
 pub use server::{DEFAULT_PORT, Server, ServerConfig};
 

@@ -6,7 +6,9 @@
 //!   and the mutual authentication;
 //! - `source`: the sending side (manifest from the sources, one thread per data stream reading,
 //!   hashing and sending chunks);
-//! - `sink`: the receiving side (journal, temporary files, verification, rename into place);
+//! - `sink`: the receiving side (temporary files, verification, rename into place);
+//! - `journals`: the receiver's resume journals in a destination (its own, and every other there);
+//! - `stripes`: the finish of a striped transfer (the stripe that ends last puts files in place);
 //! - `side`: what both sides share: counters, events, the summary, the timeouts;
 //! - `ticket`: the copy tickets a server issued to its controllers (third-party copies).
 //!
@@ -26,6 +28,7 @@ use longhaul_transfer::journal::JOURNAL_KEY_CONTEXT;
 use longhaul_transfer::manifest::{MAX_STREAMS, ModePolicy, memory_bound};
 use longhaul_transfer::msg::Direction;
 use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
+use longhaul_transfer::stripe::Stripe;
 use longhaul_transfer::{Key, MacKey, Message, RelPath, Role, SessionKeys, choose_chunk_size};
 use longhaul_units::Nanos;
 
@@ -35,10 +38,12 @@ use crate::socket::{self, SocketOptions};
 use crate::tls::Pinned;
 
 pub(crate) mod conn;
+mod journals;
 pub mod root;
 mod side;
 mod sink;
 mod source;
+mod stripes;
 pub(crate) mod ticket;
 
 pub use conn::Endpoint;
@@ -88,6 +93,8 @@ pub struct TransferConfig {
     /// End the transfer (with an error; a rerun resumes) after this long: a controller's
     /// `max_duration` on the sending server of a third-party copy.
     pub time_limit: Option<Duration>,
+    /// `send`: one stripe of a striped transfer (its chunk size is the transfer's).
+    pub stripe: Option<Stripe>,
 }
 
 /// This process's umask, for [`ModePolicy::umask`]: read from `/proc/self/status` (Linux ≥ 4.7),
@@ -133,6 +140,7 @@ fn summary(
         rtt_ns: plan.rtt_ns,
         chunks_resent: side.resent,
         retransmits,
+        stripe: side.stripe.clone(),
         verified: side.failed.is_empty(),
         encryption: ctl.channel().encryption(),
     }
@@ -184,8 +192,12 @@ fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
             .clamp(DEFAULT_STREAMS, 64)
     });
     let streams = streams.clamp(1, MAX_STREAMS);
+    // A stripe uses its run's chunk size: chunks, digests and journals are the same for every
+    // stripe.
     let chunk_size = cfg
-        .chunk_size
+        .stripe
+        .map(|s| s.chunk_size)
+        .or(cfg.chunk_size)
         .unwrap_or_else(|| choose_chunk_size(cfg.rate_bps, rtt_ns, streams));
     longhaul_transfer::msg::check_plan(streams, chunk_size, rtt_ns, cfg.rate_bps)
         .map_err(EngineError::Transfer)?;
@@ -344,6 +356,7 @@ fn send_sources(
     admit: &dyn Fn(u32, u64, u64) -> Result<(), EngineError>,
     on_event: &mut dyn FnMut(&Event),
 ) -> Result<Summary, EngineError> {
+    src.stripe = cfg.stripe;
     let (mut ctl, session, keys) = open(cfg, Direction::Send)?;
     let p = plan(cfg, &ctl)?;
     admit(p.streams, p.rate_bps, src.total_bytes())?;
@@ -351,6 +364,7 @@ fn send_sources(
         dest,
         overwrite: cfg.overwrite,
         fsync: cfg.fsync,
+        stripe: cfg.stripe,
     })?;
     ctl.send(&p.message())?;
     src.send_manifest(&ctl)?;
@@ -360,6 +374,7 @@ fn send_sources(
     let skipped = std::mem::take(&mut src.skipped);
     let mut side = Side::new(on_event, cfg.idle_timeout);
     side.limit_time(cfg.time_limit);
+    side.stripe = cfg.stripe.as_ref().map(|s| stripes::summary(s, None));
     let chunk_key = keys.sending(Role::Client);
     source::run(
         &mut ctl,
@@ -410,6 +425,7 @@ pub fn get(
             modes: cfg.modes,
             chmod_existing_dirs: cfg.chmod_existing_dirs,
             journal_key: cfg.key.derive_for(JOURNAL_KEY_CONTEXT),
+            stripe: None,
         },
     )?;
     sink.prepare_all(manifest, p.chunk_size)?;
@@ -611,12 +627,13 @@ fn serve_authenticated(
     };
     match direction {
         Direction::Send => {
-            let (dest, overwrite, fsync) = match ctl.recv(timeout, "send_to")? {
+            let (dest, overwrite, fsync, stripe) = match ctl.recv(timeout, "send_to")? {
                 Message::SendTo {
                     dest,
                     overwrite,
                     fsync,
-                } => (dest, overwrite, fsync),
+                    stripe,
+                } => (dest, overwrite, fsync, stripe),
                 m => return Err(unexpected(&m, "send_to")),
             };
             let fsync = fsync || grant.is_some_and(|g| g.fsync);
@@ -633,8 +650,21 @@ fn serve_authenticated(
                         "this copy ticket does not admit --overwrite".into(),
                     ));
                 }
+                if stripe != g.stripe {
+                    return Err(EngineError::Transfer(
+                        "this copy ticket admits another stripe of the copy".into(),
+                    ));
+                }
             }
             let p = recv_plan(ctl, adm)?;
+            if let Some(s) = &stripe
+                && s.chunk_size != p.chunk_size
+            {
+                return Err(EngineError::Transfer(format!(
+                    "a stripe's chunk size must be its run's ({} bytes, not {})",
+                    s.chunk_size, p.chunk_size
+                )));
+            }
             // The whole manifest is checked before anything under the root is created.
             let manifest = recv_manifest(ctl, None)?;
             if let Some(g) = grant {
@@ -655,6 +685,7 @@ fn serve_authenticated(
                 modes: files.modes,
                 chmod_existing_dirs: files.chmod_existing_dirs,
                 journal_key: files.key.derive_for(JOURNAL_KEY_CONTEXT),
+                stripe,
             };
             let mut sink = Sink::new(dest_root, opts)?;
             sink.prepare_all(manifest, p.chunk_size)?;

@@ -18,7 +18,7 @@
 //! A third-party copy (`longhaul copy A:PATH B:DEST`) uses two job connections, one to each server:
 //!
 //! ```text
-//! C → B: IssueTicket{dest, overwrite, fsync, encrypt}
+//! C → B: IssueTicket{dest, overwrite, fsync, encrypt, stripe?}
 //!                     B: Ticket{id} | Error                (B's limits, a free job slot)
 //! C → A: Copy{to: B, port, family, paths, dest, …, ticket, sealed_key}
 //!                     A: Error (refused) | CopyEvent{event} × n, then CopyDone{summary} | Error
@@ -57,6 +57,7 @@ use longhaul_transfer::digest::{Digest, hex_bytes};
 use longhaul_transfer::manifest::{MAX_STREAMS, check_chunk_size};
 use longhaul_transfer::msg::MAX_REQUEST_PATHS;
 use longhaul_transfer::report::{Event, Summary};
+use longhaul_transfer::stripe::Stripe;
 use serde::{Deserialize, Serialize};
 
 /// Version of the job conversation spoken by this build.
@@ -185,6 +186,9 @@ pub enum JobMessage {
         /// Admit only a transfer in TLS (the controller asked for `--encrypt`).
         #[serde(default)]
         encrypt: bool,
+        /// A striped copy: the one stripe the ticket admits.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stripe: Option<Stripe>,
     },
     /// The ticket issued: its key is derived from this connection's handshake
     /// (`Key::ticket_key`). It admits one transfer, started while this connection stays open.
@@ -226,6 +230,9 @@ pub enum JobMessage {
         /// Send in TLS (`--encrypt`).
         #[serde(default)]
         encrypt: bool,
+        /// A striped copy: the stripe this server sends (its chunk size is the copy's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stripe: Option<Stripe>,
     },
     /// A running copy's event (the sending server's: started, progress, a file done).
     CopyEvent {
@@ -301,9 +308,13 @@ impl JobMessage {
                 chunk_size,
                 congestion,
                 idle_timeout_s,
+                stripe,
                 ..
             } => {
                 target(to, *port)?;
+                if let Some(s) = stripe {
+                    s.validate().map_err(|e| JobError::Invalid(e.to_string()))?;
+                }
                 if paths.is_empty() || paths.len() > MAX_REQUEST_PATHS {
                     return Err(JobError::Invalid(format!(
                         "a copy names 1 to {MAX_REQUEST_PATHS} paths, not {}",
@@ -335,6 +346,9 @@ impl JobMessage {
                 }
                 Ok(())
             }
+            JobMessage::IssueTicket {
+                stripe: Some(s), ..
+            } => s.validate().map_err(|e| JobError::Invalid(e.to_string())),
             JobMessage::AuthOk { controller } => text("controller name", controller),
             JobMessage::Error { message } => text("error message", message),
             _ => Ok(()),
@@ -478,6 +492,7 @@ mod tests {
             congestion: Some("cubic".into()),
             idle_timeout_s: 60,
             encrypt: false,
+            stripe: None,
         })
         .unwrap()
     }
@@ -504,6 +519,22 @@ mod tests {
         assert!(bad(&|v| v["to"] = "".into()).contains("target host"));
         let many: Vec<String> = (0..=MAX_REQUEST_PATHS).map(|i| format!("f{i}")).collect();
         assert!(bad(&|v| v["paths"] = serde_json::json!(many)).contains("paths"));
+        let stripe = |index: u32, count: u32| {
+            serde_json::json!({"run": "ab".repeat(16), "index": index, "count": count,
+                "chunk_size": 8 << 20})
+        };
+        let mut striped = copy();
+        striped["stripe"] = stripe(1, 3);
+        assert!(JobMessage::from_json(striped.to_string().as_bytes()).is_ok());
+        assert!(bad(&|v| v["stripe"] = stripe(3, 3)).contains("stripe"));
+        assert!(bad(&|v| v["stripe"] = stripe(0, 65)).contains("stripe"));
+        let ticket = |s: serde_json::Value| {
+            serde_json::json!({"type": "issue_ticket", "dest": null, "overwrite": false,
+                "fsync": false, "stripe": s})
+        };
+        assert!(JobMessage::from_json(ticket(stripe(0, 2)).to_string().as_bytes()).is_ok());
+        let e = JobMessage::from_json(ticket(stripe(2, 2)).to_string().as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("stripe"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!
 //! The checksum is the first 8 hex digits of BLAKE3 over the text before the last space. That is the
 //! format's base form ([`Journal::new`]); receivers write the keyed form ([`Journal::keyed`], header
-//! `longhaul-journal-v2`), where the tag is a MAC (16 bytes of keyed BLAKE3 under a key derived from the
+//! `longhaul-journal-v3`), where the tag is a MAC (16 bytes of keyed BLAKE3 under a key derived from the
 //! transfer key), so a journal written without the key is not trusted at all. A process killed
 //! mid-append leaves a torn last line; a disk error may garble one. [`Journal::replay`] trusts the longest
 //! prefix of complete (newline-terminated), well-checksummed, consistent lines and ignores everything
@@ -27,12 +27,19 @@
 //! A `complete` record is appended after the file was verified and renamed into place.
 //!
 //! The journal is data the receiver reads back from disk, so it is never trusted to name what the
-//! receiver touches: the temporary file of a record is *derived* ([`temp_path`]: `.lh-<id>.part` in
-//! the file's own directory) and a record whose `temp` field says anything else is inconsistent
+//! receiver touches: the temporary file of a record is *derived* ([`temp_path`]: `.lh-<16 hex>.part`
+//! in the file's own directory, from the path and the identity) and a record whose `temp` field says anything else is inconsistent
 //! (replay stops there); a record naming a reserved path
 //! ([`is_reserved_name`](crate::reserved::is_reserved_name)) is inconsistent too; and the receiver
 //! acts on a record only for a path of the current manifest with the same [`FileIdentity`]. So a forged
 //! or planted journal can at worst make the receiver delete or continue the session's own temporaries.
+//!
+//! A stripe of a striped transfer ([`crate::stripe`]) keeps its own journal, which starts with a
+//! `stripe` record (`{"r":"stripe","run":"…32 hex…","index":0,"count":3}`) and adds three records:
+//! `dir` (a directory this stripe created: the stripe that puts the files in place gives it the
+//! sender's mode), `part` (every chunk of the file that this stripe owns is verified and the digest
+//! over them matched the sender's, written into the temporary with this device and inode) and
+//! `done` (the stripe's transfer ended with every part verified).
 //!
 //! Records name files by a journal-local id (the sender's file ids change from run to run); a new `file`
 //! record for a path replaces whatever the journal held for it, which is how a changed source restarts.
@@ -48,11 +55,12 @@ use crate::manifest::{ChunkPlan, check_chunk_size};
 use crate::ranges::RangeSet;
 use crate::relpath::{PathError, RelPath};
 use crate::reserved::{reserved_component, temp_path};
+use crate::stripe::RunId;
 
 /// First record of a journal whose lines carry a plain checksum (the format's base form).
 pub const JOURNAL_HEADER: &str = "longhaul-journal-v1";
 /// First record of a journal whose lines carry a MAC ([`Journal::keyed`]), what receivers write.
-pub const JOURNAL_HEADER_KEYED: &str = "longhaul-journal-v2";
+pub const JOURNAL_HEADER_KEYED: &str = "longhaul-journal-v3";
 /// Context of the key derivation for journal MACs ([`crate::Key::derive_for`]).
 pub const JOURNAL_KEY_CONTEXT: &str = "longhaul 2026-11 resume journal line MAC";
 
@@ -75,6 +83,21 @@ pub struct FileIdentity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "r", rename_all = "snake_case")]
 enum Record {
+    Stripe {
+        run: RunId,
+        index: u32,
+        count: u32,
+    },
+    Dir {
+        path: RelPath,
+    },
+    Part {
+        id: u32,
+        digest: Digest,
+        dev: u64,
+        ino: u64,
+    },
+    Done,
     File {
         id: u32,
         path: RelPath,
@@ -105,7 +128,7 @@ pub struct FileState {
     /// Permission bits to apply when complete.
     pub mode: u32,
     /// Where the partial data lives (relative to the destination root): always
-    /// `temp_path(path, id)`, never a name read from the journal.
+    /// `temp_path(path, &identity)`, never a name read from the journal.
     pub temp: RelPath,
     /// Chunks whose bytes are in `temp` and whose hash was verified.
     pub verified: RangeSet,
@@ -113,6 +136,28 @@ pub struct FileState {
     hashes: BTreeMap<u64, Digest>,
     /// The file digest, once verified and renamed into place.
     pub complete: Option<Digest>,
+    /// A stripe's journal: this stripe's part of the file is verified.
+    pub part: Option<Part>,
+}
+
+/// A stripe's part of a file, verified ([`Journal::part_verified`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// The digest over the stripe's chunks of the file (`file_digest` of their hashes).
+    pub digest: Digest,
+    /// Device and inode the chunks were written into: the temporary, or the file already in place.
+    pub inode: (u64, u64),
+}
+
+/// The stripe a journal belongs to (its `stripe` record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StripeTag {
+    /// The striped run.
+    pub run: RunId,
+    /// The stripe's index.
+    pub index: u32,
+    /// Stripes in the run.
+    pub count: u32,
 }
 
 impl FileState {
@@ -187,6 +232,12 @@ pub struct Journal {
     ignored_tail: bool,
     /// Lines end with a MAC under this key instead of a checksum.
     mac: Option<JournalKey>,
+    /// A stripe's journal: which.
+    stripe: Option<StripeTag>,
+    /// Directories this stripe created.
+    dirs: Vec<RelPath>,
+    /// The stripe's transfer ended with every part verified.
+    done: bool,
 }
 
 impl Journal {
@@ -302,7 +353,7 @@ impl Journal {
         }
     }
 
-    /// Starts (or restarts) `path`; its data will land in `temp_path(path, self.next_id())`, which
+    /// Starts (or restarts) `path`; its data will land in `temp_path(path, &identity)`, which
     /// [`FileState::temp`] then holds. Returns the line to append.
     pub fn start_file(
         &mut self,
@@ -317,8 +368,55 @@ impl Journal {
             mtime_ns: identity.mtime_ns,
             mode,
             chunk_size: identity.chunk_size,
-            temp: temp_path(path, self.next_id),
+            temp: temp_path(path, &identity),
         })
+    }
+
+    /// Marks this journal as stripe `tag`'s: the first record of a stripe's journal. Returns the
+    /// line to append.
+    pub fn start_stripe(&mut self, tag: StripeTag) -> Result<String, JournalError> {
+        self.commit(Record::Stripe {
+            run: tag.run,
+            index: tag.index,
+            count: tag.count,
+        })
+    }
+
+    /// The stripe this journal belongs to (`None`: an unstriped transfer's).
+    pub fn stripe(&self) -> Option<StripeTag> {
+        self.stripe
+    }
+
+    /// Records that this stripe created directory `path`. Returns the line to append.
+    pub fn dir_created(&mut self, path: &RelPath) -> Result<String, JournalError> {
+        self.commit(Record::Dir { path: path.clone() })
+    }
+
+    /// The directories this stripe created.
+    pub fn dirs_created(&self) -> &[RelPath] {
+        &self.dirs
+    }
+
+    /// Records that this stripe's part of `path` is verified. Returns the line to append.
+    pub fn part_verified(&mut self, path: &RelPath, part: Part) -> Result<String, JournalError> {
+        let id = self.id_of(path)?;
+        self.commit(Record::Part {
+            id,
+            digest: part.digest,
+            dev: part.inode.0,
+            ino: part.inode.1,
+        })
+    }
+
+    /// Records that this stripe's transfer ended with every part verified. Returns the line to
+    /// append.
+    pub fn stripe_done(&mut self) -> Result<String, JournalError> {
+        self.commit(Record::Done)
+    }
+
+    /// Whether this stripe's transfer ended with every part verified.
+    pub fn is_done(&self) -> bool {
+        self.done
     }
 
     /// Records that chunk `index` of `path` is written and verified. Returns the line to append.
@@ -340,36 +438,6 @@ impl Journal {
     ) -> Result<String, JournalError> {
         let id = self.id_of(path)?;
         self.commit(Record::Complete { id, digest })
-    }
-
-    /// The whole state as a fresh journal text (for compaction: write it to a new file and rename it over
-    /// the old one). Replaying it gives the same files, verified sets and hashes.
-    pub fn compacted(&self) -> String {
-        let mut out = self.own_header_line();
-        for (path, f) in &self.files {
-            let mut recs = vec![Record::File {
-                id: f.id,
-                path: path.clone(),
-                size: f.identity.size,
-                mtime_ns: f.identity.mtime_ns,
-                mode: f.mode,
-                chunk_size: f.identity.chunk_size,
-                temp: f.temp.clone(),
-            }];
-            recs.extend(f.hashes.iter().map(|(&index, &hash)| Record::Chunk {
-                id: f.id,
-                index,
-                hash,
-            }));
-            recs.extend(
-                f.complete
-                    .map(|digest| Record::Complete { id: f.id, digest }),
-            );
-            for r in recs {
-                out.push_str(&encode(&r, self.mac.as_ref()));
-            }
-        }
-        out
     }
 
     fn id_of(&self, path: &RelPath) -> Result<u32, JournalError> {
@@ -405,9 +473,14 @@ impl Journal {
             } => {
                 // The temporary is derived, never taken from the text: a record pointing anywhere else
                 // (another file of the tree, a path of nobody's session) is not ours.
+                let identity = FileIdentity {
+                    size,
+                    mtime_ns,
+                    chunk_size,
+                };
                 if id < self.next_id
                     || check_chunk_size(chunk_size).is_err()
-                    || temp != temp_path(&path, id)
+                    || temp != temp_path(&path, &identity)
                     || reserved_component(&path).is_some()
                 {
                     return Err(JournalError::Inconsistent);
@@ -417,11 +490,6 @@ impl Journal {
                     self.paths.remove(&old.id);
                 }
                 self.paths.insert(id, path.clone());
-                let identity = FileIdentity {
-                    size,
-                    mtime_ns,
-                    chunk_size,
-                };
                 let state = FileState {
                     id,
                     identity,
@@ -430,8 +498,44 @@ impl Journal {
                     verified: RangeSet::new(),
                     hashes: BTreeMap::new(),
                     complete: None,
+                    part: None,
                 };
                 self.files.insert(path, state);
+            }
+            Record::Stripe { run, index, count } => {
+                // Only as the first record, and only a stripe that can exist.
+                let first = self.files.is_empty() && self.dirs.is_empty() && self.stripe.is_none();
+                if !first || count == 0 || index >= count {
+                    return Err(JournalError::Inconsistent);
+                }
+                self.stripe = Some(StripeTag { run, index, count });
+            }
+            Record::Dir { path } => {
+                if self.stripe.is_none() || reserved_component(&path).is_some() {
+                    return Err(JournalError::Inconsistent);
+                }
+                self.dirs.push(path);
+            }
+            Record::Part {
+                id,
+                digest,
+                dev,
+                ino,
+            } => {
+                if self.stripe.is_none() {
+                    return Err(JournalError::Inconsistent);
+                }
+                let (_, f) = self.by_id(id)?;
+                f.part = Some(Part {
+                    digest,
+                    inode: (dev, ino),
+                });
+            }
+            Record::Done => {
+                if self.stripe.is_none() {
+                    return Err(JournalError::Inconsistent);
+                }
+                self.done = true;
             }
             Record::Chunk { id, index, hash } => {
                 let (path, f) = self.by_id(id)?;
@@ -532,8 +636,9 @@ mod tests {
             .expect("first line carries the header");
         assert!(line.starts_with(r#"{"r":"file","id":0,"path":"a/b c.dat","size":3145728,"#));
         assert!(!start(&mut j, "x", 1).starts_with("longhaul"), "only once");
-        assert!(line.contains(r#""temp":"a/.lh-00000000.part""#), "{line}");
-        assert_eq!(temp_path(&p("top"), 255).as_str(), ".lh-000000ff.part");
+        let temp = temp_path(&p("a/b c.dat"), &ident(3 * MIB));
+        assert!(line.contains(&format!(r#""temp":"{temp}""#)), "{line}");
+        assert!(temp.as_str().starts_with("a/.lh-"), "{temp}");
     }
 
     #[test]
@@ -566,9 +671,6 @@ mod tests {
             Resume::Complete(_)
         ));
         assert!(matches!(back.resume(&p("new"), ident(1)), Resume::Fresh));
-        // Compaction preserves the state.
-        let compact = Journal::replay(j.compacted().as_bytes());
-        assert_eq!(compact.files, j.files);
     }
 
     #[test]
@@ -592,10 +694,12 @@ mod tests {
             );
         }
         // Restarting replaces the old state: nothing verified, a new id and temp name.
+        let old_temp = j.file(&p("f")).unwrap().temp.clone();
         j.start_file(&p("f"), newer, 0o600).unwrap();
         let f = j.file(&p("f")).unwrap();
         assert!(f.verified.is_empty());
         assert_eq!(f.id, 1);
+        assert_ne!(f.temp, old_temp);
         assert!(matches!(j.resume(&p("f"), newer), Resume::Continue(_)));
     }
 
@@ -642,15 +746,10 @@ mod tests {
         let mut j = Journal::keyed(key);
         let mut text = j.start_file(&p("a"), ident(3 * MIB), 0o644).unwrap();
         text += &j.chunk_verified(&p("a"), 1, hash_chunk(b"one")).unwrap();
-        assert!(text.starts_with("longhaul-journal-v2 "), "{text}");
+        assert!(text.starts_with("longhaul-journal-v3 "), "{text}");
         let back = Journal::replay_keyed(text.as_bytes(), key);
         assert_eq!(back, j);
         assert_eq!(back.valid_len(), text.len());
-        // Compaction keeps the key.
-        assert_eq!(
-            Journal::replay_keyed(j.compacted().as_bytes(), key).files,
-            j.files
-        );
         // Another key, or none, trusts nothing.
         assert_eq!(
             Journal::replay_keyed(text.as_bytes(), [8u8; 32]).valid_len(),
@@ -671,21 +770,80 @@ mod tests {
 
     #[test]
     fn a_record_whose_temporary_is_not_derived_is_not_trusted() {
-        let good = r#"{"r":"file","id":0,"path":"a.txt","size":5,"mtime_ns":1,"mode":420,"chunk_size":1048576,"temp":".lh-00000000.part"}"#;
-        for temp in ["victim.txt", "sub/.lh-00000000.part", ".lh-00000001.part"] {
-            let bad = good.replace(".lh-00000000.part", temp);
+        let derived = temp_path(
+            &p("a.txt"),
+            &FileIdentity {
+                size: 5,
+                mtime_ns: 1,
+                chunk_size: MIB,
+            },
+        );
+        let good = format!(
+            r#"{{"r":"file","id":0,"path":"a.txt","size":5,"mtime_ns":1,"mode":420,"chunk_size":1048576,"temp":"{derived}"}}"#
+        );
+        for temp in [
+            "victim.txt",
+            &format!("sub/{derived}"),
+            ".lh-00000000.part",
+            ".lh-0000000000000000.part",
+        ] {
+            let bad = good.replace(derived.as_str(), temp);
             let text = Journal::header_line() + &forged(&bad);
             let j = Journal::replay(text.as_bytes());
             assert!(j.file(&p("a.txt")).is_none(), "{temp} trusted");
             assert!(j.ignored_tail());
         }
-        let text = Journal::header_line() + &forged(good);
+        let text = Journal::header_line() + &forged(&good);
         let j = Journal::replay(text.as_bytes());
-        assert_eq!(j.file(&p("a.txt")).unwrap().temp, p(".lh-00000000.part"));
+        assert_eq!(j.file(&p("a.txt")).unwrap().temp, derived);
         // A record for a reserved path is not ours either.
         let planted = good.replace(r#""a.txt""#, r#"".longhaul-journal""#);
         let text = Journal::header_line() + &forged(&planted);
         assert!(Journal::replay(text.as_bytes()).files().next().is_none());
+    }
+
+    #[test]
+    fn a_stripe_journal_records_its_stripe_dirs_parts_and_end() {
+        let key = [9u8; 32];
+        let tag = StripeTag {
+            run: RunId([1; 16]),
+            index: 1,
+            count: 3,
+        };
+        let mut j = Journal::keyed(key);
+        let mut text = j.start_stripe(tag).unwrap();
+        text += &j.dir_created(&p("d")).unwrap();
+        text += &start(&mut j, "d/f", 2 * MIB);
+        text += &j.chunk_verified(&p("d/f"), 1, hash_chunk(b"1")).unwrap();
+        let part = Part {
+            digest: hash_chunk(b"part"),
+            inode: (3, 44),
+        };
+        text += &j.part_verified(&p("d/f"), part).unwrap();
+        text += &j.stripe_done().unwrap();
+        let back = Journal::replay_keyed(text.as_bytes(), key);
+        assert_eq!(back, j);
+        assert!(!back.ignored_tail());
+        assert_eq!(back.stripe(), Some(tag));
+        assert_eq!(back.dirs_created(), &[p("d")]);
+        assert_eq!(back.file(&p("d/f")).unwrap().part, Some(part));
+        assert!(back.is_done());
+
+        // Stripe records only in a stripe's journal, the stripe record only first, and only a
+        // stripe that can exist.
+        let mut plain = Journal::new();
+        start(&mut plain, "f", 1);
+        assert_eq!(plain.stripe_done(), Err(JournalError::Inconsistent));
+        assert_eq!(plain.dir_created(&p("d")), Err(JournalError::Inconsistent));
+        assert_eq!(plain.start_stripe(tag), Err(JournalError::Inconsistent));
+        let mut twice = Journal::new();
+        twice.start_stripe(tag).unwrap();
+        assert_eq!(twice.start_stripe(tag), Err(JournalError::Inconsistent));
+        let impossible = StripeTag { index: 3, ..tag };
+        assert_eq!(
+            Journal::new().start_stripe(impossible),
+            Err(JournalError::Inconsistent)
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! - [`ranges`]: compact sets of chunk indices;
 //! - [`journal`]: the receiver's append-only resume journal;
 //! - [`reserved`]: the names the receiver keeps for itself (the journal, temporaries);
+//! - [`stripe`]: striped transfers: which pair of a run moves which chunks;
 //! - [`schedule`]: the sender's work list, pulled by one thread per stream;
 //! - [`digest`]: BLAKE3 chunk hashes and the end-to-end file digest;
 //! - [`report`]: the events and the summary a transfer reports.
@@ -33,6 +34,7 @@ pub mod report;
 pub mod reserved;
 pub mod schedule;
 pub mod session;
+pub mod stripe;
 
 pub use auth::{AuthError, Key, MacKey, Role, SessionKeys};
 pub use digest::{Digest, file_digest, hash_chunk};

@@ -136,6 +136,10 @@ pub enum Message {
         overwrite: bool,
         /// Make each file durable (fsync) before renaming it into place.
         fsync: bool,
+        /// One stripe of a striped transfer (`crate::stripe`): only its chunks move, and the
+        /// stripe that ends last puts the files in place.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stripe: Option<crate::stripe::Stripe>,
     },
     /// The client's plan (it measured the RTT and knows the target rate): streams and chunk size
     /// for the whole transfer. Sent after `request` / `send_to`.
@@ -293,6 +297,9 @@ impl Message {
                 rtt_ns,
                 rate_bps,
             } => check_plan(*streams, *chunk_size, *rtt_ns, *rate_bps).or_else(invalid),
+            Message::SendTo {
+                stripe: Some(s), ..
+            } => s.validate().or_else(|e| invalid(e.to_string())),
             Message::ManifestBatch { entries, .. } => {
                 for e in entries {
                     e.entry.validate()?;
@@ -821,6 +828,18 @@ pub(crate) mod tests {
                 dest: Some(RelPath::parse("incoming").unwrap()),
                 overwrite: false,
                 fsync: true,
+                stripe: None,
+            },
+            Message::SendTo {
+                dest: None,
+                overwrite: false,
+                fsync: false,
+                stripe: Some(crate::stripe::Stripe {
+                    run: crate::stripe::RunId([5; 16]),
+                    index: 1,
+                    count: 4,
+                    chunk_size: 8 * MIB,
+                }),
             },
             Message::ManifestBatch {
                 entries: vec![entry(0, "ünï/cödé"), entry(1, "b")],

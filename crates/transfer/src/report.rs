@@ -80,4 +80,25 @@ pub struct Summary {
     /// `--encrypt`: the TLS version and cipher suite of the connections (`None`: plaintext).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<String>,
+    /// One stripe of a striped transfer: which, and (at the receiver) whether it put the files
+    /// in place. `files` then counts this stripe's parts of files verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stripe: Option<StripeSummary>,
+}
+
+/// A stripe's end ([`Summary::stripe`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StripeSummary {
+    /// The run (32 hex digits).
+    pub run: String,
+    /// This stripe's index.
+    pub index: u32,
+    /// Stripes in the run.
+    pub count: u32,
+    /// At the receiver: this stripe ended last and put the files in place (`files_in_place` of
+    /// them; the rest are in the summary's `failed`). `false` while other stripes run, or when
+    /// one of them failed: a rerun resumes.
+    pub finished: bool,
+    /// Files in place after the finish (including those that already were).
+    pub files_in_place: u64,
 }

@@ -27,6 +27,7 @@ use longhaul_transfer::RelPath;
 use longhaul_transfer::auth::{Key, TicketId};
 use longhaul_transfer::manifest::ModePolicy;
 use longhaul_transfer::report::{Event, Summary};
+use longhaul_transfer::stripe::Stripe;
 use tracing::{info, warn};
 
 use super::client::JobClient;
@@ -61,6 +62,7 @@ pub(super) fn issue(
         overwrite,
         fsync,
         encrypt,
+        stripe,
     } = m
     else {
         return Err(unexpected(&m, "issue_ticket"));
@@ -87,6 +89,7 @@ pub(super) fn issue(
         overwrite,
         fsync,
         encrypted: encrypt,
+        stripe,
         report: tx,
     };
     let expires = tickets.issue(id, key, grant);
@@ -155,6 +158,7 @@ pub(super) fn send(
         congestion,
         idle_timeout_s,
         encrypt,
+        stripe,
     } = m
     else {
         return Err(unexpected(&m, "copy"));
@@ -193,6 +197,7 @@ pub(super) fn send(
         congestion,
         idle_timeout: Duration::from_secs(idle_timeout_s),
         time_limit: Some(Duration::from_nanos(c.spec.limits.max_duration.0)),
+        stripe,
         // The receiver applies its own operator's rules.
         modes: ModePolicy {
             umask: 0o022,
@@ -292,25 +297,30 @@ pub struct RemoteCopy {
     /// `--encrypt`: the job connections to A and B, and A's transfer to B, in TLS (the job
     /// connections with these settings).
     pub encrypt: Option<ClientTlsConfig>,
+    /// One stripe of a striped copy (`super::stripe`): B's ticket admits only it, A sends only it.
+    pub stripe: Option<Stripe>,
 }
 
 impl JobClient {
     /// Asks the server for a ticket admitting one copy into `dest` under its root: the ticket's
     /// id and key. The ticket stays valid while this connection is open (at most 60 s
     /// until a transfer presents it); the server reports that transfer's end on it. With
-    /// `encrypt`, the ticket admits only a transfer in TLS.
+    /// `encrypt`, the ticket admits only a transfer in TLS; with `stripe`, only that stripe of a
+    /// striped copy.
     pub fn issue_ticket(
         &mut self,
         dest: Option<RelPath>,
         overwrite: bool,
         fsync: bool,
         encrypt: bool,
+        stripe: Option<Stripe>,
     ) -> Result<(TicketId, Key), EngineError> {
         self.ctl.send(&JobMessage::IssueTicket {
             dest,
             overwrite,
             fsync,
             encrypt,
+            stripe,
         })?;
         match self.ctl.recv(self.timeout, "a copy ticket")? {
             JobMessage::Ticket { id } => Ok((
@@ -364,6 +374,7 @@ pub fn run_remote_copy(
             cfg.overwrite,
             cfg.fsync,
             cfg.encrypt.is_some(),
+            cfg.stripe,
         )
         .map_err(receiving)?;
     let mut a = match ask_sender(cfg, id, &ticket_key) {
@@ -476,6 +487,7 @@ fn ask_sender(cfg: &RemoteCopy, id: TicketId, ticket_key: &Key) -> Result<JobCli
         congestion: cfg.congestion.clone(),
         idle_timeout_s: cfg.idle_timeout.as_secs().clamp(1, 86_400),
         encrypt: cfg.encrypt.is_some(),
+        stripe: cfg.stripe,
     })?;
     Ok(a)
 }

@@ -5,7 +5,8 @@
 //!   ([`crate::run_test`]) against B;
 //! - [`copy`]: a third-party copy, `longhaul copy A:PATH B:DEST`: B issues the controller a
 //!   one-time ticket, and A sends files under its root to B's root as a `longhaul send` client
-//!   proving the ticket's key; both report to the controller.
+//!   proving the ticket's key; both report to the controller. [`stripe`] runs one copy over
+//!   several pairs at once (`--stripe`).
 //!
 //! The controller carries no data: only requests, reports and progress cross job connections.
 //! The conversation is `longhaul_fleet::msg`'s; its handshake is the transfer's mutual
@@ -31,6 +32,7 @@ mod client;
 mod conn;
 mod controllers;
 mod copy;
+mod stripe;
 mod test;
 
 pub use client::{ClockOffset, JobClient};
@@ -39,6 +41,7 @@ use conn::{AUTHENTICATED_FRAME_LIMIT, JobConn, nonce, unexpected};
 pub use controllers::Controllers;
 pub(crate) use controllers::{Asked, JobContext, JobDone};
 pub use copy::{CopyResult, RemoteCopy, run_remote_copy};
+pub use stripe::{STRIPE_CHUNK, StripePair, StripedResult, run_striped_copy};
 pub use test::{RemoteTest, TestTo, run_remote_test};
 
 /// How long an authenticated controller has to send its request (after its clock probes, if any).

@@ -402,6 +402,18 @@ impl Root {
             .map_err(|e| self.err("set times of", rel, e))
     }
 
+    /// Takes an exclusive lock on the root directory itself (`flock`, waiting for it), held until
+    /// the returned descriptor is dropped: the stripes of a striped transfer take it in turn to
+    /// see whether they all ended.
+    pub fn lock_dir(&self) -> Result<OwnedFd, RootError> {
+        let fd = self
+            .open_at("", OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
+            .map_err(|e| self.err("lock", "", e))?;
+        rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| self.err("lock", "", e))?;
+        Ok(fd)
+    }
+
     /// Syncs directory `rel` (after renames into it, for `--fsync`).
     pub fn sync_dir(&self, rel: &str) -> Result<(), RootError> {
         let fd = self

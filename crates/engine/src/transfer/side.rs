@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use longhaul_transfer::report::Event;
+use longhaul_transfer::report::{Event, StripeSummary};
 
 use crate::EngineError;
 
@@ -22,6 +22,8 @@ pub(crate) struct Side<'a> {
     pub(crate) files_ok: u64,
     pub(crate) failed: Vec<String>,
     pub(crate) resent: u64,
+    /// A stripe of a striped transfer: which, and how its finish went.
+    pub(crate) stripe: Option<StripeSummary>,
     last_activity: Instant,
     last_bytes: u64,
     last_tick: (Instant, u64),
@@ -41,6 +43,7 @@ impl<'a> Side<'a> {
             files_ok: 0,
             failed: Vec::new(),
             resent: 0,
+            stripe: None,
             last_activity: now,
             last_bytes: 0,
             last_tick: (now, 0),

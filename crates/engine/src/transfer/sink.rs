@@ -22,32 +22,34 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use longhaul_transfer::journal::{JournalKey, Resume};
+use longhaul_transfer::journal::{JournalKey, Part, Resume};
 use longhaul_transfer::manifest::{ChunkPlan, EntryKind, Manifest, ModePolicy, check_requested};
 use longhaul_transfer::msg::{CHUNK_HEADER_LEN, have_messages};
-use longhaul_transfer::reserved::{JOURNAL_NAME, temp_path};
+use longhaul_transfer::reserved::temp_path;
+use longhaul_transfer::stripe::{Assignment, Stripe};
 use longhaul_transfer::{
-    ChunkOpener, Digest, FileIdentity, Journal, MacKey, Message, RangeSet, RelPath, file_digest,
-    hash_chunk,
+    ChunkOpener, Digest, FileIdentity, MacKey, Message, RangeSet, RelPath, file_digest, hash_chunk,
 };
-use rustix::fs::{FallocateFlags, FlockOperation};
+use rustix::fs::FallocateFlags;
 
 use super::conn::{Ctl, Writer, unexpected};
+use super::journals::{self, Journals};
 use super::root::{Inode, Kind, Root, RootError, set_file_meta};
 use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
+use super::stripes;
 use crate::EngineError;
 use crate::channel::Channel;
 use longhaul_transfer::report::Event;
 
-/// What the receiver does with existing files, modes and durability. Only `overwrite` and `fsync` may
-/// come from the peer (the client of `send` asks for them); the mode rules are the receiver's own.
+/// What the receiver does with existing files, modes and durability. Only `overwrite`, `fsync`
+/// and `stripe` may come from the peer (the client of `send` asks for them); the mode rules are the
+/// receiver's own.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SinkOptions {
     pub(crate) overwrite: bool,
@@ -60,6 +62,9 @@ pub(crate) struct SinkOptions {
     /// The key of the journal's line MACs (derived from the transfer key): a journal written
     /// without it is not trusted.
     pub(crate) journal_key: JournalKey,
+    /// One stripe of a striped transfer: only its chunks are received, and files are put in place
+    /// by the stripe that ends last (`stripes::finish`).
+    pub(crate) stripe: Option<Stripe>,
 }
 
 /// One file being received.
@@ -79,19 +84,13 @@ struct Slot {
     in_place: bool,
     /// Refused at preparation (exists, not a regular file, ...): the reason.
     refused: Option<String>,
+    /// A stripe: the chunks of this file it receives (`None`: all of them).
+    owned: Option<RangeSet>,
 }
 
-/// The journal file and its replayed state.
-struct JournalFile {
-    state: Journal,
-    file: File,
-}
-
-impl JournalFile {
-    fn append(&mut self, line: &str) -> Result<(), EngineError> {
-        self.file
-            .write_all(line.as_bytes())
-            .map_err(|e| EngineError::io(format!("append to {JOURNAL_NAME}"), e))
+impl Slot {
+    fn owns(&self, chunk: u64) -> bool {
+        self.owned.as_ref().is_none_or(|o| o.contains(chunk))
     }
 }
 
@@ -103,72 +102,84 @@ pub(crate) struct Sink {
     /// Directories to finish last: path, mode to set (`None`: an existing one that keeps its own),
     /// time.
     dirs: Vec<(RelPath, Option<u32>, i64)>,
-    journal: Mutex<JournalFile>,
-}
-
-fn lock_journal(root: &Root, key: JournalKey) -> Result<JournalFile, EngineError> {
-    let mut file = root.open_partial(JOURNAL_NAME)?;
-    rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).map_err(|_| {
-        EngineError::Transfer(format!(
-            "another transfer into {} is running (its journal {JOURNAL_NAME} is locked)",
-            root.path().display()
-        ))
-    })?;
-    let mut text = Vec::new();
-    file.read_to_end(&mut text)
-        .map_err(|e| EngineError::io(format!("read {JOURNAL_NAME}"), e))?;
-    let state = Journal::replay_keyed(&text, key);
-    // A torn tail (the process died mid-line) is cut off before anything is appended.
-    file.set_len(state.valid_len() as u64)
-        .map_err(|e| EngineError::io(format!("truncate {JOURNAL_NAME}"), e))?;
-    // A journal with nothing trusted (new, or foreign) gets its header with the first record:
-    // `Journal` prepends it then. Writing it here as well would leave two header lines, and a
-    // replay trusts nothing after the first one (no transfer would ever resume).
-    Ok(JournalFile { state, file })
+    journal: Mutex<Journals>,
+    /// A stripe: the whole manifest, for the finish.
+    manifest: Option<Manifest>,
 }
 
 impl Sink {
-    /// Opens the destination's journal (refusing a second transfer into the same directory).
+    /// Opens the destination's journals (refusing a transfer beside one it must not run beside).
     pub(crate) fn new(root: Root, opts: SinkOptions) -> Result<Self, EngineError> {
-        let journal = lock_journal(&root, opts.journal_key)?;
+        let journal = Journals::open(&root, opts.journal_key, opts.stripe.as_ref())?;
         Ok(Self {
             root,
             opts,
             slots: HashMap::new(),
             dirs: Vec::new(),
             journal: Mutex::new(journal),
+            manifest: None,
         })
     }
 
+    fn journals(&self) -> std::sync::MutexGuard<'_, Journals> {
+        self.journal.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Creates the directories and links of a validated manifest ([`recv_manifest`]) and prepares
-    /// every file.
+    /// every file (a stripe: every file it owns part of).
     pub(crate) fn prepare_all(
         &mut self,
         manifest: Manifest,
         chunk_size: u64,
     ) -> Result<(), EngineError> {
+        let owned: Option<HashMap<u32, RangeSet>> = self.opts.stripe.map(|s| {
+            let files = manifest
+                .entries()
+                .iter()
+                .filter_map(|e| match e.entry.kind {
+                    EntryKind::File { size } => Some((e.id, size.div_ceil(chunk_size))),
+                    _ => None,
+                });
+            Assignment::new(files, s.count)
+                .of(s.index)
+                .into_iter()
+                .collect()
+        });
         for e in manifest.entries() {
-            self.prepare(e.id, &e.entry, chunk_size)?;
+            let mine = match &owned {
+                None => Some(None),
+                Some(o) => o.get(&e.id).map(|set| Some(set.clone())),
+            };
+            self.prepare(e.id, &e.entry, chunk_size, mine)?;
+        }
+        if self.opts.stripe.is_some() {
+            self.manifest = Some(manifest);
         }
         Ok(())
     }
 
+    /// Prepares one entry; `owned` is `None` for a file this stripe has no part of.
     fn prepare(
         &mut self,
         id: u32,
         e: &longhaul_transfer::Entry,
         chunk_size: u64,
+        owned: Option<Option<RangeSet>>,
     ) -> Result<(), EngineError> {
         let path = e.path.as_str();
-        let existing = self.root.lstat(path)?;
+        let striped = self.opts.stripe.is_some();
         match &e.kind {
             EntryKind::Dir => {
+                let existing = self.root.lstat(path)?;
                 let mode = self.opts.modes.apply(e.mode);
                 match existing.map(|m| m.kind) {
                     // Owner rwx while the transfer writes into it; the final mode is set at the end.
                     // (A transfer cut before that leaves `mode | 0o700`, which the resume keeps.)
                     None => {
                         self.root.create_dirs(path, mode | 0o700)?;
+                        if striped {
+                            self.journals().record(|j| j.dir_created(&e.path))?;
+                        }
                         self.dirs.push((e.path.clone(), Some(mode), e.mtime_ns));
                     }
                     Some(Kind::Dir) => {
@@ -184,28 +195,22 @@ impl Sink {
                     }
                 }
             }
+            // A stripe leaves links to the finish.
+            EntryKind::Symlink { .. } if striped => {}
             EntryKind::Symlink { target } => {
-                if let Some(m) = existing {
-                    let same = m.kind == Kind::Symlink && self.root.read_link(path)? == *target;
-                    if same {
-                        return Ok(());
-                    }
-                    if !self.opts.overwrite || m.kind == Kind::Dir {
-                        return Err(EngineError::Transfer(format!(
-                            "{path} exists in {} (use --overwrite to replace it)",
-                            self.root.path().display()
-                        )));
-                    }
-                    self.root.remove_file(path)?;
-                }
-                self.root.symlink(target, path)?;
-                self.root.set_link_mtime(path, e.mtime_ns)?;
+                place_symlink(&self.root, &e.path, target, e.mtime_ns, self.opts.overwrite)?;
             }
             EntryKind::File { size } => {
+                let Some(owned) = owned else { return Ok(()) };
                 let plan = ChunkPlan::new(*size, chunk_size)
                     .map_err(|err| EngineError::Transfer(err.to_string()))?;
-                let slot =
+                let existing = self.root.lstat(path)?;
+                let mut slot =
                     self.prepare_file(e, *size, plan, existing.map(|m| (m.kind, m.mtime_ns)))?;
+                slot.owned = owned;
+                if slot.inode.is_some() {
+                    self.resume_chunks(&mut slot)?;
+                }
                 self.slots.insert(id, Arc::new(slot));
             }
         }
@@ -219,9 +224,14 @@ impl Sink {
         plan: ChunkPlan,
         existing: Option<(Kind, i64)>,
     ) -> Result<Slot, EngineError> {
+        let identity = FileIdentity {
+            size,
+            mtime_ns: e.mtime_ns,
+            chunk_size: plan.chunk_size(),
+        };
         let mut slot = Slot {
             path: e.path.clone(),
-            temp: e.path.clone(),
+            temp: temp_path(&e.path, &identity),
             plan,
             mode: self.opts.modes.apply(e.mode),
             mtime_ns: e.mtime_ns,
@@ -229,10 +239,16 @@ impl Sink {
             hashes: Mutex::new(BTreeMap::new()),
             in_place: false,
             refused: None,
+            owned: None,
         };
         match existing {
             Some((Kind::File(s), t)) if s == size && t == e.mtime_ns => {
                 slot.in_place = true;
+                if self.opts.stripe.is_some() {
+                    // Its part (hashed in place) is recorded against the file's record.
+                    self.journals()
+                        .record(|j| j.start_file(&e.path, identity, e.mode))?;
+                }
                 return Ok(slot);
             }
             Some((Kind::File(_), _)) if self.opts.overwrite => {}
@@ -247,74 +263,81 @@ impl Sink {
             }
             None => {}
         }
-        let identity = FileIdentity {
-            size,
-            mtime_ns: e.mtime_ns,
-            chunk_size: plan.chunk_size(),
-        };
-        let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
-        // The journal's state is only used for a path of this manifest with the same identity, and
-        // its temporaries are derived names (`reserved::temp_path`), never names read from its text.
-        let resumed = match j.state.resume(&e.path, identity) {
-            Resume::Continue(st) => Some((st.temp.clone(), st.verified.clone(), st.clone())),
-            Resume::Restart(st) => {
-                debug_assert_eq!(st.temp, temp_path(&e.path, st.id));
-                self.root.remove_file(st.temp.as_str())?;
-                None
+        let mut j = self.journals();
+        // The journals' state is only used for a path of this manifest with the same identity, and
+        // temporaries are derived names (`reserved::temp_path`), never names read from their text.
+        let claims = j.claims(&e.path, identity);
+        for stale in &claims.stale {
+            if *stale != slot.temp {
+                self.root.remove_file(stale.as_str())?;
             }
-            Resume::Fresh | Resume::Complete(_) => None,
-        };
-        match resumed {
-            Some((temp, verified, st)) => {
-                slot.temp = temp;
-                // Trust only what is still on disk: re-read and re-hash every chunk the journal claims.
-                let f = self.root.open_partial(slot.temp.as_str())?;
-                slot.inode = Some(inode_of(&f, &slot.temp)?);
-                let mut buf = Vec::new();
-                let mut hashes = BTreeMap::new();
-                for (s, end) in verified.ranges() {
-                    for i in s..end {
-                        let (Some(span), Some(want)) = (plan.chunk(i), st.hash(i)) else {
-                            continue;
-                        };
-                        buf.resize(span.len as usize, 0);
-                        if f.read_exact_at(&mut buf, span.offset).is_ok()
-                            && hash_chunk(&buf) == *want
-                        {
-                            hashes.insert(i, *want);
-                        }
-                    }
-                }
-                slot.hashes = Mutex::new(hashes);
+        }
+        if !matches!(j.state.resume(&e.path, identity), Resume::Continue(_)) {
+            j.record(|s| s.start_file(&e.path, identity, e.mode))?;
+        }
+        drop(j);
+        let f = self.root.open_partial(slot.temp.as_str())?;
+        slot.inode = Some(inode_of(&f, &slot.temp)?);
+        // Stale bytes of a temporary nobody claims are cut (an unstriped receiver owns the file); a
+        // stripe's temporary is shared, and only claimed or received chunks ever count.
+        if claims.hashes.is_empty() && self.opts.stripe.is_none() {
+            f.set_len(0)
+                .map_err(|err| EngineError::io(format!("truncate {}", slot.temp), err))?;
+        }
+        // Reserve the space now: a full disk is found before any data moves.
+        if size > 0 {
+            rustix::fs::fallocate(&f, FallocateFlags::empty(), 0, size)
+                .map_err(|err| disk_error(&self.root, &e.path, size, err.into()))?;
+        }
+        *slot.hashes.get_mut().unwrap_or_else(|e| e.into_inner()) = claims.hashes;
+        Ok(slot)
+    }
+
+    /// Trusts only what is still on disk: re-reads and re-hashes every chunk of ours that a
+    /// journal claims, and records those that match in our own journal.
+    fn resume_chunks(&self, slot: &mut Slot) -> Result<(), EngineError> {
+        let claimed = std::mem::take(slot.hashes.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        let f = self.root.open_rw(slot.temp.as_str())?;
+        if Some(inode_of(&f, &slot.temp)?) != slot.inode {
+            return Err(EngineError::Transfer(format!(
+                "{}: {}",
+                slot.path,
+                replaced(&slot.temp)
+            )));
+        }
+        let mut buf = Vec::new();
+        let mut hashes = BTreeMap::new();
+        let mut j = self.journals();
+        let recorded = j.state.file(&slot.path).map(|st| st.verified.clone());
+        for (i, want) in claimed {
+            let Some(span) = slot.plan.chunk(i) else {
+                continue;
+            };
+            if !slot.owns(i) {
+                continue;
             }
-            None => {
-                slot.temp = temp_path(&e.path, j.state.next_id());
-                let line = j
-                    .state
-                    .start_file(&e.path, identity, e.mode)
-                    .map_err(|err| EngineError::Transfer(err.to_string()))?;
-                j.append(&line)?;
-                let f = self.root.open_partial(slot.temp.as_str())?;
-                slot.inode = Some(inode_of(&f, &slot.temp)?);
-                f.set_len(0)
-                    .map_err(|err| EngineError::io(format!("truncate {}", slot.temp), err))?;
-                // Reserve the space now: a full disk is found before any data moves.
-                if size > 0 {
-                    rustix::fs::fallocate(&f, FallocateFlags::empty(), 0, size)
-                        .map_err(|err| disk_error(&self.root, &e.path, size, err.into()))?;
+            buf.resize(span.len as usize, 0);
+            if f.read_exact_at(&mut buf, span.offset).is_ok() && hash_chunk(&buf) == want {
+                hashes.insert(i, want);
+                if !recorded.as_ref().is_some_and(|r| r.contains(i)) {
+                    j.record(|s| s.chunk_verified(&slot.path, i, want))?;
                 }
             }
         }
-        Ok(slot)
+        *slot.hashes.get_mut().unwrap_or_else(|e| e.into_inner()) = hashes;
+        Ok(())
     }
 
     /// Releases the journal's lock (the transfer is over; nothing more is appended).
     fn unlock_journal(&self) {
-        let j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = rustix::fs::flock(&j.file, FlockOperation::Unlock);
+        self.journals().unlock();
     }
 
-    /// The verified chunks of every file (all of a file already in place or refused), as `have`.
+    /// The verified chunks of every file (all of a file already in place or refused; for a stripe,
+    /// also every chunk that is not its own), as `have`.
     pub(crate) fn send_have(&self, ctl: &Ctl) -> Result<(), EngineError> {
         let sets: Vec<(u32, RangeSet)> = self
             .slots
@@ -324,8 +347,11 @@ impl Sink {
                 if s.in_place || s.refused.is_some() {
                     set.insert_range(0, s.plan.count());
                 } else {
-                    for &i in s.hashes.lock().unwrap_or_else(|e| e.into_inner()).keys() {
-                        set.insert(i);
+                    let hashes = s.hashes.lock().unwrap_or_else(|e| e.into_inner());
+                    for i in 0..s.plan.count() {
+                        if !s.owns(i) || hashes.contains_key(&i) {
+                            set.insert(i);
+                        }
                     }
                 }
                 (id, set)
@@ -365,7 +391,7 @@ impl Sink {
             }
             let h = s.hashes.lock().unwrap_or_else(|e| e.into_inner());
             missing += (0..s.plan.count())
-                .filter(|i| !h.contains_key(i))
+                .filter(|&i| s.owns(i) && !h.contains_key(&i))
                 .filter_map(|i| s.plan.chunk(i))
                 .map(|c| u64::from(c.len))
                 .sum::<u64>();
@@ -545,11 +571,17 @@ fn stream(
         let h = opener.open(&hdr)?;
         let slot = sink.slots.get(&h.file).ok_or_else(|| {
             EngineError::Transfer(format!(
-                "chunk for file {} which is not in the manifest",
+                "chunk for file {}, which is not in the manifest (or not this stripe's)",
                 h.file
             ))
         })?;
         h.check_plan(&slot.plan)?;
+        if !slot.owns(h.chunk) {
+            return Err(EngineError::Transfer(format!(
+                "chunk {} of {} is not this stripe's",
+                h.chunk, slot.path
+            )));
+        }
         buf.resize(h.len as usize, 0);
         match read_full(&sock, &mut buf, &shared.stop).map_err(stream_err)? {
             Fill::Full => {}
@@ -591,14 +623,8 @@ command again to resume",
                     err.into()
                 }
             })?;
-            {
-                let mut j = sink.journal.lock().unwrap_or_else(|e| e.into_inner());
-                let line = j
-                    .state
-                    .chunk_verified(&slot.path, h.chunk, h.hash)
-                    .map_err(|e| EngineError::Transfer(e.to_string()))?;
-                j.append(&line)?;
-            }
+            sink.journals()
+                .record(|j| j.chunk_verified(&slot.path, h.chunk, h.hash))?;
             slot.hashes
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -639,11 +665,13 @@ fn read_full(sock: &Channel, buf: &mut [u8], stop: &AtomicBool) -> std::io::Resu
     Ok(Fill::Full)
 }
 
-/// Puts file `id` in place if its digest matches `want`; the reason if not.
+/// Puts file `id` in place if its digest matches `want`; the reason if not. A stripe compares the
+/// digest over its own chunks of the file and records its part verified; the finish puts the file
+/// in place.
 fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, EngineError> {
     let Some(slot) = sink.slots.get(&id) else {
         return Err(EngineError::Transfer(format!(
-            "file_done for file {id}, which is not in the manifest"
+            "file_done for file {id}, which is not in the manifest (or not this stripe's)"
         )));
     };
     if let Some(reason) = &slot.refused {
@@ -660,7 +688,7 @@ fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, E
         let f = sink.root.open_read(at.as_str())?;
         let mut buf = Vec::new();
         let mut h = BTreeMap::new();
-        for i in 0..plan.count() {
+        for i in (0..plan.count()).filter(|&i| slot.owns(i)) {
             let span = plan.chunk(i).expect("index below count");
             buf.resize(span.len as usize, 0);
             f.read_exact_at(&mut buf, span.offset)
@@ -674,16 +702,32 @@ fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, E
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     };
-    if hashes.len() as u64 != plan.count() {
+    let expected = slot.owned.as_ref().map_or(plan.count(), RangeSet::len);
+    if hashes.len() as u64 != expected {
         return Ok(Err(format!(
             "{} of {} chunks verified when the sender said it was done",
             hashes.len(),
-            plan.count()
+            expected
         )));
     }
     let got = file_digest(plan.size(), plan.chunk_size(), hashes.values());
     if got != *want {
         return Ok(Err("the file digest differs from the sender's".into()));
+    }
+    if sink.opts.stripe.is_some() {
+        let Some(inode) = sink.root.inode(at.as_str())? else {
+            return Ok(Err(format!("{at} is gone")));
+        };
+        if !slot.in_place && Some(inode) != slot.inode {
+            return Ok(Err(replaced(&slot.temp)));
+        }
+        let part = Part {
+            digest: got,
+            inode: (inode.0, inode.1),
+        };
+        sink.journals()
+            .record(|j| j.part_verified(&slot.path, part))?;
+        return Ok(Ok(()));
     }
     if slot.in_place {
         return Ok(Ok(()));
@@ -691,34 +735,99 @@ fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, E
     // Only the inode this receiver created and wrote (and whose chunks it verified as they were
     // written) is put in place: checked on the descriptor, whose mode and time are set, and again on
     // the name right before the rename. (Re-hashing the file instead would double the disk reads.)
-    let f = sink.root.open_rw(slot.temp.as_str())?;
-    let inode = inode_of(&f, &slot.temp)?;
-    if Some(inode) != slot.inode {
-        return Ok(Err(replaced(&slot.temp)));
+    let file = PlacedFile {
+        path: &slot.path,
+        temp: &slot.temp,
+        inode: slot.inode,
+        mode: slot.mode,
+        mtime_ns: slot.mtime_ns,
+        size: plan.size(),
+    };
+    if let Err(why) = file.put_in_place(&sink.root, sink.opts)? {
+        return Ok(Err(why));
     }
-    if sink.opts.fsync {
-        f.sync_all()
-            .map_err(|e| EngineError::io(format!("fsync {}", slot.temp), e))?;
-    }
-    set_file_meta(&f, slot.mode, slot.mtime_ns)
-        .map_err(|e| EngineError::io(format!("set the mode and time of {}", slot.temp), e))?;
-    drop(f);
-    if sink.root.inode(slot.temp.as_str())? != Some(inode) {
-        return Ok(Err(replaced(&slot.temp)));
-    }
-    sink.root
-        .rename(slot.temp.as_str(), slot.path.as_str(), sink.opts.overwrite)?;
-    if sink.opts.fsync {
-        let dir = slot.path.parent().map_or(String::new(), |p| p.to_string());
-        sink.root.sync_dir(&dir)?;
-    }
-    let mut j = sink.journal.lock().unwrap_or_else(|e| e.into_inner());
-    let line = j
-        .state
-        .file_complete(&slot.path, got)
-        .map_err(|e| EngineError::Transfer(e.to_string()))?;
-    j.append(&line)?;
+    sink.journals()
+        .record(|j| j.file_complete(&slot.path, got))?;
     Ok(Ok(()))
+}
+
+/// A verified temporary to put in place under its name.
+pub(super) struct PlacedFile<'a> {
+    pub(super) path: &'a RelPath,
+    pub(super) temp: &'a RelPath,
+    /// The inode that was written: only it is renamed.
+    pub(super) inode: Option<Inode>,
+    pub(super) mode: u32,
+    pub(super) mtime_ns: i64,
+    pub(super) size: u64,
+}
+
+impl PlacedFile<'_> {
+    /// Sets the temporary's mode and time (after an fsync with `--fsync`) and renames it into place,
+    /// if the name still leads to the inode that was written; the reason if not.
+    pub(super) fn put_in_place(
+        &self,
+        root: &Root,
+        opts: SinkOptions,
+    ) -> Result<Result<(), String>, EngineError> {
+        let f = root.open_rw(self.temp.as_str())?;
+        let inode = inode_of(&f, self.temp)?;
+        if Some(inode) != self.inode {
+            return Ok(Err(replaced(self.temp)));
+        }
+        // A shared temporary that held a longer stale file is cut to the file's size.
+        let len = f
+            .metadata()
+            .map_err(|e| EngineError::io(format!("stat {}", self.temp), e))?
+            .len();
+        if len > self.size {
+            f.set_len(self.size)
+                .map_err(|e| EngineError::io(format!("truncate {}", self.temp), e))?;
+        }
+        if opts.fsync {
+            f.sync_all()
+                .map_err(|e| EngineError::io(format!("fsync {}", self.temp), e))?;
+        }
+        set_file_meta(&f, self.mode, self.mtime_ns)
+            .map_err(|e| EngineError::io(format!("set the mode and time of {}", self.temp), e))?;
+        drop(f);
+        if root.inode(self.temp.as_str())? != Some(inode) {
+            return Ok(Err(replaced(self.temp)));
+        }
+        root.rename(self.temp.as_str(), self.path.as_str(), opts.overwrite)?;
+        if opts.fsync {
+            let dir = self.path.parent().map_or(String::new(), |p| p.to_string());
+            root.sync_dir(&dir)?;
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// Creates symlink `path` to `target` (with `overwrite`, replacing a file or link there; the same
+/// link already there is kept).
+pub(super) fn place_symlink(
+    root: &Root,
+    path: &RelPath,
+    target: &str,
+    mtime_ns: i64,
+    overwrite: bool,
+) -> Result<(), EngineError> {
+    if let Some(m) = root.lstat(path.as_str())? {
+        let same = m.kind == Kind::Symlink && root.read_link(path.as_str())? == *target;
+        if same {
+            return Ok(());
+        }
+        if !overwrite || m.kind == Kind::Dir {
+            return Err(EngineError::Transfer(format!(
+                "{path} exists in {} (use --overwrite to replace it)",
+                root.path().display()
+            )));
+        }
+        root.remove_file(path.as_str())?;
+    }
+    root.symlink(target, path.as_str())?;
+    root.set_link_mtime(path.as_str(), mtime_ns)?;
+    Ok(())
 }
 
 fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), EngineError> {
@@ -767,14 +876,29 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
         }
     }
     side.progress(shared.bytes.load(Ordering::Relaxed), side.files_ok);
-    // Directories last, deepest first: writing into a directory changes its time.
-    let mut dirs = sink.dirs.clone();
-    dirs.sort_by_key(|(p, _, _)| std::cmp::Reverse(p.components().count()));
-    for (p, mode, mtime) in dirs {
-        sink.root.set_meta(p.as_str(), mode, mtime)?;
-    }
-    if failed == 0 {
-        sink.root.remove_file(JOURNAL_NAME)?;
+    if let (Some(stripe), Some(manifest)) = (sink.opts.stripe, &sink.manifest) {
+        // A stripe: record that it ended; the one that ends last puts every file in place.
+        let finished = if failed == 0 {
+            sink.journals().record(|j| j.stripe_done())?;
+            stripes::finish(&sink.root, &stripe, sink.opts, manifest)?
+        } else {
+            None
+        };
+        side.stripe = Some(stripes::summary(&stripe, finished.as_ref()));
+        if let Some(f) = finished {
+            side.failed.extend(f.failed);
+        }
+    } else {
+        // Directories last, deepest first: writing into a directory changes its time.
+        let mut dirs = sink.dirs.clone();
+        dirs.sort_by_key(|(p, _, _)| std::cmp::Reverse(p.components().count()));
+        for (p, mode, mtime) in dirs {
+            sink.root.set_meta(p.as_str(), mode, mtime)?;
+        }
+        if failed == 0 {
+            // Every file is in place: no journal here has anything left to resume.
+            journals::remove_all(&sink.root)?;
+        }
     }
     // Nothing is appended any more: let the next transfer into this destination start as soon as
     // the sender hears we are done (holding the lock until this side has unwound made a command
@@ -815,10 +939,9 @@ mod tests {
         f.write_all_at(b"hello", 0).unwrap();
         let h = hash_chunk(b"hello");
         slot.hashes.lock().unwrap().insert(0, h);
-        let mut j = sink.journal.lock().unwrap();
-        let line = j.state.chunk_verified(&slot.path, 0, h).unwrap();
-        j.append(&line).unwrap();
-        drop(j);
+        sink.journals()
+            .record(|j| j.chunk_verified(&slot.path, 0, h))
+            .unwrap();
         (dir, sink, file_digest(5, 1 << 20, [&h]))
     }
 
@@ -863,14 +986,13 @@ mod tests {
             chunk_size: 1 << 20,
         };
         {
-            let mut j = lock_journal(&root, [3; 32]).unwrap();
-            let line = j.state.start_file(&path, identity, 0o644).unwrap();
-            j.append(&line).unwrap();
-            let line = j.state.chunk_verified(&path, 1, hash_chunk(b"x")).unwrap();
-            j.append(&line).unwrap();
+            let mut j = Journals::open(&root, [3; 32], None).unwrap();
+            j.record(|s| s.start_file(&path, identity, 0o644)).unwrap();
+            j.record(|s| s.chunk_verified(&path, 1, hash_chunk(b"x")))
+                .unwrap();
         }
-        let text = std::fs::read(dir.join(JOURNAL_NAME)).unwrap();
-        let replayed = Journal::replay_keyed(&text, [3; 32]);
+        let text = std::fs::read(dir.join(longhaul_transfer::reserved::JOURNAL_NAME)).unwrap();
+        let replayed = longhaul_transfer::Journal::replay_keyed(&text, [3; 32]);
         assert!(
             !replayed.ignored_tail(),
             "{}",
@@ -882,12 +1004,12 @@ mod tests {
         }
         // A second transfer continues the same journal: still one header, all records trusted.
         {
-            let mut j = lock_journal(&root, [3; 32]).unwrap();
-            let line = j.state.chunk_verified(&path, 2, hash_chunk(b"y")).unwrap();
-            j.append(&line).unwrap();
+            let mut j = Journals::open(&root, [3; 32], None).unwrap();
+            j.record(|s| s.chunk_verified(&path, 2, hash_chunk(b"y")))
+                .unwrap();
         }
-        let text = std::fs::read(dir.join(JOURNAL_NAME)).unwrap();
-        let replayed = Journal::replay_keyed(&text, [3; 32]);
+        let text = std::fs::read(dir.join(longhaul_transfer::reserved::JOURNAL_NAME)).unwrap();
+        let replayed = longhaul_transfer::Journal::replay_keyed(&text, [3; 32]);
         assert!(
             !replayed.ignored_tail(),
             "{}",

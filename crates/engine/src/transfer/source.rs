@@ -18,6 +18,7 @@ use longhaul_transfer::manifest::{ChunkPlan, Entry, EntryKind, ManifestEntry};
 use longhaul_transfer::msg::ManifestBatcher;
 use longhaul_transfer::reserved::is_reserved_name;
 use longhaul_transfer::schedule::DEFAULT_MAX_RETRIES;
+use longhaul_transfer::stripe::{Assignment, Stripe};
 use longhaul_transfer::{
     ChunkHeader, ChunkSealer, Digest, MacKey, Message, RangeSet, RelPath, Scheduler,
     check_symlink_target, file_digest, hash_chunk,
@@ -38,6 +39,8 @@ struct SourceFile {
     rel: String,
     plan: Option<ChunkPlan>,
     size: u64,
+    /// A stripe: the chunks of this file it sends (`None`: all of them).
+    owned: Option<RangeSet>,
 }
 
 /// The sources of a transfer: their roots, the manifest entries, and for each file where to read it.
@@ -48,6 +51,8 @@ pub(crate) struct Sources {
     files: BTreeMap<u32, SourceFile>,
     /// Entries left out, with why (sockets, devices, links that leave the tree, non-UTF-8 names).
     pub(crate) skipped: Vec<String>,
+    /// One stripe of a striped transfer: only its files and chunks are sent.
+    pub(crate) stripe: Option<Stripe>,
 }
 
 impl Sources {
@@ -129,6 +134,7 @@ impl Sources {
                         rel,
                         plan: None,
                         size,
+                        owned: None,
                     },
                 );
             }
@@ -245,7 +251,9 @@ impl Shared {
 
 /// Sends every missing chunk over `socks` and the file digests over `ctl` until the receiver has
 /// verified every file (or failed it). Chunk headers are sealed with `key` (the session's key of the
-/// data's direction). Returns the payload bytes sent.
+/// data's direction). Returns the payload bytes sent. A stripe sends only its files and chunks
+/// (`longhaul_transfer::stripe`, [`Sources::stripe`]) and a digest over its own chunks of each
+/// file.
 pub(crate) fn run(
     ctl: &mut Ctl,
     socks: Vec<Channel>,
@@ -257,6 +265,22 @@ pub(crate) fn run(
 ) -> Result<(), EngineError> {
     let mut sched = Scheduler::new(DEFAULT_MAX_RETRIES);
     let empty = RangeSet::new();
+    if let Some(s) = src.stripe {
+        let files = src.entries.iter().filter_map(|e| {
+            src.files
+                .get(&e.id)
+                .map(|f| (e.id, f.size.div_ceil(chunk_size)))
+        });
+        let mut owned: HashMap<u32, RangeSet> = Assignment::new(files, s.count)
+            .of(s.index)
+            .into_iter()
+            .collect();
+        // Files with no chunk of ours are the other stripes' business.
+        src.files.retain(|id, f| {
+            f.owned = owned.remove(id);
+            f.owned.is_some()
+        });
+    }
     for (&id, f) in &mut src.files {
         let plan =
             ChunkPlan::new(f.size, chunk_size).map_err(|e| EngineError::Transfer(e.to_string()))?;
@@ -422,8 +446,8 @@ fn read_ahead(
     Ok(())
 }
 
-/// The digest of file `id`: chunks sent in this run were hashed on the way; the ones the receiver
-/// already had are read and hashed here.
+/// The digest of file `id` (a stripe: of its own chunks of it): chunks sent in this run were
+/// hashed on the way; the ones the receiver already had are read and hashed here.
 fn digest_of(id: u32, src: &Sources, shared: &Shared) -> Result<Digest, EngineError> {
     let f = &src.files[&id];
     let plan = f.plan.expect("planned before the streams start");
@@ -433,11 +457,13 @@ fn digest_of(id: u32, src: &Sources, shared: &Shared) -> Result<Digest, EngineEr
         .unwrap_or_else(|e| e.into_inner())
         .remove(&id)
         .unwrap_or_default();
-    if (hashes.len() as u64) < plan.count() {
+    let mine = |i: u64| f.owned.as_ref().is_none_or(|o| o.contains(i));
+    let expected = f.owned.as_ref().map_or(plan.count(), RangeSet::len);
+    if (hashes.len() as u64) < expected {
         let file = src.roots[f.root].open_read(&f.rel)?;
         let mut buf = Vec::new();
         for i in 0..plan.count() {
-            if hashes.contains_key(&i) {
+            if hashes.contains_key(&i) || !mine(i) {
                 continue;
             }
             let span = plan.chunk(i).expect("index below count");

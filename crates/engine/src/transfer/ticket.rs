@@ -49,6 +49,8 @@ pub(crate) struct Grant {
     pub(crate) fsync: bool,
     /// Whether only a transfer in TLS is admitted.
     pub(crate) encrypted: bool,
+    /// A striped copy: the only stripe admitted (`None`: an unstriped one).
+    pub(crate) stripe: Option<longhaul_transfer::stripe::Stripe>,
     pub(crate) report: mpsc::Sender<Result<Summary, String>>,
 }
 
