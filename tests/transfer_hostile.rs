@@ -541,3 +541,65 @@ fn a_sender_leaves_reserved_names_out() {
         bytes: payload.len() as u64,
     });
 }
+
+/// Someone who can write the destination plants files under the names the receiver will use: a
+/// hard link to a file outside the tree under the next temporary's name (derived, so predictable)
+/// and under the journal's, and (when the test runs as root) a file of another user under a second
+/// temporary's name. The receiver writes through none of them: each is replaced by a file of its
+/// own, the linked files are untouched, and the files put in place are the receiver's.
+#[test]
+fn temporaries_and_journals_planted_by_others_are_never_written_through() {
+    use longhaul_transfer::FileIdentity;
+    use longhaul_transfer::reserved::temp_path;
+    let t = Scratch::new("hostile-planted-temp");
+    let key = t.key("key");
+    let root = t.dir("root");
+    let server = serve(&root, &key);
+    let src = t.dir("src");
+    let (a, b) = (src.join("a.bin"), src.join("b.bin"));
+    std::fs::write(&a, vec![7u8; (3 << 20) + 5]).unwrap();
+    std::fs::write(&b, b"b's data\n").unwrap();
+    let temp_of = |p: &Path, name: &str| {
+        let m = std::fs::metadata(p).unwrap();
+        let id = FileIdentity {
+            size: m.len(),
+            mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+            chunk_size: MIB,
+        };
+        root.join(temp_path(&path(name), &id).as_str())
+    };
+    let victim = t.join("victim");
+    let journal_victim = t.join("journal-victim");
+    std::fs::write(&victim, b"precious\n").unwrap();
+    std::fs::write(&journal_victim, b"precious too\n").unwrap();
+    std::fs::hard_link(&victim, temp_of(&a, "a.bin")).unwrap();
+    std::fs::hard_link(&journal_victim, root.join(".longhaul-journal")).unwrap();
+    let (uid, _) = my_ids(&t);
+    let b_temp = temp_of(&b, "b.bin");
+    std::fs::write(&b_temp, b"planted by nobody\n").unwrap();
+    if uid == 0 {
+        std::os::unix::fs::chown(&b_temp, Some(65534), Some(65534)).unwrap();
+    }
+    let v = xfer_ok(
+        "send",
+        server.port,
+        &key,
+        &[s(&a), s(&b), "localhost:", "--chunk", "1M"],
+    );
+    assert_eq!(v["files"], 2, "{v}");
+    assert!(
+        std::fs::read(&victim).unwrap() == b"precious\n",
+        "the receiver wrote through a hard link under its temporary's name"
+    );
+    assert!(
+        std::fs::read(&journal_victim).unwrap() == b"precious too\n",
+        "the receiver wrote through a hard link under its journal's name"
+    );
+    assert_eq!(std::fs::metadata(&victim).unwrap().nlink(), 1);
+    assert_eq!(std::fs::metadata(&journal_victim).unwrap().nlink(), 1);
+    assert!(std::fs::read(root.join("a.bin")).unwrap() == std::fs::read(&a).unwrap());
+    assert_eq!(std::fs::read(root.join("b.bin")).unwrap(), b"b's data\n");
+    for f in ["a.bin", "b.bin"] {
+        assert_eq!(std::fs::metadata(root.join(f)).unwrap().uid(), uid, "{f}");
+    }
+}

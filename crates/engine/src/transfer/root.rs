@@ -294,15 +294,39 @@ impl Root {
     }
 
     /// Opens (creating if missing, never truncating) the file `rel` for reading and writing, with
-    /// mode 0600: a partial file that a resumed transfer continues.
+    /// mode 0600: a partial file that a resumed transfer continues, or a journal. Only a file of
+    /// our own is continued: a regular file owned by this process's user with one link. Anything
+    /// else under that name (a file another user planted, a hard link to some other file, a FIFO)
+    /// is removed and a new file created in its place (`O_EXCL`), so nothing is ever written
+    /// through a name someone else prepared.
     pub fn open_partial(&self, rel: &str) -> Result<File, RootError> {
-        self.open_at(
+        let mode = Mode::from_raw_mode(0o600);
+        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+        for _ in 0..4 {
+            let fd = self
+                .open_at(rel, flags | OFlags::CREATE, mode)
+                .map_err(|e| self.err("create", rel, e))?;
+            let st = rustix::fs::fstat(&fd).map_err(|e| self.err("stat", rel, e))?;
+            let ours = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && st.st_uid == rustix::process::geteuid().as_raw()
+                && st.st_nlink == 1;
+            if ours {
+                return Ok(File::from(fd));
+            }
+            drop(fd);
+            self.remove_file(rel)?;
+            match self.open_at(rel, flags | OFlags::CREATE | OFlags::EXCL, mode) {
+                Ok(fd) => return Ok(File::from(fd)),
+                // Someone created it again in between: look again.
+                Err(Errno::EXIST) => {}
+                Err(e) => return Err(self.err("create", rel, e)),
+            }
+        }
+        Err(self.err(
+            "create",
             rel,
-            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW,
-            Mode::from_raw_mode(0o600),
-        )
-        .map(File::from)
-        .map_err(|e| self.err("create", rel, e))
+            io::Error::other("another process keeps putting a file under this name"),
+        ))
     }
 
     /// Renames `from` to `to` (both relative to the root). Unless `replace`, an existing `to` is
