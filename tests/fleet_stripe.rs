@@ -414,3 +414,30 @@ fn a_ticket_holder_cannot_send_another_stripes_chunks_or_another_stripe() {
     let log = c.receivers[0].log();
     assert!(!log.contains("panicked"), "{log}");
 }
+
+#[test]
+fn bad_stripe_flags_are_refused_with_one_line_and_exit_2() {
+    let t = Scratch::new("stripe-usage");
+    let ops = t.key("ops.key");
+    for (flag, why) in [
+        ("nonsense", "give FROM=TO"),
+        ("h1:0=h2", "the port must be 1 to 65535"),
+        ("h1:99999=h2", "the port must be 1 to 65535"),
+        ("[::1=h2", "must close the IPv6 address"),
+        ("=h2", "name a server"),
+        ("127.0.0.1=127.0.0.1", "already in the copy"),
+    ] {
+        let out = Command::new(bin())
+            .args(["copy", "--key", s(&ops), "--stripe", flag])
+            .args(["127.0.0.1:x", "127.0.0.1:"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--stripe {flag}: {err}");
+        assert_eq!(err.lines().count(), 1, "--stripe {flag}: {err}");
+        assert!(
+            err.starts_with("longhaul: error: ") && err.contains(why),
+            "--stripe {flag}: {err}"
+        );
+    }
+}

@@ -7,14 +7,17 @@
 //!   name;
 //! - the mode applied never has setuid, setgid or sticky unless the receiver asked, and never a
 //!   permission bit the umask clears;
-//! - every file a replayed journal knows has `temp == temp_path(path, id)` (a reserved name in the
-//!   file's own directory) and a path with no reserved component.
+//! - every file a replayed journal knows has `temp == temp_path(path, identity)` (a reserved name in
+//!   the file's own directory) and a path with no reserved component; a stripe's journal names a
+//!   stripe that can exist;
+//! - a stripe journal's name that parses is reserved and is the name of what it parsed to.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_transfer::journal::Journal;
 use longhaul_transfer::reserved::{is_reserved_name, reserved_component, temp_path};
+use longhaul_transfer::stripe::{journal_name, parse_journal_name};
 use longhaul_transfer::manifest::{Manifest, ModePolicy, SPECIAL_BITS, check_requested};
 use longhaul_proto::frame;
 use longhaul_transfer::msg::Message;
@@ -64,9 +67,24 @@ fuzz_target!(|data: &[u8]| {
     let plain = Journal::replay(rest);
     let keyed = Journal::replay_keyed(rest, [0x5a; 32]);
     for (path, f) in plain.files().chain(keyed.files()) {
-        assert_eq!(f.temp, temp_path(path, f.id), "temporary read from the journal");
+        assert_eq!(f.temp, temp_path(path, &f.identity), "temporary read from the journal");
         assert!(is_reserved_name(f.temp.file_name()));
         assert_eq!(f.temp.parent(), path.parent());
         assert!(reserved_component(path).is_none());
+    }
+    for j in [&plain, &keyed] {
+        if let Some(tag) = j.stripe() {
+            assert!(tag.index < tag.count, "{tag:?}");
+        }
+        for d in j.dirs_created() {
+            assert!(reserved_component(d).is_none(), "{d}");
+        }
+    }
+    // A file name in the destination, as a receiver lists it.
+    if let Some(name) = std::str::from_utf8(rest).ok().and_then(|t| t.lines().next())
+        && let Some((run, index)) = parse_journal_name(name)
+    {
+        assert!(is_reserved_name(name), "{name}");
+        assert_eq!(journal_name(&run, index).to_lowercase(), name.to_lowercase());
     }
 });

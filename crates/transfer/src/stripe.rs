@@ -98,7 +98,12 @@ pub fn parse_journal_name(name: &str) -> Option<(RunId, u32)> {
     let rest = name.strip_prefix(JOURNAL_NAME)?.strip_prefix('.')?;
     let (run, index) = rest.split_once('.')?;
     let run = crate::digest::parse_hex::<16>(run).ok()?;
-    if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) || index.len() > 5 {
+    let canonical = index == "0" || !index.starts_with('0');
+    if index.is_empty()
+        || !index.bytes().all(|b| b.is_ascii_digit())
+        || index.len() > 5
+        || !canonical
+    {
         return None;
     }
     Some((RunId(run), index.parse().ok()?))
@@ -260,6 +265,7 @@ mod tests {
             ".longhaul-journal.abab.1",
             ".longhaul-journal.abababababababababababababababab.",
             ".longhaul-journal.abababababababababababababababab.1x",
+            ".longhaul-journal.abababababababababababababababab.01",
         ] {
             assert_eq!(parse_journal_name(name), None, "{name}");
         }
