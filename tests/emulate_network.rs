@@ -1614,3 +1614,82 @@ fn the_calibration_is_measured_cached_and_warns_before_a_network_above_it() {
     }
     let _ = std::fs::remove_dir_all(&state);
 }
+
+/// `emulate link LINK set --rate` on a running flow: a test from a1 to b1 across `long` (200 Mbit/s)
+/// runs at about 200 Mbit/s until the link is set to 50 Mbit/s mid-test, and at about 50 Mbit/s
+/// after; the change is logged with its time, and a flow that does not cross `long` is not slowed.
+#[test]
+fn a_link_set_changes_the_running_traffic_across_it_only() {
+    if !netns_privileges() {
+        return;
+    }
+    let _serial = serial();
+    let file = network_file("set", CUT);
+    let name = format!("ns{}", std::process::id() % 100_000);
+    let bed = Named::up(&name, &file, &[]);
+    let a1_to = |to: &str, extra: &[&str]| {
+        bed.exec(
+            "a1",
+            &[&[bin(), "test", to, "-t", "8", "-i", "1", "--json"], extra].concat(),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start longhaul test on a1")
+    };
+    let across = a1_to(B1, &[]);
+    // Paced, so that it leaves this machine's cores to the emulator.
+    let beside = a1_to(B2, &["--pace", "200M"]);
+    std::thread::sleep(Duration::from_millis(3500));
+    let before = changes(&bed).len();
+    let out = bed.run("link", &["long", "set", "--rate", "50M"]);
+    assert!(
+        out.status.success(),
+        "link set: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let logged = changes(&bed);
+    assert_eq!(logged.len(), before + 1, "{logged:?}");
+    let last = logged.last().unwrap();
+    assert!(
+        last["what"].as_str().unwrap().contains("long") && !last["at"].as_str().unwrap().is_empty(),
+        "{last}"
+    );
+    let rates = |child: Child| -> Vec<f64> {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: Value = serde_json::from_slice(&out.stdout).expect("test --json");
+        r["intervals"]
+            .as_array()
+            .expect("intervals")
+            .iter()
+            .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap() / 1e6)
+            .collect()
+    };
+    let (x, y) = (rates(across), rates(beside));
+    println!("across long (Mbit/s per second): {x:.0?}\nbeside it: {y:.0?}");
+    assert!(x.len() >= 8 && y.len() >= 8);
+    // Seconds 2-3 before the change (at 3.5 s), 6-8 well after it.
+    for &r in &x[1..3] {
+        assert!(r > 120.0, "before the change: {x:.0?}");
+    }
+    // BBR finds the new rate within a few round trips and probes around it: each second well
+    // below the old rate, their mean near the new one.
+    let after = &x[5..8];
+    let mean = after.iter().sum::<f64>() / after.len() as f64;
+    assert!(
+        after.iter().all(|&r| r < 110.0) && (25.0..75.0).contains(&mean),
+        "after the change to 50M: {x:.0?}"
+    );
+    // b2 is reached over a1 - r1 - b2, where no rate is set: it keeps its 200 Mbit/s pace.
+    for &r in &y[5..8] {
+        assert!(r > 120.0, "the flow beside `long` slowed: {y:.0?}");
+    }
+    drop(bed);
+    assert_eq!(namespaces_named(&format!("lh-{name}-")), 0);
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}

@@ -389,6 +389,29 @@ impl RawPeer {
         data.write_all(payload).expect("send chunk payload");
     }
 
+    /// As [`RawPeer::send_chunk`] towards a receiver that may refuse the chunk on its header and
+    /// close the stream before the payload is through: a failed write is not an error here.
+    pub(crate) fn push_chunk(
+        &self,
+        data: &mut TcpStream,
+        file: u32,
+        chunk: u64,
+        offset: u64,
+        payload: &[u8],
+    ) {
+        let header = ChunkHeader {
+            file,
+            chunk,
+            offset,
+            len: u32::try_from(payload.len()).expect("chunk fits a u32"),
+            hash: longhaul_transfer::digest::hash_chunk(payload),
+        };
+        let sealed = self.with_stream(data, |st| st.sealer.seal(&header));
+        let _ = data
+            .write_all(&sealed)
+            .and_then(|()| data.write_all(payload));
+    }
+
     /// Reads the next chunk (header and payload) from a data stream.
     pub(crate) fn recv_chunk(&self, data: &mut TcpStream) -> (ChunkHeader, Vec<u8>) {
         data.set_read_timeout(Some(STEP)).ok();

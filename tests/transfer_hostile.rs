@@ -550,7 +550,7 @@ fn a_sender_leaves_reserved_names_out() {
 #[test]
 fn temporaries_and_journals_planted_by_others_are_never_written_through() {
     use longhaul_transfer::FileIdentity;
-    use longhaul_transfer::reserved::temp_path;
+    use longhaul_transfer::journal::temp_path;
     let t = Scratch::new("hostile-planted-temp");
     let key = t.key("key");
     let root = t.dir("root");

@@ -16,7 +16,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_transfer::journal::Journal;
-use longhaul_transfer::reserved::{is_reserved_name, reserved_component, temp_path};
+use longhaul_transfer::journal::temp_path;
+use longhaul_transfer::reserved::{is_reserved_name, reserved_component};
 use longhaul_transfer::stripe::{journal_name, parse_journal_name};
 use longhaul_transfer::manifest::{Manifest, ModePolicy, SPECIAL_BITS, check_requested};
 use longhaul_proto::frame;

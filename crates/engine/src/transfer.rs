@@ -7,6 +7,7 @@
 //! - `source`: the sending side (manifest from the sources, one thread per data stream reading,
 //!   hashing and sending chunks);
 //! - `sink`: the receiving side (temporary files, verification, rename into place);
+//! - `dest`: the destination's rules and putting a verified file or a link in place;
 //! - `journals`: the receiver's resume journals in a destination (its own, and every other there);
 //! - `stripes`: the finish of a striped transfer (the stripe that ends last puts files in place);
 //! - `side`: what both sides share: counters, events, the summary, the timeouts;
@@ -38,6 +39,7 @@ use crate::socket::{self, SocketOptions};
 use crate::tls::Pinned;
 
 pub(crate) mod conn;
+mod dest;
 mod journals;
 pub mod root;
 mod side;
@@ -48,10 +50,11 @@ pub(crate) mod ticket;
 
 pub use conn::Endpoint;
 use conn::{Ctl, unexpected};
+use dest::SinkOptions;
 pub use longhaul_transfer::report::{Event, Summary};
 use root::Root;
 use side::Side;
-use sink::{Sink, SinkOptions, recv_manifest};
+use sink::{Sink, recv_manifest};
 use source::Sources;
 use ticket::{Grant, Tickets};
 

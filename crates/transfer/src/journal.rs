@@ -54,7 +54,7 @@ use crate::digest::{Digest, file_digest, to_hex};
 use crate::manifest::{ChunkPlan, check_chunk_size};
 use crate::ranges::RangeSet;
 use crate::relpath::{PathError, RelPath};
-use crate::reserved::{reserved_component, temp_path};
+use crate::reserved::reserved_component;
 use crate::stripe::RunId;
 
 /// First record of a journal whose lines carry a plain checksum (the format's base form).
@@ -63,6 +63,9 @@ pub const JOURNAL_HEADER: &str = "longhaul-journal-v1";
 pub const JOURNAL_HEADER_KEYED: &str = "longhaul-journal-v3";
 /// Context of the key derivation for journal MACs ([`crate::Key::derive_for`]).
 pub const JOURNAL_KEY_CONTEXT: &str = "longhaul 2026-11 resume journal line MAC";
+
+/// Context of the derivation of temporary names ([`temp_path`]).
+const TEMP_NAME_CONTEXT: &str = "longhaul 2026-11 temporary file name";
 
 /// The key of a journal's line MACs.
 pub type JournalKey = [u8; 32];
@@ -77,6 +80,25 @@ pub struct FileIdentity {
     pub mtime_ns: i64,
     /// Chunk size of the transfer that started the file (chunk hashes depend on it).
     pub chunk_size: u64,
+}
+
+/// The temporary name for a file's partial data: a hidden name in the same directory (so the final
+/// rename stays within one file system), reserved ([`crate::reserved::is_reserved_name`]), derived
+/// from the file's path and identity (64 bits of BLAKE3), so that every receiver of a striped
+/// transfer writes the same one and a changed source gets a new one.
+pub fn temp_path(path: &RelPath, identity: &FileIdentity) -> RelPath {
+    let mut h = blake3::Hasher::new_derive_key(TEMP_NAME_CONTEXT);
+    h.update(&(path.as_str().len() as u64).to_le_bytes());
+    h.update(path.as_str().as_bytes());
+    h.update(&identity.size.to_le_bytes());
+    h.update(&identity.mtime_ns.to_le_bytes());
+    h.update(&identity.chunk_size.to_le_bytes());
+    let name = format!(".lh-{}.part", to_hex(&h.finalize().as_bytes()[..8]));
+    let name = RelPath::parse(&name).expect("a fixed ASCII name is a valid path");
+    match path.parent() {
+        Some(dir) => dir.join(&name).unwrap_or(name),
+        None => name,
+    }
 }
 
 /// One journal line's content.
@@ -933,6 +955,34 @@ mod tests {
                 assert!(after.file(&p("appended")).is_some());
                 assert_eq!(after.valid_len(), kept.len());
             }
+        }
+    }
+
+    #[test]
+    fn temporaries_are_reserved_in_their_directory_and_named_by_path_and_identity() {
+        use crate::reserved::is_reserved_name;
+        let id = FileIdentity {
+            size: 5,
+            mtime_ns: 7,
+            chunk_size: 1 << 20,
+        };
+        let t = temp_path(&p("x/y"), &id);
+        assert!(is_reserved_name(t.file_name()));
+        assert_eq!(t.parent().map(|d| d.to_string()), Some("x".into()));
+        assert_eq!(t, temp_path(&p("x/y"), &id));
+        for other in [
+            temp_path(&p("x/z"), &id),
+            temp_path(&p("x/y"), &FileIdentity { size: 6, ..id }),
+            temp_path(&p("x/y"), &FileIdentity { mtime_ns: 8, ..id }),
+            temp_path(
+                &p("x/y"),
+                &FileIdentity {
+                    chunk_size: 2 << 20,
+                    ..id
+                },
+            ),
+        ] {
+            assert_ne!(other.file_name(), t.file_name());
         }
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! Nothing a receiver keeps depends on the striping. Chunks are the transfer's chunks (one chunk size
 //! for all stripes), so the file digest is the unstriped one; the temporary of a file is named by the
-//! file's identity (`reserved::temp_path`), so every receiver writes the same one; each stripe keeps
+//! file's identity (`journal::temp_path`), so every receiver writes the same one; each stripe keeps
 //! its own journal ([`journal_name`]), and a rerun (striped any way, or not at all) replays all of
 //! them. A stripe re-checks the chunks those journals claim for it, records them in its own journal,
 //! and receives the rest; the stripe that ends last puts the files in place (the engine's

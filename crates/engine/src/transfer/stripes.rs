@@ -16,15 +16,15 @@
 use std::collections::{BTreeMap, HashSet};
 
 use longhaul_transfer::journal::Part;
+use longhaul_transfer::journal::temp_path;
 use longhaul_transfer::manifest::{EntryKind, Manifest};
 use longhaul_transfer::report::StripeSummary;
-use longhaul_transfer::reserved::temp_path;
 use longhaul_transfer::stripe::{Assignment, Stripe, parse_journal_name};
 use longhaul_transfer::{FileIdentity, Journal};
 
+use super::dest::{PlacedFile, SinkOptions, place_symlink};
 use super::journals::{self, journal_names, read_journal};
 use super::root::{Inode, Root};
-use super::sink::{PlacedFile, SinkOptions, place_symlink};
 use crate::EngineError;
 
 /// What a finish did.
