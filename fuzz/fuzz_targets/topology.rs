@@ -1,9 +1,13 @@
 //! Arbitrary UTF-8 as a topology file: parsing and compiling a path with no
 //! overrides, and compiling a network, must return errors, never panic; a
-//! network that compiles has a checked route for every pair of hosts.
+//! network that compiles has a checked route for every pair of hosts. The
+//! same text as a monitor's mesh file: an error, or a mesh whose pairs join two
+//! different hosts it has, each test's slip shorter than its period, and a
+//! schedule of it that hands out runs without panicking.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use longhaul_monitor::{Mesh, Scheduler};
 use longhaul_topology::{Network, Overrides, Topology, describe, describe_network, is_network};
 
 fuzz_target!(|data: &[u8]| {
@@ -29,5 +33,18 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         let _ = describe_network(&net);
+    }
+    if let Ok(mesh) = Mesh::from_toml(text, "fuzz.toml") {
+        for t in &mesh.tests {
+            assert!(t.slip < t.every, "{}", t.name);
+            for &(a, b) in &t.pairs {
+                assert!(a != b && a < mesh.hosts.len() && b < mesh.hosts.len());
+            }
+        }
+        let now = 1_795_737_600_000_000_000;
+        let mut s = Scheduler::new(&mesh, now, 1);
+        for r in s.due(now + 86_400_000_000_000) {
+            s.finish(&r, now + 86_401_000_000_000);
+        }
     }
 });

@@ -182,7 +182,7 @@ fn tables(text: &str) -> Vec<(Option<String>, bool)> {
 }
 
 /// The field path at a line: the table the line is in, plus its key.
-pub(crate) fn field_at_line(text: &str, line: usize) -> Option<String> {
+pub fn field_at_line(text: &str, line: usize) -> Option<String> {
     let (table, is_header) = tables(text).into_iter().nth(line.checked_sub(1)?)?;
     if is_header {
         return table;
@@ -199,7 +199,7 @@ pub(crate) fn field_at_line(text: &str, line: usize) -> Option<String> {
 /// `receiver.rtt`, `rate`, `loss.p`) is written, or of its table when the
 /// key is not written there. Tries the longest table prefix first, so a key
 /// inside an inline table (`loss = { p = 2 }`) finds the line of `loss`.
-pub(crate) fn line_of_field(text: &str, path: &str) -> Option<usize> {
+pub fn line_of_field(text: &str, path: &str) -> Option<usize> {
     let lines: Vec<&str> = text.lines().collect();
     let tables = tables(text);
     let parts: Vec<&str> = path.split('.').collect();

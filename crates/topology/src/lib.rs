@@ -39,7 +39,7 @@ use longhaul_units::{
 };
 use serde::{Deserialize, Serialize};
 
-pub use error::{FileError, TopologyError, line_col, write_place};
+pub use error::{FileError, TopologyError, field_at_line, line_col, line_of_field, write_place};
 pub use network::{
     DESCRIBE_ALL_PAIRS_UP_TO, Host, MAX_LINK_NAME, MAX_NET_HOSTS, MAX_NET_LINKS, MAX_NET_ROUTERS,
     MAX_NODE_NAME, NetLink, Network, NetworkPreset, Node, Router, Site, Step, describe_network,
