@@ -394,7 +394,7 @@ fn a_ticket_holder_cannot_send_another_stripes_chunks_or_another_stripe() {
     let mut data = peer.open_data(port, 0);
     let payload = random_bytes(1 << 20);
     // B refuses on the header: the payload may meet a closed stream.
-    peer.push_chunk(&mut data, 0, 0, 0, &payload);
+    let _ = peer.write_chunk(&mut data, 0, 0, 0, &payload);
     let e = peer
         .recv_until(|m| matches!(m, Message::ChunkVerdict { .. }))
         .unwrap_err();

@@ -377,28 +377,20 @@ impl RawPeer {
         offset: u64,
         payload: &[u8],
     ) {
-        let header = ChunkHeader {
-            file,
-            chunk,
-            offset,
-            len: u32::try_from(payload.len()).expect("chunk fits a u32"),
-            hash: longhaul_transfer::digest::hash_chunk(payload),
-        };
-        let sealed = self.with_stream(data, |st| st.sealer.seal(&header));
-        data.write_all(&sealed).expect("send chunk header");
-        data.write_all(payload).expect("send chunk payload");
+        self.write_chunk(data, file, chunk, offset, payload)
+            .expect("send chunk header and payload");
     }
 
-    /// As [`RawPeer::send_chunk`] towards a receiver that may refuse the chunk on its header and
-    /// close the stream before the payload is through: a failed write is not an error here.
-    pub(crate) fn push_chunk(
+    /// As [`RawPeer::send_chunk`], returning a failed write: towards a receiver that may refuse
+    /// the chunk on its header and close the stream before the payload is through.
+    pub(crate) fn write_chunk(
         &self,
         data: &mut TcpStream,
         file: u32,
         chunk: u64,
         offset: u64,
         payload: &[u8],
-    ) {
+    ) -> std::io::Result<()> {
         let header = ChunkHeader {
             file,
             chunk,
@@ -407,9 +399,8 @@ impl RawPeer {
             hash: longhaul_transfer::digest::hash_chunk(payload),
         };
         let sealed = self.with_stream(data, |st| st.sealer.seal(&header));
-        let _ = data
-            .write_all(&sealed)
-            .and_then(|()| data.write_all(payload));
+        data.write_all(&sealed)?;
+        data.write_all(payload)
     }
 
     /// Reads the next chunk (header and payload) from a data stream.

@@ -290,7 +290,7 @@ fn report_striped(out: &Output, r: &StripedResult, seconds: f64) -> anyhow::Resu
                 v
             })
             .collect();
-        let mut v = serde_json::json!({
+        let v = serde_json::json!({
             "run": r.run,
             "chunk_size": r.chunk_size,
             "ok": r.complete(),
@@ -300,12 +300,7 @@ fn report_striped(out: &Output, r: &StripedResult, seconds: f64) -> anyhow::Resu
             "bits_per_second": rate,
             "pairs": pairs,
         });
-        if out.stream {
-            v["event"] = "summary".into();
-            out_line(&serde_json::to_string(&v)?);
-        } else {
-            out_line(&serde_json::to_string_pretty(&v)?);
-        }
+        print_summary(out.stream, v)?;
     } else {
         for (p, c) in &r.pairs {
             let (from, to) = name(p);
@@ -352,6 +347,17 @@ fn report_striped(out: &Output, r: &StripedResult, seconds: f64) -> anyhow::Resu
     Ok(())
 }
 
+/// The JSON result: one `summary` event line with --json-stream, else pretty.
+fn print_summary(stream: bool, mut v: serde_json::Value) -> anyhow::Result<()> {
+    if stream {
+        v["event"] = "summary".into();
+        out_line(&serde_json::to_string(&v)?);
+    } else {
+        out_line(&serde_json::to_string_pretty(&v)?);
+    }
+    Ok(())
+}
+
 /// A side's result as JSON: its summary, or `{"error": why}`.
 pub(crate) fn side_json(r: &Result<Summary, String>) -> serde_json::Value {
     match r {
@@ -384,7 +390,7 @@ fn finish(
     let ok = |s: &Result<Summary, String>| s.as_ref().is_ok_and(|s| s.failed.is_empty());
     let success = ok(&r.sender) && ok(&r.receiver);
     if out.json || out.stream {
-        let mut v = serde_json::json!({
+        let v = serde_json::json!({
             "from": cfg.from,
             "from_port": cfg.from_port,
             "to": cfg.to,
@@ -393,12 +399,7 @@ fn finish(
             "sender": side_json(&r.sender),
             "receiver": side_json(&r.receiver),
         });
-        if out.stream {
-            v["event"] = "summary".into();
-            out_line(&serde_json::to_string(&v)?);
-        } else {
-            out_line(&serde_json::to_string_pretty(&v)?);
-        }
+        print_summary(out.stream, v)?;
     } else {
         if let Ok(s) = &r.sender {
             for sk in &s.skipped {

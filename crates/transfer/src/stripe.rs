@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::{hex_bytes, to_hex};
-use crate::manifest::check_chunk_size;
+use crate::manifest::{EntryKind, ManifestEntry, check_chunk_size};
 use crate::ranges::RangeSet;
 use crate::reserved::JOURNAL_NAME;
 
@@ -137,6 +137,16 @@ impl Assignment {
             files,
             index,
         }
+    }
+
+    /// The assignment of the files of manifest `entries` (in manifest order), cut into chunks of
+    /// `chunk_size`, over `count` stripes: what both ends of every pair and the finish compute.
+    pub fn for_manifest(entries: &[ManifestEntry], chunk_size: u64, count: u32) -> Self {
+        let files = entries.iter().filter_map(|e| match e.entry.kind {
+            EntryKind::File { size } => Some((e.id, size.div_ceil(chunk_size))),
+            _ => None,
+        });
+        Self::new(files, count)
     }
 
     /// The stripes that own part of file `id` (an empty file: the one that owns its unit).

@@ -114,14 +114,7 @@ impl Sink {
         chunk_size: u64,
     ) -> Result<(), EngineError> {
         let owned: Option<HashMap<u32, RangeSet>> = self.opts.stripe.map(|s| {
-            let files = manifest
-                .entries()
-                .iter()
-                .filter_map(|e| match e.entry.kind {
-                    EntryKind::File { size } => Some((e.id, size.div_ceil(chunk_size))),
-                    _ => None,
-                });
-            Assignment::new(files, s.count)
+            Assignment::for_manifest(manifest.entries(), chunk_size, s.count)
                 .of(s.index)
                 .into_iter()
                 .collect()

@@ -266,15 +266,11 @@ pub(crate) fn run(
     let mut sched = Scheduler::new(DEFAULT_MAX_RETRIES);
     let empty = RangeSet::new();
     if let Some(s) = src.stripe {
-        let files = src.entries.iter().filter_map(|e| {
-            src.files
-                .get(&e.id)
-                .map(|f| (e.id, f.size.div_ceil(chunk_size)))
-        });
-        let mut owned: HashMap<u32, RangeSet> = Assignment::new(files, s.count)
-            .of(s.index)
-            .into_iter()
-            .collect();
+        let mut owned: HashMap<u32, RangeSet> =
+            Assignment::for_manifest(&src.entries, chunk_size, s.count)
+                .of(s.index)
+                .into_iter()
+                .collect();
         // Files with no chunk of ours are the other stripes' business.
         src.files.retain(|id, f| {
             f.owned = owned.remove(id);

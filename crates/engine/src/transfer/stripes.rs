@@ -75,14 +75,7 @@ pub(crate) fn finish(
     if (0..stripe.count).any(|k| !run.get(&k).is_some_and(Journal::is_done)) {
         return Ok(None);
     }
-    let files = manifest
-        .entries()
-        .iter()
-        .filter_map(|e| match e.entry.kind {
-            EntryKind::File { size } => Some((e.id, size.div_ceil(stripe.chunk_size))),
-            _ => None,
-        });
-    let assignment = Assignment::new(files, stripe.count);
+    let assignment = Assignment::for_manifest(manifest.entries(), stripe.chunk_size, stripe.count);
     let mut done = Finished::default();
     let created: HashSet<&longhaul_transfer::RelPath> =
         run.values().flat_map(|j| j.dirs_created()).collect();
