@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 
-use longhaul_web::testing::{TempDir, run};
+use longhaul_testkit::fixtures::{TempDir, run};
 
 use crate::util::{Machine, bin, machine_shared, postgres, read_lines};
 

@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use longhaul_testbed::api::{BookingList, BookingView, ErrorBody, FreeBusy};
 use longhaul_testbed::xml::{XmlBody, from_xml};
-use longhaul_web::testing::TempDir;
+use longhaul_testkit::fixtures::TempDir;
 
 use crate::testbed::{Service, agent, at, post_booking};
 

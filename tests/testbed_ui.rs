@@ -20,7 +20,7 @@ use std::time::Duration;
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use jiff::{SignedDuration, Timestamp};
-use longhaul_web::testing::TempDir;
+use longhaul_testkit::fixtures::TempDir;
 
 use crate::testbed::{Service, get, post_booking};
 use crate::util::read_lines;

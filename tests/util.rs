@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 use std::time::{Duration, Instant};
 
-use longhaul_web::testing::Postgres;
+use longhaul_testkit::fixtures::Postgres;
 
 /// Tests share the machine's two cores: everything that burns CPU (servers pushing data over
 /// loopback, a PostgreSQL cluster's initdb, a browser) holds it shared, the emulator's

@@ -6,13 +6,17 @@
 //!   checked with errors that name the file, the line and the field;
 //! - [`schedule`]: when each test of each pair runs: a start randomised within its slip window each
 //!   period, throughput tests exclusive per host (never two at once on one host), the longest-waiting
-//!   first, and a schedule that resumes from the last runs an archive recorded.
+//!   first, and a schedule that resumes from the last runs an archive recorded;
+//! - [`outcome`]: what a run found (measured, a host down, failed), its figures, and when a
+//!   traceroute's path changed.
 //!
 //! No I/O, threads, clock or randomness source: the caller passes the time and a seed (a `clippy.toml`
 //! bans the clock).
 
 pub mod mesh;
+pub mod outcome;
 pub mod schedule;
 
 pub use mesh::{Host, Mesh, TestKind, TestSpec};
+pub use outcome::{Hop, Measures, Outcome, Status, known_path, path_changed};
 pub use schedule::{Run, Scheduler};

@@ -86,6 +86,15 @@ pub enum TestKind {
 }
 
 impl TestKind {
+    /// Its name in the mesh file and the archive.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestKind::Throughput => "throughput",
+            TestKind::Traceroute => "traceroute",
+            TestKind::Latency => "latency",
+        }
+    }
+
     /// Whether two runs of this kind may share a host (throughput tests may not).
     pub fn exclusive(self) -> bool {
         self == TestKind::Throughput

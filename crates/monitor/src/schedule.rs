@@ -8,12 +8,14 @@
 //! one at a time, as sender or receiver; a test whose hosts are busy waits, and among waiting tests
 //! the one planned earliest goes first, so none starves. A run that ends (however it ends) frees its
 //! hosts and plans the pair's next window; windows missed while the monitor was down or behind are
-//! skipped, not made up. Traceroutes are planned the same way but never wait for a host. Latency
-//! streams run continuously and are not planned here.
+//! skipped, not made up. Traceroutes are planned the same way but never wait for a host. A latency
+//! stream is planned as one probe session per window, each starting as its window begins (no slip)
+//! and lasting until the window ends, so the stream runs continuously and each period's figures are
+//! one run, archived and resumed like any other.
 //!
 //! The caller passes the time (ns since the Unix epoch) and a seed; nothing here reads a clock.
 
-use crate::mesh::{Mesh, TestKind};
+use crate::mesh::Mesh;
 
 /// One run of a test on a pair, handed out by [`Scheduler::due`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,7 +49,7 @@ struct Task {
     running: bool,
 }
 
-/// The schedule of a mesh's throughput tests and traceroutes.
+/// The schedule of a mesh's tests.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     tasks: Vec<Task>,
@@ -65,14 +67,11 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl Scheduler {
-    /// The schedule of `mesh` at `now`: every pair of every throughput and traceroute test, each
-    /// first in the window that contains `now`.
+    /// The schedule of `mesh` at `now`: every pair of every test, each first in the window that
+    /// contains `now`.
     pub fn new(mesh: &Mesh, now: u64, seed: u64) -> Self {
         let mut tasks = Vec::new();
         for (i, t) in mesh.tests.iter().enumerate() {
-            if t.kind == TestKind::Latency {
-                continue;
-            }
             for &(from, to) in &t.pairs {
                 tasks.push(Task {
                     test: i,

@@ -5,11 +5,14 @@
 //! everything they need. Whoever wants to run the rest anyway sets `LONGHAUL_TEST_SKIP=1`: such a
 //! test then writes `skipped: <test>: <reason>` to standard error and returns, and
 //! `scripts/test.sh` counts those lines. For tests only: no crate uses it outside its tests and
-//! test fixtures. Depends on std only. Start at [`require`].
+//! test fixtures. Depends on std only. Start at [`require`]; [`fixtures`] has what several crates'
+//! tests share (temporary directories, a PostgreSQL cluster of their own).
 
 use std::fmt::Display;
 use std::io::Write;
 use std::path::Path;
+
+pub mod fixtures;
 
 /// The environment variable that turns "cannot run" from a failure into a skip (value `1`).
 pub const SKIP_VAR: &str = "LONGHAUL_TEST_SKIP";

@@ -5,8 +5,8 @@
 //! (docs/testbed.md §5). The binary's `longhaul testbed serve` and `token add|list|revoke|feed` call
 //! [`serve`], [`add_token`], [`list_tokens`], [`revoke_tokens`], [`feed_token`] and
 //! [`revoke_feed_token`]. Depends on `longhaul-testbed` (every decision), `longhaul-topology`
-//! (discovery), axum, tokio, sqlx, jiff and blake3 (and `longhaul-testkit` only with the `testing`
-//! feature). Start at [`serve`], then `http` (the routes) and `store`.
+//! (discovery), axum, tokio, sqlx, jiff and blake3. Start at [`serve`], then `http` (the routes) and
+//! `store`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -29,8 +29,6 @@ pub mod rows;
 pub mod sqlite;
 pub mod state;
 pub mod store;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
 pub mod tokens;
 pub mod ui;
 pub mod write;

@@ -2,7 +2,7 @@
 //! extend / preempt / the expiry sweep (seeded, replayable) applied to a [`Ledger`] and to a store give the same outcome at every step
 //! and the same bookings afterwards (docs/testbed.md §5: "each store must accept and refuse exactly
 //! what the ledger does"). On SQLite, and on a PostgreSQL cluster the test starts itself
-//! ([`crate::testing::Postgres`]; failing with the reason when it cannot).
+//! ([`longhaul_testkit::fixtures::Postgres`]; failing with the reason when it cannot).
 
 use std::collections::BTreeMap;
 
@@ -279,7 +279,7 @@ async fn sqlite_store_matches_the_ledger() {
 
 #[tokio::test]
 async fn postgres_store_matches_the_ledger() {
-    let Some(pg) = crate::testing::Postgres::start() else {
+    let Some(pg) = longhaul_testkit::fixtures::Postgres::start() else {
         return;
     };
     for seed in 1..=4 {

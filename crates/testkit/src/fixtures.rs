@@ -1,9 +1,9 @@
-//! Test fixtures shared by this crate's tests and the workspace's end-to-end tests: temporary
-//! directories and a throwaway PostgreSQL cluster. Not part of the service: compiled only into this
-//! crate's unit tests and with the `testing` feature, which only the workspace's tests enable.
+//! Fixtures shared by the crates' tests and the workspace's end-to-end tests: temporary directories,
+//! a command that must succeed, and a throwaway PostgreSQL cluster (Debian's, whichever version is
+//! installed).
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -16,7 +16,7 @@ impl TempDir {
     /// A new empty directory named after `tag`.
     pub fn new(tag: &str) -> Self {
         let p = std::env::temp_dir().join(format!(
-            "lh-testbed-{tag}-{}-{}",
+            "lh-test-{tag}-{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
@@ -59,8 +59,17 @@ pub struct Postgres {
     port: u16,
 }
 
-/// Debian's PostgreSQL 15 binaries.
-pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+/// Where Debian installs each PostgreSQL version's programs (`15/bin`, `16/bin`, ...).
+pub const PG_LIB: &str = "/usr/lib/postgresql";
+
+/// The programs of the newest PostgreSQL version installed.
+fn pg_bin() -> Option<PathBuf> {
+    let newest = std::fs::read_dir(PG_LIB)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .max()?;
+    Some(Path::new(PG_LIB).join(newest.to_string()).join("bin"))
+}
 
 impl Postgres {
     /// The path of a PostgreSQL program (psql, createdb, ...).
@@ -69,18 +78,18 @@ impl Postgres {
     }
 
     /// The cluster. When none can be started here (no binaries, not root), the calling test fails
-    /// with the reason ([`longhaul_testkit::cannot_run`]), or, opted out, this is `None` and the
+    /// with the reason ([`crate::cannot_run`]), or, opted out, this is `None` and the
     /// test returns.
     pub fn start() -> Option<Self> {
-        let bin = PathBuf::from(PG_BIN);
-        if !longhaul_testkit::require(
+        let bin = pg_bin().unwrap_or_else(|| PathBuf::from(PG_LIB));
+        if !crate::require(
             bin.join("initdb").exists(),
-            format_args!("no PostgreSQL binaries in {PG_BIN} (apt-get install postgresql)"),
+            format_args!("no PostgreSQL programs in {PG_LIB} (apt-get install postgresql)"),
         ) {
             return None;
         }
         let uid = run(Command::new("id").arg("-u"));
-        if !longhaul_testkit::require(
+        if !crate::require(
             uid.trim() == "0",
             "starting PostgreSQL as the postgres user needs root",
         ) {
