@@ -10,6 +10,7 @@ mod fleet_copy;
 mod fleet_stripe;
 mod lab;
 mod module_graph;
+mod monitor;
 mod raw_peer;
 mod server_cmd;
 mod server_faults;

@@ -26,7 +26,6 @@ use longhaul_units::{Nanos, fmt_rate, fmt_rate_iperf, fmt_size, fmt_size_iperf};
 use serde::Serialize;
 
 use crate::args;
-use crate::test::TestArgs;
 use crate::transfer::TransferKnobs;
 
 /// `longhaul campaign`.
@@ -58,14 +57,6 @@ pub(crate) struct CampaignArgs {
     encrypt: args::Encrypt,
     #[command(flatten)]
     json: args::Json,
-}
-
-/// A pair's test flags, parsed as `longhaul test` parses them.
-#[derive(Parser, Debug)]
-#[command(name = "longhaul test", no_binary_name = true)]
-struct PairArgs {
-    #[command(flatten)]
-    test: TestArgs,
 }
 
 /// A copy pair's flags, parsed as `longhaul copy` parses its transfer flags.
@@ -501,24 +492,11 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
 
 /// A pair's test from its flags.
 fn pair_test(p: &PairSpec, a: &CampaignArgs) -> anyhow::Result<TestTo> {
-    let words = std::iter::once(p.from.as_str()).chain(p.args.iter().map(String::as_str));
-    let args = PairArgs::try_parse_from(words).map_err(|e| {
-        let text = e.render().to_string();
-        anyhow::anyhow!("{}", text.lines().next().unwrap_or("bad flags"))
-    })?;
-    anyhow::ensure!(
-        !args.test.third_party(),
-        "--to, --to-port and --key come from the pair and the command line, not its args"
-    );
-    anyhow::ensure!(
-        !args.test.encrypts(),
-        "--encrypt comes from the command line (for every pair), not a pair's args"
-    );
     Ok(TestTo {
         to: p.to.clone(),
         port: p.to_port,
-        family: crate::test::target_family(a.ip.family()),
-        params: crate::test::params(&args.test)?,
+        family: longhaul_engine::job::target_family(a.ip.family()),
+        params: crate::test::file_flags(&p.from, &p.args)?,
         encrypt: a.encrypt.encrypt,
     })
 }
@@ -546,7 +524,7 @@ fn pair_copy(
         to: p.to.clone(),
         to_port: p.to_port,
         family: a.ip.family(),
-        target_family: crate::test::target_family(a.ip.family()),
+        target_family: longhaul_engine::job::target_family(a.ip.family()),
         key: key.clone(),
         paths: paths.to_vec(),
         dest: dest.clone(),

@@ -150,7 +150,7 @@ pub(crate) fn run(a: &CopyArgs) -> anyhow::Result<ExitCode> {
         to,
         to_port: a.to_port.unwrap_or(a.port),
         family: a.ip.family(),
-        target_family: crate::test::target_family(a.ip.family()),
+        target_family: longhaul_engine::job::target_family(a.ip.family()),
         key: load_key(a.key.as_deref())?,
         paths,
         dest,

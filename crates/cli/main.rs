@@ -1,7 +1,8 @@
 //! The `longhaul` binary: flags (`args.rs` defines each shared flag once), logging (`logging.rs`), one
 //! module per subcommand, and output (text, JSON). The work happens in the library crates: engine
 //! (test, server, send, get, doctor's facts), models and units (calc, doctor's checks), emu and
-//! topology (emulate), lab and experiments (lab), web and testbed (testbed). Start at `Command` below.
+//! topology (emulate), lab and experiments (lab), web and testbed (testbed), monitor and
+//! monitor-service (monitor). Start at `Command` below.
 //!
 //! Exit codes: 0 success; 1 the command failed (a test error, a doctor check that fails); 2 bad usage.
 
@@ -17,6 +18,7 @@ mod doctor;
 mod emulate;
 mod lab;
 mod logging;
+mod monitor;
 mod server;
 mod test;
 mod testbed;
@@ -67,6 +69,9 @@ enum Command {
     /// Reserve testbed partitions: the reservation service (`serve`, `token add`) and its client
     /// (`reserve`, `list`, `confirm`, `cancel`, `release`).
     Testbed(testbed::TestbedArgs),
+    /// Watch a mesh of hosts continuously: scheduled throughput tests, latency and loss probes,
+    /// traceroutes, an archive (docs/monitor.md).
+    Monitor(monitor::MonitorArgs),
     /// The seeds' experiments as data: run them on emulated paths, archive, plot, report, and
     /// check Land Speed Record rules.
     Lab(Box<lab::LabArgs>),
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
         Command::Keygen(a) => transfer::keygen(a),
         Command::Testbed(a) => testbed::run(a),
         Command::Lab(a) => lab::run(a),
+        Command::Monitor(a) => monitor::run(a),
     };
     match result {
         Ok(code) => code,

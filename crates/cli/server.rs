@@ -32,6 +32,9 @@ pub(crate) struct ServerArgs {
     /// Most transfers (`send`/`get`) served at once, counted apart from tests.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_transfers: u32,
+    /// Most probe streams (`longhaul monitor`'s latency tests) reflected at once, counted apart.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_probes: u32,
     /// Seconds a peer has for each whole set-up step (preamble and hello; pings and parameters;
     /// data connections; start), however it spreads its bytes.
     #[arg(long, default_value_t = 10, value_name = "SECS",
@@ -154,6 +157,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         port: a.port,
         max_tests: a.max_tests,
         max_transfers: a.max_transfers,
+        max_probes: a.max_probes,
         handshake_timeout: std::time::Duration::from_secs(a.handshake_timeout),
         max_duration: std::time::Duration::from_secs(a.max_duration),
         stall_timeout: std::time::Duration::from_secs(a.stall_timeout),

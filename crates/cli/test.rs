@@ -6,10 +6,9 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 
 use longhaul_engine::{
-    ClientConfig, DEFAULT_PORT, Family, Observer, RemoteTest, Server, ServerConfig, TestTo,
+    ClientConfig, DEFAULT_PORT, Observer, RemoteTest, Server, ServerConfig, TestTo,
     run_remote_test, run_test,
 };
-use longhaul_fleet::msg::TargetFamily;
 use longhaul_proto::msg::{MAX_OMIT_NS, MAX_WRITE_LEN};
 use longhaul_proto::report::{IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry};
 use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
@@ -154,15 +153,6 @@ fn distance(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The family a server uses to reach the target of a third-party test: the one asked with -4/-6.
-pub(crate) fn target_family(f: Family) -> TargetFamily {
-    match f {
-        Family::Any => TargetFamily::Any,
-        Family::V4 => TargetFamily::V4,
-        Family::V6 => TargetFamily::V6,
-    }
-}
-
 impl TestArgs {
     /// Whether the flags ask for a third-party test (`--to`, or its key).
     pub(crate) fn third_party(&self) -> bool {
@@ -173,6 +163,33 @@ impl TestArgs {
     pub(crate) fn encrypts(&self) -> bool {
         self.encrypt.encrypt
     }
+}
+
+/// `longhaul test` flags written in a file (a campaign pair's, a monitor test's `args`), parsed as
+/// the command line parses them, for a test from `host`; the target, the key and encryption come
+/// from the file and the command line, never from these flags.
+pub(crate) fn file_flags(host: &str, words: &[String]) -> anyhow::Result<TestParams> {
+    /// The flags alone, as `longhaul test` takes them.
+    #[derive(clap::Parser, Debug)]
+    #[command(name = "longhaul test", no_binary_name = true)]
+    struct FileFlags {
+        #[command(flatten)]
+        test: TestArgs,
+    }
+    let words = std::iter::once(host).chain(words.iter().map(String::as_str));
+    let args = <FileFlags as clap::Parser>::try_parse_from(words).map_err(|e| {
+        let text = e.render().to_string();
+        anyhow::anyhow!("{}", text.lines().next().unwrap_or("bad flags"))
+    })?;
+    anyhow::ensure!(
+        !args.test.third_party(),
+        "--to, --to-port and --key come from the file and the command line, not its args"
+    );
+    anyhow::ensure!(
+        !args.test.encrypts(),
+        "--encrypt comes from the command line, not a file's args"
+    );
+    params(&args.test)
 }
 
 /// The test parameters the flags ask for.
@@ -237,7 +254,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                 test: TestTo {
                     to: to.clone(),
                     port: a.to_port,
-                    family: target_family(a.ip.family()),
+                    family: longhaul_engine::job::target_family(a.ip.family()),
                     params,
                     encrypt: a.encrypt.encrypt,
                 },

@@ -1,7 +1,8 @@
 //! Where a client connects: a host name resolved to the addresses of the family the user asked for
 //! (`-4`/`-6`) and that a bound local address (`-B`) can reach. Tests and transfers resolve the same way.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
 
 use crate::EngineError;
 
@@ -41,4 +42,29 @@ pub(crate) fn resolve(
         )));
     }
     Ok(addrs)
+}
+
+/// A TCP connection to the first address of `host:port` (of `family`) that accepts within
+/// `timeout`; the error names the last address tried, with `hint` (what to check) after it.
+pub(crate) fn connect_any(
+    host: &str,
+    port: u16,
+    family: Family,
+    timeout: Duration,
+    hint: &'static str,
+) -> Result<TcpStream, EngineError> {
+    let mut last = None;
+    for a in resolve(host, port, family, None)? {
+        match TcpStream::connect_timeout(&a, timeout) {
+            Ok(s) => return Ok(s),
+            Err(source) => {
+                last = Some(EngineError::Connect {
+                    target: a.to_string(),
+                    source,
+                    hint,
+                })
+            }
+        }
+    }
+    Err(last.expect("resolve returns at least one address"))
 }

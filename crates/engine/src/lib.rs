@@ -13,16 +13,20 @@
 //! - [`transfer`]: `longhaul send`/`get` and the server's side of them;
 //! - [`job`]: a controller's jobs (`longhaul test A --to B`, `longhaul copy A:PATH B:DEST`): the
 //!   server runs them, the controller asks and reads the reports (`longhaul-fleet`'s conversation);
+//! - [`probe`]: the probe stream of `longhaul monitor`'s latency tests (the server's reflector and
+//!   the client), `proto::probe`'s rules over a TCP control connection and UDP probes;
 //! - [`doctor`]: this host's facts and tuning findings;
 //! - [`tls`], `channel`: `--encrypt` (TLS 1.3 on every connection) and the byte stream every
 //!   conversation reads and writes, plain or encrypted;
 //! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
 //! - `run`, `stream`, `socket`, `payload`, [`zerocopy`]: one side of a running test, its stream
 //!   workers, data-socket set-up, the bytes sent and `-Z`;
-//! - `address`, `random`, `error`: name resolution by family, randomness, the error type.
+//! - `address`, `random`, `clock`, `error`: name resolution by family, randomness, the Unix clock in
+//!   ns, the error type.
 
 mod address;
 mod channel;
+mod clock;
 mod control;
 mod error;
 mod payload;
@@ -34,6 +38,7 @@ mod stream;
 pub mod client;
 pub mod doctor;
 pub mod job;
+pub mod probe;
 pub mod server;
 pub mod tls;
 pub mod transfer;
@@ -46,6 +51,7 @@ pub use job::{
     ClockOffset, Controllers, CopyResult, JobClient, RemoteCopy, RemoteTest, STRIPE_CHUNK,
     StripePair, StripedResult, TestTo, run_remote_copy, run_remote_test, run_striped_copy,
 };
+pub use probe::{ProbeConfig, run_probe};
 pub use server::{DEFAULT_PORT, Server, ServerConfig};
 
 /// This software's name and version, as peers and reports show it.

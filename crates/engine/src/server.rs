@@ -70,6 +70,9 @@ pub struct ServerConfig {
     pub max_tests: u32,
     /// Most transfers served at once (a separate cap: unauthenticated tests cannot fill it).
     pub max_transfers: u32,
+    /// Most probe sessions reflected at once (`longhaul monitor`'s latency tests; a separate cap,
+    /// as each is a thread that mostly sleeps).
+    pub max_probes: u32,
     /// How long a peer may take for each whole handshake step before it is dropped.
     pub handshake_timeout: Duration,
     /// Longest test: a longer `-t` is refused, and any test still running after it (plus grace) ends.
@@ -97,6 +100,7 @@ impl Default for ServerConfig {
             port: DEFAULT_PORT,
             max_tests: 8,
             max_transfers: 8,
+            max_probes: 256,
             handshake_timeout: Duration::from_secs(10),
             max_duration: Duration::from_secs(86_400),
             stall_timeout: Duration::from_secs(60),
@@ -139,6 +143,7 @@ struct Shared {
     tls: ServerTls,
     running: AtomicU32,
     transfers: AtomicU32,
+    probes: AtomicU32,
     handshakes: Mutex<Handshakes>,
     pending: Mutex<HashMap<Cookie, Route>>,
     listener: Arc<TcpListener>,
@@ -174,6 +179,7 @@ impl Server {
             tls,
             running: AtomicU32::new(0),
             transfers: AtomicU32::new(0),
+            probes: AtomicU32::new(0),
             handshakes: Mutex::new(Handshakes::default()),
             pending: Mutex::new(HashMap::new()),
             listener: Arc::clone(&listener),
@@ -398,6 +404,9 @@ fn refuse_plaintext(conn: &Channel, kind: ConnKind) {
         ConnKind::Control => encode_frame(&Message::Error { message: why }),
         ConnKind::Transfer => longhaul_transfer::Message::Error { message: why }.encode_frame(),
         ConnKind::Job => encode_frame(&longhaul_fleet::JobMessage::Error { message: why }),
+        ConnKind::Probe => {
+            encode_frame(&longhaul_proto::probe::ProbeMessage::Error { message: why })
+        }
         ConnKind::Data | ConnKind::Tls => return,
     };
     if conn.write_all(&frame).is_ok() {
@@ -545,6 +554,25 @@ fn handle(
                 Err(e) => warn!(%peer, "transfer ended with an error: {e}"),
             }
         }
+        ConnKind::Probe => {
+            let cap = shared.cfg.max_probes;
+            let running = shared.probes.fetch_add(1, Ordering::AcqRel);
+            let _slot = Slot(&shared.probes);
+            if running >= cap {
+                info!(%peer, running, cap, "refused probe session: busy");
+                let msg = longhaul_proto::probe::ProbeMessage::Error {
+                    message: format!(
+                        "server busy, {running} probe sessions running (cap {cap}, --max-probes); \
+                         try again later"
+                    ),
+                };
+                let _ = conn.write_all(&encode_frame(&msg));
+                return;
+            }
+            if let Err(e) = crate::probe::serve(conn, deadline, shared.cfg.max_duration) {
+                warn!(%peer, "probe session ended with an error: {e}");
+            }
+        }
         ConnKind::Job => {
             // A job runs a test from this server: it takes a test slot.
             let cap = shared.cfg.max_tests;
@@ -601,7 +629,8 @@ later"
     }
 }
 
-/// Releases a test slot when the session ends, however it ends.
+/// Releases a slot (a test's, a transfer's, a probe session's) when its session ends, however
+/// it ends.
 struct Slot<'a>(&'a AtomicU32);
 
 impl Drop for Slot<'_> {

@@ -26,6 +26,15 @@
 //!                     B: CopyDone{summary} | Error         (B's receiving side, when it ends)
 //! ```
 //!
+//! `longhaul monitor` asks for two more kinds of run, each answered once:
+//!
+//! ```text
+//! C → A: RunProbe{to: B, port, family, interval_ns, size, count}
+//!                     A: ProbeResult{summary} | Error  (A's probe stream to B's server)
+//! C → A: Trace{to: B, family, max_hops}
+//!                     A: TraceResult{hops} | Error     (A's traceroute to B)
+//! ```
+//!
 //! The ticket's key is derived by B and the controller from their connection's handshake and
 //! handed to A sealed for A's connection (`longhaul_transfer::auth`, "Tickets"); B admits one
 //! transfer with it, a `send` into the ticket's `dest`, while the controller's connection to B
@@ -49,6 +58,7 @@
 //! that proved it holds the controller's key.
 
 use longhaul_proto::frame::{FrameError, Framed};
+use longhaul_proto::probe::{ProbeMessage, ProbeSummary};
 use longhaul_proto::report::{End, IntervalReport, Start};
 use longhaul_proto::{ProtoError, TestParams};
 use longhaul_transfer::RelPath;
@@ -244,11 +254,61 @@ pub enum JobMessage {
         /// That side's summary.
         summary: Box<Summary>,
     },
+    /// Run a probe stream from this server to `to`:`port` (`longhaul monitor`'s latency tests;
+    /// `longhaul_proto::probe`).
+    RunProbe {
+        /// The reflecting server's host name or address.
+        to: String,
+        /// Its port.
+        port: u16,
+        /// Address family for reaching it.
+        family: TargetFamily,
+        /// Time between probes, ns.
+        interval_ns: u64,
+        /// Bytes of each probe.
+        size: u32,
+        /// How many probes.
+        count: u64,
+    },
+    /// The probe stream's figures.
+    ProbeResult {
+        /// What it measured.
+        summary: Box<ProbeSummary>,
+    },
+    /// Trace the route from this server to `to` (Debian's `traceroute`, numeric, one probe per
+    /// hop).
+    Trace {
+        /// The destination's host name or address.
+        to: String,
+        /// Address family.
+        family: TargetFamily,
+        /// Most hops to try (1 ..= [`MAX_HOPS`]).
+        max_hops: u8,
+    },
+    /// The hops, in TTL order.
+    TraceResult {
+        /// At most [`MAX_HOPS`].
+        hops: Vec<TraceHop>,
+    },
     /// Refused or failed; the sender closes the connection after it.
     Error {
         /// Why, in one line.
         message: String,
     },
+}
+
+/// Most hops of a trace (traceroute's own limit is 255; 64 covers any real path).
+pub const MAX_HOPS: u8 = 64;
+
+/// One hop of a trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceHop {
+    /// Its TTL, from 1.
+    pub ttl: u8,
+    /// The address that answered, if any did.
+    pub address: Option<std::net::IpAddr>,
+    /// Its round trip, ns, if it answered.
+    pub rtt_ns: Option<u64>,
 }
 
 /// What can be wrong with a job message.
@@ -349,6 +409,57 @@ impl JobMessage {
             JobMessage::IssueTicket {
                 stripe: Some(s), ..
             } => s.validate().map_err(|e| JobError::Invalid(e.to_string())),
+            JobMessage::RunProbe {
+                to,
+                port,
+                interval_ns,
+                size,
+                count,
+                ..
+            } => {
+                target(to, *port)?;
+                let hello = ProbeMessage::ProbeHello {
+                    version: longhaul_proto::probe::PROBE_VERSION,
+                    interval_ns: *interval_ns,
+                    size: *size,
+                    count: *count,
+                    synced: false,
+                };
+                ProbeMessage::from_json(&serde_json::to_vec(&hello).expect("serialises"))?;
+                Ok(())
+            }
+            JobMessage::ProbeResult { summary } => {
+                let s = summary.as_ref();
+                if s.received > s.sent
+                    || s.sent > longhaul_proto::probe::MAX_COUNT
+                    || !(0.0..=1.0).contains(&s.loss)
+                {
+                    return Err(JobError::Invalid("probe figures out of range".into()));
+                }
+                Ok(())
+            }
+            JobMessage::Trace { to, max_hops, .. } => {
+                target(to, 1)?;
+                if !(1..=MAX_HOPS).contains(max_hops) {
+                    return Err(JobError::Invalid(format!(
+                        "max hops {max_hops}: 1 to {MAX_HOPS}"
+                    )));
+                }
+                Ok(())
+            }
+            JobMessage::TraceResult { hops } => {
+                if hops.len() > usize::from(MAX_HOPS)
+                    || hops
+                        .iter()
+                        .enumerate()
+                        .any(|(i, h)| usize::from(h.ttl) != i + 1)
+                {
+                    return Err(JobError::Invalid(
+                        "a trace's hops are numbered 1, 2, ... up to 64".into(),
+                    ));
+                }
+                Ok(())
+            }
             JobMessage::AuthOk { controller } => text("controller name", controller),
             JobMessage::Error { message } => text("error message", message),
             _ => Ok(()),
@@ -373,6 +484,10 @@ impl JobMessage {
             JobMessage::Copy { .. } => "copy",
             JobMessage::CopyEvent { .. } => "copy_event",
             JobMessage::CopyDone { .. } => "copy_done",
+            JobMessage::RunProbe { .. } => "run_probe",
+            JobMessage::ProbeResult { .. } => "probe_result",
+            JobMessage::Trace { .. } => "trace",
+            JobMessage::TraceResult { .. } => "trace_result",
             JobMessage::Error { .. } => "error",
         }
     }
@@ -380,7 +495,12 @@ impl JobMessage {
 
 /// A request's target server: a host name or address (no spaces, at most 255 bytes) and a port.
 fn target(to: &str, port: u16) -> Result<(), JobError> {
-    if to.is_empty() || to.len() > 255 || to.chars().any(char::is_whitespace) {
+    // Never a leading '-': a server may hand the name to a program (traceroute) as an argument.
+    if to.is_empty()
+        || to.len() > 255
+        || to.starts_with('-')
+        || to.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
         return Err(JobError::Invalid(format!(
             "target host {to:?}: give a host name or address"
         )));

@@ -55,6 +55,8 @@ pub struct Scheduler {
     tasks: Vec<Task>,
     /// Hosts running an exclusive test.
     busy: Vec<bool>,
+    /// Hosts that may be running an exclusive test a stopped monitor started, until this instant.
+    held_until: Vec<u64>,
     seed: u64,
 }
 
@@ -89,6 +91,7 @@ impl Scheduler {
         let mut s = Self {
             tasks,
             busy: vec![false; mesh.hosts.len()],
+            held_until: vec![0; mesh.hosts.len()],
             seed,
         };
         for k in 0..s.tasks.len() {
@@ -130,6 +133,14 @@ impl Scheduler {
         }
     }
 
+    /// `host` may still be running an exclusive test until `until` (a monitor was stopped while
+    /// the test ran; the archive said so): no exclusive run starts on it before then.
+    pub fn hold(&mut self, host: usize, until: u64) {
+        if let Some(h) = self.held_until.get_mut(host) {
+            *h = (*h).max(until);
+        }
+    }
+
     /// The runs to start at `now`: those planned at or before it whose hosts are free (an exclusive
     /// run's hosts are then busy until [`Scheduler::finish`]), the earliest planned first.
     pub fn due(&mut self, now: u64) -> Vec<Run> {
@@ -141,7 +152,11 @@ impl Scheduler {
         for k in ready {
             let t = &self.tasks[k];
             if t.exclusive {
-                if self.busy[t.from] || self.busy[t.to] {
+                if self.busy[t.from]
+                    || self.busy[t.to]
+                    || self.held_until[t.from] > now
+                    || self.held_until[t.to] > now
+                {
                     continue;
                 }
                 self.busy[t.from] = true;
@@ -180,13 +195,21 @@ impl Scheduler {
         self.plan(k, next, now);
     }
 
-    /// The earliest planned start of a run not yet handed out (the caller also wakes when a run
-    /// ends, which may free a waiting one).
+    /// The earliest instant a run not yet handed out may start: its planned start, or the end of
+    /// a hold on its hosts (the caller also wakes when a run ends, which may free a waiting one).
     pub fn next_planned(&self) -> Option<u64> {
         self.tasks
             .iter()
             .filter(|t| !t.running)
-            .map(|t| t.planned)
+            .map(|t| {
+                if t.exclusive {
+                    t.planned
+                        .max(self.held_until[t.from])
+                        .max(self.held_until[t.to])
+                } else {
+                    t.planned
+                }
+            })
             .min()
     }
 }
@@ -388,5 +411,32 @@ mod tests {
                 assert_eq!(n.count(), 1, "{a}->{b} in the 10:00 window");
             }
         }
+    }
+
+    #[test]
+    fn a_host_held_by_a_run_a_stopped_monitor_left_takes_no_exclusive_run_until_the_hold_ends() {
+        let m = mesh(3, "1h", "0s");
+        let mut s = Scheduler::new(&m, T0, 1);
+        // A test h0 -> h1 may run until T0 + 30 s (the monitor was killed during it).
+        s.hold(0, T0 + 30_000_000_000);
+        s.hold(1, T0 + 30_000_000_000);
+        let first = s.due(T0);
+        assert!(
+            first
+                .iter()
+                .filter(|r| r.exclusive)
+                .all(|r| ![r.from, r.to].contains(&0) && ![r.from, r.to].contains(&1)),
+            "{first:?}"
+        );
+        assert!(s.next_planned() <= Some(T0 + 30_000_000_000));
+        for r in &first {
+            s.finish(r, T0 + 1);
+        }
+        let later = s.due(T0 + 30_000_000_000);
+        assert!(
+            later
+                .iter()
+                .any(|r| r.exclusive && [r.from, r.to].contains(&0))
+        );
     }
 }

@@ -14,6 +14,8 @@
 //! - [`pacing`]: a total pacing rate split across streams;
 //! - [`interval`]: per-interval and end-of-test accounting of TCP_INFO samples;
 //! - [`report`]: the iperf3-compatible JSON report;
+//! - [`probe`]: the probe stream of `longhaul monitor`'s latency tests (TWAMP's split: a TCP control
+//!   connection, UDP probes reflected), its packets, the reflector's rules and the sender's figures;
 //! - [`conversation`]: the test conversation of each side as a state machine (phases, deadlines, the
 //!   end of the test, the drain, the pairing of intervals, the end report).
 //!
@@ -25,6 +27,7 @@ pub mod frame;
 pub mod interval;
 pub mod msg;
 pub mod pacing;
+pub mod probe;
 pub mod report;
 pub mod window;
 pub mod wire;

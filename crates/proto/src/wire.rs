@@ -50,6 +50,9 @@ pub enum ConnKind {
     /// `--encrypt`: a TLS 1.3 handshake follows this preamble, and the connection's own preamble (of
     /// any other kind) comes inside TLS, first thing.
     Tls,
+    /// The control connection of a probe stream (`crate::probe`): its own messages, in the same
+    /// frames; the probes go over UDP.
+    Probe,
 }
 
 /// The fixed header that opens every connection.
@@ -100,6 +103,14 @@ impl Preamble {
         }
     }
 
+    /// The preamble of a probe stream's control connection.
+    pub fn probe() -> Self {
+        Self {
+            kind: ConnKind::Probe,
+            ..Self::control()
+        }
+    }
+
     /// The preamble of data connection `stream` of the test with `cookie`.
     pub fn data(cookie: Cookie, stream: u32) -> Self {
         Self {
@@ -121,6 +132,7 @@ impl Preamble {
             ConnKind::Transfer => 3,
             ConnKind::Job => 4,
             ConnKind::Tls => 5,
+            ConnKind::Probe => 6,
         };
         b[12..28].copy_from_slice(&self.cookie);
         b[28..32].copy_from_slice(&self.stream.to_be_bytes());
@@ -140,6 +152,7 @@ impl Preamble {
             3 => ConnKind::Transfer,
             4 => ConnKind::Job,
             5 => ConnKind::Tls,
+            6 => ConnKind::Probe,
             k => return Err(ProtoError::BadKind(k)),
         };
         if b[11] != 0 {
@@ -189,6 +202,7 @@ mod tests {
             Preamble::transfer(),
             Preamble::job(),
             Preamble::tls(),
+            Preamble::probe(),
         ] {
             assert_eq!(Preamble::decode(&c.encode()).unwrap(), c);
         }

@@ -46,6 +46,8 @@ pub use sysctl::{
     NetLimits, PROC_SYS, read_sysctl, read_sysctl_in, sysctl_path_in, write_sysctl, write_sysctl_in,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
-pub use timing::{monotonic_now_ns, set_realtime_priority, set_timer_slack_ns, sleep_until_ns};
+pub use timing::{
+    clock_synchronized, monotonic_now_ns, set_realtime_priority, set_timer_slack_ns, sleep_until_ns,
+};
 pub use tun::{MAX_RECORD_LEN, Tun, TunOptions, VNET_HDR_LEN, wait_any_readable};
 pub use zerocopy::{SendfileSource, SpliceSource, ZeroCopySender};

@@ -171,6 +171,18 @@ pub(crate) fn sleep_until(deadline: Instant) {
     sleep_until_ns(now_ns.saturating_add(remaining_ns));
 }
 
+/// Whether the kernel says the system clock is synchronised: `adjtimex` (read only, `modes = 0`)
+/// neither returns `TIME_ERROR` nor has `STA_UNSYNC` set. An NTP or PTP daemon (chrony, ntpd,
+/// systemd-timesyncd) clears `STA_UNSYNC` once it disciplines the clock; without one the kernel
+/// leaves it set. One-way delays are believed only between two such clocks.
+pub fn clock_synchronized() -> bool {
+    // SAFETY: `timex` is plain old data, for which all zeros is a valid value (modes = 0: read).
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: `tx` is a valid, exclusively borrowed `timex`; with modes 0 the call only writes it.
+    let rc = unsafe { libc::adjtimex(&mut tx) };
+    rc >= 0 && rc != libc::TIME_ERROR && tx.status & libc::STA_UNSYNC == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

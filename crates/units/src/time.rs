@@ -169,7 +169,7 @@ impl fmt::Display for Nanos {
 ///
 /// Suffixes (case-insensitive, optionally after spaces): `ns`; `us`, `µs`
 /// (micro sign U+00B5) or `μs` (Greek mu U+03BC); `ms`; `s`, `sec`, `secs`;
-/// `min`; `h`. A bare number is in `default_unit`. Examples: "120ms",
+/// `min`; `h`; `d` (days). A bare number is in `default_unit`. Examples: "120ms",
 /// "0.12s", "17 ms", "500us", "500µs", "2ns", "1.5" (with `Secs`: 1.5 s).
 /// A lone "m" is refused as ambiguous (minutes or milli-?).
 pub fn parse_duration(input: &str, default_unit: TimeUnit) -> Result<Nanos, ParseError> {
@@ -183,6 +183,7 @@ pub fn parse_duration(input: &str, default_unit: TimeUnit) -> Result<Nanos, Pars
         "s" | "sec" | "secs" => 1_000_000_000,
         "min" => 60_000_000_000,
         "h" => 3_600_000_000_000,
+        "d" => 86_400_000_000_000,
         _ => return Err(err(ParseErrorKind::UnknownSuffix(suffix.to_owned()))),
     };
     number
@@ -315,6 +316,7 @@ mod tests {
         assert_eq!(parse_duration("10", s), Ok(Nanos::from_secs(10)));
         assert_eq!(parse_duration("2 min", s), Ok(Nanos::from_secs(120)));
         assert_eq!(parse_duration("1.5h", s), Ok(Nanos::from_secs(5_400)));
+        assert_eq!(parse_duration("30d", s), Ok(Nanos::from_secs(30 * 86_400)));
         assert_eq!(parse_duration("20 SEC", s), Ok(Nanos::from_secs(20)));
         assert_eq!(parse_duration("0.5ns", s), Ok(Nanos(1)));
     }

@@ -1,7 +1,6 @@
 //! The controller's side of a job connection: connect, prove the controller's key, measure the
 //! server's clock. What it asks is in the test and copy modules.
 
-use std::net::TcpStream;
 use std::time::{Duration, SystemTime};
 
 use longhaul_fleet::msg::{MAX_CLOCK_PROBES, key_id};
@@ -48,27 +47,13 @@ impl JobClient {
         timeout: Duration,
         encrypt: Option<&ClientTlsConfig>,
     ) -> Result<Self, EngineError> {
-        let mut last = None;
-        let mut sock = None;
-        for a in address::resolve(server, port, family, None)? {
-            match TcpStream::connect_timeout(&a, timeout) {
-                Ok(s) => {
-                    sock = Some(s);
-                    break;
-                }
-                Err(source) => {
-                    last = Some(EngineError::Connect {
-                        target: a.to_string(),
-                        source,
-                        hint: " (is `longhaul server --controllers FILE` running there, on that \
-port?)",
-                    })
-                }
-            }
-        }
-        let Some(sock) = sock else {
-            return Err(last.expect("resolve returns at least one address"));
-        };
+        let sock = address::connect_any(
+            server,
+            port,
+            family,
+            timeout,
+            " (is `longhaul server --controllers FILE` running there, on that port?)",
+        )?;
         let channel = match encrypt {
             Some(tls) => Connector::new(tls)?.connect(sock, server, timeout)?.0,
             None => Channel::plain(sock),

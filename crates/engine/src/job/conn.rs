@@ -1,12 +1,11 @@
 //! What every job module shares: the job connection's type and frame limit, the Unix clock, nonces,
 //! and the errors of a message out of place.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use longhaul_fleet::JobMessage;
 use longhaul_fleet::msg::TargetFamily;
 
 use crate::address::Family;
+pub use crate::clock::unix_ns;
 use crate::control::Conn;
 use crate::{EngineError, random};
 
@@ -26,10 +25,14 @@ pub(crate) fn family(f: TargetFamily) -> Family {
     }
 }
 
-/// Nanoseconds since the Unix epoch (0 before it).
-pub fn unix_ns(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+/// The family a server uses to reach a job's target: the one the controller was asked for
+/// (`-4`/`-6`).
+pub fn target_family(f: Family) -> TargetFamily {
+    match f {
+        Family::Any => TargetFamily::Any,
+        Family::V4 => TargetFamily::V4,
+        Family::V6 => TargetFamily::V6,
+    }
 }
 
 /// A fresh 32-byte nonce.

@@ -3,6 +3,7 @@
 //! - [`test`]: a test from this server ("A") to another ("B"), `longhaul test A --to B`, whose
 //!   report streams back to the controller as it goes; A runs an ordinary test client
 //!   ([`crate::run_test`]) against B;
+//! - `measure`: `longhaul monitor`'s probe streams and traceroutes from this server to another;
 //! - [`copy`]: a third-party copy, `longhaul copy A:PATH B:DEST`: B issues the controller a
 //!   one-time ticket, and A sends files under its root to B's root as a `longhaul send` client
 //!   proving the ticket's key; both report to the controller. [`stripe`] runs one copy over
@@ -32,12 +33,13 @@ mod client;
 mod conn;
 mod controllers;
 mod copy;
+mod measure;
 mod stripe;
 mod test;
 
 pub use client::{ClockOffset, JobClient};
-pub use conn::unix_ns;
 use conn::{AUTHENTICATED_FRAME_LIMIT, JobConn, nonce, unexpected};
+pub use conn::{target_family, unix_ns};
 pub use controllers::Controllers;
 pub(crate) use controllers::{Asked, JobContext, JobDone};
 pub use copy::{CopyResult, RemoteCopy, run_remote_copy};
@@ -83,6 +85,8 @@ fn serve_on(ctl: &mut JobConn, cx: &JobContext<'_>) -> Result<JobDone, EngineErr
             m @ JobMessage::RunTest { .. } => return test::serve(ctl, &asked, m, cx),
             m @ JobMessage::IssueTicket { .. } => return copy::issue(ctl, &asked, m, cx),
             m @ JobMessage::Copy { .. } => return copy::send(ctl, &asked, m, cx),
+            m @ JobMessage::RunProbe { .. } => return measure::serve_probe(ctl, &asked, m, cx),
+            m @ JobMessage::Trace { .. } => return measure::serve_trace(ctl, &asked, m),
             m => return Err(unexpected(&m, "the job")),
         }
     }

@@ -1,0 +1,189 @@
+//! The monitor's loop: ask the schedule what is due, mark it in flight, run it on a thread of its
+//! own ([`Plan::execute`]), archive its outcome in one transaction, and only then tell the schedule
+//! it ended. A monitor killed at any point has archived every outcome it reported, and on restart
+//! reads back the windows that ran (not run again) and the runs it was killed during (their hosts
+//! kept free of throughput tests until those must have ended).
+//!
+//! Every archived outcome is also published on a broadcast channel ([`Runner::subscribe`]) for
+//! whoever shows it live (the command's output, the dashboard).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use longhaul_engine::job::unix_ns;
+use longhaul_monitor::{Outcome, Scheduler, TestKind};
+use tokio::sync::{broadcast, mpsc};
+use tracing::{info, warn};
+
+use crate::archive::{Archive, ArchiveError, PathChange};
+use crate::execute::Plan;
+
+/// How the loop runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The schedule's seed (the start of each run within its slip).
+    pub seed: u64,
+    /// Keep results this long (`None`: for ever); older ones are pruned hourly.
+    pub retention: Option<Duration>,
+    /// On shutdown, how long to wait for running runs to end and be archived.
+    pub drain: Duration,
+}
+
+/// One archived outcome, as published.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The path change it revealed, if any.
+    pub change: Option<PathChange>,
+}
+
+/// The monitor's loop over one mesh.
+pub struct Runner {
+    plan: Arc<Plan>,
+    archive: Archive,
+    settings: Settings,
+    published: broadcast::Sender<Record>,
+}
+
+/// Longest sleep between looks at the schedule.
+const TICK: Duration = Duration::from_secs(1);
+/// How often old results are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+fn now_ns() -> u64 {
+    unix_ns(SystemTime::now())
+}
+
+impl Runner {
+    /// A loop for `plan`, archiving into `archive`.
+    pub fn new(plan: Plan, archive: Archive, settings: Settings) -> Self {
+        let (published, _) = broadcast::channel(4096);
+        Self {
+            plan: Arc::new(plan),
+            archive,
+            settings,
+            published,
+        }
+    }
+
+    /// Every outcome archived from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Record> {
+        self.published.subscribe()
+    }
+
+    /// Runs the schedule until `shutdown` completes; then waits up to [`Settings::drain`] for the
+    /// runs under way and archives them (those still running stay marked in flight).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ArchiveError> {
+        let mesh = &self.plan.mesh;
+        let start = now_ns();
+        let mut sched = Scheduler::new(mesh, start, self.settings.seed);
+        let last = self.archive.last_windows(mesh).await?;
+        for &(test, from, to, window) in &last {
+            sched.ran(test, from, to, window, start);
+        }
+        for f in self.archive.take_in_flight(mesh).await? {
+            let test = mesh.tests.iter().find(|t| t.name == f.test);
+            let host = |name: &str| mesh.hosts.iter().position(|h| h.name == name);
+            if test.is_some_and(|t| t.kind == TestKind::Throughput)
+                && f.until_ns > start
+                && let (Some(a), Some(b)) = (host(&f.src), host(&f.dst))
+            {
+                info!(
+                    test = %f.test, from = %f.src, to = %f.dst,
+                    "a throughput run was under way when the monitor stopped: its hosts run no \
+                     other until it must have ended"
+                );
+                sched.hold(a, f.until_ns);
+                sched.hold(b, f.until_ns);
+            }
+        }
+        info!(
+            mesh = %mesh.name,
+            archive = self.archive.kind(),
+            resumed_pairs = last.len(),
+            "monitor running"
+        );
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+        let mut running = 0usize;
+        let mut next_prune = tokio::time::Instant::now();
+        tokio::pin!(shutdown);
+        loop {
+            let now = now_ns();
+            for run in sched.due(now) {
+                let until = now + self.plan.longest(&run).as_nanos() as u64;
+                self.archive.begin(mesh, &run, now, until).await?;
+                let plan = Arc::clone(&self.plan);
+                let tx = done_tx.clone();
+                running += 1;
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(plan.execute(run));
+                });
+            }
+            if let Some(keep) = self.settings.retention
+                && tokio::time::Instant::now() >= next_prune
+            {
+                next_prune = tokio::time::Instant::now() + PRUNE_EVERY;
+                let cut = now.saturating_sub(keep.as_nanos() as u64);
+                let n = self.archive.prune(&mesh.name, cut).await?;
+                if n > 0 {
+                    info!(rows = n, "pruned results older than the retention");
+                }
+            }
+            let wake = sched
+                .next_planned()
+                .map_or(TICK, |t| Duration::from_nanos(t.saturating_sub(now_ns())))
+                .min(TICK);
+            tokio::select! {
+                Some((outcome, detail)) = done_rx.recv() => {
+                    running -= 1;
+                    self.archived(&mut sched, outcome, &detail).await?;
+                }
+                () = tokio::time::sleep(wake) => {}
+                () = &mut shutdown => break,
+            }
+        }
+        // Draining: no new runs; archive what ends in time.
+        if running > 0 {
+            info!(running, "stopping: waiting for the runs under way");
+        }
+        let drain_end = tokio::time::Instant::now() + self.settings.drain;
+        while running > 0 {
+            tokio::select! {
+                Some((outcome, detail)) = done_rx.recv() => {
+                    running -= 1;
+                    self.archived(&mut sched, outcome, &detail).await?;
+                }
+                () = tokio::time::sleep_until(drain_end) => {
+                    warn!(running, "stopped with runs under way: they stay marked in flight and \
+                                    their windows run again after a restart");
+                    break;
+                }
+            }
+        }
+        self.archive.close().await;
+        Ok(())
+    }
+
+    async fn archived(
+        &self,
+        sched: &mut Scheduler,
+        outcome: Outcome,
+        detail: &serde_json::Value,
+    ) -> Result<(), ArchiveError> {
+        let mesh = &self.plan.mesh;
+        let recorded = self.archive.record(mesh, &outcome, detail).await?;
+        sched.finish(&outcome.run, now_ns());
+        match recorded {
+            Some(change) => {
+                let _ = self.published.send(Record { outcome, change });
+            }
+            None => warn!(
+                test = %mesh.tests[outcome.run.test].name,
+                "a window already archived ran again; the first result stays"
+            ),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,454 @@
+//! `longhaul monitor` (issue 15) end to end over loopback, with real `longhaul server`s taking the
+//! monitor's jobs: a mesh runs, the monitor is killed mid-schedule and restarted, and the archive
+//! is checked for every window of every pair once, nothing lost, throughput tests never overlapping
+//! on a host, and a host that does not answer recorded as down. The probe stream is checked on its
+//! own, with a hostile peer; bad mesh files are refused with file, line and field.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use longhaul_proto::frame::{FrameDecoder, encode_frame};
+use longhaul_proto::probe::{Probe, ProbeMessage, parse_session};
+use longhaul_proto::wire::Preamble;
+use serde_json::Value;
+
+use crate::transfer::{Scratch, s};
+use crate::util::{ServerProc, bin, read_lines};
+
+/// A controllers file naming `key` as controller `mon` with room for a monitor's jobs.
+fn controllers(dir: &Scratch, key: &Path) -> String {
+    let file = dir.join("controllers.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[controller]]\nname = \"mon\"\nkey = \"{}\"\nmax_jobs = 16\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+    s(&file).to_string()
+}
+
+/// A loopback port nothing listens on.
+fn dead_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn unix_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// `longhaul monitor run MESH --json`, its stdout lines on a channel.
+struct MonitorProc {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl MonitorProc {
+    fn start(mesh: &Path, archive: &Path, key: &Path) -> Self {
+        let mut child = Command::new(bin())
+            .args([
+                "monitor",
+                "run",
+                s(mesh),
+                "--archive",
+                s(archive),
+                "--key",
+                s(key),
+            ])
+            .args([
+                "--json",
+                "--log",
+                "info",
+                "--probe-interval",
+                "50ms",
+                "--drain",
+                "20",
+            ])
+            .args(["--connect-timeout", "5"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start longhaul monitor");
+        read_lines(child.stderr.take().unwrap(), Some("monitor"), |_| false);
+        let lines = read_lines(child.stdout.take().unwrap(), Some("record"), |_| true);
+        Self { child, lines }
+    }
+
+    /// Waits until `n` records of `kind` have been printed (at most `limit`); all records seen.
+    fn records_until(&mut self, kind: &str, n: usize, limit: Duration) -> Vec<Value> {
+        let end = Instant::now() + limit;
+        let mut seen = Vec::new();
+        while seen.iter().filter(|r: &&Value| r["kind"] == kind).count() < n {
+            let left = end.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "fewer than {n} {kind} records in {limit:?}: {seen:?}"
+            );
+            if let Ok(l) = self.lines.recv_timeout(left) {
+                seen.push(serde_json::from_str(&l).expect("a JSON line per record"));
+            }
+        }
+        seen
+    }
+}
+
+impl Drop for MonitorProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every archived result, through `longhaul monitor results --json`.
+fn archived(mesh: &Path, archive: &Path) -> Vec<Value> {
+    let out = Command::new(bin())
+        .args([
+            "monitor",
+            "results",
+            s(mesh),
+            "--archive",
+            s(archive),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn key_of(r: &Value) -> (String, String, String, u64) {
+    (
+        r["test"].as_str().unwrap().to_string(),
+        r["src"].as_str().unwrap().to_string(),
+        r["dst"].as_str().unwrap().to_string(),
+        r["window_ns"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_killed_monitor_loses_nothing_repeats_nothing_and_keeps_throughput_tests_apart() {
+    let t = Scratch::new("monitor-kill");
+    let key = t.key("mon.key");
+    let ctl = controllers(&t, &key);
+    let servers: Vec<ServerProc> = (0..4)
+        .map(|_| ServerProc::start(&["-B", "127.0.0.1", "--controllers", &ctl]))
+        .collect();
+    let mut mesh = String::from("name = \"kill\"\n");
+    for (name, port) in ["a", "b", "c", "d"]
+        .iter()
+        .zip(servers.iter().map(|s| s.port))
+        .chain([(&"dead", dead_port())])
+    {
+        mesh += &format!(
+            "[[host]]\nname = \"{name}\"\naddress = \"127.0.0.1\"\nport = {port}\ngroups = [\"all\"]\n"
+        );
+    }
+    mesh += "[[test]]\nname = \"bw\"\nkind = \"throughput\"\nfrom = [\"all\"]\nevery = \"1min\"\n\
+             slip = \"10s\"\nargs = \"-t 1\"\n";
+    mesh +=
+        "[[test]]\nname = \"lat\"\nkind = \"latency\"\nfrom = [\"a\", \"b\"]\nevery = \"10s\"\n";
+    mesh += "[[test]]\nname = \"trace\"\nkind = \"traceroute\"\nfrom = [\"a\"]\nto = [\"c\"]\n\
+             every = \"10s\"\n";
+    let mesh_file = t.join("kill.toml");
+    std::fs::write(&mesh_file, mesh).unwrap();
+    let archive = t.join("kill.sqlite");
+
+    // Start early in a minute, so the window of the kill has time for all of its 20 pairs.
+    while unix_s() % 60.0 > 3.0 {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let window_start = (unix_s() / 60.0).floor() as u64 * 60;
+    let mut first = MonitorProc::start(&mesh_file, &archive, &key);
+    first.records_until("throughput", 6, Duration::from_secs(40));
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let before = archived(&mesh_file, &archive);
+    assert!(before.len() >= 6, "{before:?}");
+
+    let mut second = MonitorProc::start(&mesh_file, &archive, &key);
+    // Until the window of the kill is over and every pair has had its run in it.
+    let end = Instant::now() + Duration::from_secs(70);
+    while unix_s() < (window_start + 60) as f64 + 2.0 {
+        assert!(Instant::now() < end);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // SIGTERM: the monitor drains the runs under way and exits 0.
+    Command::new("kill")
+        .args(["-TERM", &second.child.id().to_string()])
+        .status()
+        .unwrap();
+    let stopped = Instant::now();
+    let status = loop {
+        if let Some(st) = second.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(30),
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}");
+    let after = archived(&mesh_file, &archive);
+
+    // Nothing archived before the kill is lost or changed.
+    for r in &before {
+        assert!(after.contains(r), "lost or changed after the restart: {r}");
+    }
+    // Every throughput pair ran exactly once in the window of the kill (live and dead hosts).
+    let window_ns = window_start * 1_000_000_000;
+    let mut per_pair: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in after
+        .iter()
+        .filter(|r| r["kind"] == "throughput" && r["window_ns"] == window_ns)
+    {
+        *per_pair
+            .entry((
+                r["src"].as_str().unwrap().into(),
+                r["dst"].as_str().unwrap().into(),
+            ))
+            .or_default() += 1;
+    }
+    assert_eq!(
+        per_pair.len(),
+        20,
+        "all 5 x 4 pairs in the window: {per_pair:?}"
+    );
+    assert!(per_pair.values().all(|&n| n == 1), "{per_pair:?}");
+    // A host that does not answer is down, never zero throughput; the live pairs measured.
+    for r in after.iter().filter(|r| r["kind"] == "throughput") {
+        if r["src"] == "dead" || r["dst"] == "dead" {
+            assert_eq!(r["status"], "down", "{r}");
+            assert_eq!(r["down_host"], "dead", "{r}");
+            assert!(r["bits_per_second"].is_null(), "{r}");
+        } else {
+            assert_eq!(r["status"], "ok", "{r}");
+            assert!(r["bits_per_second"].as_f64().unwrap() > 1e8, "{r}");
+            assert!(r["path"].is_string(), "a trace with every test: {r}");
+        }
+    }
+    // Throughput tests never overlapped on a host (their runs' times, from the archive).
+    let bw: Vec<&Value> = after
+        .iter()
+        .filter(|r| r["kind"] == "throughput" && r["status"] == "ok")
+        .collect();
+    for (i, x) in bw.iter().enumerate() {
+        for y in &bw[i + 1..] {
+            let hosts = |r: &Value| [r["src"].clone(), r["dst"].clone()];
+            let share = hosts(x).iter().any(|h| hosts(y).contains(h));
+            let overlap = x["started_ns"].as_u64() < y["ended_ns"].as_u64()
+                && y["started_ns"].as_u64() < x["ended_ns"].as_u64();
+            assert!(!(share && overlap), "overlap on a host:\n{x}\n{y}");
+        }
+    }
+    // Latency streams and traces ran and measured.
+    let lat: Vec<&Value> = after.iter().filter(|r| r["kind"] == "latency").collect();
+    assert!(lat.len() >= 4, "{lat:?}");
+    for r in &lat {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert!(
+            r["loss"].as_f64().unwrap() < 0.05,
+            "loopback loses nothing: {r}"
+        );
+        assert!(r["rtt_ns"].as_u64().unwrap() > 0, "{r}");
+    }
+    let traces = after.iter().filter(|r| r["kind"] == "traceroute").count();
+    assert!(traces >= 2, "{after:?}");
+    // Keys are unique (the archive's own key makes this hold; the check reads what it holds).
+    let mut keys: Vec<_> = after.iter().map(key_of).collect();
+    keys.sort();
+    let n = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), n);
+}
+
+fn send(c: &mut TcpStream, m: &ProbeMessage) {
+    c.write_all(&encode_frame(m)).unwrap();
+}
+
+fn recv(c: &mut TcpStream) -> ProbeMessage {
+    let mut dec = FrameDecoder::<ProbeMessage>::new();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    loop {
+        if let Some(m) = dec.next_message().unwrap() {
+            return m;
+        }
+        let mut b = vec![0u8; dec.wanted().min(4096)];
+        let n = c.read(&mut b).unwrap();
+        assert!(n > 0, "the server closed the connection");
+        dec.push(&b[..n]).unwrap();
+    }
+}
+
+fn hello(count: u64, interval_ns: u64) -> ProbeMessage {
+    ProbeMessage::ProbeHello {
+        version: 1,
+        interval_ns,
+        size: 100,
+        count,
+        synced: false,
+    }
+}
+
+#[test]
+fn the_probe_stream_measures_and_its_reflector_answers_no_one_else() {
+    let mut server = ServerProc::start(&["-B", "127.0.0.1", "--max-duration", "60"]);
+    let probe = |count| {
+        longhaul_engine::run_probe(&longhaul_engine::ProbeConfig {
+            host: "127.0.0.1".into(),
+            port: server.port,
+            family: longhaul_engine::Family::V4,
+            interval: Duration::from_millis(5),
+            size: 200,
+            count,
+            timeout: Duration::from_secs(5),
+        })
+    };
+    let sum = probe(200).expect("a probe stream");
+    assert_eq!((sum.sent, sum.received, sum.lost), (200, 200, 0));
+    assert_eq!(sum.b_received, Some(200));
+    assert!(sum.rtt.unwrap().median_ns > 0);
+    assert_eq!(sum.forward.is_some(), sum.synchronized);
+
+    // A hostile peer: the session's id, sent from another address, bigger than agreed, or as a
+    // reply, gets nothing back; the reflector counts each as refused.
+    let mut c = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    c.write_all(&Preamble::probe().encode()).unwrap();
+    send(&mut c, &hello(10, 10_000_000));
+    let (port, session) = match recv(&mut c) {
+        ProbeMessage::ProbeAccept {
+            udp_port, session, ..
+        } => (udp_port, parse_session(&session).unwrap()),
+        m => panic!("{m:?}"),
+    };
+    let answered = |from: &str, len: usize, reply: bool| {
+        let u = UdpSocket::bind((from, 0)).unwrap();
+        u.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut p = Probe::request(session, 0, 1);
+        p.reply = reply;
+        let mut buf = vec![0u8; len];
+        p.write(&mut buf);
+        u.send_to(&buf, ("127.0.0.1", port)).unwrap();
+        let mut back = [0u8; 2048];
+        u.recv(&mut back).ok()
+    };
+    assert_eq!(answered("127.0.0.2", 100, false), None, "another address");
+    assert_eq!(
+        answered("127.0.0.1", 300, false),
+        None,
+        "bigger than agreed"
+    );
+    assert_eq!(answered("127.0.0.1", 100, true), None, "a reply");
+    assert_eq!(
+        answered("127.0.0.1", 100, false),
+        Some(100),
+        "the peer itself"
+    );
+    send(&mut c, &ProbeMessage::ProbeStop);
+    assert_eq!(
+        recv(&mut c),
+        ProbeMessage::ProbeDone {
+            received: 1,
+            duplicates: 0,
+            refused: 3
+        }
+    );
+    // A session longer than the server allows is refused with the reason.
+    let mut c = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    c.write_all(&Preamble::probe().encode()).unwrap();
+    send(&mut c, &hello(1000, 100_000_000));
+    match recv(&mut c) {
+        ProbeMessage::Error { message } => assert!(message.contains("--max-duration"), "{message}"),
+        m => panic!("{m:?}"),
+    }
+    // A client that never says hello is dropped; the server serves the next one.
+    let mut silent = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    silent.write_all(&Preamble::probe().encode()).unwrap();
+    assert_eq!(
+        probe(20).expect("served after the hostile peers").received,
+        20
+    );
+    assert!(server.alive());
+
+    // Sessions beyond --max-probes are refused with the reason while one is held open.
+    let busy = ServerProc::start(&["-B", "127.0.0.1", "--max-probes", "1"]);
+    let mut held = TcpStream::connect(("127.0.0.1", busy.port)).unwrap();
+    held.write_all(&Preamble::probe().encode()).unwrap();
+    send(&mut held, &hello(100, 100_000_000));
+    assert!(matches!(recv(&mut held), ProbeMessage::ProbeAccept { .. }));
+    let refused = longhaul_engine::run_probe(&longhaul_engine::ProbeConfig {
+        host: "127.0.0.1".into(),
+        port: busy.port,
+        family: longhaul_engine::Family::V4,
+        interval: Duration::from_millis(5),
+        size: 64,
+        count: 5,
+        timeout: Duration::from_secs(5),
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("--max-probes"), "{refused}");
+}
+
+#[test]
+fn bad_mesh_files_are_refused_naming_file_line_and_field() {
+    let t = Scratch::new("monitor-bad");
+    let mesh = t.join("bad.toml");
+    std::fs::write(
+        &mesh,
+        "[[host]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[host]]\nname = \"b\"\n\
+         address = \"10.0.0.2\"\n[[test]]\nname = \"bw\"\nkind = \"throughput\"\nfrom = [\"a\"]\n\
+         to = [\"c\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["monitor", "check", s(&mesh)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml:11: test[0].to: \"c\": no host or group of that name"),
+        "{err}"
+    );
+    // Flags a throughput test's args cannot take are refused too, naming the test.
+    std::fs::write(
+        &mesh,
+        "[[host]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[host]]\nname = \"b\"\n\
+         address = \"10.0.0.2\"\n[[test]]\nname = \"bw\"\nkind = \"throughput\"\nfrom = [\"a\"]\n\
+         to = [\"b\"]\nargs = \"-t 20 --to b\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["monitor", "check", s(&mesh)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("test \"bw\": args") && err.contains("--to"),
+        "{err}"
+    );
+}
