@@ -57,6 +57,16 @@ struct MonitorProc {
 
 impl MonitorProc {
     fn start(mesh: &Path, archive: &Path, key: &Path) -> Self {
+        Self::start_with(mesh, archive, key, &[]).0
+    }
+
+    /// With `extra` flags; also the address of its HTTP service.
+    fn start_with(
+        mesh: &Path,
+        archive: &Path,
+        key: &Path,
+        extra: &[&str],
+    ) -> (Self, std::net::SocketAddr) {
         let mut child = Command::new(bin())
             .args([
                 "monitor",
@@ -76,15 +86,25 @@ impl MonitorProc {
                 "--drain",
                 "20",
             ])
-            .args(["--connect-timeout", "5"])
+            .args(["--connect-timeout", "5", "--listen", "127.0.0.1:0"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start longhaul monitor");
-        read_lines(child.stderr.take().unwrap(), Some("monitor"), |_| false);
+        let listening = read_lines(child.stderr.take().unwrap(), Some("monitor"), |l| {
+            l.starts_with("longhaul monitor listening on http://")
+        });
+        let at = listening
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the monitor says where it listens");
+        let at = at
+            .trim_start_matches("longhaul monitor listening on http://")
+            .parse()
+            .expect("an address");
         let lines = read_lines(child.stdout.take().unwrap(), Some("record"), |_| true);
-        Self { child, lines }
+        (Self { child, lines }, at)
     }
 
     /// Waits until `n` records of `kind` have been printed (at most `limit`); all records seen.
@@ -451,4 +471,137 @@ fn bad_mesh_files_are_refused_naming_file_line_and_field() {
         err.contains("test \"bw\": args") && err.contains("--to"),
         "{err}"
     );
+}
+
+/// A PromQL instant query through Prometheus' HTTP API: each series' labels and value.
+fn promql(at: u16, query: &str) -> Vec<(Value, f64)> {
+    let r: Value = ureq::get(&format!("http://127.0.0.1:{at}/api/v1/query"))
+        .query("query", query)
+        .call()
+        .expect("Prometheus answers")
+        .into_json()
+        .unwrap();
+    assert_eq!(r["status"], "success", "{r}");
+    r["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let v: f64 = x["value"][1].as_str().unwrap().parse().unwrap();
+            (x["metric"].clone(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_scrapes_the_monitor_and_a_server() {
+    if !crate::util::program("prometheus", "prometheus") {
+        return;
+    }
+    let t = Scratch::new("monitor-prom");
+    let key = t.key("mon.key");
+    let ctl = controllers(&t, &key);
+    let mut a = ServerProc::start(&[
+        "-B",
+        "127.0.0.1",
+        "--controllers",
+        &ctl,
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    let b = ServerProc::start(&["-B", "127.0.0.1", "--controllers", &ctl]);
+    a.wait_for("metrics at http://");
+    let log = a.log();
+    let server_metrics = log
+        .split("metrics at http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+    let mesh = format!(
+        "name = \"prom\"\n[[host]]\nname = \"a\"\naddress = \"127.0.0.1\"\nport = {}\n\
+         [[host]]\nname = \"b\"\naddress = \"127.0.0.1\"\nport = {}\n\
+         [[test]]\nname = \"lat\"\nkind = \"latency\"\nfrom = [\"a\", \"b\"]\nevery = \"5s\"\n",
+        a.port, b.port
+    );
+    let mesh_file = t.join("prom.toml");
+    std::fs::write(&mesh_file, mesh).unwrap();
+    let (mut monitor, at) = MonitorProc::start_with(&mesh_file, &t.join("prom.sqlite"), &key, &[]);
+    let first = monitor.records_until("latency", 2, Duration::from_secs(30));
+
+    let prom_port = dead_port();
+    let config = t.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: monitor\n    \
+             static_configs:\n      - targets: [\"{at}\"]\n  - job_name: server\n    \
+             static_configs:\n      - targets: [\"{server_metrics}\"]\n"
+        ),
+    )
+    .unwrap();
+    /// Kills the child when dropped.
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _prometheus = Kill(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", s(&config)))
+            .arg(format!("--storage.tsdb.path={}", s(&t.join("tsdb"))))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus"),
+    );
+
+    // Both targets up, then the monitor's figures through PromQL.
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let up = std::panic::catch_unwind(|| promql(prom_port, "up == 1")).unwrap_or_default();
+        if up.len() == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "Prometheus never scraped both targets: {up:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let rtts = promql(
+        prom_port,
+        "longhaul_monitor_latest_rtt_seconds{test=\"lat\"}",
+    );
+    assert_eq!(rtts.len(), 2, "{rtts:?}");
+    let mut seen = first;
+    seen.extend(
+        monitor
+            .lines
+            .try_iter()
+            .map(|l| serde_json::from_str::<Value>(&l).unwrap()),
+    );
+    for (labels, value) in &rtts {
+        // The value Prometheus holds is one the monitor measured and printed for that pair.
+        let measured: Vec<f64> = seen
+            .iter()
+            .filter(|r| r["from"] == labels["src"] && r["to"] == labels["dst"])
+            .map(|r| r["rtt_ns"].as_f64().unwrap() / 1e9)
+            .collect();
+        assert!(
+            measured.iter().any(|m| (m - value).abs() < 1e-12),
+            "{labels}: {value} not among {measured:?}"
+        );
+    }
+    let loss = promql(prom_port, "max(longhaul_monitor_latest_loss_ratio)");
+    assert_eq!(loss[0].1, 0.0, "loopback loses nothing");
+    let runs = promql(prom_port, "sum(longhaul_monitor_runs_total{status=\"ok\"})");
+    assert!(runs[0].1 >= 2.0, "{runs:?}");
+    // The sending server's own counters: the probe streams it ran as jobs.
+    let jobs = promql(prom_port, "longhaul_server_jobs_total{result=\"ok\"}");
+    assert!(jobs[0].1 >= 1.0, "{jobs:?}");
 }

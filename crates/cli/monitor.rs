@@ -92,6 +92,13 @@ struct RunArgs {
     /// On SIGINT/SIGTERM, how long to wait for the runs under way before exiting.
     #[arg(long, default_value = "30", value_parser = args::seconds)]
     drain: Nanos,
+    /// Serve /metrics (Prometheus) and the JSON API (/api/v1/results, /api/v1/events,
+    /// /api/v1/mesh) here; port 0 picks a free one, printed at start.
+    #[arg(long, default_value = "127.0.0.1:7069", value_name = "ADDR")]
+    listen: std::net::SocketAddr,
+    /// Serve nothing over HTTP.
+    #[arg(long, conflicts_with = "listen")]
+    no_listen: bool,
     /// Log level (error, warn, info, debug).
     #[arg(long, default_value = "info")]
     log: String,
@@ -191,7 +198,9 @@ fn run_mesh(a: &RunArgs) -> anyhow::Result<ExitCode> {
         drain: a.drain.to_duration(),
     };
     let json = a.json.json;
-    longhaul_monitor_service::monitor(plan, &url, settings, move |mesh, r| {
+    let listen = (!a.no_listen).then_some(a.listen);
+    let listening = |at| eprintln!("longhaul monitor listening on http://{at}");
+    longhaul_monitor_service::monitor(plan, &url, settings, listen, listening, move |mesh, r| {
         let line = if json {
             record_json(mesh, r).to_string()
         } else {

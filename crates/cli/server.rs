@@ -35,6 +35,10 @@ pub(crate) struct ServerArgs {
     /// Most probe streams (`longhaul monitor`'s latency tests) reflected at once, counted apart.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_probes: u32,
+    /// Serve Prometheus metrics (tests, transfers, probe sessions and jobs running and done, bytes,
+    /// refusals) at http://ADDR/metrics, e.g. 127.0.0.1:9467 (docs/monitor.md).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// Seconds a peer has for each whole set-up step (preamble and hello; pings and parameters;
     /// data connections; start), however it spreads its bytes.
     #[arg(long, default_value_t = 10, value_name = "SECS",
@@ -177,6 +181,10 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
     let server = Server::bind(cfg).context("cannot start the server")?;
+    let metrics = a
+        .metrics
+        .map(longhaul_metrics::Endpoint::bind)
+        .transpose()?;
     // Tell scripts where we are (useful with -p 0).
     eprintln!(
         "longhaul server listening on {} (max {} tests, {} transfers{})",
@@ -201,6 +209,16 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         Some(f) => crate::logging::to_file(&a.log, f),
         None => crate::logging::to_stderr(&a.log),
     }
+    if let Some(m) = metrics {
+        let at = m.local_addr()?;
+        let stats = server.stats();
+        let mut registry = longhaul_metrics::prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(longhaul_metrics::Snapshot(move || {
+            server_metrics(&stats.snapshot())
+        })));
+        m.spawn(std::sync::Arc::new(registry))?;
+        tracing::info!("metrics at http://{at}/metrics");
+    }
     server.run()?;
     Ok(ExitCode::SUCCESS)
 }
@@ -221,4 +239,108 @@ fn load_controllers(file: &std::path::Path) -> anyhow::Result<longhaul_engine::C
         list.push((spec, key));
     }
     Ok(longhaul_engine::Controllers::new(list)?)
+}
+
+/// A server's counters as Prometheus metrics (`longhaul_server_*`).
+fn server_metrics(s: &longhaul_engine::ServerSnapshot) -> Vec<longhaul_metrics::Family> {
+    use longhaul_metrics::{Family, Kind};
+    let labelled = |name, help, kind, samples: Vec<(&'static str, &'static str, u64)>| Family {
+        name,
+        help,
+        kind,
+        samples: samples
+            .into_iter()
+            .map(|(k, v, n)| (vec![(k, v.to_string())], n as f64))
+            .collect(),
+    };
+    vec![
+        labelled(
+            "longhaul_server_running",
+            "Sessions running now, by kind.",
+            Kind::Gauge,
+            vec![
+                ("kind", "test", u64::from(s.tests_running)),
+                ("kind", "transfer", u64::from(s.transfers_running)),
+                ("kind", "probe", u64::from(s.probes_running)),
+                ("kind", "job", u64::from(s.jobs_running)),
+            ],
+        ),
+        labelled(
+            "longhaul_server_refused_busy",
+            "Sessions refused because their cap (--max-tests, --max-transfers, --max-probes) was reached.",
+            Kind::Counter,
+            vec![
+                ("kind", "test", s.refused_busy[0]),
+                ("kind", "transfer", s.refused_busy[1]),
+                ("kind", "probe", s.refused_busy[2]),
+                ("kind", "job", s.refused_busy[3]),
+            ],
+        ),
+        Family::one(
+            "longhaul_server_dropped_handshakes",
+            "Connections dropped for holding too many handshake slots.",
+            Kind::Counter,
+            s.dropped_handshakes as f64,
+        ),
+        labelled(
+            "longhaul_server_tests",
+            "Tests ended, by result.",
+            Kind::Counter,
+            vec![
+                ("result", "ok", s.tests_finished),
+                ("result", "error", s.tests_failed),
+            ],
+        ),
+        Family::one(
+            "longhaul_server_test_bytes",
+            "Bytes moved by the tests that ended (after their omit periods).",
+            Kind::Counter,
+            s.test_bytes as f64,
+        ),
+        labelled(
+            "longhaul_server_transfers",
+            "Transfers ended, by result.",
+            Kind::Counter,
+            vec![
+                ("result", "ok", s.transfers_finished),
+                ("result", "error", s.transfers_failed),
+            ],
+        ),
+        labelled(
+            "longhaul_server_transfer_bytes",
+            "Bytes of the transfers that ended, verified, by direction as seen from this server.",
+            Kind::Counter,
+            vec![
+                ("direction", "received", s.transfer_bytes_received),
+                ("direction", "sent", s.transfer_bytes_sent),
+            ],
+        ),
+        Family::one(
+            "longhaul_server_transfer_files",
+            "Files moved by the transfers that ended.",
+            Kind::Counter,
+            s.transfer_files as f64,
+        ),
+        Family::one(
+            "longhaul_server_transfer_chunks_resent",
+            "Chunks sent again (failed verification, a broken connection).",
+            Kind::Counter,
+            s.chunks_resent as f64,
+        ),
+        Family::one(
+            "longhaul_server_probe_sessions",
+            "Probe sessions served (longhaul monitor's latency streams).",
+            Kind::Counter,
+            s.probe_sessions as f64,
+        ),
+        labelled(
+            "longhaul_server_jobs",
+            "Controllers' jobs ended, by result.",
+            Kind::Counter,
+            vec![
+                ("result", "ok", s.jobs_finished),
+                ("result", "error", s.jobs_failed),
+            ],
+        ),
+    ]
 }

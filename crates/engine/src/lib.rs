@@ -52,7 +52,7 @@ pub use job::{
     StripePair, StripedResult, TestTo, run_remote_copy, run_remote_test, run_striped_copy,
 };
 pub use probe::{ProbeConfig, run_probe};
-pub use server::{DEFAULT_PORT, Server, ServerConfig};
+pub use server::{DEFAULT_PORT, Server, ServerConfig, ServerSnapshot, ServerStats};
 
 /// This software's name and version, as peers and reports show it.
 pub const SOFTWARE: &str = concat!("longhaul ", env!("CARGO_PKG_VERSION"));

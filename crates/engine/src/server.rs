@@ -32,7 +32,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -144,12 +144,14 @@ struct Shared {
     running: AtomicU32,
     transfers: AtomicU32,
     probes: AtomicU32,
+    jobs: AtomicU32,
+    counts: Counts,
     handshakes: Mutex<Handshakes>,
     pending: Mutex<HashMap<Cookie, Route>>,
     listener: Arc<TcpListener>,
     /// What the running sessions need of the listener's receive buffer (see `widen_listener`).
     listener_buf: Mutex<ListenerBuf>,
-    next_session: std::sync::atomic::AtomicU64,
+    next_session: AtomicU64,
 }
 
 /// Connections waiting for their preamble, per source and in all (`total` counts only those admitted
@@ -180,6 +182,8 @@ impl Server {
             running: AtomicU32::new(0),
             transfers: AtomicU32::new(0),
             probes: AtomicU32::new(0),
+            jobs: AtomicU32::new(0),
+            counts: Counts::default(),
             handshakes: Mutex::new(Handshakes::default()),
             pending: Mutex::new(HashMap::new()),
             listener: Arc::clone(&listener),
@@ -187,7 +191,7 @@ impl Server {
                 current: 0,
                 needs: HashMap::new(),
             }),
-            next_session: std::sync::atomic::AtomicU64::new(0),
+            next_session: AtomicU64::new(0),
         });
         Ok(Self { listener, shared })
     }
@@ -202,6 +206,11 @@ impl Server {
     /// Tests running now.
     pub fn running(&self) -> u32 {
         self.shared.running.load(Ordering::Relaxed)
+    }
+
+    /// A handle that reads this server's counters (for `/metrics`) from any thread.
+    pub fn stats(&self) -> ServerStats {
+        ServerStats(Arc::clone(&self.shared))
     }
 
     /// Accepts connections forever.
@@ -301,16 +310,19 @@ impl Handshaking {
         let general = if expecting > 0 {
             if n >= expecting.saturating_add(MAX_HANDSHAKING_PER_SOURCE) {
                 warn!(%peer, "dropped connection: {n} connections from {source} already handshaking ({expecting} expected by its sessions)");
+                Counts::add(&shared.counts.dropped_handshakes, 1);
                 return None;
             }
             false
         } else {
             if n >= MAX_HANDSHAKING_PER_SOURCE {
                 warn!(%peer, "dropped connection: {MAX_HANDSHAKING_PER_SOURCE} connections from {source} already handshaking");
+                Counts::add(&shared.counts.dropped_handshakes, 1);
                 return None;
             }
             if h.total >= MAX_HANDSHAKING {
                 warn!(%peer, "dropped connection: {MAX_HANDSHAKING} connections already handshaking");
+                Counts::add(&shared.counts.dropped_handshakes, 1);
                 return None;
             }
             h.total += 1;
@@ -496,6 +508,7 @@ fn handle(
             let _slot = Slot(&shared.transfers);
             if running >= cap {
                 info!(%peer, running, cap, "refused transfer: busy");
+                shared.counts.refused(Busy::Transfer);
                 let msg = longhaul_transfer::Message::Error {
                     message: format!(
                         "server busy, {running} transfers running (cap {cap}, --max-transfers); \
@@ -541,17 +554,32 @@ fn handle(
                 shared.cfg.controllers.tickets(),
                 &admission,
             ) {
-                Ok(Some(s)) => info!(
-                    %peer,
-                    direction = %s.direction,
-                    files = s.files,
-                    failed = s.failed.len(),
-                    bytes = s.bytes_moved,
-                    seconds = s.seconds,
-                    "transfer done"
-                ),
+                Ok(Some(s)) => {
+                    let c = &shared.counts;
+                    Counts::add(&c.transfers_finished, 1);
+                    // The transfer as the client asked it: a client's `send` came in here.
+                    if s.direction == "send" {
+                        Counts::add(&c.transfer_bytes_received, s.bytes_moved);
+                    } else {
+                        Counts::add(&c.transfer_bytes_sent, s.bytes_moved);
+                    }
+                    Counts::add(&c.transfer_files, s.files);
+                    Counts::add(&c.chunks_resent, s.chunks_resent);
+                    info!(
+                        %peer,
+                        direction = %s.direction,
+                        files = s.files,
+                        failed = s.failed.len(),
+                        bytes = s.bytes_moved,
+                        seconds = s.seconds,
+                        "transfer done"
+                    );
+                }
                 Ok(None) => {}
-                Err(e) => warn!(%peer, "transfer ended with an error: {e}"),
+                Err(e) => {
+                    Counts::add(&shared.counts.transfers_failed, 1);
+                    warn!(%peer, "transfer ended with an error: {e}");
+                }
             }
         }
         ConnKind::Probe => {
@@ -560,6 +588,7 @@ fn handle(
             let _slot = Slot(&shared.probes);
             if running >= cap {
                 info!(%peer, running, cap, "refused probe session: busy");
+                shared.counts.refused(Busy::Probe);
                 let msg = longhaul_proto::probe::ProbeMessage::Error {
                     message: format!(
                         "server busy, {running} probe sessions running (cap {cap}, --max-probes); \
@@ -569,6 +598,7 @@ fn handle(
                 let _ = conn.write_all(&encode_frame(&msg));
                 return;
             }
+            Counts::add(&shared.counts.probe_sessions, 1);
             if let Err(e) = crate::probe::serve(conn, deadline, shared.cfg.max_duration) {
                 warn!(%peer, "probe session ended with an error: {e}");
             }
@@ -580,6 +610,7 @@ fn handle(
             let _slot = Slot(&shared.running);
             if running >= cap {
                 info!(%peer, running, cap, "refused job: busy");
+                shared.counts.refused(Busy::Job);
                 let msg = longhaul_fleet::JobMessage::Error {
                     message: format!(
                         "server busy, {running} tests running (cap {cap}, --max-tests); try again \
@@ -589,6 +620,8 @@ later"
                 let _ = conn.write_all(&encode_frame(&msg));
                 return;
             }
+            shared.jobs.fetch_add(1, Ordering::AcqRel);
+            let _job = Slot(&shared.jobs);
             let cx = crate::job::JobContext {
                 controllers: &shared.cfg.controllers,
                 files: shared.cfg.files.as_ref(),
@@ -596,8 +629,14 @@ later"
                 connect_timeout: shared.cfg.handshake_timeout,
             };
             match crate::job::serve(conn, &cx) {
-                Ok(d) => info!(%peer, controller = %d.controller, what = %d.what, "job done"),
-                Err(e) => warn!(%peer, "job ended with an error: {e}"),
+                Ok(d) => {
+                    Counts::add(&shared.counts.jobs_finished, 1);
+                    info!(%peer, controller = %d.controller, what = %d.what, "job done");
+                }
+                Err(e) => {
+                    Counts::add(&shared.counts.jobs_failed, 1);
+                    warn!(%peer, "job ended with an error: {e}");
+                }
             }
         }
         ConnKind::Control => {
@@ -607,12 +646,14 @@ later"
             let mut ctrl = Control::new(conn);
             if running >= cap {
                 info!(%peer, running, cap, "refused test: busy");
+                shared.counts.refused(Busy::Test);
                 let _ = ctrl.send(&Message::Busy { running, cap });
                 return;
             }
             match session(shared, &mut ctrl, deadline) {
                 Ok(()) => {}
                 Err(e) => {
+                    Counts::add(&shared.counts.tests_failed, 1);
                     warn!(%peer, "test ended with an error: {e}");
                     // Tell the client why, if it is still listening.
                     if !matches!(e, EngineError::Peer(_) | EngineError::Closed(_)) {
@@ -625,6 +666,118 @@ later"
                     }
                 }
             }
+        }
+    }
+}
+
+/// What a server has done since it started, counted with plain atomics (no lock on any path).
+#[derive(Debug, Default)]
+struct Counts {
+    tests_finished: AtomicU64,
+    tests_failed: AtomicU64,
+    test_bytes: AtomicU64,
+    refused: [AtomicU64; 4],
+    dropped_handshakes: AtomicU64,
+    transfers_finished: AtomicU64,
+    transfers_failed: AtomicU64,
+    transfer_bytes_sent: AtomicU64,
+    transfer_bytes_received: AtomicU64,
+    transfer_files: AtomicU64,
+    chunks_resent: AtomicU64,
+    probe_sessions: AtomicU64,
+    jobs_finished: AtomicU64,
+    jobs_failed: AtomicU64,
+}
+
+/// Which cap refused a session as busy (an index into `Counts::refused`).
+#[derive(Debug, Clone, Copy)]
+enum Busy {
+    Test = 0,
+    Transfer = 1,
+    Probe = 2,
+    Job = 3,
+}
+
+impl Counts {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn refused(&self, what: Busy) {
+        Self::add(&self.refused[what as usize], 1);
+    }
+}
+
+/// Reads a running server's counters ([`Server::stats`]).
+#[derive(Clone)]
+pub struct ServerStats(Arc<Shared>);
+
+/// A server's counters at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerSnapshot {
+    /// Tests running now.
+    pub tests_running: u32,
+    /// Transfers running now.
+    pub transfers_running: u32,
+    /// Probe sessions being reflected now.
+    pub probes_running: u32,
+    /// Controllers' jobs running now.
+    pub jobs_running: u32,
+    /// Tests that ended normally.
+    pub tests_finished: u64,
+    /// Tests that ended with an error.
+    pub tests_failed: u64,
+    /// Bytes the finished tests moved (after their omit periods).
+    pub test_bytes: u64,
+    /// Sessions refused as busy, by cap: tests, transfers, probe sessions, jobs.
+    pub refused_busy: [u64; 4],
+    /// Connections dropped for holding too many handshake slots.
+    pub dropped_handshakes: u64,
+    /// Transfers that ended normally.
+    pub transfers_finished: u64,
+    /// Transfers that ended with an error.
+    pub transfers_failed: u64,
+    /// Bytes this server sent in transfers (`get`).
+    pub transfer_bytes_sent: u64,
+    /// Bytes this server received and verified in transfers (`send`).
+    pub transfer_bytes_received: u64,
+    /// Files the finished transfers moved.
+    pub transfer_files: u64,
+    /// Chunks sent again after failing verification or a broken connection.
+    pub chunks_resent: u64,
+    /// Probe sessions served.
+    pub probe_sessions: u64,
+    /// Jobs that ended normally.
+    pub jobs_finished: u64,
+    /// Jobs refused or failed.
+    pub jobs_failed: u64,
+}
+
+impl ServerStats {
+    /// The counters now.
+    pub fn snapshot(&self) -> ServerSnapshot {
+        let s = &self.0;
+        let c = &s.counts;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ServerSnapshot {
+            tests_running: s.running.load(Ordering::Relaxed),
+            transfers_running: s.transfers.load(Ordering::Relaxed),
+            probes_running: s.probes.load(Ordering::Relaxed),
+            jobs_running: s.jobs.load(Ordering::Relaxed),
+            tests_finished: get(&c.tests_finished),
+            tests_failed: get(&c.tests_failed),
+            test_bytes: get(&c.test_bytes),
+            refused_busy: c.refused.each_ref().map(get),
+            dropped_handshakes: get(&c.dropped_handshakes),
+            transfers_finished: get(&c.transfers_finished),
+            transfers_failed: get(&c.transfers_failed),
+            transfer_bytes_sent: get(&c.transfer_bytes_sent),
+            transfer_bytes_received: get(&c.transfer_bytes_received),
+            transfer_files: get(&c.transfer_files),
+            chunks_resent: get(&c.chunks_resent),
+            probe_sessions: get(&c.probe_sessions),
+            jobs_finished: get(&c.jobs_finished),
+            jobs_failed: get(&c.jobs_failed),
         }
     }
 }
@@ -734,7 +887,9 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
         let _ = run.finish();
     }
     outcome?;
+    Counts::add(&shared.counts.tests_finished, 1);
     if let Some((bytes, wall)) = s.moved {
+        Counts::add(&shared.counts.test_bytes, bytes);
         info!(peer = %s.peer, bytes, seconds = wall, "test finished");
     }
     Ok(())

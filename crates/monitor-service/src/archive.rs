@@ -212,7 +212,7 @@ impl Archive {
         };
         let opts: AnyConnectOptions = url.parse().map_err(db("open"))?;
         let pool = AnyPoolOptions::new()
-            .max_connections(if kind == "sqlite" { 1 } else { 4 })
+            .max_connections(4)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(opts)
             .await

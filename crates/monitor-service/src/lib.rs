@@ -5,22 +5,29 @@
 //!   transaction, read back to resume the schedule after a restart;
 //! - [`execute`]: one run through the controller (a test, a probe stream, a trace), and how it
 //!   ended: measured, a host down, or failed;
-//! - [`runner`]: the loop that asks the schedule what is due, runs it, archives it and moves on.
+//! - [`runner`]: the loop that asks the schedule what is due, runs it, archives it and moves on;
+//! - [`metrics`]: the Prometheus metrics of the pairs' latest figures, their histograms, how runs
+//!   ended; [`http`]: `/metrics` and the JSON API over the archive (`--listen`).
 //!
 //! Depends on the engine (the controller's side of jobs), sqlx and tokio.
 
 pub mod archive;
 pub mod execute;
+pub mod http;
+pub mod metrics;
 pub mod runner;
 
 pub use archive::{Archive, ArchiveError};
 pub use execute::{Plan, ProbeShape};
 pub use runner::{Runner, Settings};
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use longhaul_monitor::Mesh;
+use tokio::sync::broadcast;
 
 pub use archive::ResultRow;
 pub use runner::Record;
@@ -36,24 +43,57 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// `longhaul monitor run`: runs `plan`'s schedule, archiving into `archive_url`, until SIGINT or
-/// SIGTERM; `show` sees every archived outcome as it comes (on a thread of its own).
+/// SIGTERM; serves `/metrics` and the JSON API on `listen` (announced through `listening` once
+/// bound); `show` sees every archived outcome as it comes.
 pub fn monitor(
     plan: Plan,
     archive_url: &str,
     settings: Settings,
+    listen: Option<SocketAddr>,
+    listening: impl FnOnce(SocketAddr),
     show: impl FnMut(&Mesh, &Record) + Send + 'static,
 ) -> anyhow::Result<()> {
     runtime()?.block_on(async move {
         let archive = Archive::open(archive_url)
             .await
             .with_context(|| format!("cannot open the archive {archive_url}"))?;
-        let mesh = plan.mesh.clone();
+        let mesh = Arc::new(plan.mesh.clone());
+        let metrics = Arc::new(metrics::MonitorMetrics::default());
+        if let Some(addr) = listen {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            listening(
+                listener
+                    .local_addr()
+                    .context("read the listening address")?,
+            );
+            let app = http::router(http::Shared {
+                mesh: Arc::clone(&mesh),
+                archive: archive.clone(),
+                metrics: Arc::clone(&metrics),
+            });
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::warn!("the monitor's HTTP service stopped: {e}");
+                }
+            });
+        }
         let runner = Runner::new(plan, archive, settings);
         let mut records = runner.subscribe();
         let mut show = show;
         tokio::spawn(async move {
-            while let Ok(r) = records.recv().await {
-                show(&mesh, &r);
+            loop {
+                match records.recv().await {
+                    Ok(r) => {
+                        metrics.record(&mesh, &r);
+                        show(&mesh, &r);
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!("{n} results were archived but not shown (output too slow)");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
             }
         });
         runner.run(shutdown_signal()).await?;
