@@ -605,3 +605,122 @@ fn prometheus_scrapes_the_monitor_and_a_server() {
     let jobs = promql(prom_port, "longhaul_server_jobs_total{result=\"ok\"}");
     assert!(jobs[0].1 >= 1.0, "{jobs:?}");
 }
+
+/// A webhook receiver: every POST body it gets, as JSON, on a channel.
+fn webhook() -> (u16, std::sync::mpsc::Receiver<Value>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Headers, then Content-Length bytes of body.
+            let body = loop {
+                let n = c.read(&mut buf).unwrap_or(0);
+                if n == 0 {
+                    break None;
+                }
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len: usize = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + len {
+                        break Some(got[end + 4..end + 4 + len].to_vec());
+                    }
+                }
+            };
+            let _ = c.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+            if let Some(b) = body
+                && tx
+                    .send(serde_json::from_slice(&b).expect("JSON body"))
+                    .is_err()
+            {
+                return;
+            }
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn an_alert_fires_after_repeated_bad_results_reaches_the_webhook_and_clears() {
+    let t = Scratch::new("monitor-alert");
+    let key = t.key("mon.key");
+    let ctl = controllers(&t, &key);
+    let a = ServerProc::start(&["-B", "127.0.0.1", "--controllers", &ctl]);
+    let b_port = dead_port();
+    let (hook, posts) = webhook();
+    let mesh = format!(
+        "name = \"alert\"\nwebhook = \"http://127.0.0.1:{hook}/alerts\"\n\
+         [[host]]\nname = \"a\"\naddress = \"127.0.0.1\"\nport = {}\n\
+         [[host]]\nname = \"b\"\naddress = \"127.0.0.1\"\nport = {b_port}\n\
+         [[test]]\nname = \"lat\"\nkind = \"latency\"\nfrom = [\"a\"]\nto = [\"b\"]\nevery = \"2s\"\n\
+         [[alert]]\nname = \"b-gone\"\nwhen = \"down\"\nafter = 2\nclear_after = 1\n",
+        a.port
+    );
+    let mesh_file = t.join("alert.toml");
+    std::fs::write(&mesh_file, mesh).unwrap();
+    let (mut monitor, at) = MonitorProc::start_with(&mesh_file, &t.join("alert.sqlite"), &key, &[]);
+
+    // b is not there: two down results, then the alert fires, once.
+    let seen = monitor.records_until("latency", 2, Duration::from_secs(30));
+    assert!(
+        seen.iter()
+            .all(|r| r["status"] == "down" && r["down_host"] == "b"),
+        "{seen:?}"
+    );
+    let fired = posts
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the webhook gets the alert");
+    assert_eq!(fired["alert"], "b-gone");
+    assert_eq!(fired["state"], "firing");
+    assert_eq!(
+        (fired["src"].as_str(), fired["dst"].as_str()),
+        (Some("a"), Some("b"))
+    );
+    let firing: Value = ureq::get(&format!("http://{at}/api/v1/alerts"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(firing.as_array().unwrap().len(), 1, "{firing}");
+    assert!(
+        posts.recv_timeout(Duration::from_secs(5)).is_err(),
+        "a firing alert is announced once, not at every bad result"
+    );
+
+    // b comes up on its port: the next good result clears it.
+    let _b = ServerProc::start(&["-B", "127.0.0.1", "-p", &b_port.to_string()]);
+    let cleared = posts
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the clearing");
+    assert_eq!(
+        (cleared["alert"].as_str(), cleared["state"].as_str()),
+        (Some("b-gone"), Some("cleared"))
+    );
+    let events: Value = ureq::get(&format!("http://{at}/api/v1/events"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    let kinds: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["alert_fire", "alert_clear"],
+        "archived with their results"
+    );
+}

@@ -170,11 +170,19 @@ pub(crate) struct ServerProc {
 }
 
 impl ServerProc {
-    /// Starts `longhaul server -p 0` with extra arguments and waits for its listening line.
+    /// Starts `longhaul server -p 0` (unless `extra` gives `-p`) with extra arguments and waits for
+    /// its listening line.
     pub(crate) fn start(extra: &[&str]) -> Self {
         let machine = machine_shared();
+        let port: &[&str] = if extra.contains(&"-p") {
+            &[]
+        } else {
+            &["-p", "0"]
+        };
         let mut child = Command::new(bin())
-            .args(["server", "-p", "0", "--log", "info"])
+            .arg("server")
+            .args(port)
+            .args(["--log", "info"])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use longhaul_monitor::{Mesh, Status, TestKind};
+use longhaul_monitor_service::alerting;
 use longhaul_monitor_service::archive::{is_postgres, path_text};
 use longhaul_monitor_service::runner::Settings;
 use longhaul_monitor_service::{Plan, ProbeShape, Record};
@@ -237,6 +238,7 @@ fn record_json(mesh: &Mesh, r: &Record) -> serde_json::Value {
             "before": path_text(&c.before),
             "after": path_text(&c.after),
         })),
+        "alerts": r.alerts.iter().map(|e| alerting::json(mesh, e)).collect::<Vec<_>>(),
     })
 }
 
@@ -277,6 +279,13 @@ fn record_text(mesh: &Mesh, r: &Record) -> String {
         }
     };
     let mut line = format!("{who}: {what}");
+    for e in &r.alerts {
+        line += &format!(
+            "\n  ALERT {} {}",
+            mesh.alerts[e.rule].name,
+            if e.firing { "FIRING" } else { "cleared" }
+        );
+    }
     if let Some(c) = &r.change {
         line += &format!(
             "\n  PATH CHANGED: {} => {}",

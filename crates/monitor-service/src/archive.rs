@@ -129,6 +129,17 @@ pub struct InFlight {
     pub until_ns: u64,
 }
 
+/// An event of a run's pair, archived with its result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// When, ns since the epoch.
+    pub at_ns: u64,
+    /// What (`alert_fire`, `alert_clear`).
+    pub kind: &'static str,
+    /// Its details.
+    pub detail: serde_json::Value,
+}
+
 /// A path change, archived with the traceroute that found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathChange {
@@ -267,13 +278,15 @@ impl Archive {
     }
 
     /// Archives `o` in one transaction: the result (unless its window is already archived: then
-    /// nothing is written and this returns `Ok(None)`), the end of its in-flight mark and, for a
-    /// traceroute whose path differs from the pair's previous one, a `path_change` event (returned).
+    /// nothing is written and this returns `Ok(None)`), the end of its in-flight mark, for a trace
+    /// whose path differs from the pair's known one a `path_change` event (returned), and the
+    /// pair's events that `then` makes of it (told whether the path changed; alerts).
     pub async fn record(
         &self,
         mesh: &Mesh,
         o: &Outcome,
         detail: &serde_json::Value,
+        then: impl FnOnce(bool) -> Vec<NewEvent>,
     ) -> Result<Option<Option<PathChange>>, ArchiveError> {
         let (test, src, dst) = names(mesh, &o.run);
         let kind = kind_name(mesh, &o.run);
@@ -365,6 +378,12 @@ impl Archive {
                 before,
                 after: after.clone(),
             });
+        }
+        if inserted {
+            for e in then(change.is_some()) {
+                self.event(&mut tx, mesh, e.at_ns, e.kind, &o.run, &e.detail)
+                    .await?;
+            }
         }
         tx.commit().await.map_err(db("commit a result"))?;
         Ok(inserted.then_some(change))
@@ -642,7 +661,7 @@ from = ["cern", "star"]
             .await
             .unwrap();
         assert_eq!(
-            a.record(&m, &o, &serde_json::json!({"k": 1}))
+            a.record(&m, &o, &serde_json::json!({"k": 1}), |_| Vec::new())
                 .await
                 .unwrap(),
             Some(None)
@@ -651,7 +670,9 @@ from = ["cern", "star"]
         let mut again = o.clone();
         again.measures.bits_per_second = Some(1.0);
         assert_eq!(
-            a.record(&m, &again, &serde_json::json!({})).await.unwrap(),
+            a.record(&m, &again, &serde_json::json!({}), |_| Vec::new())
+                .await
+                .unwrap(),
             None
         );
         // A host down: no figures.
@@ -664,7 +685,9 @@ from = ["cern", "star"]
         down.status = Status::Down;
         down.down_host = Some(1);
         down.error = Some("cannot connect to 127.0.0.2:7067".into());
-        a.record(&m, &down, &serde_json::json!({})).await.unwrap();
+        a.record(&m, &down, &serde_json::json!({}), |_| Vec::new())
+            .await
+            .unwrap();
 
         // Traceroutes: a change is an event in the same transaction.
         let t1 = outcome(
@@ -681,14 +704,29 @@ from = ["cern", "star"]
             trace(&["10.0.0.1", "10.0.9.1"]),
         );
         assert_eq!(
-            a.record(&m, &t1, &serde_json::json!({})).await.unwrap(),
+            a.record(&m, &t1, &serde_json::json!({}), |_| Vec::new())
+                .await
+                .unwrap(),
             Some(None)
         );
         assert_eq!(
-            a.record(&m, &t2, &serde_json::json!({})).await.unwrap(),
+            a.record(&m, &t2, &serde_json::json!({}), |_| Vec::new())
+                .await
+                .unwrap(),
             Some(None)
         );
-        let change = a.record(&m, &t3, &serde_json::json!({})).await.unwrap();
+        let change = a
+            .record(&m, &t3, &serde_json::json!({}), |changed| {
+                // What the runner's alerts make of it, in the same transaction.
+                assert!(changed);
+                vec![NewEvent {
+                    at_ns: t3.ended_ns,
+                    kind: "alert_fire",
+                    detail: serde_json::json!({"alert": "moved"}),
+                }]
+            })
+            .await
+            .unwrap();
         assert_eq!(
             change,
             Some(Some(PathChange {
@@ -698,9 +736,14 @@ from = ["cern", "star"]
             "a hop that did not answer in the latest trace is known from the one before"
         );
         let events = a.events(&m.name, 0).await.unwrap();
-        assert_eq!(events.len(), 1);
-        assert_eq!(events[0].kind, "path_change");
-        assert_eq!(events[0].detail["after"], "10.0.0.1 10.0.9.1");
+        assert_eq!(events.len(), 2);
+        let path = events.iter().find(|e| e.kind == "path_change").unwrap();
+        assert_eq!(path.detail["after"], "10.0.0.1 10.0.9.1");
+        let alert = events.iter().find(|e| e.kind == "alert_fire").unwrap();
+        assert_eq!(
+            (alert.src.as_str(), alert.detail["alert"].as_str()),
+            ("cern", Some("moved"))
+        );
 
         let rows = a.results(&m.name, 0).await.unwrap();
         assert_eq!(rows.len(), 5);
@@ -736,7 +779,7 @@ from = ["cern", "star"]
         assert!(a.take_in_flight(&m).await.unwrap().is_empty());
 
         // Retention: everything that ended before the cut goes, results and events.
-        assert_eq!(a.prune(&m.name, 3_000_000_000_000).await.unwrap(), 4);
+        assert_eq!(a.prune(&m.name, 3_000_000_000_000).await.unwrap(), 5);
         assert_eq!(a.results(&m.name, 0).await.unwrap().len(), 2);
         assert!(a.events(&m.name, 0).await.unwrap().is_empty());
     }

@@ -54,8 +54,8 @@ pub struct Plan {
     pub probe: ProbeShape,
 }
 
-/// Time left for a latency run's probes: until its window ends, less this margin for set-up and
-/// the last replies, so the next window's session starts on time.
+/// Time left for a latency run's probes: until its window ends, less a margin for set-up and the
+/// last replies (this, or a fifth of a short window), so the next window's session starts on time.
 const LATENCY_MARGIN: Duration = Duration::from_secs(3);
 
 impl Plan {
@@ -205,7 +205,7 @@ impl Plan {
                 let window_end = run.window.saturating_add(every.as_nanos() as u64);
                 let left =
                     Duration::from_nanos(window_end.saturating_sub(unix_ns(SystemTime::now())))
-                        .saturating_sub(LATENCY_MARGIN);
+                        .saturating_sub(LATENCY_MARGIN.min(every / 5));
                 let count = (left.as_nanos() / self.probe.interval.as_nanos().max(1)).max(1);
                 let count = u64::try_from(count).unwrap_or(1);
                 let s = job.run_probe(

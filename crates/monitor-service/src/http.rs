@@ -3,7 +3,8 @@
 //!
 //! - `GET /api/v1/mesh`: the hosts, the tests and their pairs;
 //! - `GET /api/v1/results?since=SECONDS`: results that started in the last SECONDS (default a day);
-//! - `GET /api/v1/events?since=SECONDS`: events (path changes) likewise;
+//! - `GET /api/v1/events?since=SECONDS`: events (path changes, alerts fired and cleared) likewise;
+//! - `GET /api/v1/alerts`: the alerts firing now;
 //! - `GET /healthz`: `ok`.
 
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct Shared {
     pub archive: Archive,
     /// The metrics the runner updates.
     pub metrics: Arc<MonitorMetrics>,
+    /// The alerts firing now.
+    pub firing: crate::runner::Firing,
 }
 
 /// Longest look back a request may ask (a year).
@@ -55,6 +58,7 @@ pub fn router(shared: Shared) -> axum::Router {
         .route("/api/v1/mesh", get(mesh))
         .route("/api/v1/results", get(results))
         .route("/api/v1/events", get(events))
+        .route("/api/v1/alerts", get(alerts))
         .with_state(shared)
         .merge(longhaul_metrics::route(Arc::new(move || metrics.render())))
 }
@@ -98,4 +102,9 @@ async fn events(State(s): State<Shared>, Query(q): Query<Since>) -> Response {
         Ok(rows) => Json(rows).into_response(),
         Err(e) => archive_error(e),
     }
+}
+
+async fn alerts(State(s): State<Shared>) -> Json<serde_json::Value> {
+    let firing = s.firing.lock().expect("firing lock").clone();
+    Json(json!(firing))
 }

@@ -6,11 +6,14 @@
 //! - [`execute`]: one run through the controller (a test, a probe stream, a trace), and how it
 //!   ended: measured, a host down, or failed;
 //! - [`runner`]: the loop that asks the schedule what is due, runs it, archives it and moves on;
+//! - [`alerting`]: where fired and cleared alerts go (archive, log, API, webhook), and their state
+//!   rebuilt after a restart;
 //! - [`metrics`]: the Prometheus metrics of the pairs' latest figures, their histograms, how runs
 //!   ended; [`http`]: `/metrics` and the JSON API over the archive (`--listen`).
 //!
 //! Depends on the engine (the controller's side of jobs), sqlx and tokio.
 
+pub mod alerting;
 pub mod archive;
 pub mod execute;
 pub mod http;
@@ -59,6 +62,8 @@ pub fn monitor(
             .with_context(|| format!("cannot open the archive {archive_url}"))?;
         let mesh = Arc::new(plan.mesh.clone());
         let metrics = Arc::new(metrics::MonitorMetrics::default());
+        let runner = Runner::new(plan, archive.clone(), settings);
+        let firing = runner.firing();
         if let Some(addr) = listen {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
@@ -72,6 +77,7 @@ pub fn monitor(
                 mesh: Arc::clone(&mesh),
                 archive: archive.clone(),
                 metrics: Arc::clone(&metrics),
+                firing: Arc::clone(&firing),
             });
             tokio::spawn(async move {
                 if let Err(e) = axum::serve(listener, app).await {
@@ -79,7 +85,6 @@ pub fn monitor(
                 }
             });
         }
-        let runner = Runner::new(plan, archive, settings);
         let mut records = runner.subscribe();
         let mut show = show;
         tokio::spawn(async move {

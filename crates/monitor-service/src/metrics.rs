@@ -229,6 +229,7 @@ mod tests {
             &Record {
                 outcome: o.clone(),
                 change: None,
+                alerts: Vec::new(),
             },
         );
         let text = m.render();
@@ -256,6 +257,7 @@ mod tests {
             &Record {
                 outcome: o,
                 change: None,
+                alerts: Vec::new(),
             },
         );
         let text = m.render();

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use longhaul_engine::job::unix_ns;
-use longhaul_monitor::{Outcome, Scheduler, TestKind};
+use longhaul_monitor::{AlertEvent, Alerts, Mesh, Outcome, Scheduler, TestKind};
 use tokio::sync::{broadcast, mpsc};
 use tracing::{info, warn};
 
-use crate::archive::{Archive, ArchiveError, PathChange};
+use crate::alerting;
+use crate::archive::{Archive, ArchiveError, NewEvent, PathChange};
 use crate::execute::Plan;
 
 /// How the loop runs.
@@ -37,6 +38,8 @@ pub struct Record {
     pub outcome: Outcome,
     /// The path change it revealed, if any.
     pub change: Option<PathChange>,
+    /// The alerts it fired or cleared.
+    pub alerts: Vec<AlertEvent>,
 }
 
 /// The monitor's loop over one mesh.
@@ -45,7 +48,11 @@ pub struct Runner {
     archive: Archive,
     settings: Settings,
     published: broadcast::Sender<Record>,
+    firing: Firing,
 }
+
+/// The alerts firing now, as the JSON the API serves.
+pub type Firing = Arc<std::sync::Mutex<Vec<serde_json::Value>>>;
 
 /// Longest sleep between looks at the schedule.
 const TICK: Duration = Duration::from_secs(1);
@@ -65,7 +72,18 @@ impl Runner {
             archive,
             settings,
             published,
+            firing: Firing::default(),
         }
+    }
+
+    /// The alerts firing now (kept up to date while the loop runs).
+    pub fn firing(&self) -> Firing {
+        Arc::clone(&self.firing)
+    }
+
+    /// The mesh.
+    pub fn mesh(&self) -> &Mesh {
+        &self.plan.mesh
     }
 
     /// Every outcome archived from now on.
@@ -99,10 +117,14 @@ impl Runner {
                 sched.hold(b, f.until_ns);
             }
         }
+        let mut alerts = Alerts::new(mesh.alerts.clone());
+        alerting::replay(&mut alerts, mesh, &self.archive, start).await?;
+        *self.firing.lock().expect("firing lock") = alerting::firing(mesh, &alerts);
         info!(
             mesh = %mesh.name,
             archive = self.archive.kind(),
             resumed_pairs = last.len(),
+            alerts_firing = alerts.firing().len(),
             "monitor running"
         );
         let (done_tx, mut done_rx) = mpsc::unbounded_channel();
@@ -138,7 +160,7 @@ impl Runner {
             tokio::select! {
                 Some((outcome, detail)) = done_rx.recv() => {
                     running -= 1;
-                    self.archived(&mut sched, outcome, &detail).await?;
+                    self.archived(&mut sched, &mut alerts, outcome, &detail).await?;
                 }
                 () = tokio::time::sleep(wake) => {}
                 () = &mut shutdown => break,
@@ -153,7 +175,7 @@ impl Runner {
             tokio::select! {
                 Some((outcome, detail)) = done_rx.recv() => {
                     running -= 1;
-                    self.archived(&mut sched, outcome, &detail).await?;
+                    self.archived(&mut sched, &mut alerts, outcome, &detail).await?;
                 }
                 () = tokio::time::sleep_until(drain_end) => {
                     warn!(running, "stopped with runs under way: they stay marked in flight and \
@@ -169,15 +191,42 @@ impl Runner {
     async fn archived(
         &self,
         sched: &mut Scheduler,
+        alerts: &mut Alerts,
         outcome: Outcome,
         detail: &serde_json::Value,
     ) -> Result<(), ArchiveError> {
         let mesh = &self.plan.mesh;
-        let recorded = self.archive.record(mesh, &outcome, detail).await?;
+        let mut judged = Vec::new();
+        let recorded = self
+            .archive
+            .record(mesh, &outcome, detail, |changed| {
+                judged = alerts.judge(&outcome, changed);
+                judged
+                    .iter()
+                    .map(|e| NewEvent {
+                        at_ns: e.at_ns,
+                        kind: if e.firing {
+                            "alert_fire"
+                        } else {
+                            "alert_clear"
+                        },
+                        detail: alerting::json(mesh, e),
+                    })
+                    .collect()
+            })
+            .await?;
         sched.finish(&outcome.run, now_ns());
         match recorded {
             Some(change) => {
-                let _ = self.published.send(Record { outcome, change });
+                if !judged.is_empty() {
+                    *self.firing.lock().expect("firing lock") = alerting::firing(mesh, alerts);
+                    alerting::announce(mesh, &judged);
+                }
+                let _ = self.published.send(Record {
+                    outcome,
+                    change,
+                    alerts: judged,
+                });
             }
             None => warn!(
                 test = %mesh.tests[outcome.run.test].name,

@@ -32,6 +32,8 @@ use longhaul_topology::{FileError, field_at_line, line_of_field};
 use longhaul_units::{Nanos, TimeUnit, parse_duration};
 use serde::Deserialize;
 
+use crate::rule::{AlertRule, When};
+
 /// Default port of a host's longhaul server.
 pub const DEFAULT_PORT: u16 = 7067;
 /// Most hosts in one mesh.
@@ -49,7 +51,7 @@ pub const MIN_THROUGHPUT_EVERY: Nanos = Nanos(60_000_000_000);
 pub const MIN_EVERY: Nanos = Nanos(1_000_000_000);
 
 /// A mesh, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Mesh {
     /// Its name.
     pub name: String,
@@ -57,6 +59,10 @@ pub struct Mesh {
     pub hosts: Vec<Host>,
     /// The tests, in file order.
     pub tests: Vec<TestSpec>,
+    /// The alert rules, in file order.
+    pub alerts: Vec<AlertRule>,
+    /// Where alerts are POSTed as JSON, if anywhere (an `http://` URL).
+    pub webhook: Option<String>,
 }
 
 /// A host of the mesh: a longhaul server.
@@ -134,7 +140,24 @@ struct RawMesh {
     host: Vec<RawHost>,
     #[serde(default)]
     test: Vec<RawTest>,
+    #[serde(default)]
+    alert: Vec<RawAlert>,
+    webhook: Option<String>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlert {
+    name: String,
+    when: When,
+    value: Option<f64>,
+    tests: Option<Vec<String>>,
+    after: Option<u32>,
+    clear_after: Option<u32>,
+}
+
+/// Most alert rules in a mesh.
+pub const MAX_ALERTS: usize = 256;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -366,6 +389,96 @@ impl Mesh {
                 format!("{total} pairs in all: at most {MAX_TOTAL_PAIRS}"),
             ));
         }
+        if raw.alert.len() > MAX_ALERTS {
+            return Err(err(
+                "alert".into(),
+                format!("at most {MAX_ALERTS} [[alert]] tables"),
+            ));
+        }
+        let mut alerts: Vec<AlertRule> = Vec::with_capacity(raw.alert.len());
+        for (i, a) in raw.alert.into_iter().enumerate() {
+            let at = |f: &str| format!("alert[{i}].{f}");
+            if let Some(why) = new_name("alert", &a.name, alerts.iter().map(|o| o.name.as_str())) {
+                return Err(err(at("name"), why));
+            }
+            let value = match (a.when.takes_value(), a.value) {
+                (true, Some(v)) if v.is_finite() && v > 0.0 && v <= 10_000.0 => v,
+                (true, Some(v)) => {
+                    return Err(err(at("value"), format!("{v}: a percentage above 0")));
+                }
+                (true, None) => {
+                    return Err(err(
+                        at("when"),
+                        format!("{} needs a value (%)", a.when.as_str()),
+                    ));
+                }
+                (false, Some(_)) => {
+                    return Err(err(
+                        at("value"),
+                        format!("{} takes no value", a.when.as_str()),
+                    ));
+                }
+                (false, None) => 0.0,
+            };
+            // The kinds whose results carry what the rule reads.
+            let reads = |k: TestKind| match a.when {
+                When::ThroughputBelow => k == TestKind::Throughput,
+                When::LossAbove => k == TestKind::Latency,
+                When::RttAbove | When::Down => true,
+                When::PathChanged => k != TestKind::Latency,
+            };
+            let tests_of: Vec<usize> = match &a.tests {
+                None => (0..tests.len()).filter(|&k| reads(tests[k].kind)).collect(),
+                Some(names) => {
+                    let mut v = Vec::new();
+                    for n in names {
+                        let Some(k) = tests.iter().position(|t| &t.name == n) else {
+                            return Err(err(at("tests"), format!("{n:?}: no test of that name")));
+                        };
+                        if !reads(tests[k].kind) {
+                            return Err(err(
+                                at("tests"),
+                                format!(
+                                    "{n:?} is a {} test: its results have nothing {} reads",
+                                    tests[k].kind.as_str(),
+                                    a.when.as_str()
+                                ),
+                            ));
+                        }
+                        v.push(k);
+                    }
+                    v
+                }
+            };
+            if tests_of.is_empty() {
+                return Err(err(
+                    at("when"),
+                    format!("no test of this mesh has results {} reads", a.when.as_str()),
+                ));
+            }
+            let after = a
+                .after
+                .unwrap_or(if a.when == When::PathChanged { 1 } else { 3 });
+            let clear_after = a.clear_after.unwrap_or(after);
+            for (f, n) in [("after", after), ("clear_after", clear_after)] {
+                if !(1..=1000).contains(&n) {
+                    return Err(err(at(f), format!("{n}: 1 to 1000 results")));
+                }
+            }
+            alerts.push(AlertRule {
+                name: a.name,
+                when: a.when,
+                value,
+                tests: tests_of,
+                after,
+                clear_after,
+            });
+        }
+        if let Some(w) = &raw.webhook
+            && (!w.starts_with("http://") || w.len() > 2048 || w.contains(char::is_whitespace))
+        {
+            return Err(err("webhook".into(), format!("{w:?}: an http:// URL")));
+        }
         let stem = std::path::Path::new(file)
             .file_stem()
             .map_or_else(|| "mesh".into(), |s| s.to_string_lossy().into_owned());
@@ -373,6 +486,8 @@ impl Mesh {
             name: raw.name.unwrap_or(stem),
             hosts,
             tests,
+            alerts,
+            webhook: raw.webhook,
         })
     }
 
@@ -423,6 +538,18 @@ from = ["cern", "uf"]
 name = "owamp"
 kind = "latency"
 from = ["t1", "t2"]
+
+[[alert]]
+name = "slow"
+when = "throughput_below"
+value = 50
+
+[[alert]]
+name = "lossy"
+when = "loss_above"
+value = 1
+tests = ["owamp"]
+after = 2
 "#;
 
     #[test]
@@ -444,6 +571,12 @@ from = ["t1", "t2"]
         assert_eq!(owamp.pairs.len(), 6);
         assert_eq!(owamp.slip, Nanos(0));
         assert_eq!(m.pairs_by_kind()[&TestKind::Latency], 6);
+        // Alerts: a rule without tests applies to every test whose results it reads.
+        assert_eq!(m.alerts[0].tests, vec![0]);
+        assert_eq!((m.alerts[0].after, m.alerts[0].clear_after), (3, 3));
+        assert_eq!(m.alerts[1].tests, vec![2]);
+        assert_eq!((m.alerts[1].after, m.alerts[1].clear_after), (2, 2));
+        assert_eq!(m.webhook, None);
         // Without a name, the file's.
         let unnamed = GOOD.replacen("name = \"lhc\"\n", "", 1);
         assert_eq!(Mesh::from_toml(&unnamed, "dir/x.toml").unwrap().name, "x");
@@ -524,6 +657,31 @@ from = ["t1", "t2"]
                 "port = 7070",
                 "port = 7070\ncolour = \"red\"",
                 "lhc.toml:11:1: host[1].colour: unknown field `colour`",
+            ),
+            (
+                "value = 50",
+                "value = -5",
+                "lhc.toml:38: alert[0].value: -5: a percentage above 0",
+            ),
+            (
+                r#"tests = ["owamp"]"#,
+                r#"tests = ["bw"]"#,
+                r#"lhc.toml:44: alert[1].tests: "bw" is a throughput test: its results have nothing loss_above reads"#,
+            ),
+            (
+                r#"when = "throughput_below""#,
+                r#"when = "slower""#,
+                "lhc.toml:37:8: alert[0].when: unknown variant `slower`",
+            ),
+            (
+                "after = 2",
+                "after = 0",
+                "lhc.toml:45: alert[1].after: 0: 1 to 1000 results",
+            ),
+            (
+                "name = \"lhc\"",
+                "name = \"lhc\"\nwebhook = \"ftp://x\"",
+                r#"lhc.toml:3: webhook: "ftp://x": an http:// URL"#,
             ),
         ] {
             let got = refused(from, to);
