@@ -20,7 +20,7 @@ use crate::transfer::{Scratch, s};
 use crate::util::{ServerProc, bin, read_lines};
 
 /// A controllers file naming `key` as controller `mon` with room for a monitor's jobs.
-fn controllers(dir: &Scratch, key: &Path) -> String {
+pub(crate) fn controllers(dir: &Scratch, key: &Path) -> String {
     let file = dir.join("controllers.toml");
     std::fs::write(
         &file,
@@ -49,19 +49,19 @@ fn unix_s() -> f64 {
         .as_secs_f64()
 }
 
-/// `longhaul monitor run MESH --json`, its stdout lines on a channel.
-struct MonitorProc {
-    child: Child,
+/// `longhaul monitor run MESH --json`, its stdout lines on a channel; killed on drop.
+pub(crate) struct MonitorProc {
+    pub(crate) child: Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl MonitorProc {
-    fn start(mesh: &Path, archive: &Path, key: &Path) -> Self {
+    pub(crate) fn start(mesh: &Path, archive: &Path, key: &Path) -> Self {
         Self::start_with(mesh, archive, key, &[]).0
     }
 
     /// With `extra` flags; also the address of its HTTP service.
-    fn start_with(
+    pub(crate) fn start_with(
         mesh: &Path,
         archive: &Path,
         key: &Path,
@@ -108,7 +108,7 @@ impl MonitorProc {
     }
 
     /// Waits until `n` records of `kind` have been printed (at most `limit`); all records seen.
-    fn records_until(&mut self, kind: &str, n: usize, limit: Duration) -> Vec<Value> {
+    pub(crate) fn records_until(&mut self, kind: &str, n: usize, limit: Duration) -> Vec<Value> {
         let end = Instant::now() + limit;
         let mut seen = Vec::new();
         while seen.iter().filter(|r: &&Value| r["kind"] == kind).count() < n {
@@ -589,7 +589,7 @@ fn prometheus_scrapes_the_monitor_and_a_server() {
         // The value Prometheus holds is one the monitor measured and printed for that pair.
         let measured: Vec<f64> = seen
             .iter()
-            .filter(|r| r["from"] == labels["src"] && r["to"] == labels["dst"])
+            .filter(|r| r["src"] == labels["src"] && r["dst"] == labels["dst"])
             .map(|r| r["rtt_ns"].as_f64().unwrap() / 1e9)
             .collect();
         assert!(

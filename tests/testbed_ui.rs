@@ -12,21 +12,16 @@
 //! README shows. Fails with the reason when `/usr/bin/chromium` or `/usr/bin/chromedriver` is missing
 //! (`scripts/test.sh` installs the `chromium` and `chromium-driver` packages).
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-use fantoccini::error::CmdError;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use jiff::{SignedDuration, Timestamp};
 use longhaul_testkit::fixtures::TempDir;
 
+use crate::browser::{
+    self, CHROMEDRIVER, CHROMIUM, ChromeDriver, attr, click, png_size, text, wait_for,
+};
 use crate::testbed::{Service, get, post_booking};
-use crate::util::read_lines;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
 /// The browser's zone (its `TZ`): the UI shows and takes times in it, so the test types local
 /// times in it. Not the sites' zone (Europe/Zurich), so the UI must show both (DataTAG lesson L4).
@@ -35,53 +30,6 @@ const ZONE: &str = "America/Chicago";
 /// The DataTAG inventory of the testbed crate's unit tests: CERN's lambda as two circuits (one
 /// degraded) and a host in maintenance.
 const INVENTORY: &str = include_str!("../crates/testbed/testdata/datatag.toml");
-
-/// `chromedriver` on a free loopback port; killed on drop.
-struct ChromeDriver {
-    child: Child,
-    url: String,
-}
-
-impl ChromeDriver {
-    fn start(zone: &str) -> Self {
-        // chromedriver has no "any free port": take one from the kernel and hand it over.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let mut child = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .env("TZ", zone)
-            // Its own process group, with the browser it starts: a failing test kills them all.
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start chromedriver");
-        read_lines(
-            child.stdout.take().expect("stdout"),
-            Some("chromedriver"),
-            |line| line.contains("started successfully"),
-        )
-        .recv_timeout(Duration::from_secs(60))
-        .expect("chromedriver says it started");
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for ChromeDriver {
-    /// Kills chromedriver's process group: chromedriver and, when the test failed before closing
-    /// the session, the browser it started (which would otherwise outlive the test).
-    fn drop(&mut self) {
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `t` as typed into the UI: `YYYY-MM-DD HH:MM` in [`ZONE`].
 fn local(t: Timestamp) -> String {
@@ -97,73 +45,11 @@ fn hour_from_now(hours: i64) -> Timestamp {
     Timestamp::from_second(h * 3600).expect("time")
 }
 
-const WAIT: Duration = Duration::from_secs(30);
-
-async fn wait_for(c: &Client, css: &str) -> fantoccini::elements::Element {
-    c.wait()
-        .at_most(WAIT)
-        .every(Duration::from_millis(50))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("waiting for {css}: {e}"))
-}
-
-/// Clicks the element `css` once it exists; the UI re-renders lists, so a handle that went stale
-/// between finding and clicking is looked up again.
-async fn click(c: &Client, css: &str) {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let e = wait_for(c, css).await;
-        match e.click().await {
-            Ok(()) => return,
-            Err(e) if is_stale(&e) && std::time::Instant::now() < deadline => {}
-            Err(e) => panic!("clicking {css}: {e}"),
-        }
-    }
-}
-
-fn is_stale(e: &CmdError) -> bool {
-    matches!(e, CmdError::Standard(w) if w.error == fantoccini::error::ErrorStatus::StaleElementReference)
-}
-
-/// The text of `css` once it exists (looked up again if the UI re-rendered it meanwhile).
-async fn text(c: &Client, css: &str) -> String {
-    loop {
-        match wait_for(c, css).await.text().await {
-            Ok(t) => return t,
-            Err(e) if is_stale(&e) => {}
-            Err(e) => panic!("text of {css}: {e}"),
-        }
-    }
-}
-
-/// Attribute `name` of `css` once it exists (looked up again if re-rendered meanwhile).
-async fn attr(c: &Client, css: &str, name: &str) -> Option<String> {
-    loop {
-        match wait_for(c, css).await.attr(name).await {
-            Ok(v) => return v,
-            Err(e) if is_stale(&e) => {}
-            Err(e) => panic!("attribute {name} of {css}: {e}"),
-        }
-    }
-}
-
 /// Replaces the text of input `css` by typing `text` (which fires the UI's input events).
 async fn type_into(c: &Client, css: &str, text: &str) {
     let e = wait_for(c, css).await;
     e.clear().await.expect("clear");
     e.send_keys(text).await.expect("type");
-}
-
-/// A PNG's width and height from its IHDR chunk (after checking the signature).
-fn png_size(bytes: &[u8]) -> (u32, u32) {
-    assert!(
-        bytes.len() > 24 && bytes.starts_with(b"\x89PNG\r\n\x1a\n") && &bytes[12..16] == b"IHDR",
-        "not a PNG ({} bytes)",
-        bytes.len()
-    );
-    let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
-    (be(16), be(20))
 }
 
 /// `longhaul testbed serve` on a fresh SQLite file in `dir` with [`INVENTORY`], and the tokens of
@@ -256,25 +142,7 @@ fn testbed_ui_books_previews_conflicts_and_releases_in_chromium() {
         .build()
         .expect("runtime");
     let alice_id = rt.block_on(async {
-        let mut caps = serde_json::Map::new();
-        caps.insert("browserName".into(), "chrome".into());
-        caps.insert(
-            "goog:chromeOptions".into(),
-            serde_json::json!({
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    format!("--user-data-dir={}", profile.0.display()),
-                    "--window-size=1600,1140", "--hide-scrollbars", "--lang=en-US",
-                ],
-            }),
-        );
-        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&driver.url)
-            .await
-            .expect("a WebDriver session with chromium");
+        let c = browser::session(&driver, &profile).await;
         let id = drive(&c, &svc, alice, bob_id, b_start, &screenshot).await;
         c.close().await.expect("close the browser");
         id

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `longhaul` binary, linked into one integration binary (as ripgrep does).
 //! Networking uses loopback only.
 
+mod browser;
 mod emulate;
 mod emulate_hardening;
 mod emulate_network;
@@ -11,6 +12,7 @@ mod fleet_stripe;
 mod lab;
 mod module_graph;
 mod monitor;
+mod monitor_ui;
 mod raw_peer;
 mod server_cmd;
 mod server_faults;

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use longhaul_monitor::{Mesh, Status, TestKind};
-use longhaul_monitor_service::alerting;
 use longhaul_monitor_service::archive::{is_postgres, path_text};
 use longhaul_monitor_service::runner::Settings;
 use longhaul_monitor_service::{Plan, ProbeShape, Record};
@@ -203,7 +202,7 @@ fn run_mesh(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let listening = |at| eprintln!("longhaul monitor listening on http://{at}");
     longhaul_monitor_service::monitor(plan, &url, settings, listen, listening, move |mesh, r| {
         let line = if json {
-            record_json(mesh, r).to_string()
+            r.to_json(mesh).to_string()
         } else {
             record_text(mesh, r)
         };
@@ -212,34 +211,6 @@ fn run_mesh(a: &RunArgs) -> anyhow::Result<ExitCode> {
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn record_json(mesh: &Mesh, r: &Record) -> serde_json::Value {
-    let o = &r.outcome;
-    let m = &o.measures;
-    serde_json::json!({
-        "test": mesh.tests[o.run.test].name,
-        "kind": mesh.tests[o.run.test].kind.as_str(),
-        "from": mesh.hosts[o.run.from].name,
-        "to": mesh.hosts[o.run.to].name,
-        "window_ns": o.run.window,
-        "started_ns": o.started_ns,
-        "ended_ns": o.ended_ns,
-        "status": o.status.as_str(),
-        "down_host": o.down_host.map(|h| mesh.hosts[h].name.clone()),
-        "error": o.error,
-        "bits_per_second": m.bits_per_second,
-        "retransmits": m.retransmits,
-        "rtt_ns": m.rtt_ns,
-        "loss": m.loss,
-        "jitter_ns": m.jitter_ns,
-        "path": m.path.as_deref().map(path_text),
-        "path_change": r.change.as_ref().map(|c| serde_json::json!({
-            "before": path_text(&c.before),
-            "after": path_text(&c.after),
-        })),
-        "alerts": r.alerts.iter().map(|e| alerting::json(mesh, e)).collect::<Vec<_>>(),
-    })
 }
 
 fn record_text(mesh: &Mesh, r: &Record) -> String {

@@ -183,7 +183,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     let server = Server::bind(cfg).context("cannot start the server")?;
     let metrics = a
         .metrics
-        .map(longhaul_metrics::Endpoint::bind)
+        .map(longhaul_service::Endpoint::bind)
         .transpose()?;
     // Tell scripts where we are (useful with -p 0).
     eprintln!(
@@ -212,8 +212,8 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     if let Some(m) = metrics {
         let at = m.local_addr()?;
         let stats = server.stats();
-        let mut registry = longhaul_metrics::prometheus_client::registry::Registry::default();
-        registry.register_collector(Box::new(longhaul_metrics::Snapshot(move || {
+        let mut registry = longhaul_service::prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(longhaul_service::Snapshot(move || {
             server_metrics(&stats.snapshot())
         })));
         m.spawn(std::sync::Arc::new(registry))?;
@@ -242,8 +242,8 @@ fn load_controllers(file: &std::path::Path) -> anyhow::Result<longhaul_engine::C
 }
 
 /// A server's counters as Prometheus metrics (`longhaul_server_*`).
-fn server_metrics(s: &longhaul_engine::ServerSnapshot) -> Vec<longhaul_metrics::Family> {
-    use longhaul_metrics::{Family, Kind};
+fn server_metrics(s: &longhaul_engine::ServerSnapshot) -> Vec<longhaul_service::Family> {
+    use longhaul_service::{Family, Kind};
     let labelled = |name, help, kind, samples: Vec<(&'static str, &'static str, u64)>| Family {
         name,
         help,

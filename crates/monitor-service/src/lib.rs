@@ -64,6 +64,7 @@ pub fn monitor(
         let metrics = Arc::new(metrics::MonitorMetrics::default());
         let runner = Runner::new(plan, archive.clone(), settings);
         let firing = runner.firing();
+        let (live, _) = broadcast::channel(1024);
         if let Some(addr) = listen {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
@@ -78,6 +79,7 @@ pub fn monitor(
                 archive: archive.clone(),
                 metrics: Arc::clone(&metrics),
                 firing: Arc::clone(&firing),
+                live: live.clone(),
             });
             tokio::spawn(async move {
                 if let Err(e) = axum::serve(listener, app).await {
@@ -92,6 +94,8 @@ pub fn monitor(
                 match records.recv().await {
                     Ok(r) => {
                         metrics.record(&mesh, &r);
+                        // Nobody watching live is fine.
+                        let _ = live.send(r.to_json(&mesh).to_string());
                         show(&mesh, &r);
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {

@@ -4,12 +4,12 @@
 
 use std::sync::atomic::AtomicU64;
 
-use longhaul_metrics::prometheus_client::metrics::counter::Counter;
-use longhaul_metrics::prometheus_client::metrics::family::Family;
-use longhaul_metrics::prometheus_client::metrics::gauge::Gauge;
-use longhaul_metrics::prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use longhaul_metrics::prometheus_client::registry::Registry;
 use longhaul_monitor::{Mesh, Status};
+use longhaul_service::prometheus_client::metrics::counter::Counter;
+use longhaul_service::prometheus_client::metrics::family::Family;
+use longhaul_service::prometheus_client::metrics::gauge::Gauge;
+use longhaul_service::prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use longhaul_service::prometheus_client::registry::Registry;
 
 use crate::runner::Record;
 
@@ -182,7 +182,7 @@ impl MonitorMetrics {
 
     /// The text Prometheus scrapes.
     pub fn render(&self) -> String {
-        longhaul_metrics::render(&self.registry)
+        longhaul_service::render(&self.registry)
     }
 }
 

@@ -42,6 +42,40 @@ pub struct Record {
     pub alerts: Vec<AlertEvent>,
 }
 
+impl Record {
+    /// The record as JSON: the archive's result row (`GET /api/v1/results`) with the path change
+    /// and the alerts it brought. What `monitor run --json` prints and the dashboard receives live.
+    pub fn to_json(&self, mesh: &Mesh) -> serde_json::Value {
+        let o = &self.outcome;
+        let m = &o.measures;
+        let path = |p: &[longhaul_monitor::Hop]| crate::archive::path_text(p);
+        serde_json::json!({
+            "test": mesh.tests[o.run.test].name,
+            "kind": mesh.tests[o.run.test].kind.as_str(),
+            "src": mesh.hosts[o.run.from].name,
+            "dst": mesh.hosts[o.run.to].name,
+            "window_ns": o.run.window,
+            "started_ns": o.started_ns,
+            "ended_ns": o.ended_ns,
+            "status": o.status.as_str(),
+            "down_host": o.down_host.map(|h| mesh.hosts[h].name.clone()),
+            "error": o.error,
+            "bits_per_second": m.bits_per_second,
+            "retransmits": m.retransmits,
+            "rtt_ns": m.rtt_ns,
+            "loss": m.loss,
+            "jitter_ns": m.jitter_ns,
+            "path": m.path.as_deref().map(path),
+            "path_change": self.change.as_ref().map(|c| serde_json::json!({
+                "before": path(&c.before),
+                "after": path(&c.after),
+            })),
+            "alerts": self.alerts.iter().map(|e| crate::alerting::json(mesh, e))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// The monitor's loop over one mesh.
 pub struct Runner {
     plan: Arc<Plan>,

@@ -66,7 +66,7 @@ pub struct Mesh {
 }
 
 /// A host of the mesh: a longhaul server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Host {
     /// Its name.
     pub name: String,
@@ -76,6 +76,8 @@ pub struct Host {
     pub port: u16,
     /// The groups it belongs to.
     pub groups: Vec<String>,
+    /// Where it is (degrees), for the dashboard's map.
+    pub lat_lon: Option<(f64, f64)>,
 }
 
 /// What a test measures.
@@ -167,6 +169,8 @@ struct RawHost {
     port: Option<u16>,
     #[serde(default)]
     groups: Vec<String>,
+    lat: Option<f64>,
+    lon: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -266,11 +270,29 @@ impl Mesh {
                     return Err(err(at("groups"), format!("{g:?}: 1 to 32 of a-z 0-9 - _")));
                 }
             }
+            let lat_lon = match (h.lat, h.lon) {
+                (None, None) => None,
+                (Some(lat), Some(lon))
+                    if (-90.0..=90.0).contains(&lat) && (-180.0..=180.0).contains(&lon) =>
+                {
+                    Some((lat, lon))
+                }
+                (Some(_), Some(_)) => {
+                    return Err(err(
+                        at("lat"),
+                        "lat within -90..=90 and lon within -180..=180 degrees".into(),
+                    ));
+                }
+                (Some(_), None) | (None, Some(_)) => {
+                    return Err(err(at("lat"), "give both lat and lon, or neither".into()));
+                }
+            };
             hosts.push(Host {
                 name: h.name,
                 address: h.address,
                 port: h.port.unwrap_or(DEFAULT_PORT),
                 groups: h.groups,
+                lat_lon,
             });
         }
         let groups: BTreeSet<&str> = hosts

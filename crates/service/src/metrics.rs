@@ -1,5 +1,5 @@
-//! longhaul-metrics: Prometheus exposition for every long-running longhaul process (`server`, the
-//! emulator, `testbed serve`, `monitor run`), so that one Prometheus scrapes them all.
+//! Prometheus exposition for every long-running longhaul process (`server`, the emulator,
+//! `testbed serve`, `monitor run`), so that one Prometheus scrapes them all.
 //!
 //! - [`render`]: a registry in the OpenMetrics text format that Prometheus reads (prometheus-client,
 //!   the Prometheus project's own Rust client);
@@ -21,8 +21,6 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
-
-pub use prometheus_client;
 
 /// The content type of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
