@@ -473,6 +473,31 @@ fn bad_mesh_files_are_refused_naming_file_line_and_field() {
     );
 }
 
+/// The shipped alerting rules and Grafana dashboard (packaging/).
+const RULES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/packaging/prometheus/longhaul.rules.yml"
+);
+const GRAFANA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/packaging/grafana/longhaul-monitor.json"
+);
+
+/// The `longhaul_*` metric names in `text`.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("longhaul_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        out.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
 /// A PromQL instant query through Prometheus' HTTP API: each series' labels and value.
 fn promql(at: u16, query: &str) -> Vec<(Value, f64)> {
     let r: Value = ureq::get(&format!("http://127.0.0.1:{at}/api/v1/query"))
@@ -494,8 +519,11 @@ fn promql(at: u16, query: &str) -> Vec<(Value, f64)> {
 }
 
 #[test]
-fn prometheus_scrapes_the_monitor_and_a_server() {
-    if !crate::util::program("prometheus", "prometheus") {
+fn prometheus_scrapes_the_monitor_a_server_and_the_emulator() {
+    if !crate::util::program("prometheus", "prometheus")
+        || !crate::util::netns_privileges()
+        || !crate::util::program("ping", "iputils-ping")
+    {
         return;
     }
     let t = Scratch::new("monitor-prom");
@@ -529,14 +557,44 @@ fn prometheus_scrapes_the_monitor_and_a_server() {
     let (mut monitor, at) = MonitorProc::start_with(&mesh_file, &t.join("prom.sqlite"), &key, &[]);
     let first = monitor.records_until("latency", 2, Duration::from_secs(30));
 
+    // An emulated path with its counters served, and some packets across it.
+    let name = format!("p{}", std::process::id() % 100_000);
+    let _down = crate::util::DownOnDrop(name.clone());
+    let emu_metrics = format!("127.0.0.1:{}", dead_port());
+    let up = Command::new(bin())
+        .args([
+            "emulate", "up", "--name", &name, "--rtt", "10ms", "--rate", "100M",
+        ])
+        .args(["--no-server", "--metrics", &emu_metrics])
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let ping = Command::new(bin())
+        .args(["emulate", "exec", "--name", &name, "a", "--"])
+        .args(["ping", "-c", "3", "-i", "0.2", "10.201.0.2"])
+        .output()
+        .unwrap();
+    assert!(
+        ping.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ping.stderr)
+    );
+
     let prom_port = dead_port();
     let config = t.join("prometheus.yml");
     std::fs::write(
         &config,
         format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: monitor\n    \
+            "global:\n  scrape_interval: 1s\nrule_files: [\"{}\"]\n\
+             scrape_configs:\n  - job_name: monitor\n    \
              static_configs:\n      - targets: [\"{at}\"]\n  - job_name: server\n    \
-             static_configs:\n      - targets: [\"{server_metrics}\"]\n"
+             static_configs:\n      - targets: [\"{server_metrics}\"]\n  - job_name: emulator\n    \
+             static_configs:\n      - targets: [\"{emu_metrics}\"]\n",
+            RULES
         ),
     )
     .unwrap();
@@ -560,16 +618,24 @@ fn prometheus_scrapes_the_monitor_and_a_server() {
             .expect("start prometheus"),
     );
 
-    // Both targets up, then the monitor's figures through PromQL.
+    // The three targets up, then the monitor's figures through PromQL.
     let end = Instant::now() + Duration::from_secs(60);
     loop {
-        let up = std::panic::catch_unwind(|| promql(prom_port, "up == 1")).unwrap_or_default();
-        if up.len() == 2 {
+        // Until Prometheus listens, the query has nobody to answer it.
+        let ready = ureq::get(&format!("http://127.0.0.1:{prom_port}/-/ready"))
+            .call()
+            .is_ok();
+        let up = if ready {
+            promql(prom_port, "up == 1")
+        } else {
+            Vec::new()
+        };
+        if up.len() == 3 {
             break;
         }
         assert!(
             Instant::now() < end,
-            "Prometheus never scraped both targets: {up:?}"
+            "Prometheus never scraped the three targets: {up:?}"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -604,6 +670,64 @@ fn prometheus_scrapes_the_monitor_and_a_server() {
     // The sending server's own counters: the probe streams it ran as jobs.
     let jobs = promql(prom_port, "longhaul_server_jobs_total{result=\"ok\"}");
     assert!(jobs[0].1 >= 1.0, "{jobs:?}");
+    // The emulator's: both directions up, the pings (and their replies) across.
+    let links = promql(prom_port, "longhaul_emulator_link_up");
+    assert_eq!(links.len(), 2, "{links:?}");
+    assert!(links.iter().all(|(_, v)| *v == 1.0), "{links:?}");
+    let sent = promql(
+        prom_port,
+        "longhaul_emulator_link_delivered_packets_total{direction=\"a_to_b\"}",
+    );
+    assert!(sent[0].1 >= 3.0, "{sent:?}");
+
+    // The shipped rules file loaded: Prometheus evaluates all of its rules.
+    let rules: Value = ureq::get(&format!("http://127.0.0.1:{prom_port}/api/v1/rules"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    let loaded: usize = rules["data"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["rules"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(loaded, 9, "{rules}");
+    // Every server and emulator metric the rules and the Grafana dashboard name is one those
+    // processes serve (the monitor's, whose families appear with their first sample, are checked
+    // against its registry by a unit test of crates/monitor-service).
+
+    let mut declared = std::collections::BTreeSet::new();
+    for target in [at.to_string(), server_metrics.clone(), emu_metrics.clone()] {
+        let text = ureq::get(&format!("http://{target}/metrics"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap();
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                declared.insert(rest.split(' ').next().unwrap().to_string());
+            }
+        }
+    }
+    let grafana = std::fs::read_to_string(GRAFANA).unwrap();
+    let dashboard: Value = serde_json::from_str(&grafana).expect("the dashboard is JSON");
+    assert!(dashboard["panels"].as_array().unwrap().len() >= 10);
+    for text in [std::fs::read_to_string(RULES).unwrap(), grafana] {
+        for name in metric_names(&text)
+            .into_iter()
+            .filter(|n| !n.starts_with("longhaul_monitor_"))
+        {
+            let base = ["_total", "_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(&name);
+            assert!(
+                declared.contains(base),
+                "{name} is named in packaging/ but served by none: {declared:?}"
+            );
+        }
+    }
 }
 
 /// A webhook receiver: every POST body it gets, as JSON, on a channel.

@@ -2420,3 +2420,28 @@ on_both_stores!(
     testbed_postgres_free_text_limits,
     text_limits
 );
+
+#[test]
+fn testbed_metrics_count_bookings_conflicts_and_request_latency() {
+    let dir = TempDir::new("metrics");
+    let db = dir.0.join("m.sqlite").display().to_string();
+    let (svc, tokens) = Service::start(&db, &users());
+    let body = serde_json::json!({"resource": "geneva/cern-starlight",
+        "start": at(2, 0), "end": at(2, 60)});
+    assert_eq!(post_booking(&svc, &tokens[0], &body, None).0, 201);
+    assert_eq!(post_booking(&svc, &tokens[1], &body, None).0, 409);
+    let text = agent()
+        .get(&svc.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    for line in [
+        "longhaul_testbed_booking_requests_total{outcome=\"created\"} 1",
+        "longhaul_testbed_booking_requests_total{outcome=\"conflict\"} 1",
+        "longhaul_testbed_requests_total{route=\"/api/v1/bookings\",method=\"POST\",status=\"201\"} 1",
+        "longhaul_testbed_request_duration_seconds_count{route=\"/api/v1/bookings\",method=\"POST\"} 2",
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+}

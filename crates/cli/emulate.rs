@@ -14,6 +14,7 @@ use longhaul_units::{Nanos, fmt_size};
 
 mod calibrate;
 mod flags;
+mod metrics;
 mod network;
 mod path;
 mod report;

@@ -46,6 +46,9 @@ pub(crate) struct UpArgs {
     /// Do not start `longhaul server` on host b.
     #[arg(long)]
     no_server: bool,
+    /// Serve the links' counters for Prometheus at http://ADDR/metrics (docs/monitor.md).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// Stay in the foreground (until SIGINT/SIGTERM or `down`) instead of running in the background.
     #[arg(long)]
     foreground: bool,
@@ -363,6 +366,9 @@ fn serve(a: &UpArgs) -> anyhow::Result<ExitCode> {
         server = Some(start_server(bed.host_b(), "b")?);
     }
     let control = ControlSocket::bind(&a.name)?;
+    if let Some(at) = a.metrics {
+        super::metrics::serve(at, &a.name)?;
+    }
     let session = Session {
         name: a.name.clone(),
         pid: std::process::id(),
@@ -495,6 +501,9 @@ fn serve_network(a: &UpArgs, net: longhaul_topology::Network) -> anyhow::Result<
         }
     }
     let control = ControlSocket::bind(&a.name)?;
+    if let Some(at) = a.metrics {
+        super::metrics::serve(at, &a.name)?;
+    }
     let line = format!(
         "network {}: {} hosts, {} routers, {} links",
         net.name,

@@ -268,4 +268,74 @@ mod tests {
         );
         assert!(text.contains("status=\"down\"} 1"), "{text}");
     }
+
+    #[test]
+    fn every_monitor_metric_the_packaged_rules_and_dashboard_name_exists() {
+        let mesh = Mesh::from_toml(
+            "[[host]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[host]]\nname = \"b\"\n\
+             address = \"10.0.0.2\"\n[[test]]\nname = \"bw\"\nkind = \"throughput\"\nfrom = [\"a\"]\n\
+             to = [\"b\"]\n",
+            "m.toml",
+        )
+        .unwrap();
+        let m = MonitorMetrics::default();
+        // One outcome carrying every figure, with a path change: every family gets a sample.
+        let o = Outcome {
+            run: Run {
+                test: 0,
+                from: 0,
+                to: 1,
+                window: 0,
+                planned: 0,
+                exclusive: true,
+            },
+            started_ns: 1,
+            ended_ns: 2,
+            status: Status::Ok,
+            down_host: None,
+            error: None,
+            measures: Measures {
+                bits_per_second: Some(1e9),
+                retransmits: Some(1),
+                rtt_ns: Some(1),
+                loss: Some(0.0),
+                jitter_ns: Some(1),
+                path: Some(vec![]),
+            },
+            detail: String::new(),
+        };
+        let change = crate::archive::PathChange {
+            before: vec![],
+            after: vec![],
+        };
+        m.record(
+            &mesh,
+            &Record {
+                outcome: o,
+                change: Some(change),
+                alerts: Vec::new(),
+            },
+        );
+        let declared: Vec<String> = m
+            .render()
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|r| r.split(' ').next().unwrap().to_string())
+            .collect();
+        for text in [
+            include_str!("../../../packaging/prometheus/longhaul.rules.yml"),
+            include_str!("../../../packaging/grafana/longhaul-monitor.json"),
+        ] {
+            for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if !word.starts_with("longhaul_monitor_") {
+                    continue;
+                }
+                let base = ["_total", "_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| word.strip_suffix(s))
+                    .unwrap_or(word);
+                assert!(declared.iter().any(|d| d == base), "{word}: {declared:?}");
+            }
+        }
+    }
 }

@@ -93,16 +93,38 @@ pub fn router(state: Shared) -> Router {
             post(make_feed_token).delete(drop_feed_token),
         )
         .route("/api/v1/current", get(current))
+        .route("/metrics", get(metrics))
         .merge(crate::ui::routes())
         .fallback(not_found)
-        .layer(middleware::from_fn(log_request))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            log_request,
+        ))
         .with_state(state)
 }
 
-async fn log_request(req: Request, next: Next) -> Response {
+async fn metrics(State(s): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, longhaul_service::CONTENT_TYPE)],
+        s.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn log_request(State(s): State<Shared>, req: Request, next: Next) -> Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_owned());
     let started = Instant::now();
     let resp = next.run(req).await;
+    s.metrics.request(
+        method.as_str(),
+        route.as_deref(),
+        resp.status().as_u16(),
+        started.elapsed(),
+    );
     tracing::info!(
         target: "longhaul::testbed::http",
         %method,

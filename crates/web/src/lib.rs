@@ -19,6 +19,7 @@ use longhaul_testbed::policy::Policy;
 use longhaul_testbed::resource::Inventory;
 
 pub mod http;
+pub mod metrics;
 mod migrations;
 #[cfg(test)]
 mod oracle_tests;
@@ -115,6 +116,7 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
             ..Policy::default()
         },
         hold_ttl: opts.hold_ttl,
+        metrics: metrics::TestbedMetrics::default(),
     });
     let sweeper = tokio::spawn(sweep(state.store.clone(), opts.sweep_every));
     let served = axum::serve(listener, http::router(state))

@@ -18,4 +18,6 @@ pub struct AppState {
     pub policy: Policy,
     /// How long a hold lasts before it must be confirmed.
     pub hold_ttl: SignedDuration,
+    /// What `/metrics` serves.
+    pub metrics: crate::metrics::TestbedMetrics,
 }
