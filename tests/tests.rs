@@ -12,6 +12,7 @@ mod fleet_stripe;
 mod lab;
 mod module_graph;
 mod monitor;
+mod monitor_demo;
 mod monitor_ui;
 mod raw_peer;
 mod server_cmd;
