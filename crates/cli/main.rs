@@ -19,6 +19,7 @@ mod emulate;
 mod lab;
 mod logging;
 mod monitor;
+mod probe;
 mod server;
 mod test;
 mod testbed;
@@ -69,6 +70,9 @@ enum Command {
     /// Reserve testbed partitions: the reservation service (`serve`, `token add`) and its client
     /// (`reserve`, `list`, `confirm`, `cancel`, `release`).
     Testbed(testbed::TestbedArgs),
+    /// Send a probe stream to a server: loss, reordering, RTT, jitter, one-way delays (the
+    /// monitor's latency test, by hand).
+    Probe(probe::ProbeArgs),
     /// Watch a mesh of hosts continuously: scheduled throughput tests, latency and loss probes,
     /// traceroutes, an archive (docs/monitor.md).
     Monitor(monitor::MonitorArgs),
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Testbed(a) => testbed::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Monitor(a) => monitor::run(a),
+        Command::Probe(a) => probe::run(a),
     };
     match result {
         Ok(code) => code,
