@@ -128,6 +128,10 @@ fn a_third_party_copy_of_a_tree_arrives_bit_identical_and_only_progress_reaches_
     println!("copy moved {moved} B; the controller's connection to A {control} B");
     assert!(moved > 48 << 20, "{moved}");
     assert!(control > 0 && control * 100 < moved, "{control} vs {moved}");
+    // Every chunk moved was verified, and both ends count the same chunks.
+    let chunks = u(&r["receiver"], "chunks_verified");
+    assert!(chunks >= files, "{r}");
+    assert_eq!(u(&r["sender"], "chunks_verified"), chunks, "{r}");
 
     // Again: everything is there already, nothing moves.
     let out = copy(

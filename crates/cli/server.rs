@@ -328,6 +328,12 @@ fn server_metrics(s: &longhaul_engine::ServerSnapshot) -> Vec<longhaul_service::
             s.chunks_resent as f64,
         ),
         Family::one(
+            "longhaul_server_transfer_chunks_verified",
+            "Chunks of the transfers that ended verified by their receiver (BLAKE3).",
+            Kind::Counter,
+            s.chunks_verified as f64,
+        ),
+        Family::one(
             "longhaul_server_probe_sessions",
             "Probe sessions served (longhaul monitor's latency streams).",
             Kind::Counter,

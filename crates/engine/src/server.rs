@@ -565,6 +565,7 @@ fn handle(
                     }
                     Counts::add(&c.transfer_files, s.files);
                     Counts::add(&c.chunks_resent, s.chunks_resent);
+                    Counts::add(&c.chunks_verified, s.chunks_verified);
                     info!(
                         %peer,
                         direction = %s.direction,
@@ -684,6 +685,7 @@ struct Counts {
     transfer_bytes_received: AtomicU64,
     transfer_files: AtomicU64,
     chunks_resent: AtomicU64,
+    chunks_verified: AtomicU64,
     probe_sessions: AtomicU64,
     jobs_finished: AtomicU64,
     jobs_failed: AtomicU64,
@@ -745,6 +747,8 @@ pub struct ServerSnapshot {
     pub transfer_files: u64,
     /// Chunks sent again after failing verification or a broken connection.
     pub chunks_resent: u64,
+    /// Chunks verified by the receiving side (this server for a `send`, the client for a `get`).
+    pub chunks_verified: u64,
     /// Probe sessions served.
     pub probe_sessions: u64,
     /// Jobs that ended normally.
@@ -775,6 +779,7 @@ impl ServerStats {
             transfer_bytes_received: get(&c.transfer_bytes_received),
             transfer_files: get(&c.transfer_files),
             chunks_resent: get(&c.chunks_resent),
+            chunks_verified: get(&c.chunks_verified),
             probe_sessions: get(&c.probe_sessions),
             jobs_finished: get(&c.jobs_finished),
             jobs_failed: get(&c.jobs_failed),

@@ -142,6 +142,7 @@ fn summary(
         memory_bound: memory_bound(plan.streams, plan.chunk_size),
         rtt_ns: plan.rtt_ns,
         chunks_resent: side.resent,
+        chunks_verified: side.chunks_verified,
         retransmits,
         stripe: side.stripe.clone(),
         verified: side.failed.is_empty(),

@@ -73,6 +73,9 @@ pub struct Summary {
     pub rtt_ns: u64,
     /// Chunks sent again after failing verification.
     pub chunks_resent: u64,
+    /// Chunks the receiver verified (BLAKE3 against the sender's hash) in this run.
+    #[serde(default)]
+    pub chunks_verified: u64,
     /// TCP retransmits on the data connections (known when this side sends).
     pub retransmits: Option<u64>,
     /// Whether every file was verified end to end (file digests equal).

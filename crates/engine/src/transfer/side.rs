@@ -22,6 +22,8 @@ pub(crate) struct Side<'a> {
     pub(crate) files_ok: u64,
     pub(crate) failed: Vec<String>,
     pub(crate) resent: u64,
+    /// Chunks the receiver verified in this run.
+    pub(crate) chunks_verified: u64,
     /// A stripe of a striped transfer: which, and how its finish went.
     pub(crate) stripe: Option<StripeSummary>,
     last_activity: Instant,
@@ -43,6 +45,7 @@ impl<'a> Side<'a> {
             files_ok: 0,
             failed: Vec::new(),
             resent: 0,
+            chunks_verified: 0,
             stripe: None,
             last_activity: now,
             last_bytes: 0,

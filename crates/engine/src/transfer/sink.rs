@@ -429,6 +429,7 @@ struct Shared {
     stop: AtomicBool,
     error: Mutex<Option<EngineError>>,
     bytes: AtomicU64,
+    chunks: AtomicU64,
 }
 
 impl Shared {
@@ -466,6 +467,7 @@ pub(crate) fn run(
         stop: AtomicBool::new(false),
         error: Mutex::new(None),
         bytes: AtomicU64::new(0),
+        chunks: AtomicU64::new(0),
     });
     let mut threads = Vec::new();
     for (i, sock) in socks.into_iter().enumerate() {
@@ -485,6 +487,7 @@ pub(crate) fn run(
     }
     let result = control(ctl, &shared, side);
     side.bytes_moved = shared.bytes.load(Ordering::Relaxed);
+    side.chunks_verified = shared.chunks.load(Ordering::Relaxed);
     if let Err(e) = result {
         shared.fail(e);
         // Wake the stream threads: their sockets close when the sender goes away; here we stop
@@ -593,6 +596,7 @@ command again to resume",
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(h.chunk, h.hash);
             shared.bytes.fetch_add(u64::from(h.len), Ordering::Relaxed);
+            shared.chunks.fetch_add(1, Ordering::Relaxed);
         }
         shared.verdicts.send(&Message::ChunkVerdict {
             file: h.file,

@@ -515,7 +515,9 @@ fn control(
         side.touch();
         match m {
             Message::ChunkVerdict { file, chunk, ok } => {
-                if !ok {
+                if ok {
+                    side.chunks_verified += 1;
+                } else {
                     warn!("chunk {chunk} of file {file} failed verification; sending it again");
                     side.resent += 1;
                 }
