@@ -171,10 +171,13 @@ async fn drive(c: &Client, url: &str, screenshot: &std::path::Path) {
     wait_for(c, "#grid td.cell span.ok").await;
     click(c, "#grid td.cell span[data-src='a'][data-dst='c']").await;
     wait_for(c, "#chart circle.point").await;
-    // For the README: the latency grid and a pair's RTT series.
+    // Throughput, retransmits and RTT: one panel each.
+    assert_eq!(count(c, "#chart polyline.series").await, 3);
+    // For the README: the latency grid and a pair's RTT, loss and jitter.
     select(c, "lat").await;
     click(c, "#grid td.cell span[data-src='a'][data-dst='b']").await;
     wait_for(c, "#chart polyline").await;
+    assert_eq!(count(c, "#chart polyline.series").await, 3);
     let png = c.screenshot().await.expect("screenshot");
     std::fs::write(screenshot, &png).expect("write the screenshot");
 }

@@ -171,11 +171,17 @@ function renderMap() {
   }
 }
 
-function metricOf(r) {
-  if (r.bits_per_second != null) return { v: r.bits_per_second / 1e9, unit: 'Gbit/s' };
-  if (r.loss != null) return { v: r.rtt_ns / 1e6, unit: 'ms RTT' };
-  if (r.path != null) return { v: r.path.split(' ').length, unit: 'hops' };
-  return null;
+// The series a pair's chart shows, by the kind of its test: [label, value of a result].
+function seriesOf(kind) {
+  if (kind === 'throughput') {
+    return [['throughput, Gbit/s', (r) => r.bits_per_second / 1e9],
+      ['retransmits', (r) => r.retransmits], ['TCP RTT, ms', (r) => r.rtt_ns / 1e6]];
+  }
+  if (kind === 'latency') {
+    return [['RTT (median), ms', (r) => r.rtt_ns / 1e6], ['loss, %', (r) => r.loss * 100],
+      ['jitter, ms', (r) => r.jitter_ns / 1e6]];
+  }
+  return [['hops', (r) => (r.path ? r.path.split(' ').length : null)]];
 }
 
 function renderChart() {
@@ -188,47 +194,55 @@ function renderChart() {
   }
   section.hidden = false;
   const [src, dst] = state.pair;
+  const t = testSpec();
   const rs = pairResults(state.test, src, dst);
-  const ok = rs.filter((r) => r.status === 'ok' && metricOf(r));
-  const unit = ok.length ? metricOf(ok[0]).unit : '';
-  document.getElementById('pair-title').textContent =
-    state.test + ': ' + src + ' → ' + dst + (unit ? ' (' + unit + ')' : '');
+  document.getElementById('pair-title').textContent = state.test + ': ' + src + ' → ' + dst;
   const changes = state.events.filter((e) => e.kind === 'path_change' &&
     e.src === src && e.dst === dst);
   const times = rs.map((r) => r.ended_ns).concat(changes.map((e) => e.at_ns));
   if (!times.length) return;
-  const [W, H, L, B] = [1200, 240, 50, 30];
+  const series = seriesOf(t.kind);
+  const [W, L, B, PANEL] = [1200, 60, 30, 110];
+  const H = series.length * PANEL + B;
+  chart.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
   let t0 = Math.min(...times), t1 = Math.max(...times);
   if (t1 === t0) { t0 -= 1e9; t1 += 1e9; }
-  const vmax = Math.max(1e-9, ...ok.map((r) => metricOf(r).v)) * 1.1;
-  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - 10);
-  const y = (v) => H - B - (v / vmax) * (H - B - 10);
-  chart.appendChild(svg('line', { x1: L, y1: H - B, x2: W - 10, y2: H - B, class: 'axis' }));
-  chart.appendChild(svg('line', { x1: L, y1: 10, x2: L, y2: H - B, class: 'axis' }));
-  chart.appendChild(svg('text', { x: 4, y: 16, class: 'tick' }, vmax.toPrecision(3)));
-  chart.appendChild(svg('text', { x: 4, y: H - B, class: 'tick' }, '0'));
+  const x = (tt) => L + ((tt - t0) / (t1 - t0)) * (W - L - 10);
+  const ok = rs.filter((r) => r.status === 'ok');
+  series.forEach(([label, value], k) => {
+    const top = k * PANEL + 8, bottom = (k + 1) * PANEL - 8;
+    const vals = ok.map((r) => [r, value(r)]).filter(([, v]) => v != null && isFinite(v));
+    const peak = Math.max(0, ...vals.map(([, v]) => v));
+    const vmax = peak > 0 ? peak * 1.1 : 1;
+    const y = (v) => bottom - (v / vmax) * (bottom - top);
+    chart.appendChild(svg('line', { x1: L, y1: bottom, x2: W - 10, y2: bottom, class: 'axis' }));
+    chart.appendChild(svg('line', { x1: L, y1: top, x2: L, y2: bottom, class: 'axis' }));
+    chart.appendChild(svg('text', { x: L + 6, y: top + 10, class: 'tick' }, label));
+    chart.appendChild(svg('text', { x: 4, y: top + 10, class: 'tick' }, vmax.toPrecision(3)));
+    chart.appendChild(svg('text', { x: 4, y: bottom, class: 'tick' }, '0'));
+    chart.appendChild(svg('polyline', { class: 'series', points: vals
+      .map(([r, v]) => x(r.ended_ns).toFixed(1) + ',' + y(v).toFixed(1)).join(' ') }));
+    for (const [r, v] of vals) {
+      const p = svg('circle', { cx: x(r.ended_ns), cy: y(v), r: 3, class: 'point' });
+      p.appendChild(svg('title', {}, label + ': ' + v.toPrecision(4)));
+      chart.appendChild(p);
+    }
+    for (const r of rs.filter((r) => r.status !== 'ok')) {
+      const p = svg('circle', { cx: x(r.ended_ns), cy: bottom, r: 4,
+        class: 'point ' + (r.status === 'down' ? 'down' : 'failed') });
+      p.appendChild(svg('title', {}, figure(r)));
+      chart.appendChild(p);
+    }
+  });
   chart.appendChild(svg('text', { x: L, y: H - 8, class: 'tick' },
     new Date(t0 / 1e6).toISOString().slice(11, 19) + ' UTC'));
   chart.appendChild(svg('text', { x: W - 80, y: H - 8, class: 'tick' },
     new Date(t1 / 1e6).toISOString().slice(11, 19) + ' UTC'));
-  const points = ok.map((r) => x(r.ended_ns).toFixed(1) + ',' + y(metricOf(r).v).toFixed(1));
-  chart.appendChild(svg('polyline', { points: points.join(' '), class: 'series' }));
-  for (const r of ok) {
-    const p = svg('circle', { cx: x(r.ended_ns), cy: y(metricOf(r).v), r: 3, class: 'point' });
-    p.appendChild(svg('title', {}, figure(r)));
-    chart.appendChild(p);
-  }
-  for (const r of rs.filter((r) => r.status !== 'ok')) {
-    const p = svg('circle', { cx: x(r.ended_ns), cy: H - B, r: 4,
-      class: 'point ' + (r.status === 'down' ? 'down' : 'failed') });
-    p.appendChild(svg('title', {}, figure(r)));
-    chart.appendChild(p);
-  }
   changes.forEach((e) => {
-    // A dashed line, and a wider transparent band around it to click.
+    // A dashed line across every panel, and a wider transparent band around it to click.
     const m = svg('g', { class: 'change' });
-    m.appendChild(svg('line', { x1: x(e.at_ns), y1: 10, x2: x(e.at_ns), y2: H - B }));
-    m.appendChild(svg('rect', { x: x(e.at_ns) - 6, y: 10, width: 12, height: H - B - 10,
+    m.appendChild(svg('line', { x1: x(e.at_ns), y1: 8, x2: x(e.at_ns), y2: H - B }));
+    m.appendChild(svg('rect', { x: x(e.at_ns) - 6, y: 8, width: 12, height: H - B - 8,
       class: 'hit' }));
     m.appendChild(svg('title', {}, 'path changed (' + e.test + ')'));
     m.addEventListener('click', () => showDiff(e));
