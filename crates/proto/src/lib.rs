@@ -16,6 +16,8 @@
 //! - [`report`]: the iperf3-compatible JSON report;
 //! - [`probe`]: the probe stream of `longhaul monitor`'s latency tests (TWAMP's split: a TCP control
 //!   connection, UDP probes reflected), its packets, the reflector's rules and the sender's figures;
+//! - [`udp`]: UDP test datagrams (iperf3's header, 32- or 64-bit counters) and the receiver's
+//!   account of a stream as iperf3 keeps it (lost, out of order, RFC 3550 jitter) plus duplicates;
 //! - [`conversation`]: the test conversation of each side as a state machine (phases, deadlines, the
 //!   end of the test, the drain, the pairing of intervals, the end report).
 //!
@@ -29,6 +31,7 @@ pub mod msg;
 pub mod pacing;
 pub mod probe;
 pub mod report;
+pub mod udp;
 pub mod window;
 pub mod wire;
 
