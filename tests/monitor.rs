@@ -432,15 +432,17 @@ fn the_probe_stream_measures_and_its_reflector_answers_no_one_else() {
     assert!(refused.contains("--max-probes"), "{refused}");
 }
 
-#[test]
-fn bad_mesh_files_are_refused_naming_file_line_and_field() {
-    let t = Scratch::new("monitor-bad");
+/// `longhaul monitor check` on a two-host mesh whose one test ends with `test_tail`: it fails
+/// with status 1; its standard error.
+fn refused_mesh(t: &Scratch, test_tail: &str) -> String {
     let mesh = t.join("bad.toml");
     std::fs::write(
         &mesh,
-        "[[host]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[host]]\nname = \"b\"\n\
-         address = \"10.0.0.2\"\n[[test]]\nname = \"bw\"\nkind = \"throughput\"\nfrom = [\"a\"]\n\
-         to = [\"c\"]\n",
+        format!(
+            "[[host]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[host]]\nname = \"b\"\n\
+             address = \"10.0.0.2\"\n[[test]]\nname = \"bw\"\nkind = \"throughput\"\n\
+             from = [\"a\"]\n{test_tail}"
+        ),
     )
     .unwrap();
     let out = Command::new(bin())
@@ -448,25 +450,19 @@ fn bad_mesh_files_are_refused_naming_file_line_and_field() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn bad_mesh_files_are_refused_naming_file_line_and_field() {
+    let t = Scratch::new("monitor-bad");
+    let err = refused_mesh(&t, "to = [\"c\"]\n");
     assert!(
         err.contains("bad.toml:11: test[0].to: \"c\": no host or group of that name"),
         "{err}"
     );
     // Flags a throughput test's args cannot take are refused too, naming the test.
-    std::fs::write(
-        &mesh,
-        "[[host]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[host]]\nname = \"b\"\n\
-         address = \"10.0.0.2\"\n[[test]]\nname = \"bw\"\nkind = \"throughput\"\nfrom = [\"a\"]\n\
-         to = [\"b\"]\nargs = \"-t 20 --to b\"\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .args(["monitor", "check", s(&mesh)])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_mesh(&t, "to = [\"b\"]\nargs = \"-t 20 --to b\"\n");
     assert!(
         err.contains("test \"bw\": args") && err.contains("--to"),
         "{err}"

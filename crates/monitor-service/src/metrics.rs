@@ -192,17 +192,20 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn an_outcome_sets_its_pairs_latest_figures_and_a_down_host_sets_none() {
-        let mesh = Mesh::from_toml(
+    /// Two hosts, one throughput test a -> b.
+    fn mesh() -> Mesh {
+        Mesh::from_toml(
             "[[host]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[host]]\nname = \"b\"\n\
              address = \"10.0.0.2\"\n[[test]]\nname = \"bw\"\nkind = \"throughput\"\nfrom = [\"a\"]\n\
              to = [\"b\"]\n",
             "m.toml",
         )
-        .unwrap();
-        let m = MonitorMetrics::default();
-        let mut o = Outcome {
+        .unwrap()
+    }
+
+    /// A measured run of that test with `measures`.
+    fn outcome(measures: Measures) -> Outcome {
+        Outcome {
             run: Run {
                 test: 0,
                 from: 0,
@@ -216,14 +219,21 @@ mod tests {
             status: Status::Ok,
             down_host: None,
             error: None,
-            measures: Measures {
-                bits_per_second: Some(9.5e8),
-                retransmits: Some(3),
-                rtt_ns: Some(120_000_000),
-                ..Measures::default()
-            },
+            measures,
             detail: String::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn an_outcome_sets_its_pairs_latest_figures_and_a_down_host_sets_none() {
+        let mesh = mesh();
+        let m = MonitorMetrics::default();
+        let mut o = outcome(Measures {
+            bits_per_second: Some(9.5e8),
+            retransmits: Some(3),
+            rtt_ns: Some(120_000_000),
+            ..Measures::default()
+        });
         m.record(
             &mesh,
             &Record {
@@ -271,39 +281,17 @@ mod tests {
 
     #[test]
     fn every_monitor_metric_the_packaged_rules_and_dashboard_name_exists() {
-        let mesh = Mesh::from_toml(
-            "[[host]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[host]]\nname = \"b\"\n\
-             address = \"10.0.0.2\"\n[[test]]\nname = \"bw\"\nkind = \"throughput\"\nfrom = [\"a\"]\n\
-             to = [\"b\"]\n",
-            "m.toml",
-        )
-        .unwrap();
+        let mesh = mesh();
         let m = MonitorMetrics::default();
         // One outcome carrying every figure, with a path change: every family gets a sample.
-        let o = Outcome {
-            run: Run {
-                test: 0,
-                from: 0,
-                to: 1,
-                window: 0,
-                planned: 0,
-                exclusive: true,
-            },
-            started_ns: 1,
-            ended_ns: 2,
-            status: Status::Ok,
-            down_host: None,
-            error: None,
-            measures: Measures {
-                bits_per_second: Some(1e9),
-                retransmits: Some(1),
-                rtt_ns: Some(1),
-                loss: Some(0.0),
-                jitter_ns: Some(1),
-                path: Some(vec![]),
-            },
-            detail: String::new(),
-        };
+        let o = outcome(Measures {
+            bits_per_second: Some(1e9),
+            retransmits: Some(1),
+            rtt_ns: Some(1),
+            loss: Some(0.0),
+            jitter_ns: Some(1),
+            path: Some(vec![]),
+        });
         let change = crate::archive::PathChange {
             before: vec![],
             after: vec![],

@@ -168,8 +168,11 @@ impl Runner {
         loop {
             let now = now_ns();
             for run in sched.due(now) {
-                let until = now + self.plan.longest(&run).as_nanos() as u64;
-                self.archive.begin(mesh, &run, now, until).await?;
+                // Only an exclusive run's hosts are held after a restart: only it is marked.
+                if run.exclusive {
+                    let until = now + self.plan.longest(&run).as_nanos() as u64;
+                    self.archive.begin(mesh, &run, now, until).await?;
+                }
                 let plan = Arc::clone(&self.plan);
                 let tx = done_tx.clone();
                 running += 1;
