@@ -5,9 +5,10 @@
 //! Each result is written once, in one transaction with what it implies (the path-change event of a
 //! traceroute, the end of its in-flight mark), before the schedule moves on: a monitor killed at any
 //! instant loses nothing it had archived, and a result is keyed by its mesh, test, pair and window,
-//! so a restarted monitor cannot archive a window twice. Runs are marked in flight when they start;
-//! a monitor that restarts finds the marks of the runs it was killed during, whose tests may still
-//! be running on their hosts, and keeps those hosts free until they must have ended.
+//! so a restarted monitor cannot archive a window twice. Exclusive (throughput) runs are marked in
+//! flight when they start; a monitor that restarts finds the marks of the runs it was killed
+//! during, whose tests may still be running on their hosts, and keeps those hosts free until they
+//! must have ended.
 //!
 //! Hosts and tests are stored by name, not by their place in the mesh file, so editing the mesh
 //! keeps the history of every pair that stays.
