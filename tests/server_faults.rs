@@ -53,6 +53,7 @@ pub(crate) fn params() -> TestParams {
         zerocopy: false,
         rtt_ns: 100_000,
         omit_ns: 0,
+        udp: None,
     }
 }
 

@@ -9,8 +9,10 @@ use longhaul_engine::{
     ClientConfig, DEFAULT_PORT, Observer, RemoteTest, Server, ServerConfig, TestTo,
     run_remote_test, run_test,
 };
-use longhaul_proto::msg::{MAX_OMIT_NS, MAX_WRITE_LEN};
-use longhaul_proto::report::{IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry};
+use longhaul_proto::msg::{AUTO_DATAGRAM_LEN, MAX_BURST, MAX_OMIT_NS, MAX_WRITE_LEN, UdpParams};
+use longhaul_proto::report::{
+    End, IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry, UdpEntry,
+};
 use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
 use longhaul_units::models::{LSR_MAX_KM, fmt_lsr, lsr_capped_km, lsr_metric_from_rate};
 use longhaul_units::{
@@ -68,16 +70,30 @@ pub(crate) struct TestArgs {
     /// Congestion control for both ends (reno, cubic, bbr, ...); verified and reported.
     #[arg(short = 'C', long = "congestion")]
     congestion: Option<String>,
-    /// Bytes per write (1M by default: large writes halve the per-byte cost; iperf3 uses 128K).
-    #[arg(short = 'l', long = "length", default_value = "1M", value_parser = write_len)]
-    length: u32,
+    /// Bytes per write [default: 1M; large writes halve the per-byte cost, iperf3 uses 128K]. With -u,
+    /// the datagram payload [default: the control connection's MSS, as iperf3].
+    #[arg(short = 'l', long = "length", value_parser = write_len)]
+    length: Option<u32>,
+    /// UDP test: paced datagrams (iperf3's header), reporting loss, order, duplicates, jitter and,
+    /// with synchronised clocks, one-way delay (docs/test.md).
+    #[arg(short = 'u', long)]
+    udp: bool,
+    /// Rate of each stream, as iperf3's -b: with -u the datagram payload rate [default: 1M], 0 for
+    /// as fast as the host sends; RATE/N sends bursts of N datagrams. Without -u, paces each TCP
+    /// stream (the same as --pace RATE x -P).
+    #[arg(short = 'b', long, value_name = "RATE[/N]", value_parser = bitrate)]
+    bitrate: Option<(u64, u32)>,
+    /// 64-bit datagram counters (iperf3's --udp-counters-64bit), for more than 2^32 datagrams.
+    #[arg(long, requires = "udp")]
+    udp_counters_64bit: bool,
     /// Window per stream: "auto" (from RTT and --rate), or the receive window each receiver holds (e.g.
     /// 64M; the kernel is made to advertise exactly that, docs/test.md).
     #[arg(short = 'w', long, default_value = "auto", value_parser = window)]
     window: WindowRequest,
-    /// Target rate of all streams together, for -w auto (e.g. 10G, 400M).
-    #[arg(long, default_value = "10G", value_parser = args::rate)]
-    rate: u64,
+    /// Target rate of all streams together, for -w auto (e.g. 10G, 400M) [default: 10G]. With -u
+    /// and without -b: the total UDP rate, split across the streams.
+    #[arg(long, value_parser = args::rate)]
+    rate: Option<u64>,
     /// Pace all sending streams together at this total rate, split evenly (SO_MAX_PACING_RATE).
     #[arg(long, value_parser = args::rate)]
     pace: Option<u64>,
@@ -130,6 +146,24 @@ fn write_len(s: &str) -> Result<u32, String> {
         Ok(n) if (1..=MAX_WRITE_LEN).contains(&n) => Ok(n),
         _ => Err(format!("write length must be 1 B to 64 MiB, got {n}")),
     }
+}
+
+/// iperf3's `-b RATE[/BURST]`: a rate (0: unlimited) and datagrams per burst (0: picked).
+fn bitrate(s: &str) -> Result<(u64, u32), String> {
+    let (rate, burst) = match s.split_once('/') {
+        Some((r, b)) => {
+            let n: u32 = b
+                .parse()
+                .map_err(|_| format!("burst {b:?} after '/' must be a number of datagrams"))?;
+            if n == 0 || n > MAX_BURST {
+                return Err(format!("burst must be 1..={MAX_BURST} datagrams, got {n}"));
+            }
+            (r, n)
+        }
+        None => (s, 0),
+    };
+    let rate = longhaul_units::parse_rate(rate).map_err(|e| e.to_string())?;
+    Ok((rate, burst))
 }
 
 fn window(s: &str) -> Result<WindowRequest, String> {
@@ -192,11 +226,45 @@ pub(crate) fn file_flags(host: &str, words: &[String]) -> anyhow::Result<TestPar
     params(&args.test)
 }
 
+/// The target rate of a TCP test's window sizing when --rate is not given.
+const DEFAULT_TARGET_BPS: u64 = 10_000_000_000;
+/// A UDP stream's rate when neither -b nor --rate is given: iperf3's 1 Mbit/s.
+const DEFAULT_UDP_BPS: u64 = 1_000_000;
+
 /// The test parameters the flags ask for.
 pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
     let end = match a.bytes {
         Some(bytes) => EndCondition::Bytes { bytes },
         None => EndCondition::Time { ns: a.time.0 },
+    };
+    let streams = u64::from(a.streams.n);
+    let udp = a.udp.then(|| UdpParams {
+        rate_bps: match (a.bitrate, a.rate) {
+            (Some((b, _)), _) => b,
+            (None, Some(total)) => (total / streams).max(1),
+            (None, None) => DEFAULT_UDP_BPS,
+        },
+        burst: a.bitrate.map_or(0, |(_, n)| n),
+        counters_64bit: a.udp_counters_64bit,
+    });
+    // iperf3's -b on a TCP test paces each stream at that rate.
+    let pace = match (a.udp, a.bitrate, a.pace) {
+        (false, Some(_), Some(_)) => {
+            anyhow::bail!(
+                "-b and --pace both pace a TCP test: give one (-b per stream, --pace total)"
+            )
+        }
+        (false, Some((b, _)), None) if b > 0 => Some(b.saturating_mul(streams)),
+        (_, _, p) => p,
+    };
+    let target = match &udp {
+        Some(u) if u.rate_bps > 0 => u.rate_bps.saturating_mul(streams),
+        _ => a.rate.unwrap_or(DEFAULT_TARGET_BPS),
+    };
+    let write_len = match (a.length, a.udp) {
+        (Some(l), _) => l,
+        (None, true) => AUTO_DATAGRAM_LEN,
+        (None, false) => 1 << 20,
     };
     let p = TestParams {
         streams: a.streams.n,
@@ -211,14 +279,15 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         },
         congestion: a.congestion.clone(),
         window: a.window,
-        target_rate_bps: a.rate,
-        pace_total_bps: a.pace,
-        write_len: a.length,
+        target_rate_bps: target,
+        pace_total_bps: pace,
+        write_len,
         zerocopy: a.zerocopy,
         rtt_ns: 0,
         omit_ns: a.omit.0,
+        udp,
     };
-    p.validate()?;
+    p.validate_request()?;
     Ok(p)
 }
 
@@ -418,6 +487,11 @@ fn print_start(s: &Start) {
         .remote_sockets
         .first()
         .map_or("?", |s| s.congestion.as_str());
+    if s.test_start.protocol == "UDP" {
+        println!("RTT {:.3} ms (control connection)", x.rtt_ms);
+        print_udp_start(s);
+        return;
+    }
     println!(
         "RTT {:.3} ms (control connection); target {}; congestion control: client {cc_local}, server {cc_remote}{}",
         x.rtt_ms,
@@ -450,6 +524,65 @@ fn print_start(s: &Start) {
     );
 }
 
+fn print_udp_start(s: &Start) {
+    let rate = match s.test_start.target_bitrate {
+        0 => "as fast as the host sends".to_string(),
+        r => format!("{} per stream", fmt_rate_iperf(r)),
+    };
+    let buf = |list: &[longhaul_proto::msg::SocketSetup], sender: bool| {
+        list.iter()
+            .find(|k| k.sender == sender)
+            .map(|k| fmt_size_iperf(if sender { k.sndbuf } else { k.rcvbuf }))
+    };
+    let x = &s.longhaul;
+    println!(
+        "UDP: {}-byte datagrams, {rate}; socket buffers: client {}, server {}",
+        s.test_start.blksize,
+        buf(&x.local_sockets, true)
+            .or_else(|| buf(&x.local_sockets, false))
+            .unwrap_or_default(),
+        buf(&x.remote_sockets, false)
+            .or_else(|| buf(&x.remote_sockets, true))
+            .unwrap_or_default(),
+    );
+    println!(
+        "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
+    );
+}
+
+/// A UDP line's loss columns: jitter, lost/total (percent), and any out-of-order or duplicates.
+fn udp_columns(u: &UdpEntry) -> String {
+    let mut out = format!(
+        "{:>8.3} ms  {}/{} ({:.2}%)",
+        u.jitter_ms,
+        u.lost_packets,
+        u.lost_packets.saturating_add(u.received_packets),
+        u.lost_percent
+    );
+    if u.out_of_order > 0 {
+        out.push_str(&format!("  {} out of order", u.out_of_order));
+    }
+    if u.duplicates > 0 {
+        out.push_str(&format!("  {} duplicates", u.duplicates));
+    }
+    if u.host_drops > 0 {
+        out.push_str(&format!(
+            "  (receive buffer overflowed {} times)",
+            u.host_drops
+        ));
+    }
+    out
+}
+
+fn udp_line(id: &str, start: f64, end: f64, bytes: u64, bps: f64, u: &UdpEntry) -> String {
+    format!(
+        "[{id:>3}] {start:6.2}-{end:<6.2} sec  {:>12}  {:>15}  {}",
+        fmt_size_iperf(bytes),
+        fmt_rate_iperf(bps as u64),
+        udp_columns(u)
+    )
+}
+
 fn pct(us: u64, seconds: f64) -> String {
     if seconds <= 0.0 {
         return "-".into();
@@ -479,6 +612,12 @@ fn stream_line(id: &str, e: &StreamEntry) -> String {
 }
 
 fn sum_line(id: &str, s: &SumEntry, suffix: &str) -> String {
+    if let Some(u) = &s.udp {
+        return format!(
+            "{}  {suffix}",
+            udp_line(id, s.start, s.end, s.bytes, s.bits_per_second, u)
+        );
+    }
     format!(
         "[{id:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}  {suffix}",
         s.start,
@@ -491,7 +630,21 @@ fn sum_line(id: &str, s: &SumEntry, suffix: &str) -> String {
 
 fn print_interval(r: &IntervalReport, streams: u32) {
     for e in &r.streams {
-        println!("{}", stream_line(&e.socket.to_string(), e));
+        match &e.udp {
+            Some(u) => println!(
+                "{}{}",
+                udp_line(
+                    &e.socket.to_string(),
+                    e.start,
+                    e.end,
+                    e.bytes,
+                    e.bits_per_second,
+                    u
+                ),
+                omitted(e.omitted)
+            ),
+            None => println!("{}", stream_line(&e.socket.to_string(), e)),
+        }
     }
     if streams > 1 || r.sum_bidir_reverse.is_some() {
         println!(
@@ -505,8 +658,90 @@ fn print_interval(r: &IntervalReport, streams: u32) {
     }
 }
 
+fn print_udp_end(e: &End) {
+    println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
+    println!(
+        "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
+    );
+    for s in &e.streams {
+        let Some(u) = &s.udp else { continue };
+        let rx = &s.receiver;
+        println!(
+            "{}  sender",
+            udp_line(
+                &u.socket.to_string(),
+                0.0,
+                u.seconds,
+                u.bytes,
+                u.bits_per_second,
+                &UdpEntry {
+                    received_packets: u.packets,
+                    ..Default::default()
+                }
+            )
+        );
+        println!(
+            "{}  receiver",
+            udp_line(
+                &u.socket.to_string(),
+                0.0,
+                rx.seconds,
+                rx.bytes,
+                rx.bits_per_second,
+                &UdpEntry {
+                    packets: u.packets,
+                    received_packets: u.received_packets,
+                    lost_packets: u.lost_packets,
+                    lost_percent: u.lost_percent,
+                    jitter_ms: u.jitter_ms,
+                    out_of_order: u.out_of_order,
+                    duplicates: u.duplicates,
+                    host_drops: u.host_drops,
+                }
+            )
+        );
+        let asked = match u.target_bits_per_second {
+            0 => "as fast as it could".to_string(),
+            t => format!("asked {}", fmt_rate_iperf(t)),
+        };
+        let owd = match (&u.one_way_delay.ms, u.one_way_delay.synchronized) {
+            (Some(d), _) => format!(
+                "one-way delay min/p50/p90/p99/max {:.3}/{:.3}/{:.3}/{:.3}/{:.3} ms",
+                d.min_ms, d.p50_ms, d.p90_ms, d.p99_ms, d.max_ms
+            ),
+            (None, true) => "one-way delay: no figures (a datagram arrived before it was sent: \
+                             the clocks disagree)"
+                .into(),
+            (None, false) => "one-way delay: not measured (clocks not both synchronised)".into(),
+        };
+        println!(
+            "      sender {asked}, sent {}; {}{owd}",
+            fmt_rate_iperf(u.bits_per_second as u64),
+            if u.end_marker_seen {
+                ""
+            } else {
+                "end marker lost, tail loss not counted; "
+            }
+        );
+    }
+    for (s, role) in [(&e.sum_sent, "sender"), (&e.sum_received, "receiver")] {
+        if e.streams.len() > 1 {
+            println!("{}", sum_line("SUM", s, role));
+        }
+    }
+    if let (Some(s), Some(rv)) = (&e.sum_sent_bidir_reverse, &e.sum_received_bidir_reverse) {
+        println!("{}", sum_line("SUM", s, "sender (reverse)"));
+        println!("{}", sum_line("SUM", rv, "receiver (reverse)"));
+    }
+}
+
 fn print_end(r: &Report) {
     let e = &r.end;
+    if e.sum.is_some() {
+        print_udp_end(e);
+        print_cpu_and_notes(e);
+        return;
+    }
     println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
     println!("[ ID] Interval           Transfer     Bitrate          Retr");
     for s in &e.streams {
@@ -542,15 +777,21 @@ fn print_end(r: &Report) {
         println!("{}", sum_line("SUM", s, "sender (reverse)"));
         println!("{}", sum_line("SUM", rv, "receiver (reverse)"));
     }
+    print_cpu_and_notes(e);
+}
+
+fn print_cpu_and_notes(e: &End) {
     let c = &e.cpu_utilization_percent;
     println!(
         "CPU Utilization: local/client {:.1}% ({:.1}%u/{:.1}%s), remote/server {:.1}% ({:.1}%u/{:.1}%s)",
         c.host_total, c.host_user, c.host_system, c.remote_total, c.remote_user, c.remote_system
     );
-    println!(
-        "congestion control: sender {}, receiver {}",
-        e.sender_tcp_congestion, e.receiver_tcp_congestion
-    );
+    if e.sum.is_none() {
+        println!(
+            "congestion control: sender {}, receiver {}",
+            e.sender_tcp_congestion, e.receiver_tcp_congestion
+        );
+    }
     if let Some(l) = &e.longhaul.lsr {
         println!(
             "Land Speed Record metric: {} ({} over {} km)",

@@ -10,9 +10,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use longhaul_proto::wire::{encode_frame, FrameDecoder, Preamble, MAX_FRAME_LEN, PREAMBLE_LEN};
 use longhaul_proto::msg::{MAX_RATE_BPS, MAX_RTT_NS, MAX_STREAMS};
 use longhaul_proto::window::{self, KernelLimits};
+use longhaul_proto::wire::{FrameDecoder, MAX_FRAME_LEN, PREAMBLE_LEN, Preamble, encode_frame};
 use longhaul_proto::{Message, TestParams, WindowRequest};
 use longhaul_units::Nanos;
 use longhaul_units::models::MAX_TCP_WINDOW;
@@ -34,7 +34,13 @@ fn plan_params(p: &TestParams) {
             tcp_wmem_max: 4 << 20,
             privileged,
         };
-        let plan = window::plan(Nanos(p.rtt_ns), p.target_rate_bps, p.streams, fixed, &limits);
+        let plan = window::plan(
+            Nanos(p.rtt_ns),
+            p.target_rate_bps,
+            p.streams,
+            fixed,
+            &limits,
+        );
         assert!(plan.wanted <= MAX_TCP_WINDOW);
         let _ = window::assess(&plan, &plan.recv, plan.wanted.saturating_mul(2));
         let _ = window::notsent_lowat(p.target_rate_bps, p.streams);
@@ -50,7 +56,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // The first byte picks the read size, as a socket would split the stream.
-    let Some((&split, rest)) = data.split_first() else { return };
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
     let step = usize::from(split).max(1);
     let mut dec = FrameDecoder::<Message>::new();
     let mut buffered = 0usize;
@@ -62,14 +70,18 @@ fuzz_target!(|data: &[u8]| {
                 return;
             }
             buffered += n;
-            assert!(buffered <= MAX_FRAME_LEN + 4, "decoder buffered more than one frame");
+            assert!(
+                buffered <= MAX_FRAME_LEN + 4,
+                "decoder buffered more than one frame"
+            );
             chunk = &chunk[n..];
             loop {
                 match dec.next_message() {
                     Ok(Some(m)) => {
                         buffered = 0;
                         let again = encode_frame(&m);
-                        let back = Message::from_json(&again[4..]).expect("re-encoded message parses");
+                        let back =
+                            Message::from_json(&again[4..]).expect("re-encoded message parses");
                         assert_eq!(back, m);
                         if let Message::Params(p) = &m {
                             plan_params(p);

@@ -9,7 +9,9 @@ use longhaul_fleet::{JobMessage, parse_controllers};
 use longhaul_proto::frame::{decode_all, encode_frame};
 
 fuzz_target!(|data: &[u8]| {
-    let messages = decode_all::<JobMessage>(data).map(|(m, _)| m).unwrap_or_default();
+    let messages = decode_all::<JobMessage>(data)
+        .map(|(m, _)| m)
+        .unwrap_or_default();
     for m in messages {
         let again = encode_frame(&m);
         let back = JobMessage::from_json(&again[4..]).expect("a re-encoded message decodes");

@@ -23,8 +23,9 @@ use libfuzzer_sys::fuzz_target;
 use longhaul_proto::conversation::client::{self, Client, ClientSettings};
 use longhaul_proto::conversation::server::{self, Server, ServerPolicy, ServerSettings};
 use longhaul_proto::conversation::{Error, Time};
-use longhaul_proto::interval::{StreamInterval, StreamTotals};
-use longhaul_proto::msg::{CpuUse, IntervalSample, SidePlan, SideResults, SocketSetup};
+use longhaul_proto::interval::{StreamInterval, StreamTotals, UdpInterval, UdpTotals};
+use longhaul_proto::msg::{CpuUse, IntervalSample, SidePlan, SideResults, SocketSetup, UdpParams};
+use longhaul_proto::udp::DelaySpread;
 use longhaul_proto::window::{self, KernelLimits};
 use longhaul_proto::wire::encode_frame;
 use longhaul_proto::{Direction, EndCondition, Message, TestParams, WindowRequest};
@@ -69,6 +70,11 @@ fn params(b: &mut Bytes) -> TestParams {
             ns: (u64::from(b.u8() % 8) + 1) * 1_000_000_000,
         }
     };
+    let udp = b.u8().is_multiple_of(4).then_some(UdpParams {
+        rate_bps: 1_000_000,
+        burst: 0,
+        counters_64bit: false,
+    });
     let p = TestParams {
         streams: u32::from(b.u8() % 4) + 1,
         end,
@@ -78,7 +84,7 @@ fn params(b: &mut Bytes) -> TestParams {
         window: WindowRequest::Auto,
         target_rate_bps: u64::from(b.u32()).max(1),
         pace_total_bps: None,
-        write_len: 128 * 1024,
+        write_len: if udp.is_some() { 1400 } else { 128 * 1024 },
         zerocopy: false,
         rtt_ns: 0,
         omit_ns: if matches!(end, EndCondition::Time { .. }) {
@@ -86,6 +92,7 @@ fn params(b: &mut Bytes) -> TestParams {
         } else {
             0
         },
+        udp,
     };
     // The driver validates before it connects; a test it would refuse never starts.
     p.validate()
@@ -132,8 +139,17 @@ fn samples(b: &mut Bytes) -> Vec<StreamInterval> {
             end_ns: b.u64(),
             omitted: b.u8() & 1 == 1,
             bytes: b.u64(),
-            sender: true,
+            sender: b.u8() % 4 != 0,
             tcp: None,
+            udp: (b.u8() & 1 == 1).then(|| UdpInterval {
+                packets: b.u64(),
+                lost: b.u64(),
+                out_of_order: b.u64(),
+                duplicates: b.u64(),
+                malformed: b.u64(),
+                host_drops: b.u64(),
+                jitter_ms: f64::from(b.u32()) / 1e3,
+            }),
         })
         .collect()
 }
@@ -153,6 +169,23 @@ fn totals(b: &mut Bytes) -> SideResults {
                 seconds: f64::from(b.u32()) / 1e3,
                 omitted_bytes: b.u64(),
                 retransmits: b.u64(),
+                udp: (b.u8() & 1 == 1).then(|| UdpTotals {
+                    packets: b.u64(),
+                    lost: b.u64(),
+                    out_of_order: b.u64(),
+                    duplicates: b.u64(),
+                    jitter_ms: f64::from(b.u32()),
+                    clock_synced: b.u8() & 1 == 1,
+                    transit: (b.u8() & 1 == 1).then(|| DelaySpread {
+                        samples: b.u64(),
+                        min_ns: b.u64(),
+                        p50_ns: b.u64(),
+                        p90_ns: b.u64(),
+                        p99_ns: b.u64(),
+                        max_ns: b.u64(),
+                    }),
+                    ..UdpTotals::default()
+                }),
                 ..StreamTotals::default()
             })
             .collect(),

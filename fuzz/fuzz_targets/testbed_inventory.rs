@@ -38,7 +38,8 @@ fuzz_target!(|data: &[u8]| {
         && e.code == "note_too_long"
     {
         assert!(
-            c.note.is_some_and(|n| n.chars().count() > CreateBooking::NOTE_MAX),
+            c.note
+                .is_some_and(|n| n.chars().count() > CreateBooking::NOTE_MAX),
             "{e:?}"
         );
     }

@@ -15,13 +15,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use longhaul_proto::frame;
 use longhaul_transfer::journal::Journal;
 use longhaul_transfer::journal::temp_path;
+use longhaul_transfer::manifest::{Manifest, ModePolicy, SPECIAL_BITS, check_requested};
+use longhaul_transfer::msg::Message;
 use longhaul_transfer::reserved::{is_reserved_name, reserved_component};
 use longhaul_transfer::stripe::{journal_name, parse_journal_name};
-use longhaul_transfer::manifest::{Manifest, ModePolicy, SPECIAL_BITS, check_requested};
-use longhaul_proto::frame;
-use longhaul_transfer::msg::Message;
 
 fuzz_target!(|data: &[u8]| {
     // The first bytes choose the receiver's own settings; the rest is what the peer sends.
@@ -68,7 +68,11 @@ fuzz_target!(|data: &[u8]| {
     let plain = Journal::replay(rest);
     let keyed = Journal::replay_keyed(rest, [0x5a; 32]);
     for (path, f) in plain.files().chain(keyed.files()) {
-        assert_eq!(f.temp, temp_path(path, &f.identity), "temporary read from the journal");
+        assert_eq!(
+            f.temp,
+            temp_path(path, &f.identity),
+            "temporary read from the journal"
+        );
         assert!(is_reserved_name(f.temp.file_name()));
         assert_eq!(f.temp.parent(), path.parent());
         assert!(reserved_component(path).is_none());
@@ -82,10 +86,15 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // A file name in the destination, as a receiver lists it.
-    if let Some(name) = std::str::from_utf8(rest).ok().and_then(|t| t.lines().next())
+    if let Some(name) = std::str::from_utf8(rest)
+        .ok()
+        .and_then(|t| t.lines().next())
         && let Some((run, index)) = parse_journal_name(name)
     {
         assert!(is_reserved_name(name), "{name}");
-        assert_eq!(journal_name(&run, index).to_lowercase(), name.to_lowercase());
+        assert_eq!(
+            journal_name(&run, index).to_lowercase(),
+            name.to_lowercase()
+        );
     }
 });

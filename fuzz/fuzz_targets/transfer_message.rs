@@ -18,9 +18,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use longhaul_proto::frame::{self, FrameDecoder};
 use longhaul_transfer::journal::Journal;
 use longhaul_transfer::manifest::{MAX_CHUNK, MEMORY_LIMIT, memory_bound};
-use longhaul_proto::frame::{self, FrameDecoder};
 use longhaul_transfer::msg::{
     CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, HaveCollector, MAX_FRAME_LEN, MAX_RATE_BPS,
     MAX_RTT_NS, Message, WireError,
@@ -36,7 +36,11 @@ fn chunk_count(id: u32) -> Option<u64> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let keys = Key::from_bytes([0x42; 32]).session(longhaul_transfer::msg::Direction::Send, &[1; 32], &[2; 32]);
+    let keys = Key::from_bytes([0x42; 32]).session(
+        longhaul_transfer::msg::Direction::Send,
+        &[1; 32],
+        &[2; 32],
+    );
     let (send, recv) = (keys.sending(Role::Client), keys.receiving(Role::Server));
 
     if let Some(h) = data.first_chunk::<CHUNK_FIELDS_LEN>() {
@@ -137,9 +141,13 @@ fuzz_target!(|data: &[u8]| {
     let (mut want, mut rest, mut buffered) = (want.into_iter(), &stream[..], 0);
     while !rest.is_empty() {
         let n = dec.wanted().min(rest.len());
-        dec.push(&rest[..n]).expect("a key holder's lengths are in range");
+        dec.push(&rest[..n])
+            .expect("a key holder's lengths are in range");
         buffered += n;
-        assert!(buffered <= 4 + MAX_FRAME_LEN + FRAME_TAG_LEN, "decoder buffered more than one frame");
+        assert!(
+            buffered <= 4 + MAX_FRAME_LEN + FRAME_TAG_LEN,
+            "decoder buffered more than one frame"
+        );
         rest = &rest[n..];
         match dec.next_message() {
             Ok(Some(m)) => {

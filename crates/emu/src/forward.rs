@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::capture::{Capture, CaptureStats};
 use crate::fifo::ReleaseQueue;
-use crate::hist::{Histogram, Summary};
 use crate::pool::{BufPool, HANDOVER_MIN};
+use longhaul_units::hist::{Histogram, Summary};
 
 /// Below this much remaining time the forwarder polls without sleeping, since
 /// a sleeping wake-up is typically 50–300 µs late (measured on the 2-core

@@ -26,7 +26,6 @@ pub mod error;
 pub mod fabric;
 pub mod fifo;
 pub mod forward;
-pub mod hist;
 mod host;
 pub mod netdev;
 pub mod pool;
@@ -38,7 +37,7 @@ pub use capture::CaptureStats;
 pub use error::EmuError;
 pub use fabric::{Fabric, FabricConfig, FabricReport, LinkChange};
 pub use forward::DirectionStats;
-pub use hist::{Histogram, Summary};
+pub use longhaul_units::hist::{Histogram, Summary};
 pub use signals::Termination;
 pub use testbed::{
     DEVICE, HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Hop, KERNEL_TCP_RMEM, KERNEL_TCP_WMEM,

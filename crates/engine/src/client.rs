@@ -15,6 +15,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use longhaul_proto::conversation::client::{Client, ClientSettings, Event};
+use longhaul_proto::msg::{AUTO_DATAGRAM_LEN, MAX_DATAGRAM_LEN};
 use longhaul_proto::msg::{CpuUse, SidePlan, SideResults, SocketSetup};
 use longhaul_proto::report::{
     Connected, ConnectingTo, IntervalReport, Report, Start, StartExtra, TestStart, Timestamp,
@@ -26,12 +27,17 @@ use longhaul_sys as sys;
 
 use crate::control::Control;
 use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
+use crate::stream::Flow;
 
 use crate::address::{self, Family};
 use crate::channel::Channel;
 use crate::socket::{self, SocketOptions};
 use crate::tls::{ClientTlsConfig, Connector, Pinned};
 use crate::{EngineError, SOFTWARE};
+
+/// A UDP test's datagram length when the control connection gives no MSS: what fits a 1500-byte
+/// Ethernet frame with TCP timestamps' worth of room, as iperf3's default.
+pub const DEFAULT_DATAGRAM_LEN: u32 = 1448;
 
 /// Everything a test needs.
 #[derive(Debug, Clone)]
@@ -74,12 +80,28 @@ impl Observer for Quiet {}
 /// intervals, the end report) is [`longhaul_proto::conversation::client::Client`]'s; this function
 /// owns the sockets, the stream threads and the clock, and acts on what the machine asks.
 pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, EngineError> {
-    let params = cfg.params.clone();
-    params.validate()?;
+    let mut params = cfg.params.clone();
+    params.validate_request()?;
+    if params.is_udp() && cfg.encrypt.is_some() {
+        return Err(EngineError::Unsupported(
+            "a UDP test (-u) cannot be encrypted: its datagrams are random filler; drop --encrypt"
+                .into(),
+        ));
+    }
     if let Some(cc) = &params.congestion {
         socket::check_congestion(cc)?;
     }
     let (ctrl_sock, server) = connect_control(cfg)?;
+    if params.is_udp() && params.write_len == AUTO_DATAGRAM_LEN {
+        // As iperf3: the control connection's MSS, the largest datagram its path carries whole.
+        let mss = sys::mss(ctrl_sock.as_fd()).unwrap_or(0);
+        params.write_len = if mss == 0 {
+            DEFAULT_DATAGRAM_LEN
+        } else {
+            mss.min(MAX_DATAGRAM_LEN)
+        };
+        params.validate()?;
+    }
     let (channel, pinned) = match &cfg.encrypt {
         Some(tls) => {
             let (c, p) = Connector::new(tls)?.connect(ctrl_sock, &cfg.host, cfg.timeout)?;
@@ -163,7 +185,7 @@ struct Test {
     cookie_text: String,
     server_plan: Box<SidePlan>,
     local_plan: SidePlan,
-    socks: Vec<Channel>,
+    socks: Vec<Flow>,
     local_setups: Vec<SocketSetup>,
     start: Option<Start>,
     /// CPU of this test's threads only (control + streams), as the server counts its side: correct
@@ -301,6 +323,12 @@ impl Driver<'_> {
             Event::StopSenders { drain_by } => {
                 let run = self.run.as_mut().expect("running");
                 run.stop_senders();
+                // The server's senders stop when our Stop reaches them.
+                let grace = self
+                    .test
+                    .as_ref()
+                    .map_or(Duration::ZERO, |t| crate::udp::receive_grace(&t.params));
+                run.drain_udp_receivers(grace);
                 // Let each sender finish its last write before the last interval is read, so the
                 // intervals add up to the totals; a sender still stuck at the deadline is reported by
                 // `wait_all` after the server's results.
@@ -362,9 +390,35 @@ impl Driver<'_> {
         &self,
         params: &TestParams,
         cookie: Cookie,
-    ) -> Result<(Vec<Channel>, Vec<SocketSetup>, SidePlan), EngineError> {
+    ) -> Result<(Vec<Flow>, Vec<SocketSetup>, SidePlan), EngineError> {
         let local_plan = socket::side_plan(params);
         let total = params.direction.connections(params.streams);
+        if params.is_udp() {
+            let hellos: Vec<([u8; 32], bool)> = (0..total)
+                .map(|i| {
+                    let hello = Preamble::data(cookie, i).encode();
+                    (hello, params.direction.client_sends(i, params.streams))
+                })
+                .collect();
+            let socks = crate::udp::open_flows(
+                self.server,
+                self.cfg.bind,
+                &hellos,
+                &local_plan.window,
+                self.cfg.timeout,
+            )?;
+            let setups = socks
+                .iter()
+                .zip(&hellos)
+                .enumerate()
+                .map(|(i, (s, (_, sender)))| crate::udp::describe(s, i as u32, *sender))
+                .collect();
+            return Ok((
+                socks.into_iter().map(Flow::Udp).collect(),
+                setups,
+                local_plan,
+            ));
+        }
         let opts = SocketOptions {
             plan: &local_plan.window,
             congestion: params.congestion.as_deref(),
@@ -387,7 +441,7 @@ impl Driver<'_> {
                 socket::apply_pacing(s.as_fd(), p)?;
             }
             local_setups.push(socket::describe(s.socket(), i, sender, pace));
-            socks.push(s);
+            socks.push(Flow::Tcp(Box::new(s)));
         }
         Ok((socks, local_setups, local_plan))
     }
@@ -529,7 +583,7 @@ fn start_report(
         sndbuf_actual: first.map_or(0, |s| s.sndbuf),
         rcvbuf_actual: first.map_or(0, |s| s.rcvbuf),
         test_start: TestStart {
-            protocol: "TCP".into(),
+            protocol: if params.is_udp() { "UDP" } else { "TCP" }.into(),
             num_streams: params.streams,
             blksize: params.write_len,
             omit: (params.omit_ns / 1_000_000_000) as u32,
@@ -538,7 +592,7 @@ fn start_report(
             blocks: 0,
             reverse: u8::from(params.direction == Direction::Reverse),
             tos: 0,
-            target_bitrate: 0,
+            target_bitrate: params.udp.map_or(0, |u| u.rate_bps),
             bidir: u8::from(params.direction == Direction::Bidir),
             fqrate: local_plan.pacing_per_stream.first().map_or(0, |b| b * 8),
             interval: params.interval_ns as f64 / 1e9,

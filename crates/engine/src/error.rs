@@ -58,6 +58,9 @@ pub enum EngineError {
         /// Theirs.
         theirs: u16,
     },
+    /// The options asked for something this test cannot do (the text says what and why).
+    #[error("{0}")]
+    Unsupported(String),
     /// The peer went quiet.
     #[error("timed out waiting for {0}")]
     Timeout(String),

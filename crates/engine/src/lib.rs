@@ -21,6 +21,7 @@
 //! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
 //! - `run`, `stream`, `socket`, `payload`, [`zerocopy`]: one side of a running test, its stream
 //!   workers, data-socket set-up, the bytes sent and `-Z`;
+//! - `udp`: the UDP flows of `test -u` (their set-up, the paced sender, the receiver);
 //! - `address`, `random`, `clock`, `error`: name resolution by family, randomness, the Unix clock in
 //!   ns, the error type.
 
@@ -34,6 +35,7 @@ mod random;
 mod run;
 mod socket;
 mod stream;
+mod udp;
 
 pub mod client;
 pub mod doctor;

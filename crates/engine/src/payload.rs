@@ -15,6 +15,12 @@ pub(crate) struct AlignedBuf {
     len: usize,
 }
 
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.len)
+    }
+}
+
 /// Alignment of [`AlignedBuf`]: one page.
 const ALIGN: usize = 4096;
 

@@ -6,31 +6,33 @@
 //! ends the omit period (`-O`) it reads every stream's counters, senders' and receivers' alike, and hands
 //! them to the stream's statistics as the baseline of its totals.
 
-use std::net::Shutdown;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::interval::{
-    ReportClock, StreamInterval, StreamStats, StreamTotals, TcpSample, Tick, tcp_interval,
+    ReportClock, StreamInterval, StreamStats, StreamTotals, TcpSample, Tick, UdpInterval,
+    UdpTotals, tcp_interval,
 };
+use longhaul_proto::udp::UdpCounts;
 use longhaul_sys::CpuTime;
 
 use longhaul_proto::{EndCondition, TestParams, WindowRequest};
 use longhaul_units::models::MAX_TCP_WINDOW;
 
 use crate::EngineError;
-use crate::channel::Channel;
+use crate::clock::Clock;
 use crate::socket::tcp_sample;
-use crate::stream::{Clock, Job, StreamState, Worker};
+use crate::stream::{Flow, Job, StreamState, Worker};
+use crate::udp::UdpSend;
 use crate::zerocopy::SendMethod;
 
 /// One data connection handed to a run.
 pub(crate) struct RunStream {
     pub(crate) index: u32,
     pub(crate) sender: bool,
-    pub(crate) sock: Channel,
+    pub(crate) sock: Flow,
     pub(crate) congestion: String,
     pub(crate) mss: u32,
 }
@@ -41,6 +43,8 @@ pub(crate) struct SendConfig {
     pub(crate) write_len: usize,
     /// Byte budget per sending stream (`-n`), if any.
     pub(crate) budget_per_stream: Option<u64>,
+    /// How a UDP test's senders send (`-u`).
+    pub(crate) udp: Option<UdpSend>,
 }
 
 /// How the receivers of this side behave.
@@ -49,11 +53,15 @@ pub(crate) struct RecvConfig {
     pub(crate) read_len: usize,
     /// The window each receiver holds (`-w`), if fixed.
     pub(crate) window: Option<u64>,
+    /// A UDP test's datagram counters are 64-bit (`--udp-counters-64bit`).
+    pub(crate) udp_counters_64: bool,
 }
 
 struct Tracked {
     worker: Worker,
     prev: Option<TcpSample>,
+    /// A UDP stream's counters at the last tick.
+    prev_udp: UdpCounts,
     last_bytes: u64,
     stats: StreamStats,
 }
@@ -63,6 +71,8 @@ pub(crate) struct Run {
     pub(crate) clock: Clock,
     streams: Vec<Tracked>,
     ticks: ReportClock,
+    /// A UDP test's rate per sending stream (the report's target), bit/s.
+    udp_rate_bps: u64,
 }
 
 impl Run {
@@ -78,24 +88,29 @@ impl Run {
         let clock = Clock::start();
         let mut tracked = Vec::with_capacity(streams.len());
         for s in streams {
+            let udp = matches!(s.sock, Flow::Udp(_));
             let state = StreamState::new(s.index, s.sender, s.sock);
-            let job = if s.sender {
-                Job::Send {
+            let job = match (s.sender, udp, &send.udp) {
+                (true, true, Some(cfg)) => Job::SendUdp(cfg.clone()),
+                (false, true, _) => Job::RecvUdp {
+                    counters_64: recv.udp_counters_64,
+                },
+                (true, _, _) => Job::Send {
                     method: send.method.clone(),
                     write_len: send.write_len,
                     budget: send.budget_per_stream,
-                }
-            } else {
-                Job::Recv {
+                },
+                (false, _, _) => Job::Recv {
                     read_len: recv.read_len,
                     window: recv.window,
-                }
+                },
             };
             let worker = Worker::spawn(Arc::clone(&state), clock, job)
                 .map_err(|e| EngineError::io(format!("start stream {} thread", s.index), e))?;
             tracked.push(Tracked {
                 worker,
                 prev: None,
+                prev_udp: UdpCounts::default(),
                 last_bytes: 0,
                 stats: StreamStats::new(s.index, s.sender, s.congestion, s.mss),
             });
@@ -104,6 +119,7 @@ impl Run {
             clock,
             streams: tracked,
             ticks: ReportClock::new(interval_ns, omit_ns),
+            udp_rate_bps: send.udp.as_ref().map_or(0, |u| u.rate_bps),
         })
     }
 
@@ -142,20 +158,46 @@ impl Run {
             .then_some((tick.index, sample))
     }
 
-    /// Reads the counters for `tick` (at clock time `now_ns`): one interval entry per sending stream, and
-    /// if the tick ends the omit period, every stream's baseline.
+    /// Reads the counters for `tick` (at clock time `now_ns`): one interval entry per sending stream
+    /// (and per UDP receiver, whose account of loss, order and jitter the report shows beside its
+    /// sender's figures), and if the tick ends the omit period, every stream's baseline.
     fn sample(&mut self, tick: &Tick, now_ns: u64) -> Vec<StreamInterval> {
         let (start_ns, end_ns) = tick.span.unwrap_or((0, 0));
         let mut out = Vec::new();
         for t in self.streams.iter_mut() {
             let bytes = t.worker.state.bytes();
+            if let Some(live) = &t.worker.state.udp {
+                let now = live.load(bytes);
+                if tick.omit_end {
+                    t.stats.mark_omit_end(bytes, now_ns, None);
+                    t.stats.mark_udp_omit_end(&now);
+                }
+                out.push(StreamInterval {
+                    stream: t.worker.state.index,
+                    start_ns,
+                    end_ns,
+                    bytes: bytes - t.last_bytes,
+                    omitted: tick.omitted,
+                    sender: t.worker.state.sender,
+                    tcp: None,
+                    udp: Some(UdpInterval::between(&t.prev_udp, &now)),
+                });
+                t.prev_udp = now;
+                t.last_bytes = bytes;
+                continue;
+            }
             if !t.worker.state.sender {
                 if tick.omit_end {
                     t.stats.mark_omit_end(bytes, now_ns, None);
                 }
                 continue;
             }
-            let sample = tcp_sample(t.worker.state.sock.as_fd());
+            let sample = t
+                .worker
+                .state
+                .sock
+                .tcp()
+                .and_then(|c| tcp_sample(c.as_fd()));
             let tcp = sample.map(|s| {
                 t.stats.observe(&s);
                 tcp_interval(t.prev.as_ref(), &s)
@@ -176,6 +218,7 @@ impl Run {
                 omitted: tick.omitted,
                 sender: true,
                 tcp,
+                udp: None,
             });
             t.last_bytes = bytes;
         }
@@ -197,10 +240,29 @@ impl Run {
             .all(|t| t.worker.state.finished().is_some())
     }
 
-    /// Asks every sender to stop after its current write.
+    /// Asks every sender to stop after its current write. (TCP receivers are flagged too, so that
+    /// the end of their connection is not an error; UDP receivers keep taking the datagrams still
+    /// on their way, until the sender's end marker or [`Self::drain_udp_receivers`].)
     pub(crate) fn stop_senders(&self) {
         for t in &self.streams {
-            t.worker.state.stop.store(true, Ordering::Relaxed);
+            let st = &t.worker.state;
+            if st.sender || st.udp.is_none() {
+                st.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The peer has stopped sending: UDP receivers end `after` from now at the latest, even if no
+    /// end marker reaches them.
+    pub(crate) fn drain_udp_receivers(&self, after: Duration) {
+        let by = self
+            .clock
+            .now_ns()
+            .saturating_add(u64::try_from(after.as_nanos()).unwrap_or(u64::MAX));
+        for t in &self.streams {
+            if let (false, Some(live)) = (t.worker.state.sender, &t.worker.state.udp) {
+                live.drain_by(by);
+            }
         }
     }
 
@@ -236,7 +298,7 @@ impl Run {
     pub(crate) fn abort(&self) {
         for t in &self.streams {
             t.worker.state.stop.store(true, Ordering::Relaxed);
-            let _ = t.worker.state.sock.shutdown(Shutdown::Both);
+            t.worker.state.sock.shut_down();
         }
     }
 
@@ -246,10 +308,17 @@ impl Run {
     pub(crate) fn finish(mut self) -> (Vec<StreamTotals>, CpuTime, f64, Option<EngineError>) {
         // A last TCP_INFO snapshot of each sender, so totals include the final retransmits.
         for t in self.streams.iter_mut().filter(|t| t.worker.state.sender) {
-            if let Some(s) = tcp_sample(t.worker.state.sock.as_fd()) {
+            if let Some(s) = t
+                .worker
+                .state
+                .sock
+                .tcp()
+                .and_then(|c| tcp_sample(c.as_fd()))
+            {
                 t.stats.observe(&s);
             }
         }
+        let synced = longhaul_sys::clock_synchronized();
         let end = self.clock.now_ns();
         let mut totals = Vec::with_capacity(self.streams.len());
         let mut cpu = CpuTime::default();
@@ -267,7 +336,34 @@ impl Run {
             }
             let end_ns = state.finished().unwrap_or(end);
             wall_ns = wall_ns.max(end_ns);
-            totals.push(t.stats.finish(state.bytes(), end_ns));
+            // A UDP receiver's stream ended with its last datagram, not with its wait after it.
+            let end_ns = result
+                .udp_end
+                .and_then(|e| e.last_data_ns)
+                .map_or(end_ns, |t| t.min(end_ns));
+            let udp = state.udp.as_ref().map(|live| {
+                let (counts, end) = match result.udp_end {
+                    Some(e) => (e.counts, Some(e)),
+                    None => (live.load(state.bytes()), None),
+                };
+                let c = t.stats.udp_since_omit(&counts);
+                UdpTotals {
+                    packets: c.packets,
+                    lost: c.lost,
+                    out_of_order: c.out_of_order,
+                    duplicates: c.duplicates,
+                    malformed: c.malformed,
+                    host_drops: c.host_drops,
+                    jitter_ms: c.jitter_ns / 1e6,
+                    target_bps: self.udp_rate_bps,
+                    clock_synced: synced,
+                    transit: end.and_then(|e| e.transit),
+                    end_seen: end.is_some_and(|e| e.end_seen),
+                }
+            });
+            let mut stream_totals = t.stats.finish(state.bytes(), end_ns);
+            stream_totals.udp = udp;
+            totals.push(stream_totals);
         }
         (totals, cpu, wall_ns as f64 / 1e9, first_error)
     }
@@ -292,10 +388,15 @@ pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError
         EndCondition::Bytes { bytes } => Some(bytes.div_ceil(u64::from(params.streams))),
         EndCondition::Time { .. } => None,
     };
+    let udp = match &params.udp {
+        Some(u) => Some(UdpSend::new(u, params.write_len, budget_per_stream)?),
+        None => None,
+    };
     Ok(SendConfig {
         method,
         write_len,
         budget_per_stream,
+        udp,
     })
 }
 
@@ -308,5 +409,6 @@ pub(crate) fn recv_config(params: &TestParams) -> RecvConfig {
             WindowRequest::Fixed { bytes } => Some(bytes.min(MAX_TCP_WINDOW)),
             WindowRequest::Auto => None,
         },
+        udp_counters_64: params.udp.is_some_and(|u| u.counters_64bit),
     }
 }

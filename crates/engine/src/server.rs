@@ -30,7 +30,7 @@
 //!   raised for a test's window scale, comes back down when no running session needs it.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -43,7 +43,9 @@ use longhaul_proto::conversation::server::{
 };
 use longhaul_proto::msg::{CpuUse, MAX_STREAMS, SidePlan, SideResults, SocketSetup};
 use longhaul_proto::window::BufferAction;
-use longhaul_proto::wire::{ConnKind, Cookie, PROTOCOL_VERSION, Preamble, encode_frame};
+use longhaul_proto::wire::{
+    ConnKind, Cookie, PREAMBLE_LEN, PROTOCOL_VERSION, Preamble, encode_frame,
+};
 use longhaul_sys as sys;
 use tracing::{info, warn};
 
@@ -51,6 +53,7 @@ use crate::channel::Channel;
 use crate::control::{Control, read_preamble};
 use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 use crate::socket::{self, SocketOptions};
+use crate::stream::Flow;
 use crate::tls::ServerTls;
 use crate::transfer::DataGate;
 use crate::{EngineError, SOFTWARE, random};
@@ -116,6 +119,8 @@ impl Default for ServerConfig {
 /// A bound server.
 pub struct Server {
     listener: Arc<TcpListener>,
+    /// The UDP socket on the same port where UDP tests' flows say hello (`crate::udp`).
+    udp: UdpSocket,
     shared: Arc<Shared>,
 }
 
@@ -136,6 +141,9 @@ struct Route {
     gate: Option<DataGate>,
     /// The session's control connection is encrypted, so its data connections must be.
     encrypted: bool,
+    /// A UDP test's flows: the address its control connection came from (a hello from any other is
+    /// ignored) and where the session takes each flow's index and the address it said hello from.
+    udp: Option<(IpAddr, SyncSender<(u32, SocketAddr)>)>,
 }
 
 struct Shared {
@@ -175,7 +183,8 @@ impl Server {
     /// Binds the listening socket.
     pub fn bind(cfg: ServerConfig) -> Result<Self, EngineError> {
         let tls = ServerTls::new(&cfg.tls)?;
-        let listener = Arc::new(listen(cfg.bind, cfg.port)?);
+        let (listener, udp) = listen_both(cfg.bind, cfg.port)?;
+        let listener = Arc::new(listener);
         let shared = Arc::new(Shared {
             cfg,
             tls,
@@ -193,7 +202,11 @@ impl Server {
             }),
             next_session: AtomicU64::new(0),
         });
-        Ok(Self { listener, shared })
+        Ok(Self {
+            listener,
+            udp,
+            shared,
+        })
     }
 
     /// The address actually bound (useful with port 0).
@@ -216,6 +229,15 @@ impl Server {
     /// Accepts connections forever.
     pub fn run(&self) -> Result<(), EngineError> {
         info!(addr = %self.local_addr(), max_tests = self.shared.cfg.max_tests, "longhaul server listening");
+        let udp = self
+            .udp
+            .try_clone()
+            .map_err(|e| EngineError::io("clone the UDP socket", e))?;
+        let shared = Arc::clone(&self.shared);
+        std::thread::Builder::new()
+            .name("lh-udp-hello".into())
+            .spawn(move || route_udp_hellos(&shared, &udp))
+            .map_err(|e| EngineError::io("start the UDP hello thread", e))?;
         loop {
             match self.listener.accept() {
                 Ok((conn, peer)) => {
@@ -237,6 +259,75 @@ impl Server {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             }
+        }
+    }
+}
+
+/// The TCP listener and the UDP socket on the same port (with port 0, the first free number both
+/// can have).
+fn listen_both(bind: Option<IpAddr>, port: u16) -> Result<(TcpListener, UdpSocket), EngineError> {
+    let mut last = None;
+    for _ in 0..if port == 0 { 16 } else { 1 } {
+        let tcp = listen(bind, port)?;
+        let got = tcp
+            .local_addr()
+            .map_err(|e| EngineError::io("read the listener's address", e))?;
+        match listen_udp(got) {
+            Ok(udp) => return Ok((tcp, udp)),
+            Err(e) => last = Some(EngineError::io(format!("bind UDP {got}"), e)),
+        }
+    }
+    Err(last.expect("tried at least once"))
+}
+
+/// The UDP socket where flows say hello: the TCP listener's address and port, shared (as the flows'
+/// own sockets share it) with `SO_REUSEADDR`; dual-stack when the listener is.
+fn listen_udp(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    if addr.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED) {
+        s.set_only_v6(false)?;
+    }
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
+/// Hands each UDP flow's hello to the session that issued its cookie, if it came from that session's
+/// client. Nothing else is answered here: a datagram that is not a hello for a test waiting for its
+/// flows gets no reply (no reflection, no amplification), and a session answers only its own.
+fn route_udp_hellos(shared: &Shared, sock: &UdpSocket) {
+    let mut buf = [0u8; 2048];
+    loop {
+        let (n, from) = match sock.recv_from(&mut buf) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("UDP hello socket: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let Ok(b) = <&[u8; PREAMBLE_LEN]>::try_from(&buf[..n]) else {
+            continue;
+        };
+        let Ok(pre) = Preamble::decode(b) else {
+            continue;
+        };
+        if pre.kind != ConnKind::Data {
+            continue;
+        }
+        let route = shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .get(&pre.cookie)
+            .and_then(|r| r.udp.clone());
+        match route {
+            Some((ip, tx)) if ip == from.ip().to_canonical() => {
+                let _ = tx.try_send((pre.stream, from));
+            }
+            Some(_) => warn!(%from, "UDP stream hello from another host than its test's client"),
+            None => {}
         }
     }
 }
@@ -817,9 +908,25 @@ impl<'a> Registration<'a> {
                 to: tx,
                 gate,
                 encrypted,
+                udp: None,
             },
         );
         (Self { shared, cookie }, rx)
+    }
+
+    /// Routes UDP flow hellos from `client` to the session: returns where they arrive.
+    fn accept_udp(&self, client: IpAddr) -> Receiver<(u32, SocketAddr)> {
+        let (tx, rx) = mpsc::sync_channel(4 * MAX_STREAMS as usize);
+        if let Some(r) = self
+            .shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .get_mut(&self.cookie)
+        {
+            r.udp = Some((client.to_canonical(), tx));
+        }
+        rx
     }
 }
 
@@ -877,6 +984,8 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
         cpu_start,
         conv,
         data,
+        cookie,
+        udp_hellos: None,
         registration: Some(registration),
         expecting: None,
         listener_use: None,
@@ -909,12 +1018,16 @@ struct Session<'a> {
     conv: TestSession,
     /// Where the data connections presenting the cookie arrive.
     data: Receiver<(u32, Channel)>,
+    cookie: Cookie,
+    /// A UDP test's flow hellos (index, the client's address), while the flows are collected.
+    udp_hellos: Option<Receiver<(u32, SocketAddr)>>,
     registration: Option<Registration<'a>>,
     expecting: Option<Expecting<'a>>,
     listener_use: Option<ListenerUse<'a>>,
     side: Option<SidePlan>,
-    /// Data connections as they arrive, by stream index (while the machine expects them).
-    socks: Vec<Option<Channel>>,
+    /// Data connections (or UDP flows) as they arrive, by stream index (while the machine expects
+    /// them).
+    socks: Vec<Option<Flow>>,
     /// Set-up data connections, until the start.
     streams: Vec<RunStream>,
     run: Option<Run>,
@@ -937,6 +1050,10 @@ impl Session<'_> {
                 return Ok(());
             }
             let wake = wake_at(self.origin, self.conv.poll_timeout(), self.run.as_ref());
+            if !self.socks.is_empty() && self.udp_hellos.is_some() {
+                self.collect_udp_flow(ctrl, wake)?;
+                continue;
+            }
             if !self.socks.is_empty() {
                 // Collecting the data connections: they come through the registration, not the
                 // control connection (which is read again for the start).
@@ -945,7 +1062,7 @@ impl Session<'_> {
                     Ok((index, sock)) => {
                         self.conv.data_connection(index)?;
                         if let Some(slot) = self.socks.get_mut(index as usize) {
-                            *slot = Some(sock);
+                            *slot = Some(Flow::Tcp(Box::new(sock)));
                         }
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => self.conv.handle_timeout(self.now())?,
@@ -981,12 +1098,33 @@ impl Session<'_> {
                 if let Some(cc) = &params.congestion {
                     socket::check_congestion(cc)?;
                 }
+                if params.is_udp() {
+                    if ctrl.channel().is_encrypted() {
+                        return Err(EngineError::Unsupported(
+                            "a UDP test (-u) cannot be encrypted: its datagrams are random \
+                             filler; run it without --encrypt"
+                                .into(),
+                        ));
+                    }
+                    let client = ctrl
+                        .socket()
+                        .peer_addr()
+                        .map_err(|e| EngineError::io("read the client's address", e))?;
+                    self.udp_hellos = self
+                        .registration
+                        .as_ref()
+                        .map(|r| r.accept_udp(client.ip()));
+                }
                 let side = socket::side_plan(&params);
                 self.conv.accept(side.clone(), self.now())?;
                 // Admitted within this server's limits: the client's results may be as large as the
                 // test's stream count needs.
                 ctrl.set_frame_limit(params.frame_limit());
                 self.side = Some(side);
+            }
+            Event::ExpectStreams { count } if self.udp_hellos.is_some() => {
+                // UDP flows hold no TCP handshake slot and need no window scale.
+                self.socks = (0..count).map(|_| None).collect();
             }
             Event::ExpectStreams { count } => {
                 self.expecting = Expecting::new(self.shared, ctrl.socket().peer_addr().ok(), count);
@@ -1002,6 +1140,7 @@ impl Session<'_> {
             Event::SetUpStreams => {
                 self.registration = None;
                 self.expecting = None;
+                self.udp_hellos = None;
                 let setups = self.set_up_streams()?;
                 self.conv.streams_ready(setups, self.now());
             }
@@ -1023,10 +1162,16 @@ impl Session<'_> {
                 let deadline = self.origin + drain_by;
                 let run = self.run.as_mut().expect("running");
                 run.stop_senders();
+                // The client's senders have stopped (it sent Stop after them).
+                let params = self.conv.params().expect("params before the end");
+                run.drain_udp_receivers(crate::udp::receive_grace(params));
                 // Let each sender finish its last write before the last interval is read, so the
                 // intervals add up to the totals; a sender still stuck at the deadline is reported by
                 // `wait_all` below.
                 run.wait_senders(deadline);
+                // UDP receivers take the datagrams still on their way first, so that the last
+                // interval has them.
+                let udp_ended = params.is_udp().then(|| run.wait_all(deadline));
                 for (index, streams) in run.poll_intervals() {
                     self.conv.local_interval(index, streams);
                 }
@@ -1034,7 +1179,7 @@ impl Session<'_> {
                     self.conv.local_interval(index, streams);
                 }
                 flush(&mut self.conv, ctrl)?;
-                let ended = run.wait_all(deadline);
+                let ended = udp_ended.unwrap_or_else(|| run.wait_all(deadline));
                 self.conv.streams_ended(ended)?;
                 let run = self.run.take().expect("running");
                 let (totals, worker_cpu, wall, stream_error) = run.finish();
@@ -1071,9 +1216,24 @@ impl Session<'_> {
         let socks = std::mem::take(&mut self.socks);
         let mut setups = Vec::with_capacity(socks.len());
         for (i, s) in socks.into_iter().enumerate() {
-            let s = s.expect("all connections arrived");
             let i = i as u32;
             let sender = !params.direction.client_sends(i, params.streams);
+            let s = match s.expect("all connections arrived") {
+                Flow::Tcp(c) => *c,
+                Flow::Udp(u) => {
+                    // Set up when it said hello (its buffers before any datagram came).
+                    let setup = crate::udp::describe(&u, i, sender);
+                    self.streams.push(RunStream {
+                        index: i,
+                        sender,
+                        sock: Flow::Udp(u),
+                        congestion: String::new(),
+                        mss: 0,
+                    });
+                    setups.push(setup);
+                    continue;
+                }
+            };
             socket::apply(s.as_fd(), &opts, sender, i)?;
             let pace = socket::pacing_for(side, i, params.streams, sender);
             if let Some(p) = pace {
@@ -1083,13 +1243,65 @@ impl Session<'_> {
             self.streams.push(RunStream {
                 index: i,
                 sender,
-                sock: s,
+                sock: Flow::Tcp(Box::new(s)),
                 congestion: setup.congestion.clone(),
                 mss: setup.mss,
             });
             setups.push(setup);
         }
         Ok(setups)
+    }
+}
+
+impl Session<'_> {
+    /// Waits (until `wake` at the latest) for a UDP flow's hello and sets the flow up: a socket bound
+    /// to the address and port the client reached (the control connection's), connected to where
+    /// the hello came from, with the planned buffer, answering the hello. A repeated hello is
+    /// answered again; on each tick, repeats that reached the flows' own sockets are answered too.
+    fn collect_udp_flow(&mut self, ctrl: &Control, wake: Instant) -> Result<(), EngineError> {
+        let hellos = self.udp_hellos.as_ref().expect("collecting UDP flows");
+        let left = wake
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(50));
+        match hellos.recv_timeout(left) {
+            Ok((index, from)) => {
+                let hello = Preamble::data(self.cookie, index).encode();
+                if let Some(Some(Flow::Udp(s))) = self.socks.get(index as usize) {
+                    let _ = s.send(&hello);
+                    return Ok(());
+                }
+                self.conv.data_connection(index)?;
+                let params = self.conv.params().expect("params before the streams");
+                let plan = &self
+                    .side
+                    .as_ref()
+                    .expect("a plan before the streams")
+                    .window;
+                let sender = !params.direction.client_sends(index, params.streams);
+                let local = ctrl
+                    .socket()
+                    .local_addr()
+                    .map_err(|e| EngineError::io("read the control connection's address", e))?;
+                let sock = crate::udp::accept_flow(local, from).map_err(|e| {
+                    EngineError::io(format!("open UDP stream {index} to {from}"), e)
+                })?;
+                crate::udp::apply_buffers(&sock, plan, sender, index)?;
+                sock.send(&hello)
+                    .map_err(|e| EngineError::io(format!("answer UDP stream {index}"), e))?;
+                if let Some(slot) = self.socks.get_mut(index as usize) {
+                    *slot = Some(Flow::Udp(sock));
+                }
+            }
+            Err(_) => {
+                for s in self.socks.iter().flatten() {
+                    if let Flow::Udp(u) = s {
+                        crate::udp::echo_hellos(u);
+                    }
+                }
+                self.conv.handle_timeout(self.now())?;
+            }
+        }
+        Ok(())
     }
 }
 

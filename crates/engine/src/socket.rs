@@ -127,6 +127,13 @@ pub(crate) fn side_plan(params: &TestParams) -> SidePlan {
         WindowRequest::Fixed { bytes } => Some(bytes),
         WindowRequest::Auto => None,
     };
+    if let Some(udp) = &params.udp {
+        return SidePlan {
+            window: window::udp_plan(udp.rate_bps, params.streams, fixed, &limits),
+            pacing_per_stream: Vec::new(),
+            privileged: limits.privileged,
+        };
+    }
     // A paced test never goes faster than its pacing: its windows (and the data a sender may queue)
     // are sized for that rate.
     let rate = params

@@ -6,6 +6,7 @@
 //! in a write the path will never drain, by shutting the socket down under it.
 
 use std::io;
+use std::net::{Shutdown, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,24 +16,33 @@ use std::time::{Duration, Instant};
 use longhaul_sys::{self as sys, CpuTime};
 
 use crate::channel::Channel;
+use crate::clock::Clock;
 use crate::payload::AlignedBuf;
+use crate::udp::{UdpCounters, UdpEnd, UdpLive, UdpSend};
 use crate::zerocopy::SendMethod;
 
-/// A monotonic clock with a fixed origin (the test start), in nanoseconds.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Clock(Instant);
+/// A stream's socket: a TCP connection (plain or TLS), or a connected UDP socket (`-u`).
+#[derive(Debug)]
+pub(crate) enum Flow {
+    Tcp(Box<Channel>),
+    Udp(UdpSocket),
+}
 
-impl Clock {
-    pub(crate) fn start() -> Self {
-        Self(Instant::now())
+impl Flow {
+    /// The TCP connection, if this is one.
+    pub(crate) fn tcp(&self) -> Option<&Channel> {
+        match self {
+            Flow::Tcp(c) => Some(c),
+            Flow::Udp(_) => None,
+        }
     }
 
-    pub(crate) fn now_ns(&self) -> u64 {
-        self.0.elapsed().as_nanos() as u64
-    }
-
-    pub(crate) fn origin(&self) -> Instant {
-        self.0
+    /// Wakes a worker blocked on the socket: a TCP socket is shut down under it; a UDP worker wakes
+    /// by itself within its receive tick and sees its stop flag.
+    pub(crate) fn shut_down(&self) {
+        if let Flow::Tcp(c) = self {
+            let _ = c.shutdown(Shutdown::Both);
+        }
     }
 }
 
@@ -41,7 +51,9 @@ impl Clock {
 pub(crate) struct StreamState {
     pub(crate) index: u32,
     pub(crate) sender: bool,
-    pub(crate) sock: Channel,
+    pub(crate) sock: Flow,
+    /// A UDP stream's live counters.
+    pub(crate) udp: Option<UdpLive>,
     /// Bytes written (sender) or read (receiver) so far.
     pub(crate) bytes: AtomicU64,
     /// Raised by the control thread to end a sender.
@@ -51,11 +63,13 @@ pub(crate) struct StreamState {
 }
 
 impl StreamState {
-    pub(crate) fn new(index: u32, sender: bool, sock: Channel) -> Arc<Self> {
+    pub(crate) fn new(index: u32, sender: bool, sock: Flow) -> Arc<Self> {
+        let udp = matches!(sock, Flow::Udp(_)).then(UdpLive::default);
         Arc::new(Self {
             index,
             sender,
             sock,
+            udp,
             bytes: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             finished_ns: AtomicU64::new(0),
@@ -64,6 +78,15 @@ impl StreamState {
 
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// What a UDP worker updates and watches.
+    fn counters(&self) -> UdpCounters<'_> {
+        UdpCounters {
+            stop: &self.stop,
+            bytes: &self.bytes,
+            live: self.udp.as_ref().expect("a UDP stream has live counters"),
+        }
     }
 
     pub(crate) fn finished(&self) -> Option<u64> {
@@ -87,12 +110,18 @@ pub(crate) enum Job {
         read_len: usize,
         window: Option<u64>,
     },
+    /// Send paced UDP datagrams until stopped or the budget is spent.
+    SendUdp(UdpSend),
+    /// Take UDP datagrams until the sender's end (`crate::udp::recv_loop`).
+    RecvUdp { counters_64: bool },
 }
 
 /// What a worker returns.
 pub(crate) struct WorkerResult {
     pub(crate) cpu: CpuTime,
     pub(crate) error: Option<io::Error>,
+    /// A UDP receiver's final account.
+    pub(crate) udp_end: Option<UdpEnd>,
 }
 
 /// A running stream.
@@ -107,20 +136,35 @@ impl Worker {
         let handle = std::thread::Builder::new()
             .name(format!("lh-stream-{}", state.index))
             .spawn(move || {
-                let error = match job {
-                    Job::Send {
-                        method,
-                        write_len,
-                        budget,
-                    } => send_loop(&st, &method, write_len, budget),
-                    Job::Recv { read_len, window } => recv_loop(&st, read_len, window),
-                }
-                .err();
+                let mut udp_end = None;
+                let outcome = match (job, &st.sock) {
+                    (
+                        Job::Send {
+                            method,
+                            write_len,
+                            budget,
+                        },
+                        Flow::Tcp(c),
+                    ) => send_loop(&st, c, &method, write_len, budget),
+                    (Job::Recv { read_len, window }, Flow::Tcp(c)) => {
+                        recv_loop(&st, c, read_len, window)
+                    }
+                    (Job::SendUdp(cfg), Flow::Udp(s)) => {
+                        crate::udp::send_loop(s, &cfg, &st.counters())
+                    }
+                    (Job::RecvUdp { counters_64 }, Flow::Udp(s)) => {
+                        crate::udp::recv_loop(s, counters_64, clock, &st.counters()).map(|end| {
+                            udp_end = Some(end);
+                        })
+                    }
+                    _ => Err(io::Error::other("stream job does not match its socket")),
+                };
                 st.finished_ns
                     .store(clock.now_ns().max(1), Ordering::Release);
                 WorkerResult {
                     cpu: sys::thread_cpu_time().unwrap_or_default(),
-                    error,
+                    error: outcome.err(),
+                    udp_end,
                 }
             })?;
         Ok(Self { state, handle })
@@ -130,17 +174,18 @@ impl Worker {
         self.handle.join().unwrap_or_else(|_| WorkerResult {
             cpu: CpuTime::default(),
             error: Some(io::Error::other("stream thread panicked")),
+            udp_end: None,
         })
     }
 }
 
 fn send_loop(
     st: &StreamState,
+    sock: &Channel,
     method: &SendMethod,
     write_len: usize,
     budget: Option<u64>,
 ) -> io::Result<()> {
-    let sock = &st.sock;
     let mut sent = 0u64;
     // TLS encrypts in user space: `-Z` on an encrypted stream writes the same payload by copy.
     let method = match method {
@@ -148,7 +193,7 @@ fn send_loop(
         m => m,
     };
     let mut zc = match method {
-        SendMethod::ZeroCopy(src) => Some(src.sender(st.sock.as_fd())?),
+        SendMethod::ZeroCopy(src) => Some(src.sender(sock.as_fd())?),
         SendMethod::Copy(_) => None,
     };
     while !st.stop.load(Ordering::Relaxed) {
@@ -159,7 +204,7 @@ fn send_loop(
         };
         let r = match (method, zc.as_mut()) {
             (SendMethod::Copy(buf), _) => sock.write(&buf.as_slice()[..len]),
-            (SendMethod::ZeroCopy(_), Some(z)) => z.send(st.sock.as_fd(), len),
+            (SendMethod::ZeroCopy(_), Some(z)) => z.send(sock.as_fd(), len),
             (SendMethod::ZeroCopy(_), None) => unreachable!("zero-copy sender set up above"),
         };
         match r {
@@ -174,7 +219,7 @@ fn send_loop(
         }
     }
     // End-of-stream tells the receiver the exact end; ignore errors on an already-dead socket.
-    let _ = st.sock.shutdown_write();
+    let _ = sock.shutdown_write();
     Ok(())
 }
 
@@ -182,8 +227,12 @@ fn send_loop(
 /// ([`crate::socket::hold_window`]).
 const WINDOW_CHECK: Duration = Duration::from_millis(200);
 
-fn recv_loop(st: &StreamState, read_len: usize, window: Option<u64>) -> io::Result<()> {
-    let sock = &st.sock;
+fn recv_loop(
+    st: &StreamState,
+    sock: &Channel,
+    read_len: usize,
+    window: Option<u64>,
+) -> io::Result<()> {
     let mut buf = AlignedBuf::zeroed(read_len);
     let buf = buf.as_mut_slice();
     let mut next_check = Instant::now();
@@ -195,7 +244,7 @@ fn recv_loop(st: &StreamState, read_len: usize, window: Option<u64>) -> io::Resu
                 if let Some(w) = window
                     && Instant::now() >= next_check
                 {
-                    crate::socket::hold_window(st.sock.as_fd(), w).map_err(|e| e.into_io())?;
+                    crate::socket::hold_window(sock.as_fd(), w).map_err(|e| e.into_io())?;
                     next_check = Instant::now() + WINDOW_CHECK;
                 }
             }

@@ -550,6 +550,7 @@ mod tests {
             bytes: 1_000_000,
             sender: true,
             tcp: None,
+            udp: None,
         };
         let big = Message::Interval(crate::msg::IntervalSample {
             index: 0,

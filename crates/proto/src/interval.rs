@@ -15,6 +15,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::udp::{DelaySpread, UdpCounts};
+
 /// One `TCP_INFO` snapshot in plain numbers, filled by the I/O layer. Fields the running kernel does not
 /// provide are `None`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -118,6 +120,74 @@ pub struct StreamInterval {
     pub sender: bool,
     /// TCP internals (present on the sending side).
     pub tcp: Option<TcpInterval>,
+    /// UDP figures (UDP tests, both sides: the sender's datagrams, the receiver's account).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpInterval>,
+}
+
+/// UDP figures of one stream over one interval: the datagrams a sender sent, or what a receiver
+/// took, lost and saw out of order or twice.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct UdpInterval {
+    /// Datagrams sent (sender) or taken (receiver).
+    pub packets: u64,
+    /// Lost (receiver).
+    pub lost: u64,
+    /// Out of order (receiver).
+    pub out_of_order: u64,
+    /// Duplicates (receiver).
+    pub duplicates: u64,
+    /// Malformed datagrams ignored (receiver).
+    pub malformed: u64,
+    /// Dropped by the receiving host for want of socket buffer (receiver): drop events, each one datagram or one coalesced run of them (GRO), part of `lost`.
+    pub host_drops: u64,
+    /// RFC 3550 jitter at the end of the interval, ms (receiver).
+    pub jitter_ms: f64,
+}
+
+impl UdpInterval {
+    /// The figures between two readings of the counters.
+    pub fn between(earlier: &UdpCounts, now: &UdpCounts) -> Self {
+        let d = now.since(earlier);
+        Self {
+            packets: d.packets,
+            lost: d.lost,
+            out_of_order: d.out_of_order,
+            duplicates: d.duplicates,
+            malformed: d.malformed,
+            host_drops: d.host_drops,
+            jitter_ms: d.jitter_ns / 1e6,
+        }
+    }
+}
+
+/// End-of-test UDP figures of one stream on one side (after the omit period).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct UdpTotals {
+    /// Datagrams sent (sender) or taken (receiver).
+    pub packets: u64,
+    /// Lost (receiver), the tail after the last datagram taken included when the end marker came.
+    pub lost: u64,
+    /// Out of order (receiver).
+    pub out_of_order: u64,
+    /// Duplicates (receiver).
+    pub duplicates: u64,
+    /// Malformed datagrams ignored (receiver).
+    pub malformed: u64,
+    /// Dropped by the receiving host for want of socket buffer (receiver): drop events, each one datagram or one coalesced run of them (GRO), part of `lost`.
+    pub host_drops: u64,
+    /// RFC 3550 jitter at the end, ms (receiver).
+    pub jitter_ms: f64,
+    /// The rate the sender was asked for, bit/s of payload; 0: as fast as it can (sender).
+    pub target_bps: u64,
+    /// Whether this side's clock said it was synchronised (`adjtimex`).
+    pub clock_synced: bool,
+    /// Spread of the transit times (receiver): one-way delays if both sides' clocks are
+    /// synchronised, meaningless otherwise. `None` if a transit was negative.
+    pub transit: Option<DelaySpread>,
+    /// Whether the sender's end marker came (receiver): without it, datagrams lost at the tail are
+    /// not counted.
+    pub end_seen: bool,
 }
 
 impl StreamInterval {
@@ -176,6 +246,9 @@ pub struct StreamTotals {
     pub congestion: String,
     /// The socket's MSS.
     pub mss: u32,
+    /// UDP figures (UDP tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpTotals>,
 }
 
 /// Accumulates a stream's samples into its [`StreamTotals`] (max cwnd, RTT min/max/mean, cumulative
@@ -188,6 +261,8 @@ pub struct StreamStats {
     last: Option<TcpSample>,
     /// Counters at the end of the omit period, if it has ended.
     omit_end: Option<OmitBaseline>,
+    /// A UDP stream's counters at the end of the omit period.
+    udp_omit_end: Option<UdpCounts>,
     totals: StreamTotals,
 }
 
@@ -251,6 +326,16 @@ impl StreamStats {
         let t = &mut self.totals;
         (t.max_snd_cwnd, t.max_snd_wnd, t.min_rtt_us, t.max_rtt_us) = (0, 0, 0, 0);
         (self.rtt_sum, self.rtt_count) = (0, 0);
+    }
+
+    /// Marks the end of the omit period of a UDP stream: its counters then. Only the first counts.
+    pub fn mark_udp_omit_end(&mut self, counts: &UdpCounts) {
+        self.udp_omit_end.get_or_insert(*counts);
+    }
+
+    /// A UDP stream's counters net of the omit period.
+    pub fn udp_since_omit(&self, now: &UdpCounts) -> UdpCounts {
+        now.since(&self.udp_omit_end.unwrap_or_default())
     }
 
     /// The totals, given all the bytes the stream moved and the time (the side's clock, ns since the

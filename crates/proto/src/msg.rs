@@ -57,6 +57,15 @@ pub const MIN_PACE_BPS: u64 = 1_000;
 pub const MAX_BYTES: u64 = 1 << 50;
 /// Largest fixed window (`-w`): 2 GiB.
 pub const MAX_WINDOW: u64 = 1 << 31;
+/// Largest UDP datagram payload (`-l` with `-u`): 65,535 minus the IPv4 and UDP headers.
+pub const MAX_DATAGRAM_LEN: u32 = 65_507;
+/// A UDP test's `write_len` in a client's request that asks the client to pick the datagram length:
+/// the control connection's MSS, as iperf3 does (the largest datagram the path carries without IP
+/// fragmentation, assuming the data takes the control's path). The client fills it in before it
+/// sends the parameters, so a server never accepts it ([`TestParams::validate`]).
+pub const AUTO_DATAGRAM_LEN: u32 = 0;
+/// Most datagrams one UDP pacing step sends back to back (`--burst`), as iperf3 allows.
+pub const MAX_BURST: u32 = 1000;
 
 /// One control message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -265,6 +274,34 @@ pub struct TestParams {
     /// Only with [`EndCondition::Time`].
     #[serde(default)]
     pub omit_ns: u64,
+    /// A UDP test (`-u`): the data connections are UDP flows of `write_len`-byte datagrams. Absent:
+    /// TCP (also from peers that predate UDP tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpParams>,
+}
+
+/// How a UDP test sends (`-u`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdpParams {
+    /// Rate of each sending stream, bit/s of datagram payload (iperf3's `-b`); 0: as fast as the
+    /// host can send.
+    pub rate_bps: u64,
+    /// Datagrams sent back to back at each pacing step (iperf3's `-b RATE/BURST`); 0: the sender
+    /// picks the smallest burst its timer can keep up with.
+    pub burst: u32,
+    /// 64-bit datagram counters (`--udp-counters-64bit`).
+    pub counters_64bit: bool,
+}
+
+impl UdpParams {
+    /// Bytes of the datagram header.
+    pub fn header_len(&self) -> usize {
+        if self.counters_64bit {
+            crate::udp::HEADER_LEN_64
+        } else {
+            crate::udp::HEADER_LEN_32
+        }
+    }
 }
 
 impl TestParams {
@@ -352,7 +389,59 @@ impl TestParams {
         if self.rtt_ns > MAX_RTT_NS {
             return bad(format!("rtt must be at most 10 s, got {} ns", self.rtt_ns));
         }
+        if let Some(udp) = &self.udp {
+            self.validate_udp(udp)?;
+        }
         Ok(())
+    }
+
+    fn validate_udp(&self, udp: &UdpParams) -> Result<(), ProtoError> {
+        let bad = |m: String| Err(ProtoError::Invalid(m));
+        let header = udp.header_len() as u32;
+        if !(header..=MAX_DATAGRAM_LEN).contains(&self.write_len) {
+            return bad(format!(
+                "UDP datagram length (-l) must be {header}..={MAX_DATAGRAM_LEN} bytes, got {}",
+                self.write_len
+            ));
+        }
+        if udp.rate_bps != 0 && !(MIN_PACE_BPS..=MAX_RATE_BPS).contains(&udp.rate_bps) {
+            return bad(format!(
+                "UDP rate (-b) must be 0 (unlimited) or 1 kbit/s..=10 Tbit/s, got {} bit/s",
+                udp.rate_bps
+            ));
+        }
+        if udp.burst > MAX_BURST {
+            return bad(format!(
+                "UDP burst must be at most {MAX_BURST} datagrams, got {}",
+                udp.burst
+            ));
+        }
+        if self.congestion.is_some() {
+            return bad("congestion control (-C) applies to TCP tests only, not UDP (-u)".into());
+        }
+        if self.pace_total_bps.is_some() {
+            return bad("--pace applies to TCP tests; a UDP test (-u) is paced by -b".into());
+        }
+        if self.zerocopy {
+            return bad("zero-copy (-Z) applies to TCP tests only, not UDP (-u)".into());
+        }
+        Ok(())
+    }
+
+    /// [`Self::validate`] for a client's own request, in which a UDP test may leave the datagram
+    /// length to the client ([`AUTO_DATAGRAM_LEN`]).
+    pub fn validate_request(&self) -> Result<(), ProtoError> {
+        if self.is_udp() && self.write_len == AUTO_DATAGRAM_LEN {
+            let mut p = self.clone();
+            p.write_len = p.udp.map_or(1, |u| u.header_len() as u32);
+            return p.validate();
+        }
+        self.validate()
+    }
+
+    /// Whether this is a UDP test.
+    pub fn is_udp(&self) -> bool {
+        self.udp.is_some()
     }
 }
 
@@ -464,7 +553,73 @@ pub(crate) mod tests {
             zerocopy: false,
             rtt_ns: 120_000_000,
             omit_ns: 0,
+            udp: None,
         }
+    }
+
+    fn udp_params() -> TestParams {
+        TestParams {
+            congestion: None,
+            write_len: 1448,
+            udp: Some(UdpParams {
+                rate_bps: 1_000_000,
+                burst: 0,
+                counters_64bit: false,
+            }),
+            ..params()
+        }
+    }
+
+    #[test]
+    fn udp_params_round_trip_and_are_checked() {
+        let m = Message::Params(udp_params());
+        let json = serde_json::to_vec(&m).unwrap();
+        assert_eq!(Message::from_json(&json).unwrap(), m);
+        // A TCP test's parameters carry no udp key, as before UDP tests existed.
+        let tcp = serde_json::to_value(Message::Params(params())).unwrap();
+        assert!(tcp.get("udp").is_none());
+        for (mutate, needle) in [
+            (
+                Box::new(|p: &mut TestParams| p.write_len = 11) as Box<dyn Fn(&mut TestParams)>,
+                "12..=65507",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.write_len = 65_508),
+                "datagram length",
+            ),
+            (
+                Box::new(|p: &mut TestParams| {
+                    p.write_len = 15;
+                    p.udp.as_mut().unwrap().counters_64bit = true;
+                }),
+                "16..=65507",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.udp.as_mut().unwrap().rate_bps = 999),
+                "UDP rate",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.udp.as_mut().unwrap().burst = MAX_BURST + 1),
+                "burst",
+            ),
+            (
+                Box::new(|p: &mut TestParams| p.congestion = Some("cubic".into())),
+                "TCP tests only",
+            ),
+            (Box::new(|p: &mut TestParams| p.zerocopy = true), "-Z"),
+            (
+                Box::new(|p: &mut TestParams| p.pace_total_bps = Some(1_000_000)),
+                "paced by -b",
+            ),
+        ] {
+            let mut p = udp_params();
+            mutate(&mut p);
+            let err = p.validate().unwrap_err().to_string();
+            assert!(err.contains(needle), "{err:?} should mention {needle}");
+        }
+        let mut p = udp_params();
+        p.udp.as_mut().unwrap().rate_bps = 0;
+        p.validate().unwrap();
     }
 
     #[test]

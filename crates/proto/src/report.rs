@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::interval::{StreamInterval, StreamTotals, rate};
+use crate::interval::{StreamInterval, StreamTotals, UdpInterval, rate};
 use crate::msg::{CpuUse, Direction, SidePlan, SocketSetup};
 use crate::window::BufferOutcome;
 
@@ -203,6 +203,83 @@ pub struct StreamEntry {
     pub rwnd_limited: u64,
     /// µs limited by the send buffer in the interval (longhaul).
     pub sndbuf_limited: u64,
+    /// A UDP stream's datagrams: sent, and the receiver's account of them.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpEntry>,
+}
+
+/// A UDP stream's (or sum's) datagrams over an interval: iperf3's keys (`packets`, `lost_packets`,
+/// `lost_percent`, `jitter_ms`, `out_of_order`) and ours. `packets` is the sender's count; the rest
+/// is the receiver's account of its own interval of the same number.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct UdpEntry {
+    /// Datagrams sent.
+    pub packets: u64,
+    /// Datagrams the receiver took (longhaul).
+    pub received_packets: u64,
+    /// Datagrams the receiver counted lost.
+    pub lost_packets: u64,
+    /// lost ÷ (taken + lost), %.
+    pub lost_percent: f64,
+    /// RFC 3550 jitter at the receiver, ms (a sum: the streams' mean, as iperf3's).
+    pub jitter_ms: f64,
+    /// Datagrams that came after a higher number.
+    pub out_of_order: u64,
+    /// Datagrams that came twice (longhaul).
+    pub duplicates: u64,
+    /// Times the receiving host's socket buffer overflowed (longhaul; `SO_RXQ_OVFL`: each drops one
+    /// datagram, or one coalesced run of them under GRO; loss in the host, not the network).
+    pub host_drops: u64,
+}
+
+impl UdpEntry {
+    fn of(sent: Option<&UdpInterval>, got: Option<&UdpInterval>) -> Self {
+        let g = got.copied().unwrap_or_default();
+        let mut e = Self {
+            packets: sent.map_or(0, |s| s.packets),
+            received_packets: g.packets,
+            lost_packets: g.lost,
+            lost_percent: 0.0,
+            jitter_ms: g.jitter_ms,
+            out_of_order: g.out_of_order,
+            duplicates: g.duplicates,
+            host_drops: g.host_drops,
+        };
+        e.lost_percent = percent(e.lost_packets, e.received_packets);
+        e
+    }
+
+    /// The sum of several streams' entries.
+    fn sum(entries: impl Iterator<Item = UdpEntry>) -> Option<Self> {
+        let mut n = 0u32;
+        let mut s = Self::default();
+        for e in entries {
+            n += 1;
+            s.packets = s.packets.saturating_add(e.packets);
+            s.received_packets = s.received_packets.saturating_add(e.received_packets);
+            s.lost_packets = s.lost_packets.saturating_add(e.lost_packets);
+            s.jitter_ms += e.jitter_ms;
+            s.out_of_order = s.out_of_order.saturating_add(e.out_of_order);
+            s.duplicates = s.duplicates.saturating_add(e.duplicates);
+            s.host_drops = s.host_drops.saturating_add(e.host_drops);
+        }
+        if n == 0 {
+            return None;
+        }
+        s.jitter_ms /= f64::from(n);
+        s.lost_percent = percent(s.lost_packets, s.received_packets);
+        Some(s)
+    }
+}
+
+/// `lost` as a percentage of the datagrams accounted for (taken + lost).
+fn percent(lost: u64, taken: u64) -> f64 {
+    let all = lost.saturating_add(taken);
+    if all == 0 {
+        0.0
+    } else {
+        100.0 * lost as f64 / all as f64
+    }
 }
 
 impl StreamEntry {
@@ -231,6 +308,7 @@ impl StreamEntry {
             busy_time: t.busy_us,
             rwnd_limited: t.rwnd_limited_us,
             sndbuf_limited: t.sndbuf_limited_us,
+            udp: None,
         }
     }
 }
@@ -255,6 +333,9 @@ pub struct SumEntry {
     pub omitted: bool,
     /// Whether these are the sender's figures.
     pub sender: bool,
+    /// A UDP test's datagrams over the streams summed.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpEntry>,
 }
 
 /// One reporting interval.
@@ -269,19 +350,34 @@ pub struct IntervalReport {
     pub sum_bidir_reverse: Option<SumEntry>,
 }
 
-/// Builds an interval report from the sender-side samples of every stream. `streams` is the number of
-/// streams per direction; with `--bidir`, indices `0..streams` are client → server.
+/// Builds an interval report from the sender-side samples of every stream (and for a UDP stream, its
+/// receiver's sample too, whose account of the datagrams joins the sender's figures). `streams` is
+/// the number of streams per direction; with `--bidir`, indices `0..streams` are client → server.
 pub fn interval_report(
     samples: &[StreamInterval],
     direction: Direction,
     streams: u32,
 ) -> IntervalReport {
     let mut sorted: Vec<&StreamInterval> = samples.iter().collect();
-    sorted.sort_by_key(|s| s.stream);
-    let entries: Vec<StreamEntry> = sorted
-        .iter()
-        .map(|s| StreamEntry::from_interval(s))
-        .collect();
+    // Per stream, the sender's sample first.
+    sorted.sort_by_key(|s| (s.stream, !s.sender));
+    let mut entries: Vec<StreamEntry> = Vec::with_capacity(sorted.len());
+    for (i, s) in sorted.iter().enumerate() {
+        if i > 0 && sorted[i - 1].stream == s.stream {
+            continue;
+        }
+        let mut e = StreamEntry::from_interval(s);
+        if s.udp.is_some() {
+            let mine = sorted.iter().filter(|o| o.stream == s.stream);
+            let sent = mine.clone().find(|o| o.sender).and_then(|o| o.udp.as_ref());
+            let got = mine
+                .clone()
+                .find(|o| !o.sender)
+                .and_then(|o| o.udp.as_ref());
+            e.udp = Some(UdpEntry::of(sent, got));
+        }
+        entries.push(e);
+    }
     let sum_of = |pick: &dyn Fn(u32) -> bool| -> Option<SumEntry> {
         let chosen: Vec<&StreamEntry> = entries
             .iter()
@@ -305,6 +401,7 @@ pub fn interval_report(
             // stream marks the sum omitted.
             omitted: chosen.iter().any(|e| e.omitted),
             sender: chosen.iter().all(|e| e.sender),
+            udp: UdpEntry::sum(chosen.iter().filter_map(|e| e.udp)),
         })
     };
     let (sum, reverse) = match direction {
@@ -391,6 +488,135 @@ pub struct EndStream {
     pub sender: EndSender,
     /// Receiver figures.
     pub receiver: EndReceiver,
+    /// A UDP stream, as iperf3 reports it (`end.streams[].udp`): the sender's bytes and datagrams
+    /// with the receiver's account of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<EndUdp>,
+}
+
+/// A UDP stream's end-of-test figures: iperf3's keys, then longhaul's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndUdp {
+    /// Stream id.
+    pub socket: u32,
+    /// Always 0.
+    pub start: f64,
+    /// Seconds the sender sent.
+    pub end: f64,
+    /// Seconds the sender sent.
+    pub seconds: f64,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Rate sent, bit/s of payload.
+    pub bits_per_second: f64,
+    /// RFC 3550 jitter at the receiver, ms.
+    pub jitter_ms: f64,
+    /// Datagrams lost (the tail after the last datagram received included, when the sender's end
+    /// marker came).
+    pub lost_packets: u64,
+    /// Datagrams sent.
+    pub packets: u64,
+    /// lost ÷ (received + lost), %.
+    pub lost_percent: f64,
+    /// Datagrams that came after a higher number.
+    pub out_of_order: u64,
+    /// Always true (the sender's view, as iperf3's client prints it).
+    pub sender: bool,
+    /// Datagrams the receiver took (longhaul).
+    pub received_packets: u64,
+    /// Datagrams that came twice (longhaul).
+    pub duplicates: u64,
+    /// Datagrams refused as malformed (longhaul).
+    pub malformed: u64,
+    /// Times the receiving host's socket buffer overflowed (longhaul; see [`UdpEntry::host_drops`]).
+    pub host_drops: u64,
+    /// The rate the sender was asked for, bit/s of payload; 0: as fast as it could (longhaul).
+    pub target_bits_per_second: u64,
+    /// Rate received, bit/s of payload (longhaul).
+    pub received_bits_per_second: f64,
+    /// Whether the receiver saw the sender's end marker (longhaul): without it the datagrams lost
+    /// at the very end are not counted, as iperf3 never counts them.
+    pub end_marker_seen: bool,
+    /// One-way delay, sender to receiver (longhaul).
+    pub one_way_delay: OneWayDelay,
+}
+
+/// One-way delay of a UDP stream: figures only when both ends' clocks said they were synchronised.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OneWayDelay {
+    /// Whether both clocks said they were synchronised (`adjtimex`); without that the transit times
+    /// hold the clocks' offset and no delay is given.
+    pub synchronized: bool,
+    /// Percentiles of the one-way delays, when synchronised.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<DelayMs>,
+}
+
+/// Percentiles of one-way delays, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DelayMs {
+    /// Smallest.
+    pub min_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Largest.
+    pub max_ms: f64,
+}
+
+impl EndUdp {
+    fn of(id: u32, s: &StreamTotals, r: &StreamTotals) -> Self {
+        let (su, ru) = (s.udp.unwrap_or_default(), r.udp.unwrap_or_default());
+        let synchronized = su.clock_synced && ru.clock_synced;
+        let ms = |ns: u64| ns as f64 / 1e6;
+        EndUdp {
+            socket: id.saturating_add(1),
+            start: 0.0,
+            end: s.seconds,
+            seconds: s.seconds,
+            bytes: s.bytes,
+            bits_per_second: rate_s(s.bytes, s.seconds),
+            jitter_ms: ru.jitter_ms,
+            lost_packets: ru.lost,
+            packets: su.packets,
+            lost_percent: percent(ru.lost, ru.packets),
+            out_of_order: ru.out_of_order,
+            sender: true,
+            received_packets: ru.packets,
+            duplicates: ru.duplicates,
+            malformed: ru.malformed,
+            host_drops: ru.host_drops,
+            target_bits_per_second: su.target_bps,
+            received_bits_per_second: rate_s(r.bytes, r.seconds),
+            end_marker_seen: ru.end_seen,
+            one_way_delay: OneWayDelay {
+                synchronized,
+                ms: ru.transit.filter(|_| synchronized).map(|t| DelayMs {
+                    min_ms: ms(t.min_ns),
+                    p50_ms: ms(t.p50_ns),
+                    p90_ms: ms(t.p90_ns),
+                    p99_ms: ms(t.p99_ns),
+                    max_ms: ms(t.max_ns),
+                }),
+            },
+        }
+    }
+
+    fn entry(&self) -> UdpEntry {
+        UdpEntry {
+            packets: self.packets,
+            received_packets: self.received_packets,
+            lost_packets: self.lost_packets,
+            lost_percent: self.lost_percent,
+            jitter_ms: self.jitter_ms,
+            out_of_order: self.out_of_order,
+            duplicates: self.duplicates,
+            host_drops: self.host_drops,
+        }
+    }
 }
 
 /// iperf3's `end.cpu_utilization_percent`.
@@ -440,6 +666,10 @@ pub struct EndExtra {
 pub struct End {
     /// Per-stream totals.
     pub streams: Vec<EndStream>,
+    /// A UDP test's sum, main direction, as iperf3 gives it: the bytes sent with the receivers'
+    /// account of the datagrams.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum: Option<SumEntry>,
     /// Sender sum, main direction.
     pub sum_sent: SumEntry,
     /// Receiver sum, main direction.
@@ -470,6 +700,7 @@ pub fn end_report(
 ) -> End {
     let senders: Vec<&StreamTotals> = totals.iter().filter(|t| t.sender).collect();
     let receivers: Vec<&StreamTotals> = totals.iter().filter(|t| !t.sender).collect();
+    let in_main = |id: u32| direction != Direction::Bidir || id < streams;
     let mut ids: Vec<u32> = totals.iter().map(|t| t.stream).collect();
     ids.sort_unstable();
     ids.dedup();
@@ -521,10 +752,18 @@ pub fn end_report(
                     sender: false,
                     omitted_bytes: r.omitted_bytes,
                 },
+                udp: (s.udp.is_some() || r.udp.is_some()).then(|| EndUdp::of(id, &s, &r)),
             }
         })
         .collect();
-    let in_main = |id: u32| direction != Direction::Bidir || id < streams;
+    let udp_of = |main: bool| {
+        UdpEntry::sum(
+            entries
+                .iter()
+                .filter(|e| in_main(e.sender.socket.saturating_sub(1)) == main)
+                .filter_map(|e| e.udp.as_ref().map(EndUdp::entry)),
+        )
+    };
     let sum = |list: &[&StreamTotals], main: bool, sender: bool| -> SumEntry {
         let chosen: Vec<&&StreamTotals> =
             list.iter().filter(|t| in_main(t.stream) == main).collect();
@@ -539,6 +778,7 @@ pub fn end_report(
             retransmits: sender.then(|| total(chosen.iter().map(|t| t.retransmits))),
             omitted: false,
             sender,
+            udp: udp_of(main),
         }
     };
     let bidir = direction == Direction::Bidir;
@@ -555,12 +795,17 @@ pub fn end_report(
         .iter()
         .map(|t| t.bytes.saturating_add(t.omitted_bytes) as f64 * 8.0 / 1e9)
         .sum();
+    let sum_sent = sum(&senders, true, true);
+    let sum_received = sum(&receivers, true, false);
+    let sum_sent_bidir_reverse = bidir.then(|| sum(&senders, false, true));
+    let sum_received_bidir_reverse = bidir.then(|| sum(&receivers, false, false));
     End {
+        sum: sum_sent.udp.is_some().then(|| sum_sent.clone()),
         streams: entries,
-        sum_sent: sum(&senders, true, true),
-        sum_received: sum(&receivers, true, false),
-        sum_sent_bidir_reverse: bidir.then(|| sum(&senders, false, true)),
-        sum_received_bidir_reverse: bidir.then(|| sum(&receivers, false, false)),
+        sum_sent,
+        sum_received,
+        sum_sent_bidir_reverse,
+        sum_received_bidir_reverse,
         cpu_utilization_percent: CpuPercent {
             host_total: lt,
             host_user: lu,
@@ -627,6 +872,7 @@ mod tests {
                 rtt_us: 50,
                 ..Default::default()
             }),
+            udp: None,
         }
     }
 

@@ -18,6 +18,22 @@
 //! offset cancels). On top: duplicates (a number seen before, from a window of the last
 //! [`DUP_WINDOW`] numbers), and datagrams refused as malformed (too short, a number of 0 or beyond
 //! anything the sender could have sent), which are counted and otherwise ignored.
+//!
+//! longhaul's own tests add two datagrams iperf3 does not know, both told apart by their first eight
+//! bytes (a data datagram starting with them would carry a sender clock in the year 2010):
+//! - the stream's hello, the 32-byte data preamble (`crate::wire::is_preamble` tells it) sent to the
+//!   server's port, which the server echoes once it has routed the stream to its test;
+//! - the end marker ([`EndMarker`]): the sender's last datagram number, sent a few times when it
+//!   stops, so the receiver knows when the stream ended and counts the datagrams lost at its tail,
+//!   which iperf3 never sees (it only counts gaps below the highest number received).
+//!
+//! The receiver also keeps the transit times (arrival minus the sender's stamp) in a histogram: with
+//! both clocks synchronised they are one-way delays ([`DelaySpread`]); otherwise they mean nothing and
+//! the report says so.
+
+use serde::{Deserialize, Serialize};
+
+use longhaul_units::hist::Histogram;
 
 /// Bytes of the header with 32-bit counters.
 pub const HEADER_LEN_32: usize = 12;
@@ -91,8 +107,93 @@ impl UdpHeader {
     }
 }
 
+/// The first eight bytes of an [`EndMarker`].
+pub const END_MAGIC: [u8; 8] = *b"LHUDPEND";
+/// Bytes of an [`EndMarker`].
+pub const END_LEN: usize = 16;
+
+/// The sender's last word on a stream: how many datagrams it sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndMarker {
+    /// Datagrams sent (the highest number used).
+    pub sent: u64,
+}
+
+impl EndMarker {
+    /// The marker's bytes.
+    pub fn encode(&self) -> [u8; END_LEN] {
+        let mut b = [0u8; END_LEN];
+        b[..8].copy_from_slice(&END_MAGIC);
+        b[8..].copy_from_slice(&self.sent.to_be_bytes());
+        b
+    }
+
+    /// Reads a marker; `None` for any other datagram.
+    pub fn decode(datagram: &[u8]) -> Option<Self> {
+        (datagram.len() == END_LEN && datagram[..8] == END_MAGIC).then(|| Self {
+            sent: u64::from_be_bytes(datagram[8..].try_into().expect("8 bytes")),
+        })
+    }
+}
+
+/// Spread of a stream's one-way delays, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DelaySpread {
+    /// Datagrams measured.
+    pub samples: u64,
+    /// Smallest (to within the histogram's 1.6 %).
+    pub min_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Largest (exact).
+    pub max_ns: u64,
+}
+
+/// The receiver's counters at one instant (interval figures are differences of two).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct UdpCounts {
+    /// Datagrams taken.
+    pub packets: u64,
+    /// Their payload bytes.
+    pub bytes: u64,
+    /// Lost.
+    pub lost: u64,
+    /// Out of order.
+    pub out_of_order: u64,
+    /// Duplicates.
+    pub duplicates: u64,
+    /// Malformed.
+    pub malformed: u64,
+    /// Jitter now, ns.
+    pub jitter_ns: f64,
+    /// Times the receiving host's socket buffer overflowed (`SO_RXQ_OVFL`; each drop is one datagram
+    /// or, under GRO, one coalesced run of them): part of
+    /// `lost`, but lost in this host rather than in the network. (Filled by the I/O layer.)
+    pub host_drops: u64,
+}
+
+impl UdpCounts {
+    /// What moved from `earlier` to `self` (jitter: its value now).
+    pub fn since(&self, earlier: &UdpCounts) -> UdpCounts {
+        UdpCounts {
+            packets: self.packets.saturating_sub(earlier.packets),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            lost: self.lost.saturating_sub(earlier.lost),
+            out_of_order: self.out_of_order.saturating_sub(earlier.out_of_order),
+            duplicates: self.duplicates.saturating_sub(earlier.duplicates),
+            malformed: self.malformed.saturating_sub(earlier.malformed),
+            jitter_ns: self.jitter_ns,
+            host_drops: self.host_drops.saturating_sub(earlier.host_drops),
+        }
+    }
+}
+
 /// The receiver's account of one UDP stream, in iperf3's terms.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct UdpReceiver {
     counters_64: bool,
     /// Datagrams taken (well-formed, not duplicates).
@@ -114,6 +215,12 @@ pub struct UdpReceiver {
     last_transit: Option<i128>,
     /// Bit i: number `highest - i` was seen (i < DUP_WINDOW).
     seen: Vec<u64>,
+    /// Transit times that were not negative, ns.
+    transit: Histogram,
+    /// Transit times below zero: the clocks disagree by more than the path's delay.
+    pub negative_transits: u64,
+    /// The sender's end marker, once it came.
+    pub ended: Option<u64>,
 }
 
 impl UdpReceiver {
@@ -186,11 +293,60 @@ impl UdpReceiver {
         self.packets += 1;
         self.bytes += datagram.len() as u64;
         let transit = i128::from(now_ns) - i128::from(h.sent_ns());
+        match u64::try_from(transit) {
+            Ok(t) => self.transit.record(t),
+            Err(_) => self.negative_transits += 1,
+        }
         if let Some(last) = self.last_transit {
             let d = (transit - last).abs() as f64;
             self.jitter_ns += (d - self.jitter_ns) / 16.0;
         }
         self.last_transit = Some(transit);
+    }
+
+    /// The sender's end marker: it sent `sent` datagrams, so those above the highest number seen
+    /// were lost at the tail. Only the first marker counts (the sender repeats it), and a count
+    /// below the highest seen or beyond any believable jump is ignored.
+    pub fn end(&mut self, sent: u64) {
+        if self.ended.is_some() {
+            return;
+        }
+        self.ended = Some(sent);
+        if sent > self.highest && sent - self.highest <= MAX_JUMP {
+            self.lost += sent - self.highest;
+            self.highest = sent;
+        }
+    }
+
+    /// The counters now.
+    pub fn counts(&self) -> UdpCounts {
+        UdpCounts {
+            packets: self.packets,
+            bytes: self.bytes,
+            lost: self.lost,
+            out_of_order: self.out_of_order,
+            duplicates: self.duplicates,
+            malformed: self.malformed,
+            jitter_ns: self.jitter_ns,
+            host_drops: 0,
+        }
+    }
+
+    /// The transit times' spread: one-way delays if both clocks are synchronised. `None` before any
+    /// datagram, or when some transit was negative (the clocks are certainly off).
+    pub fn transit(&self) -> Option<DelaySpread> {
+        if self.transit.is_empty() || self.negative_transits > 0 {
+            return None;
+        }
+        let h = &self.transit;
+        Some(DelaySpread {
+            samples: h.len(),
+            min_ns: h.quantile(0.0),
+            p50_ns: h.quantile(0.5),
+            p90_ns: h.quantile(0.9),
+            p99_ns: h.quantile(0.99),
+            max_ns: h.quantile(1.0),
+        })
     }
 
     /// Lost datagrams as a share of those the sender sent up to the highest number (iperf3's
@@ -276,6 +432,53 @@ mod tests {
         assert_eq!((r64.malformed, r64.highest, r64.lost), (1, 1, 0));
         assert_eq!(r.malformed, 3);
         assert_eq!((r.packets, r.lost), (1, 0));
+    }
+
+    #[test]
+    fn the_end_marker_counts_the_tail_and_only_once() {
+        let m = EndMarker { sent: 10 };
+        assert_eq!(EndMarker::decode(&m.encode()), Some(m));
+        assert_eq!(EndMarker::decode(&dgram(1, 0, 16, true)), None);
+        let mut r = UdpReceiver::new(false);
+        for n in [1u64, 2, 3, 5, 7] {
+            r.datagram(&dgram(n, 0, 64, false), 0);
+        }
+        r.end(10);
+        assert_eq!(
+            (r.lost, r.highest),
+            (2 + 3, 10),
+            "4 and 6 in the middle, 8-10 at the tail"
+        );
+        // A straggler after the marker was late, not lost.
+        r.datagram(&dgram(9, 0, 64, false), 0);
+        assert_eq!((r.lost, r.out_of_order), (4, 1));
+        r.end(20);
+        assert_eq!(r.lost, 4, "a repeated marker changes nothing");
+        // A marker below what was seen (a lying or confused sender) adds nothing.
+        let mut r = UdpReceiver::new(false);
+        r.datagram(&dgram(9, 0, 64, false), 0);
+        r.end(3);
+        assert_eq!((r.lost, r.highest), (8, 9));
+    }
+
+    #[test]
+    fn transit_times_give_a_spread_unless_the_clocks_are_behind() {
+        let mut r = UdpReceiver::new(false);
+        assert_eq!(r.transit(), None);
+        for n in 1..=100u64 {
+            r.datagram(
+                &dgram(n, n * 1_000_000, 64, false),
+                n * 1_000_000 + 60_000_000 + n * 1000,
+            );
+        }
+        let s = r.transit().unwrap();
+        assert_eq!(s.samples, 100);
+        assert!(s.min_ns >= 60_000_000 && s.min_ns < 61_100_000, "{s:?}");
+        assert!(s.p50_ns >= 60_050_000 && s.p50_ns < 61_100_000, "{s:?}");
+        assert_eq!(s.max_ns, 60_100_000);
+        // One datagram from the future: the clocks are off, no spread.
+        r.datagram(&dgram(101, 200_000_000, 64, false), 100_000_000);
+        assert_eq!(r.transit(), None);
     }
 
     #[test]

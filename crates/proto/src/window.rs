@@ -198,6 +198,46 @@ pub fn plan(
     }
 }
 
+/// Time of data a UDP stream's socket buffers hold at its rate: enough to ride out the receiver (or
+/// the sender) being off the CPU for a scheduling slice or two without a drop.
+pub const UDP_BUFFER_TIME: Nanos = Nanos(50_000_000);
+/// Smallest UDP socket buffer planned: 4 MiB, the socket default on many hosts being far less.
+pub const MIN_UDP_BUFFER: u64 = 4 << 20;
+/// Largest UDP socket buffer planned per stream: 512 MiB.
+pub const MAX_UDP_BUFFER: u64 = 512 << 20;
+/// The rate a UDP stream asked to go "as fast as it can" (`-b 0`) is planned for.
+pub const UNLIMITED_UDP_PLAN_BPS: u64 = 10_000_000_000;
+
+/// The socket buffers of a UDP test (`-u`): no window, and no autotuning (UDP has none), so each
+/// buffer is set to hold [`UDP_BUFFER_TIME`] of its stream's rate (`rate_per_stream_bps`, 0 for
+/// unlimited), within [`MIN_UDP_BUFFER`]..=[`MAX_UDP_BUFFER`], or to `fixed` (`-w`). Past the core
+/// caps only a privileged process gets what it asks; [`assess`] then names the sysctl.
+pub fn udp_plan(
+    rate_per_stream_bps: u64,
+    streams: u32,
+    fixed: Option<u64>,
+    limits: &KernelLimits,
+) -> WindowPlan {
+    let rate = if rate_per_stream_bps == 0 {
+        UNLIMITED_UDP_PLAN_BPS
+    } else {
+        rate_per_stream_bps
+    };
+    let wanted = fixed
+        .unwrap_or_else(|| bdp_bytes(rate, UDP_BUFFER_TIME).clamp(MIN_UDP_BUFFER, MAX_UDP_BUFFER));
+    WindowPlan {
+        rtt_ns: UDP_BUFFER_TIME.0,
+        target_rate_bps: rate.saturating_mul(u64::from(streams.max(1))),
+        streams: streams.max(1),
+        bdp_per_stream: bdp_bytes(rate, UDP_BUFFER_TIME),
+        wanted,
+        fixed: fixed.is_some(),
+        send: plan_buffer(BufferKind::Send, wanted, true, limits),
+        recv: plan_buffer(BufferKind::Recv, wanted, true, limits),
+        notes: Vec::new(),
+    }
+}
+
 fn plan_buffer(kind: BufferKind, wanted: u64, fixed: bool, l: &KernelLimits) -> BufferPlan {
     let (core_max, autotune_max) = match kind {
         BufferKind::Send => (l.wmem_max, l.tcp_wmem_max),
@@ -391,6 +431,44 @@ mod tests {
     }
 
     const MS_120: Nanos = Nanos(120_000_000);
+
+    #[test]
+    fn udp_buffers_hold_50ms_of_the_stream_within_bounds() {
+        // 1 Gbit/s: 6.25 MB; set (never autotuned), forced as root.
+        let p = udp_plan(1_000_000_000, 2, None, &defaults(true));
+        assert_eq!(p.wanted, 6_250_000);
+        assert_eq!(
+            p.recv.action,
+            BufferAction::Set {
+                request: 6_250_000,
+                force: true
+            }
+        );
+        assert_eq!(p.target_rate_bps, 2_000_000_000);
+        // Slow streams still get the floor; unlimited ones the plan for 10 Gbit/s.
+        assert_eq!(
+            udp_plan(1_000_000, 1, None, &defaults(false)).wanted,
+            MIN_UDP_BUFFER
+        );
+        assert_eq!(udp_plan(0, 1, None, &defaults(true)).wanted, 62_500_000);
+        assert_eq!(
+            udp_plan(u64::MAX, 1, None, &defaults(true)).wanted,
+            MAX_UDP_BUFFER
+        );
+        // -w wins; unprivileged, the request is made unforced (the kernel clamps it at rmem_max).
+        let p = udp_plan(1_000_000_000, 1, Some(8 << 20), &defaults(false));
+        assert_eq!(p.wanted, 8 << 20);
+        assert_eq!(
+            (p.recv.action, p.recv.cap_sysctl.as_str()),
+            (
+                BufferAction::Set {
+                    request: 8 << 20,
+                    force: false
+                },
+                "net.core.rmem_max"
+            )
+        );
+    }
 
     /// A hostile peer's extremes (finding 9 of issue 11): the plan saturates instead of overflowing
     /// (a panic in debug builds before), and asks for no more than one TCP window.

@@ -189,6 +189,12 @@ impl Framed for Message {
     }
 }
 
+/// Whether a datagram is a preamble (a UDP test's stream hello) rather than test data: a hello the
+/// client repeated until the server echoed it may arrive late, among the data.
+pub fn is_preamble(datagram: &[u8]) -> bool {
+    datagram.len() == PREAMBLE_LEN && datagram[..8] == MAGIC
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +212,16 @@ mod tests {
         ] {
             assert_eq!(Preamble::decode(&c.encode()).unwrap(), c);
         }
+    }
+
+    #[test]
+    fn a_preamble_datagram_is_told_from_test_data() {
+        assert!(is_preamble(&Preamble::data([7; 16], 3).encode()));
+        // A UDP test datagram of the same length: a header of this century's clock.
+        let mut d = [0u8; PREAMBLE_LEN];
+        d[..4].copy_from_slice(&1_795_772_042u32.to_be_bytes());
+        assert!(!is_preamble(&d));
+        assert!(!is_preamble(&Preamble::data([7; 16], 3).encode()[..31]));
     }
 
     #[test]

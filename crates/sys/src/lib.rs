@@ -28,6 +28,7 @@ pub mod tcp_info;
 mod testutil;
 pub mod timing;
 pub mod tun;
+pub mod udp;
 pub mod zerocopy;
 
 pub use cpu::{CpuTime, online_cpus, pin_thread_to_cpu, process_cpu_time, thread_cpu_time};

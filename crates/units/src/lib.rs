@@ -17,6 +17,7 @@
 
 pub mod distance;
 pub mod error;
+pub mod hist;
 pub mod models;
 mod num;
 pub mod rate;

@@ -32,9 +32,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::capture::{Capture, CaptureStats};
 use crate::error::EmuError;
-use crate::hist::Summary;
 use crate::host::{HostSetup, KERNEL_TCP_WMEM, MAX_TCP_BUFFER, MIN_TCP_BUFFER, Netns, Reach, host};
 use crate::testbed::clean_stale;
+use longhaul_units::hist::Summary;
 pub use switch::SwitchStats;
 use switch::{LinkDir, Shared, Switch};
 

@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 use super::event::{Events, Packet};
 use crate::capture::Capture;
 use crate::forward::{READ_BATCH, SPIN_NS, record_of, release_runs};
-use crate::hist::{Histogram, Summary};
 use crate::pool::BufPool;
+use longhaul_units::hist::{Histogram, Summary};
 
 /// Longest sleep: a stop request, a route change or a new link state is
 /// picked up within this.

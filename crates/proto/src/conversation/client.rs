@@ -545,9 +545,10 @@ impl Client {
 const TICK_SLACK: u64 = 3;
 
 /// Checks an interval sample from the server before it is kept: the server reports only the streams
-/// it sends on (none in a forward test), each once, and only intervals its clock can have reached by
-/// `now`. So a lying server can neither forge the samples of the client's own streams nor grow the
-/// client's memory faster than the test's own interval clock.
+/// it sends on (none in a forward test) or, in a UDP test, every stream in its own role, each once,
+/// and only intervals its clock can have reached by `now`. So a lying server can neither forge the
+/// samples of the client's own streams nor grow the client's memory faster than the test's own
+/// interval clock.
 fn check_remote_interval(
     params: &TestParams,
     started: Option<Time>,
@@ -555,7 +556,8 @@ fn check_remote_interval(
     now: Time,
 ) -> Result<(), Error> {
     let refuse = |why: String| Err(Error::Protocol(ProtoError::Invalid(why)));
-    if params.direction == Direction::Forward {
+    let udp = params.is_udp();
+    if params.direction == Direction::Forward && !udp {
         return refuse(format!(
             "the server sent interval {} although it sends on no stream in a forward test",
             s.index
@@ -576,8 +578,13 @@ fn check_remote_interval(
     }
     let mut seen = std::collections::BTreeSet::new();
     for st in &s.streams {
+        let server_sends = !params.direction.client_sends(st.stream, params.streams);
         let valid = st.stream < params.direction.connections(params.streams)
-            && !params.direction.client_sends(st.stream, params.streams);
+            && if udp {
+                st.sender == server_sends && st.udp.is_some()
+            } else {
+                server_sends
+            };
         if !valid || !seen.insert(st.stream) {
             return refuse(format!(
                 "the server's interval {} reports stream {} {}",
@@ -585,6 +592,8 @@ fn check_remote_interval(
                 st.stream,
                 if valid {
                     "twice"
+                } else if udp {
+                    "in a role it does not have"
                 } else {
                     "that it does not send on"
                 }
@@ -613,8 +622,9 @@ impl IntervalMerger {
             direction: params.direction,
             streams: params.streams,
             // The client sends on some stream unless the test is reversed; the server unless forward.
-            need_local: params.direction != Direction::Reverse,
-            need_remote: params.direction != Direction::Forward,
+            // In a UDP test both sides report every interval (the receivers their account).
+            need_local: params.direction != Direction::Reverse || params.is_udp(),
+            need_remote: params.direction != Direction::Forward || params.is_udp(),
             pending: BTreeMap::new(),
             done: Vec::new(),
         }

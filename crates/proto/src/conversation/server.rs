@@ -303,10 +303,11 @@ impl Server {
 
     /// One interval of this side's sending streams: it goes to the client (if this side sends).
     pub fn local_interval(&mut self, index: u32, streams: Vec<StreamInterval>) {
+        // A UDP test's receivers report too: their account of loss, order and jitter.
         let sends = self
             .params
             .as_ref()
-            .is_some_and(|p| p.direction != Direction::Forward);
+            .is_some_and(|p| p.direction != Direction::Forward || p.is_udp());
         if sends && matches!(self.phase, Phase::Running(_) | Phase::Draining { .. }) {
             self.transmit
                 .push_back(Message::Interval(IntervalSample { index, streams }));

@@ -108,6 +108,7 @@ fn sample(index: u32, streams: impl Iterator<Item = u32>) -> Vec<StreamInterval>
             bytes: 1_000_000,
             sender: true,
             tcp: None,
+            udp: None,
         })
         .collect()
 }

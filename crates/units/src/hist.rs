@@ -1,6 +1,7 @@
-//! Lateness histogram: how late the forwarder wrote each record after its
-//! scheduled release. A run whose records leave late did not emulate the path
-//! it claims; the fidelity report prints the percentiles.
+//! A histogram of nanosecond values with bounded relative error: the emulator's
+//! lateness (how late the forwarder wrote each record after its scheduled
+//! release; a run whose records leave late did not emulate the path it claims)
+//! and a UDP test's one-way delays.
 //!
 //! Log-linear buckets in nanoseconds: values below 2^`SUB_BITS` have a
 //! bucket each; above, every power of two is split into 2^`SUB_BITS` equal
