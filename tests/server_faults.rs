@@ -11,14 +11,14 @@ use serde_json::Value;
 
 use crate::util::{ServerProc, bin, json_test, read_all, test_cmd};
 
-fn connect(port: u16) -> TcpStream {
+pub(crate) fn connect(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s
 }
 
 /// Reads one control frame (length + JSON) from a raw socket.
-fn read_message(s: &mut TcpStream) -> Message {
+pub(crate) fn read_message(s: &mut TcpStream) -> Message {
     let mut len = [0u8; 4];
     s.read_exact(&mut len).expect("a frame from the server");
     let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
@@ -26,7 +26,7 @@ fn read_message(s: &mut TcpStream) -> Message {
     Message::from_json(&body).unwrap()
 }
 
-fn hello(s: &mut TcpStream) -> String {
+pub(crate) fn hello(s: &mut TcpStream) -> String {
     s.write_all(&Preamble::control().encode()).unwrap();
     s.write_all(&encode_frame(&Message::Hello {
         software: "raw test".into(),

@@ -25,4 +25,5 @@ mod testbed_ui;
 mod transfer;
 mod transfer_hostile;
 mod transfer_session;
+mod udp;
 mod util;
