@@ -6,12 +6,12 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 
 use longhaul_engine::{
-    ClientConfig, DEFAULT_PORT, Observer, RemoteTest, Server, ServerConfig, TestTo,
+    ClientConfig, DEFAULT_PORT, Observer, RemoteTest, Server, ServerConfig, ServerProtocol, TestTo,
     run_remote_test, run_test,
 };
 use longhaul_proto::msg::{AUTO_DATAGRAM_LEN, MAX_BURST, MAX_OMIT_NS, MAX_WRITE_LEN, UdpParams};
 use longhaul_proto::report::{
-    End, IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry, UdpEntry,
+    End, IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry, UdpEntry, UdpReceived,
 };
 use longhaul_proto::{Direction, EndCondition, TestParams, WindowRequest};
 use longhaul_units::models::{LSR_MAX_KM, fmt_lsr, lsr_capped_km, lsr_metric_from_rate};
@@ -123,6 +123,13 @@ pub(crate) struct TestArgs {
     key: Option<std::path::PathBuf>,
     #[command(flatten)]
     encrypt: args::Encrypt,
+    /// Speak iperf3's protocol (a stock iperf3 server, or a longhaul server's iperf3 port) [default:
+    /// on port 5201, or when the server answers as iperf3 does].
+    #[arg(long, conflicts_with_all = ["longhaul", "to"])]
+    iperf3: bool,
+    /// Speak longhaul's protocol only, even on port 5201.
+    #[arg(long)]
+    longhaul: bool,
 }
 
 fn omit(s: &str) -> Result<Nanos, String> {
@@ -342,6 +349,13 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                 timeout: a.connect_timeout.to_duration(),
                 start_at: None,
                 encrypt: a.encrypt.config(),
+                protocol: if a.iperf3 {
+                    ServerProtocol::Iperf3
+                } else if a.longhaul {
+                    ServerProtocol::Longhaul
+                } else {
+                    ServerProtocol::Auto
+                },
             };
             run_test(&cfg, &mut out)
         }
@@ -483,10 +497,17 @@ fn print_start(s: &Start) {
         .local_sockets
         .first()
         .map_or("?", |s| s.congestion.as_str());
-    let cc_remote = x
-        .remote_sockets
-        .first()
-        .map_or("?", |s| s.congestion.as_str());
+    let cc_remote = x.remote_sockets.first().map_or(
+        if x.server_protocol == "iperf3" {
+            "not reported (an iperf3 server)"
+        } else {
+            "?"
+        },
+        |s| s.congestion.as_str(),
+    );
+    if x.server_protocol == "iperf3" {
+        println!("the server speaks iperf3: it reports its totals at the end, nothing else");
+    }
     if s.test_start.protocol == "UDP" {
         println!("RTT {:.3} ms (control connection)", x.rtt_ms);
         print_udp_start(s);
@@ -550,25 +571,29 @@ fn print_udp_start(s: &Start) {
     );
 }
 
-/// A UDP line's loss columns: jitter, lost/total (percent), and any out-of-order or duplicates.
+/// A UDP line's loss columns: jitter, lost/total (percent), and any out-of-order or duplicates;
+/// without the receiver's account, the datagrams sent.
 fn udp_columns(u: &UdpEntry) -> String {
+    let Some(r) = &u.received else {
+        return format!("{:>8}     {} datagrams sent", "", u.packets);
+    };
     let mut out = format!(
         "{:>8.3} ms  {}/{} ({:.2}%)",
-        u.jitter_ms,
-        u.lost_packets,
-        u.lost_packets.saturating_add(u.received_packets),
-        u.lost_percent
+        r.jitter_ms,
+        r.lost_packets,
+        r.lost_packets.saturating_add(r.received_packets),
+        r.lost_percent
     );
-    if u.out_of_order > 0 {
-        out.push_str(&format!("  {} out of order", u.out_of_order));
+    if r.out_of_order > 0 {
+        out.push_str(&format!("  {} out of order", r.out_of_order));
     }
-    if u.duplicates > 0 {
-        out.push_str(&format!("  {} duplicates", u.duplicates));
+    if r.duplicates > 0 {
+        out.push_str(&format!("  {} duplicates", r.duplicates));
     }
-    if u.host_drops > 0 {
+    if r.host_drops > 0 {
         out.push_str(&format!(
             "  (receive buffer overflowed {} times)",
-            u.host_drops
+            r.host_drops
         ));
     }
     out
@@ -596,6 +621,17 @@ fn omitted(yes: bool) -> &'static str {
 }
 
 fn stream_line(id: &str, e: &StreamEntry) -> String {
+    if !e.sender {
+        // A receiver's view (the sender, an iperf3 server, reported none): bytes only.
+        return format!(
+            "[{id:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  (received){}",
+            e.start,
+            e.end,
+            fmt_size_iperf(e.bytes),
+            fmt_rate_iperf(e.bits_per_second as u64),
+            omitted(e.omitted),
+        );
+    }
     format!(
         "[{id:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}   {:>11}  {:>7}   {:>5}    {:>5}{}",
         e.start,
@@ -675,8 +711,8 @@ fn print_udp_end(e: &End) {
                 u.bytes,
                 u.bits_per_second,
                 &UdpEntry {
-                    received_packets: u.packets,
-                    ..Default::default()
+                    packets: u.packets,
+                    received: None,
                 }
             )
         );
@@ -690,13 +726,15 @@ fn print_udp_end(e: &End) {
                 rx.bits_per_second,
                 &UdpEntry {
                     packets: u.packets,
-                    received_packets: u.received_packets,
-                    lost_packets: u.lost_packets,
-                    lost_percent: u.lost_percent,
-                    jitter_ms: u.jitter_ms,
-                    out_of_order: u.out_of_order,
-                    duplicates: u.duplicates,
-                    host_drops: u.host_drops,
+                    received: Some(UdpReceived {
+                        received_packets: u.received_packets,
+                        lost_packets: u.lost_packets,
+                        lost_percent: u.lost_percent,
+                        jitter_ms: u.jitter_ms,
+                        out_of_order: u.out_of_order,
+                        duplicates: u.duplicates,
+                        host_drops: u.host_drops,
+                    }),
                 }
             )
         );
@@ -720,7 +758,8 @@ fn print_udp_end(e: &End) {
             if u.end_marker_seen {
                 ""
             } else {
-                "end marker lost, tail loss not counted; "
+                "no end marker (an iperf3 peer sends none): datagrams lost at the tail not \
+                 counted; "
             }
         );
     }
@@ -746,19 +785,27 @@ fn print_end(r: &Report) {
     println!("[ ID] Interval           Transfer     Bitrate          Retr");
     for s in &e.streams {
         let (tx, rx) = (&s.sender, &s.receiver);
+        // An iperf3 server tells only its totals: no socket facts to show for its senders.
+        let facts = if tx.mss > 0 {
+            format!(
+                "   ({}, mss {}, min/mean/max RTT {:.2}/{:.2}/{:.2} ms)",
+                tx.congestion,
+                tx.mss,
+                f64::from(tx.min_rtt) / 1e3,
+                f64::from(tx.mean_rtt) / 1e3,
+                f64::from(tx.max_rtt) / 1e3,
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "[{:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}  sender   ({}, mss {}, min/mean/max RTT {:.2}/{:.2}/{:.2} ms)",
+            "[{:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}  sender{facts}",
             tx.socket,
             0.0,
             tx.seconds,
             fmt_size_iperf(tx.bytes),
             fmt_rate_iperf(tx.bits_per_second as u64),
             tx.retransmits,
-            tx.congestion,
-            tx.mss,
-            f64::from(tx.min_rtt) / 1e3,
-            f64::from(tx.mean_rtt) / 1e3,
-            f64::from(tx.max_rtt) / 1e3,
         );
         println!(
             "[{:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}        receiver",
@@ -787,9 +834,17 @@ fn print_cpu_and_notes(e: &End) {
         c.host_total, c.host_user, c.host_system, c.remote_total, c.remote_user, c.remote_system
     );
     if e.sum.is_none() {
+        let named = |c: &str| {
+            if c.is_empty() {
+                "(not reported)".to_string()
+            } else {
+                c.to_string()
+            }
+        };
         println!(
             "congestion control: sender {}, receiver {}",
-            e.sender_tcp_congestion, e.receiver_tcp_congestion
+            named(&e.sender_tcp_congestion),
+            named(&e.receiver_tcp_congestion)
         );
     }
     if let Some(l) = &e.longhaul.lsr {

@@ -60,6 +60,21 @@ pub struct ClientConfig {
     pub start_at: Option<SystemTime>,
     /// `--encrypt`: every connection of the test in TLS 1.3, with these certificate settings.
     pub encrypt: Option<ClientTlsConfig>,
+    /// The protocol the server speaks.
+    pub protocol: ServerProtocol,
+}
+
+/// The protocol a test speaks to its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServerProtocol {
+    /// iperf3's on its port (5201), else longhaul's, switching to iperf3's when the server
+    /// answers as an iperf3 server does.
+    #[default]
+    Auto,
+    /// longhaul's own.
+    Longhaul,
+    /// iperf3's (a stock iperf3 server, or a longhaul server's iperf3 port).
+    Iperf3,
 }
 
 /// Receives the report as the test goes (for live output).
@@ -79,8 +94,84 @@ impl Observer for Quiet {}
 /// The conversation itself (phases, deadlines, the end of the test, the drain, the pairing of
 /// intervals, the end report) is [`longhaul_proto::conversation::client::Client`]'s; this function
 /// owns the sockets, the stream threads and the clock, and acts on what the machine asks.
+///
+/// With [`ServerProtocol::Auto`], a server on iperf3's port is spoken to in iperf3's protocol, and
+/// one elsewhere that answers the hello as an iperf3 server does (its first byte asks for
+/// parameters, or says it is busy) is connected to again in iperf3's protocol.
 pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, EngineError> {
+    let iperf3 = match cfg.protocol {
+        ServerProtocol::Iperf3 => true,
+        ServerProtocol::Auto => cfg.port == longhaul_proto::iperf3::DEFAULT_PORT,
+        ServerProtocol::Longhaul => false,
+    };
+    if iperf3 {
+        return run_iperf3(cfg, obs, Duration::ZERO);
+    }
+    match run_longhaul(cfg, obs) {
+        Err(EngineError::SpeaksIperf3) if cfg.protocol == ServerProtocol::Auto => {
+            tracing::info!(
+                "the server answered as iperf3 does: testing again in iperf3's protocol"
+            );
+            // iperf3's server reopens its listener after the hello it could not read.
+            run_iperf3(cfg, obs, IPERF3_RELISTEN)
+        }
+        Err(EngineError::SpeaksIperf3) => {
+            Err(EngineError::Protocol(longhaul_proto::ProtoError::Invalid(
+                "the server speaks iperf3's protocol, not longhaul's (drop --longhaul)".into(),
+            )))
+        }
+        r => r,
+    }
+}
+
+/// The test's parameters, checked, with a UDP test's datagram length picked from the control
+/// connection's MSS when it was left to the client (as iperf3 does).
+fn checked_params(cfg: &ClientConfig, ctrl: &TcpStream) -> Result<TestParams, EngineError> {
     let mut params = cfg.params.clone();
+    if params.is_udp() && params.write_len == AUTO_DATAGRAM_LEN {
+        let mss = sys::mss(ctrl.as_fd()).unwrap_or(0);
+        params.write_len = if mss == 0 {
+            DEFAULT_DATAGRAM_LEN
+        } else {
+            mss.min(MAX_DATAGRAM_LEN)
+        };
+    }
+    params.validate()?;
+    Ok(params)
+}
+
+/// How long a client that found an iperf3 server keeps trying to connect again: the server closes
+/// and reopens its listening socket after a client it could not read.
+const IPERF3_RELISTEN: Duration = Duration::from_secs(3);
+
+/// A test in iperf3's protocol; a refused connection is tried again for `retry`.
+fn run_iperf3(
+    cfg: &ClientConfig,
+    obs: &mut dyn Observer,
+    retry: Duration,
+) -> Result<Report, EngineError> {
+    cfg.params.validate_request()?;
+    if let Some(cc) = &cfg.params.congestion {
+        socket::check_congestion(cc)?;
+    }
+    let until = Instant::now() + retry;
+    let (ctrl, server) = loop {
+        match connect_control(cfg) {
+            Err(EngineError::Connect { source, .. })
+                if source.kind() == std::io::ErrorKind::ConnectionRefused
+                    && Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r => break r?,
+        }
+    };
+    let params = checked_params(cfg, &ctrl)?;
+    crate::iperf3::client::run(cfg, ctrl, server, params, obs)
+}
+
+fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, EngineError> {
+    let params = cfg.params.clone();
     params.validate_request()?;
     if params.is_udp() && cfg.encrypt.is_some() {
         return Err(EngineError::Unsupported(
@@ -92,16 +183,7 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         socket::check_congestion(cc)?;
     }
     let (ctrl_sock, server) = connect_control(cfg)?;
-    if params.is_udp() && params.write_len == AUTO_DATAGRAM_LEN {
-        // As iperf3: the control connection's MSS, the largest datagram its path carries whole.
-        let mss = sys::mss(ctrl_sock.as_fd()).unwrap_or(0);
-        params.write_len = if mss == 0 {
-            DEFAULT_DATAGRAM_LEN
-        } else {
-            mss.min(MAX_DATAGRAM_LEN)
-        };
-        params.validate()?;
-    }
+    let params = checked_params(cfg, &ctrl_sock)?;
     let (channel, pinned) = match &cfg.encrypt {
         Some(tls) => {
             let (c, p) = Connector::new(tls)?.connect(ctrl_sock, &cfg.host, cfg.timeout)?;
@@ -139,6 +221,12 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         run: None,
         report: None,
     };
+    if cfg.encrypt.is_none() {
+        flush(&mut drv.conv, &mut ctrl)?;
+        if answers_as_iperf3(ctrl.socket(), cfg.timeout) {
+            return Err(EngineError::SpeaksIperf3);
+        }
+    }
     let outcome = drv.converse(&mut ctrl, obs);
     if let Some(run) = drv.run.take() {
         // The test failed while its streams ran: wake and join them.
@@ -150,12 +238,31 @@ pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         .ok_or_else(|| EngineError::Timeout("the end of the test".into()))
 }
 
+/// Whether the server's first byte is an iperf3 server's (it asks for parameters, or says it is
+/// busy) rather than the start of a longhaul frame (whose length starts with a zero byte). Waits
+/// for it at most `timeout`; nothing by then is not iperf3 (the conversation's own deadline
+/// reports it).
+fn answers_as_iperf3(sock: &TcpStream, timeout: Duration) -> bool {
+    let _ = sock.set_read_timeout(Some(timeout));
+    let mut b = [0u8; 1];
+    let first = sock.peek(&mut b);
+    let _ = sock.set_read_timeout(None);
+    matches!(first, Ok(1))
+        && matches!(
+            longhaul_proto::iperf3::State::from_byte(b[0]),
+            Some(
+                longhaul_proto::iperf3::State::ParamExchange
+                    | longhaul_proto::iperf3::State::AccessDenied
+            )
+        )
+}
+
 /// Returns at `at` (wall clock): one absolute sleep on the real-time clock, with this thread's
 /// timer slack at its minimum. A sleeper woken by its timer runs at once on a core that is not
 /// saturated, so tests held on one machine start within tens of microseconds; spinning the last
 /// milliseconds instead would take the cores the other held tests need to wake (on two cores,
 /// four spinners started 2-3 ms apart).
-fn hold_until(at: SystemTime) {
+pub(crate) fn hold_until(at: SystemTime) {
     let Ok(since_epoch) = at.duration_since(std::time::UNIX_EPOCH) else {
         return;
     };
@@ -283,7 +390,7 @@ impl Driver<'_> {
                     self.wall_start,
                     &t.cookie_text,
                     &t.local_plan,
-                    &t.server_plan,
+                    Some(&t.server_plan),
                     &t.local_setups,
                     &sockets,
                 );
@@ -451,7 +558,10 @@ fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, EngineError> {
     address::resolve(&cfg.host, cfg.port, cfg.family, cfg.bind)
 }
 
-fn new_socket(cfg: &ClientConfig, server: SocketAddr) -> Result<socket2::Socket, EngineError> {
+pub(crate) fn new_socket(
+    cfg: &ClientConfig,
+    server: SocketAddr,
+) -> Result<socket2::Socket, EngineError> {
     let s = socket2::Socket::new(
         socket2::Domain::for_address(server),
         socket2::Type::STREAM,
@@ -466,7 +576,7 @@ fn new_socket(cfg: &ClientConfig, server: SocketAddr) -> Result<socket2::Socket,
     Ok(s)
 }
 
-fn connect_err(server: SocketAddr, e: std::io::Error) -> EngineError {
+pub(crate) fn connect_err(server: SocketAddr, e: std::io::Error) -> EngineError {
     EngineError::Connect {
         target: server.to_string(),
         source: e,
@@ -474,7 +584,7 @@ fn connect_err(server: SocketAddr, e: std::io::Error) -> EngineError {
     }
 }
 
-fn connect_control(cfg: &ClientConfig) -> Result<(TcpStream, SocketAddr), EngineError> {
+pub(crate) fn connect_control(cfg: &ClientConfig) -> Result<(TcpStream, SocketAddr), EngineError> {
     let mut last = None;
     for server in resolve(cfg)? {
         let s = new_socket(cfg, server)?;
@@ -509,7 +619,7 @@ fn connect_data(
 }
 
 /// One outcome per buffer kind that matters on this side, from the first socket of each role.
-fn outcomes(plan: &WindowPlan, setups: &[SocketSetup]) -> Vec<BufferOutcome> {
+pub(crate) fn outcomes(plan: &WindowPlan, setups: &[SocketSetup]) -> Vec<BufferOutcome> {
     let mut out = Vec::new();
     if let Some(s) = setups.iter().find(|s| s.sender) {
         let granted = match plan.send.action {
@@ -532,14 +642,14 @@ fn outcomes(plan: &WindowPlan, setups: &[SocketSetup]) -> Vec<BufferOutcome> {
     clippy::too_many_arguments,
     reason = "assembles the report from every piece of the set-up"
 )]
-fn start_report(
+pub(crate) fn start_report(
     cfg: &ClientConfig,
     encryption: Option<String>,
     params: &TestParams,
     timesecs: u64,
     cookie: &str,
     local_plan: &SidePlan,
-    remote_plan: &SidePlan,
+    remote_plan: Option<&SidePlan>,
     local: &[SocketSetup],
     remote: &[SocketSetup],
 ) -> Start {
@@ -567,7 +677,7 @@ fn start_report(
         EndCondition::Bytes { bytes } => (0, bytes),
     };
     let local_buffers = outcomes(&local_plan.window, local);
-    let remote_buffers = outcomes(&remote_plan.window, remote);
+    let remote_buffers = remote_plan.map_or_else(Vec::new, |p| outcomes(&p.window, remote));
     Start {
         connected,
         version: SOFTWARE.into(),
@@ -611,16 +721,22 @@ fn start_report(
             encryption,
             local_plan: local_plan.clone(),
             local_buffers,
-            remote_plan: remote_plan.clone(),
+            remote_plan: remote_plan.cloned(),
             remote_buffers,
             local_sockets: local.to_vec(),
             remote_sockets: remote.to_vec(),
+            server_protocol: if remote_plan.is_some() {
+                "longhaul"
+            } else {
+                "iperf3"
+            }
+            .into(),
         },
     }
 }
 
 /// Buffer outcomes that limit the run, with their fixes, plus the plans' notes.
-fn window_warnings(x: &StartExtra) -> Vec<String> {
+pub(crate) fn window_warnings(x: &StartExtra) -> Vec<String> {
     let mut w: Vec<String> = x.local_plan.window.notes.clone();
     for (side, list) in [("client", &x.local_buffers), ("server", &x.remote_buffers)] {
         for b in list.iter().filter(|b| b.limited) {

@@ -58,6 +58,9 @@ pub enum EngineError {
         /// Theirs.
         theirs: u16,
     },
+    /// The server answered as an iperf3 server does (the client tries again in iperf3's protocol).
+    #[error("the server speaks iperf3's protocol")]
+    SpeaksIperf3,
     /// The options asked for something this test cannot do (the text says what and why).
     #[error("{0}")]
     Unsupported(String),

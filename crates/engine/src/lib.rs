@@ -22,6 +22,8 @@
 //! - `run`, `stream`, `socket`, `payload`, [`zerocopy`]: one side of a running test, its stream
 //!   workers, data-socket set-up, the bytes sent and `-Z`;
 //! - `udp`: the UDP flows of `test -u` (their set-up, the paced sender, the receiver);
+//! - `iperf3`: iperf3's protocol on real sockets: `test` against a stock iperf3 server (the
+//!   server's side of it is in [`server`]);
 //! - `address`, `random`, `clock`, `error`: name resolution by family, randomness, the Unix clock in
 //!   ns, the error type.
 
@@ -30,6 +32,7 @@ mod channel;
 mod clock;
 mod control;
 mod error;
+mod iperf3;
 mod payload;
 mod random;
 mod run;
@@ -47,7 +50,7 @@ pub mod transfer;
 pub mod zerocopy;
 
 pub use address::Family;
-pub use client::{ClientConfig, Observer, Quiet, run_test};
+pub use client::{ClientConfig, Observer, Quiet, ServerProtocol, run_test};
 pub use error::EngineError;
 pub use job::{
     ClockOffset, Controllers, CopyResult, JobClient, RemoteCopy, RemoteTest, STRIPE_CHUNK,

@@ -55,6 +55,9 @@ pub(crate) struct RecvConfig {
     pub(crate) window: Option<u64>,
     /// A UDP test's datagram counters are 64-bit (`--udp-counters-64bit`).
     pub(crate) udp_counters_64: bool,
+    /// TCP receivers report their bytes each interval too (an iperf3 peer reports no intervals, so
+    /// a receiving side shows its own).
+    pub(crate) report: bool,
 }
 
 struct Tracked {
@@ -71,6 +74,7 @@ pub(crate) struct Run {
     pub(crate) clock: Clock,
     streams: Vec<Tracked>,
     ticks: ReportClock,
+    report_receivers: bool,
     /// A UDP test's rate per sending stream (the report's target), bit/s.
     udp_rate_bps: u64,
 }
@@ -119,6 +123,7 @@ impl Run {
             clock,
             streams: tracked,
             ticks: ReportClock::new(interval_ns, omit_ns),
+            report_receivers: recv.report,
             udp_rate_bps: send.udp.as_ref().map_or(0, |u| u.rate_bps),
         })
     }
@@ -190,6 +195,19 @@ impl Run {
                 if tick.omit_end {
                     t.stats.mark_omit_end(bytes, now_ns, None);
                 }
+                if self.report_receivers {
+                    out.push(StreamInterval {
+                        stream: t.worker.state.index,
+                        start_ns,
+                        end_ns,
+                        bytes: bytes - t.last_bytes,
+                        omitted: tick.omitted,
+                        sender: false,
+                        tcp: None,
+                        udp: None,
+                    });
+                    t.last_bytes = bytes;
+                }
                 continue;
             }
             let sample = t
@@ -230,6 +248,19 @@ impl Run {
         self.streams
             .iter()
             .fold(0u64, |t, s| t.saturating_add(s.worker.state.bytes()))
+    }
+
+    /// Whether this side sends on any stream.
+    pub(crate) fn has_senders(&self) -> bool {
+        self.streams.iter().any(|t| t.worker.state.sender)
+    }
+
+    /// Bytes this side's receivers have taken so far.
+    pub(crate) fn received(&self) -> u64 {
+        self.streams
+            .iter()
+            .filter(|t| !t.worker.state.sender)
+            .fold(0u64, |n, t| n.saturating_add(t.worker.state.bytes()))
     }
 
     /// Whether every stream in the chosen role (senders if `senders`, else receivers) has ended.
@@ -410,5 +441,6 @@ pub(crate) fn recv_config(params: &TestParams) -> RecvConfig {
             WindowRequest::Auto => None,
         },
         udp_counters_64: params.udp.is_some_and(|u| u.counters_64bit),
+        report: false,
     }
 }

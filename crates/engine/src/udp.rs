@@ -146,6 +146,8 @@ pub(crate) struct UdpSend {
     pub(crate) budget: Option<u64>,
     /// Payload bytes to fill the datagrams with (at least [`MAX_BATCH`] × `len`).
     pub(crate) payload: Arc<AlignedBuf>,
+    /// Send the end marker when stopping (not to an iperf3 peer, which would take it for data).
+    pub(crate) end_markers: bool,
 }
 
 impl UdpSend {
@@ -161,6 +163,7 @@ impl UdpSend {
             counters_64: params.counters_64bit,
             budget,
             payload: crate::payload::payload(MAX_BATCH * len as usize)?,
+            end_markers: true,
         })
     }
 
@@ -255,7 +258,7 @@ pub(crate) fn send_loop(sock: &UdpSocket, cfg: &UdpSend, st: &UdpCounters<'_>) -
         }
     }
     let marker = EndMarker { sent }.encode();
-    for i in 0..END_MARKERS {
+    for i in 0..if cfg.end_markers { END_MARKERS } else { 0 } {
         if i > 0 {
             std::thread::sleep(END_MARKER_GAP);
         }

@@ -27,6 +27,7 @@
 pub mod conversation;
 pub mod frame;
 pub mod interval;
+pub mod iperf3;
 pub mod msg;
 pub mod pacing;
 pub mod probe;

@@ -121,14 +121,23 @@ pub struct StartExtra {
     pub local_plan: SidePlan,
     /// This host's buffers as granted.
     pub local_buffers: Vec<BufferOutcome>,
-    /// The server's window plan.
-    pub remote_plan: SidePlan,
-    /// The server's buffers as granted.
+    /// The server's window plan (a longhaul server's; an iperf3 server tells none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_plan: Option<SidePlan>,
+    /// The server's buffers as granted (empty when it did not say).
     pub remote_buffers: Vec<BufferOutcome>,
     /// Every socket as the client set it up.
     pub local_sockets: Vec<SocketSetup>,
-    /// Every socket as the server set it up.
+    /// Every socket as the server set it up (empty when it did not say).
     pub remote_sockets: Vec<SocketSetup>,
+    /// The protocol the server spoke: "longhaul", or "iperf3" for a stock iperf3 server (which
+    /// reports no intervals, plans or sockets of its own, only its totals).
+    #[serde(default = "longhaul_protocol")]
+    pub server_protocol: String,
+}
+
+fn longhaul_protocol() -> String {
+    "longhaul".into()
 }
 
 /// iperf3's `start`.
@@ -210,11 +219,20 @@ pub struct StreamEntry {
 
 /// A UDP stream's (or sum's) datagrams over an interval: iperf3's keys (`packets`, `lost_packets`,
 /// `lost_percent`, `jitter_ms`, `out_of_order`) and ours. `packets` is the sender's count; the rest
-/// is the receiver's account of its own interval of the same number.
+/// is the receiver's account of its own interval of the same number, absent when the receiver
+/// reported none (an iperf3 server sends no intervals).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct UdpEntry {
     /// Datagrams sent.
     pub packets: u64,
+    /// The receiver's account, if it gave one.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub received: Option<UdpReceived>,
+}
+
+/// A receiver's account of a UDP stream's datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct UdpReceived {
     /// Datagrams the receiver took (longhaul).
     pub received_packets: u64,
     /// Datagrams the receiver counted lost.
@@ -234,41 +252,48 @@ pub struct UdpEntry {
 
 impl UdpEntry {
     fn of(sent: Option<&UdpInterval>, got: Option<&UdpInterval>) -> Self {
-        let g = got.copied().unwrap_or_default();
-        let mut e = Self {
+        Self {
             packets: sent.map_or(0, |s| s.packets),
-            received_packets: g.packets,
-            lost_packets: g.lost,
-            lost_percent: 0.0,
-            jitter_ms: g.jitter_ms,
-            out_of_order: g.out_of_order,
-            duplicates: g.duplicates,
-            host_drops: g.host_drops,
-        };
-        e.lost_percent = percent(e.lost_packets, e.received_packets);
-        e
+            received: got.map(|g| UdpReceived {
+                received_packets: g.packets,
+                lost_packets: g.lost,
+                lost_percent: percent(g.lost, g.packets),
+                jitter_ms: g.jitter_ms,
+                out_of_order: g.out_of_order,
+                duplicates: g.duplicates,
+                host_drops: g.host_drops,
+            }),
+        }
     }
 
-    /// The sum of several streams' entries.
+    /// The sum of several streams' entries (the receivers' account over those that gave one).
     fn sum(entries: impl Iterator<Item = UdpEntry>) -> Option<Self> {
         let mut n = 0u32;
-        let mut s = Self::default();
+        let mut out = Self::default();
+        let mut with = 0u32;
+        let mut r = UdpReceived::default();
         for e in entries {
             n += 1;
-            s.packets = s.packets.saturating_add(e.packets);
-            s.received_packets = s.received_packets.saturating_add(e.received_packets);
-            s.lost_packets = s.lost_packets.saturating_add(e.lost_packets);
-            s.jitter_ms += e.jitter_ms;
-            s.out_of_order = s.out_of_order.saturating_add(e.out_of_order);
-            s.duplicates = s.duplicates.saturating_add(e.duplicates);
-            s.host_drops = s.host_drops.saturating_add(e.host_drops);
+            out.packets = out.packets.saturating_add(e.packets);
+            if let Some(g) = e.received {
+                with += 1;
+                r.received_packets = r.received_packets.saturating_add(g.received_packets);
+                r.lost_packets = r.lost_packets.saturating_add(g.lost_packets);
+                r.jitter_ms += g.jitter_ms;
+                r.out_of_order = r.out_of_order.saturating_add(g.out_of_order);
+                r.duplicates = r.duplicates.saturating_add(g.duplicates);
+                r.host_drops = r.host_drops.saturating_add(g.host_drops);
+            }
         }
         if n == 0 {
             return None;
         }
-        s.jitter_ms /= f64::from(n);
-        s.lost_percent = percent(s.lost_packets, s.received_packets);
-        Some(s)
+        if with > 0 {
+            r.jitter_ms /= f64::from(with);
+            r.lost_percent = percent(r.lost_packets, r.received_packets);
+            out.received = Some(r);
+        }
+        Some(out)
     }
 }
 
@@ -528,7 +553,8 @@ pub struct EndUdp {
     pub duplicates: u64,
     /// Datagrams refused as malformed (longhaul).
     pub malformed: u64,
-    /// Times the receiving host's socket buffer overflowed (longhaul; see [`UdpEntry::host_drops`]).
+    /// Times the receiving host's socket buffer overflowed (longhaul; see
+    /// [`UdpReceived::host_drops`]).
     pub host_drops: u64,
     /// The rate the sender was asked for, bit/s of payload; 0: as fast as it could (longhaul).
     pub target_bits_per_second: u64,
@@ -608,13 +634,15 @@ impl EndUdp {
     fn entry(&self) -> UdpEntry {
         UdpEntry {
             packets: self.packets,
-            received_packets: self.received_packets,
-            lost_packets: self.lost_packets,
-            lost_percent: self.lost_percent,
-            jitter_ms: self.jitter_ms,
-            out_of_order: self.out_of_order,
-            duplicates: self.duplicates,
-            host_drops: self.host_drops,
+            received: Some(UdpReceived {
+                received_packets: self.received_packets,
+                lost_packets: self.lost_packets,
+                lost_percent: self.lost_percent,
+                jitter_ms: self.jitter_ms,
+                out_of_order: self.out_of_order,
+                duplicates: self.duplicates,
+                host_drops: self.host_drops,
+            }),
         }
     }
 }

@@ -72,6 +72,7 @@ pub(super) fn serve(
         start_at,
         // Without a certificate to check B against: TLS keeps the test's bytes from onlookers.
         encrypt: encrypt.then(ClientTlsConfig::default),
+        protocol: crate::client::ServerProtocol::Auto,
     };
     let mut relay = Relay {
         writer: ctl.writer(),
