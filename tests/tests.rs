@@ -9,6 +9,7 @@ mod encryption;
 mod fleet;
 mod fleet_copy;
 mod fleet_stripe;
+mod iperf3;
 mod lab;
 mod module_graph;
 mod monitor;

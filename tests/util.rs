@@ -164,6 +164,9 @@ pub(crate) struct ServerProc {
     child: Child,
     /// The port it listens on.
     pub(crate) port: u16,
+    /// The port where it serves iperf3 clients (`--iperf3-port` in `extra`; off otherwise, so that
+    /// servers of concurrent tests do not contend for 5201).
+    pub(crate) iperf3_port: Option<u16>,
     log: mpsc::Receiver<String>,
     seen: String,
     _machine: Machine,
@@ -179,9 +182,15 @@ impl ServerProc {
         } else {
             &["-p", "0"]
         };
+        let iperf3 = extra.contains(&"--iperf3-port");
         let mut child = Command::new(bin())
             .arg("server")
             .args(port)
+            .args(if iperf3 {
+                &[][..]
+            } else {
+                &["--iperf3-port", "off"]
+            })
             .args(["--log", "info"])
             .args(extra)
             .stdout(Stdio::null())
@@ -203,9 +212,26 @@ impl ServerProc {
                     .expect("numeric port");
             }
         };
+        let port_of = |addr: &str| -> u16 {
+            addr.rsplit(':')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .expect("numeric port")
+        };
+        let iperf3_port = iperf3.then(|| {
+            loop {
+                let line = rx
+                    .recv_timeout(Duration::from_secs(20))
+                    .expect("server prints its iperf3 address");
+                if let Some(rest) = line.strip_prefix("iperf3 clients served on ") {
+                    break port_of(rest.trim());
+                }
+            }
+        });
         Self {
             child,
             port,
+            iperf3_port,
             log: rx,
             seen: String::new(),
             _machine: machine,

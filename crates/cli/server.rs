@@ -26,6 +26,11 @@ pub(crate) struct ServerArgs {
     /// Bind to this address only (default: every IPv6 and IPv4 address).
     #[arg(short = 'B', long)]
     bind: Option<IpAddr>,
+    /// Serve stock iperf3 clients (`iperf3 -c HOST`, TCP and UDP) on this port, many at once; "off"
+    /// to not; 0 for any free port. A port already taken (by an iperf3 server) is skipped with a
+    /// warning. Tests from iperf3 clients count against --max-tests.
+    #[arg(long, value_name = "PORT|off", default_value = "5201", value_parser = iperf3_port)]
+    iperf3_port: Iperf3Port,
     /// Most tests served at once; the next client is told "busy, N tests running".
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_tests: u32,
@@ -112,6 +117,19 @@ pub(crate) struct ServerArgs {
     modes: crate::transfer::ModeArgs,
 }
 
+/// `--iperf3-port`: a port, or none ("off").
+#[derive(Debug, Clone, Copy)]
+struct Iperf3Port(Option<u16>);
+
+fn iperf3_port(s: &str) -> Result<Iperf3Port, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(Iperf3Port(None));
+    }
+    s.parse::<u16>()
+        .map(|p| Iperf3Port(Some(p)))
+        .map_err(|_| format!("{s:?} is not a port number (0-65535) or \"off\""))
+}
+
 fn size(s: &str) -> Result<u64, String> {
     let n = longhaul_units::parse_size(s).map_err(|e| e.to_string())?;
     if n == 0 {
@@ -178,6 +196,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
             client_ca: a.tls_client_ca.clone(),
             required: a.require_encryption,
         },
+        iperf3_port: a.iperf3_port.0,
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
     let server = Server::bind(cfg).context("cannot start the server")?;
@@ -197,6 +216,9 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
             ""
         }
     );
+    if let Some(addr) = server.iperf3_addr() {
+        eprintln!("iperf3 clients served on {addr}");
+    }
     if a.daemon {
         // No thread has been started yet, as daemonize() requires.
         longhaul_sys::daemonize().context("cannot run in the background")?;

@@ -313,6 +313,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
             let server = Server::bind(ServerConfig {
                 bind: Some(ip),
                 port: 0,
+                iperf3_port: None,
                 ..Default::default()
             })?;
             let port = server.local_addr().port();

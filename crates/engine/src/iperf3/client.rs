@@ -18,7 +18,7 @@ use longhaul_proto::{EndCondition, TestParams};
 use longhaul_sys as sys;
 
 use super::{expect_state, read_json, results_of, tcp_sender, totals_of, write_json, write_state};
-use crate::client::{
+use crate::client::setup::{
     ClientConfig, Observer, connect_err, new_socket, start_report, window_warnings,
 };
 use crate::run::{Run, RunStream, recv_config, send_config};

@@ -518,7 +518,11 @@ impl Server {
 }
 
 /// Checks a test's parameters against this server's own limits (beyond the protocol's ranges).
-fn check_limits(policy: &ServerPolicy, params: &TestParams, side: &SidePlan) -> Result<(), Error> {
+pub fn check_limits(
+    policy: &ServerPolicy,
+    params: &TestParams,
+    side: &SidePlan,
+) -> Result<(), Error> {
     if params.streams > policy.max_streams {
         return Err(Error::Limit(format!(
             "test asks for {} streams; this server allows {} per test (--max-streams)",

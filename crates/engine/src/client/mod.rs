@@ -1,0 +1,524 @@
+//! `longhaul test HOST`: the client side of a memory-to-memory test.
+//!
+//! The client measures the RTT on the control connection, sends the parameters, sizes its own buffers
+//! from RTT × target rate (the server does the same for its side), opens the data connections with the
+//! buffers set *before* `connect` (so the window scale in the handshake fits), and then runs the test,
+//! merging its own samples with the server's into one report per interval. Intervals always show the
+//! *sender's* view of each stream, since that is where cwnd, RTT, pacing and the limit chronographs live.
+//!
+//! The conversation's rules are `longhaul_proto::conversation::client`'s; this module is its driver:
+//! it resolves and connects, opens and sets up the data connections, runs the streams and the clock,
+//! and assembles the start of the report from what only this host knows.
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use longhaul_proto::TestParams;
+use longhaul_proto::conversation::client::{Client, ClientSettings, Event};
+use longhaul_proto::msg::{AUTO_DATAGRAM_LEN, MAX_DATAGRAM_LEN};
+use longhaul_proto::msg::{CpuUse, SidePlan, SideResults, SocketSetup};
+use longhaul_proto::report::{Report, Start};
+use longhaul_proto::wire::{Cookie, Preamble};
+use longhaul_sys as sys;
+
+use crate::control::Control;
+use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
+use crate::stream::Flow;
+
+use crate::channel::Channel;
+use crate::socket::{self, SocketOptions};
+use crate::tls::{Connector, Pinned};
+use crate::{EngineError, SOFTWARE};
+
+pub(crate) mod setup;
+
+pub use setup::{ClientConfig, DEFAULT_DATAGRAM_LEN, Observer, Quiet, ServerProtocol, system_info};
+pub(crate) use setup::{connect_control, connect_err, new_socket, start_report, window_warnings};
+
+/// Runs one test against a server and returns the full report.
+///
+/// The conversation itself (phases, deadlines, the end of the test, the drain, the pairing of
+/// intervals, the end report) is [`longhaul_proto::conversation::client::Client`]'s; this function
+/// owns the sockets, the stream threads and the clock, and acts on what the machine asks.
+///
+/// With [`ServerProtocol::Auto`], a server on iperf3's port is spoken to in iperf3's protocol, and
+/// one elsewhere that answers the hello as an iperf3 server does (its first byte asks for
+/// parameters, or says it is busy) is connected to again in iperf3's protocol.
+pub fn run_test(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, EngineError> {
+    let iperf3 = match cfg.protocol {
+        ServerProtocol::Iperf3 => true,
+        ServerProtocol::Auto => cfg.port == longhaul_proto::iperf3::DEFAULT_PORT,
+        ServerProtocol::Longhaul => false,
+    };
+    if iperf3 {
+        return run_iperf3(cfg, obs, Duration::ZERO);
+    }
+    match run_longhaul(cfg, obs) {
+        Err(EngineError::SpeaksIperf3) if cfg.protocol == ServerProtocol::Auto => {
+            tracing::info!(
+                "the server answered as iperf3 does: testing again in iperf3's protocol"
+            );
+            // iperf3's server reopens its listener after the hello it could not read.
+            run_iperf3(cfg, obs, IPERF3_RELISTEN)
+        }
+        Err(EngineError::SpeaksIperf3) => {
+            Err(EngineError::Protocol(longhaul_proto::ProtoError::Invalid(
+                "the server speaks iperf3's protocol, not longhaul's (drop --longhaul)".into(),
+            )))
+        }
+        r => r,
+    }
+}
+
+/// The test's parameters, checked, with a UDP test's datagram length picked from the control
+/// connection's MSS when it was left to the client (as iperf3 does).
+fn checked_params(cfg: &ClientConfig, ctrl: &TcpStream) -> Result<TestParams, EngineError> {
+    let mut params = cfg.params.clone();
+    if params.is_udp() && params.write_len == AUTO_DATAGRAM_LEN {
+        let mss = sys::mss(ctrl.as_fd()).unwrap_or(0);
+        params.write_len = if mss == 0 {
+            DEFAULT_DATAGRAM_LEN
+        } else {
+            mss.min(MAX_DATAGRAM_LEN)
+        };
+    }
+    params.validate()?;
+    Ok(params)
+}
+
+/// How long a client that found an iperf3 server keeps trying to connect again: the server closes
+/// and reopens its listening socket after a client it could not read.
+const IPERF3_RELISTEN: Duration = Duration::from_secs(3);
+
+/// A test in iperf3's protocol; a refused connection is tried again for `retry`.
+fn run_iperf3(
+    cfg: &ClientConfig,
+    obs: &mut dyn Observer,
+    retry: Duration,
+) -> Result<Report, EngineError> {
+    cfg.params.validate_request()?;
+    if let Some(cc) = &cfg.params.congestion {
+        socket::check_congestion(cc)?;
+    }
+    let until = Instant::now() + retry;
+    let (ctrl, server) = loop {
+        match connect_control(cfg) {
+            Err(EngineError::Connect { source, .. })
+                if source.kind() == std::io::ErrorKind::ConnectionRefused
+                    && Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r => break r?,
+        }
+    };
+    let params = checked_params(cfg, &ctrl)?;
+    crate::iperf3::client::run(cfg, ctrl, server, params, obs)
+}
+
+fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, EngineError> {
+    let params = cfg.params.clone();
+    params.validate_request()?;
+    if params.is_udp() && cfg.encrypt.is_some() {
+        return Err(EngineError::Unsupported(
+            "a UDP test (-u) cannot be encrypted: its datagrams are random filler; drop --encrypt"
+                .into(),
+        ));
+    }
+    if let Some(cc) = &params.congestion {
+        socket::check_congestion(cc)?;
+    }
+    let (ctrl_sock, server) = connect_control(cfg)?;
+    let params = checked_params(cfg, &ctrl_sock)?;
+    let (channel, pinned) = match &cfg.encrypt {
+        Some(tls) => {
+            let (c, p) = Connector::new(tls)?.connect(ctrl_sock, &cfg.host, cfg.timeout)?;
+            (c, Some(p))
+        }
+        None => (Channel::plain(ctrl_sock), None),
+    };
+    let mut ctrl = Control::new(channel);
+    let wall_start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    ctrl.channel()
+        .write_all(&Preamble::control().encode())
+        .map_err(|e| EngineError::io("send preamble", e))?;
+    let origin = Instant::now();
+    let settings = ClientSettings {
+        timeout: cfg.timeout,
+        software: SOFTWARE.into(),
+        peer: ctrl
+            .socket()
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into()),
+    };
+    let mut drv = Driver {
+        cfg,
+        server,
+        pinned,
+        encryption: ctrl.channel().encryption(),
+        origin,
+        wall_start,
+        conv: Client::new(params, settings, Duration::ZERO),
+        test: None,
+        run: None,
+        report: None,
+    };
+    if cfg.encrypt.is_none() {
+        flush(&mut drv.conv, &mut ctrl)?;
+        if answers_as_iperf3(ctrl.socket(), cfg.timeout) {
+            return Err(EngineError::SpeaksIperf3);
+        }
+    }
+    let outcome = drv.converse(&mut ctrl, obs);
+    if let Some(run) = drv.run.take() {
+        // The test failed while its streams ran: wake and join them.
+        run.abort();
+        let _ = run.finish();
+    }
+    outcome?;
+    drv.report
+        .ok_or_else(|| EngineError::Timeout("the end of the test".into()))
+}
+
+/// Whether the server's first byte is an iperf3 server's (it asks for parameters, or says it is
+/// busy) rather than the start of a longhaul frame (whose length starts with a zero byte). Waits
+/// for it at most `timeout`; nothing by then is not iperf3 (the conversation's own deadline
+/// reports it).
+fn answers_as_iperf3(sock: &TcpStream, timeout: Duration) -> bool {
+    let _ = sock.set_read_timeout(Some(timeout));
+    let mut b = [0u8; 1];
+    let first = sock.peek(&mut b);
+    let _ = sock.set_read_timeout(None);
+    matches!(first, Ok(1))
+        && matches!(
+            longhaul_proto::iperf3::State::from_byte(b[0]),
+            Some(
+                longhaul_proto::iperf3::State::ParamExchange
+                    | longhaul_proto::iperf3::State::AccessDenied
+            )
+        )
+}
+
+/// Returns at `at` (wall clock): one absolute sleep on the real-time clock, with this thread's
+/// timer slack at its minimum. A sleeper woken by its timer runs at once on a core that is not
+/// saturated, so tests held on one machine start within tens of microseconds; spinning the last
+/// milliseconds instead would take the cores the other held tests need to wake (on two cores,
+/// four spinners started 2-3 ms apart).
+pub(crate) fn hold_until(at: SystemTime) {
+    let Ok(since_epoch) = at.duration_since(std::time::UNIX_EPOCH) else {
+        return;
+    };
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+    let wake = rustix::thread::Timespec {
+        tv_sec: i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: since_epoch.subsec_nanos().into(),
+    };
+    while let Err(rustix::io::Errno::INTR) =
+        rustix::thread::clock_nanosleep_absolute(rustix::thread::ClockId::Realtime, &wake)
+    {}
+    // Back to the thread's default slack.
+    let _ = rustix::thread::set_current_timer_slack(None);
+}
+
+/// Sends every message the machine holds, in order.
+fn flush(conv: &mut Client, ctrl: &mut Control) -> Result<(), EngineError> {
+    while let Some(m) = conv.poll_transmit() {
+        ctrl.send(&m)?;
+    }
+    Ok(())
+}
+
+/// What the client learns during set-up and keeps for the report and the run.
+struct Test {
+    params: TestParams,
+    cookie_text: String,
+    server_plan: Box<SidePlan>,
+    local_plan: SidePlan,
+    socks: Vec<Flow>,
+    local_setups: Vec<SocketSetup>,
+    start: Option<Start>,
+    /// CPU of this test's threads only (control + streams), as the server counts its side: correct
+    /// even when client and server share a process (the self-test).
+    cpu_before: sys::CpuTime,
+}
+
+/// The client's driver: the machine, and the I/O it asks for.
+struct Driver<'a> {
+    cfg: &'a ClientConfig,
+    server: SocketAddr,
+    /// With `--encrypt`: TLS for the data connections, accepting only the control's certificate.
+    pinned: Option<Pinned>,
+    /// With `--encrypt`: the TLS version and cipher suite, for the report.
+    encryption: Option<String>,
+    origin: Instant,
+    wall_start: u64,
+    conv: Client,
+    test: Option<Test>,
+    run: Option<Run>,
+    report: Option<Report>,
+}
+
+impl Driver<'_> {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn converse(&mut self, ctrl: &mut Control, obs: &mut dyn Observer) -> Result<(), EngineError> {
+        loop {
+            while let Some(ev) = self.conv.poll_event() {
+                self.act(ev, ctrl, obs)?;
+            }
+            flush(&mut self.conv, ctrl)?;
+            if self.conv.is_over() {
+                return Ok(());
+            }
+            let wake = wake_at(self.origin, self.conv.poll_timeout(), self.run.as_ref());
+            match ctrl.recv_until(wake)? {
+                Some(m) => self.conv.handle(m, self.now())?,
+                None => {
+                    if let Some(run) = &mut self.run {
+                        for (index, streams) in run.poll_intervals() {
+                            self.conv.local_interval(index, streams);
+                        }
+                        let (senders, receivers) =
+                            (run.all_finished(true), run.all_finished(false));
+                        self.conv
+                            .streams_finished(senders, receivers, self.origin.elapsed());
+                    }
+                    self.conv.handle_timeout(self.now())?;
+                }
+            }
+        }
+    }
+
+    fn act(
+        &mut self,
+        ev: Event,
+        ctrl: &mut Control,
+        obs: &mut dyn Observer,
+    ) -> Result<(), EngineError> {
+        match ev {
+            Event::OpenStreams {
+                cookie,
+                cookie_text,
+                params,
+                server_plan,
+            } => {
+                // The server admitted the test: its stream set-up, intervals and results may be as
+                // large as the test's stream count needs.
+                ctrl.set_frame_limit(params.frame_limit());
+                let (socks, local_setups, local_plan) = self.open_streams(&params, cookie)?;
+                self.test = Some(Test {
+                    params,
+                    cookie_text,
+                    server_plan,
+                    local_plan,
+                    socks,
+                    local_setups,
+                    start: None,
+                    cpu_before: sys::CpuTime::default(),
+                });
+                self.conv.streams_connected(self.now());
+            }
+            Event::StreamsReady { sockets } => {
+                let t = self
+                    .test
+                    .as_mut()
+                    .expect("streams ready after they were opened");
+                let start = start_report(
+                    self.cfg,
+                    self.encryption.clone(),
+                    &t.params,
+                    self.wall_start,
+                    &t.cookie_text,
+                    &t.local_plan,
+                    Some(&t.server_plan),
+                    &t.local_setups,
+                    &sockets,
+                );
+                // Everything is set up: only the start is left to do at the common instant.
+                if let Some(at) = self.cfg.start_at {
+                    hold_until(at);
+                }
+                obs.start(&start);
+                t.start = Some(start);
+                t.cpu_before = sys::thread_cpu_time().unwrap_or_default();
+                let streams: Vec<RunStream> = std::mem::take(&mut t.socks)
+                    .into_iter()
+                    .zip(&t.local_setups)
+                    .map(|(sock, s)| RunStream {
+                        index: s.stream,
+                        sender: s.sender,
+                        sock,
+                        congestion: s.congestion.clone(),
+                        mss: s.mss,
+                    })
+                    .collect();
+                let send = send_config(&t.params)?;
+                self.conv.start();
+                flush(&mut self.conv, ctrl)?;
+                let run = Run::start(
+                    streams,
+                    &send,
+                    recv_config(&t.params),
+                    t.params.interval_ns,
+                    t.params.omit_ns,
+                )?;
+                let started = run.clock.origin().saturating_duration_since(self.origin);
+                self.run = Some(run);
+                self.conv.streams_started(started);
+            }
+            Event::Interval(rep) => obs.interval(&rep),
+            Event::StopSenders { drain_by } => {
+                let run = self.run.as_mut().expect("running");
+                run.stop_senders();
+                // The server's senders stop when our Stop reaches them.
+                let grace = self
+                    .test
+                    .as_ref()
+                    .map_or(Duration::ZERO, |t| crate::udp::receive_grace(&t.params));
+                run.drain_udp_receivers(grace);
+                // Let each sender finish its last write before the last interval is read, so the
+                // intervals add up to the totals; a sender still stuck at the deadline is reported by
+                // `wait_all` after the server's results.
+                run.wait_senders(self.origin + drain_by);
+                for (index, streams) in run.poll_intervals() {
+                    self.conv.local_interval(index, streams);
+                }
+                if let Some((index, streams)) = run.final_interval() {
+                    self.conv.local_interval(index, streams);
+                }
+                self.conv.senders_drained();
+            }
+            Event::ServerResults { drain_by } => {
+                let ended = self
+                    .run
+                    .as_ref()
+                    .expect("running")
+                    .wait_all(self.origin + drain_by);
+                self.conv.streams_ended(ended)?;
+                let run = self.run.take().expect("running");
+                let (totals, worker_cpu, wall, stream_error) = run.finish();
+                if let Some(e) = stream_error {
+                    return Err(e);
+                }
+                let t = self.test.as_ref().expect("set up");
+                let cpu = worker_cpu + (sys::thread_cpu_time().unwrap_or_default() - t.cpu_before);
+                self.conv.local_results(SideResults {
+                    cpu: CpuUse {
+                        user_s: cpu.user.as_secs_f64(),
+                        system_s: cpu.system.as_secs_f64(),
+                        wall_s: wall,
+                    },
+                    streams: totals,
+                });
+                // Let the server log our side; it closes after reading this.
+                while let Some(m) = self.conv.poll_transmit() {
+                    let _ = ctrl.send(&m);
+                }
+            }
+            Event::Finished(done) => {
+                let t = self.test.take().expect("set up");
+                let start = t.start.expect("started");
+                let mut end = done.end;
+                end.longhaul.warnings = window_warnings(&start.longhaul);
+                self.report = Some(Report {
+                    start,
+                    intervals: done.intervals,
+                    end,
+                    error: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens the data connections, each set up before connect, and returns them with their set-up and
+    /// this side's plan.
+    fn open_streams(
+        &self,
+        params: &TestParams,
+        cookie: Cookie,
+    ) -> Result<(Vec<Flow>, Vec<SocketSetup>, SidePlan), EngineError> {
+        let local_plan = socket::side_plan(params);
+        let total = params.direction.connections(params.streams);
+        if params.is_udp() {
+            let hellos: Vec<([u8; 32], bool)> = (0..total)
+                .map(|i| {
+                    let hello = Preamble::data(cookie, i).encode();
+                    (hello, params.direction.client_sends(i, params.streams))
+                })
+                .collect();
+            let socks = crate::udp::open_flows(
+                self.server,
+                self.cfg.bind,
+                &hellos,
+                &local_plan.window,
+                self.cfg.timeout,
+            )?;
+            let setups = socks
+                .iter()
+                .zip(&hellos)
+                .enumerate()
+                .map(|(i, (s, (_, sender)))| crate::udp::describe(s, i as u32, *sender))
+                .collect();
+            return Ok((
+                socks.into_iter().map(Flow::Udp).collect(),
+                setups,
+                local_plan,
+            ));
+        }
+        let opts = SocketOptions {
+            plan: &local_plan.window,
+            congestion: params.congestion.as_deref(),
+        };
+        let mut socks = Vec::with_capacity(total as usize);
+        let mut local_setups = Vec::with_capacity(total as usize);
+        for i in 0..total {
+            let sender = params.direction.client_sends(i, params.streams);
+            let s = connect_data(
+                self.cfg,
+                self.server,
+                self.pinned.as_ref(),
+                &opts,
+                sender,
+                i,
+                &Preamble::data(cookie, i).encode(),
+            )?;
+            let pace = socket::pacing_for(&local_plan, i, params.streams, sender);
+            if let Some(p) = pace {
+                socket::apply_pacing(s.as_fd(), p)?;
+            }
+            local_setups.push(socket::describe(s.socket(), i, sender, pace));
+            socks.push(Flow::Tcp(Box::new(s)));
+        }
+        Ok((socks, local_setups, local_plan))
+    }
+}
+
+fn connect_data(
+    cfg: &ClientConfig,
+    server: SocketAddr,
+    pinned: Option<&Pinned>,
+    opts: &SocketOptions<'_>,
+    sender: bool,
+    index: u32,
+    preamble: &[u8],
+) -> Result<Channel, EngineError> {
+    let s = new_socket(cfg, server)?;
+    socket::apply(s.as_fd(), opts, sender, index)?;
+    s.connect_timeout(&server.into(), cfg.timeout)
+        .map_err(|e| connect_err(server, e))?;
+    let s = match pinned {
+        Some(p) => p.connect(s.into(), cfg.timeout)?,
+        None => Channel::plain(s.into()),
+    };
+    s.write_all(preamble)
+        .map_err(|e| EngineError::io(format!("send preamble of stream {index}"), e))?;
+    Ok(s)
+}
