@@ -238,3 +238,75 @@ fn a_stream_hello_from_another_host_or_garbage_gets_no_answer() {
     let j = json_test("127.0.0.1", srv.port, &["-u", "-t", "1", "-l", "1000"]);
     assert_eq!(j["end"]["streams"][0]["udp"]["lost_packets"], 0);
 }
+
+/// `--find-rate` on a clean 1 Gbit/s path (the emulator's rate counts IP bytes) finds 1 Gbit/s at
+/// the IP layer within 2 %, then reports jitter and delay variation at 50, 90 and 100 % of it.
+#[test]
+fn find_rate_finds_the_bottleneck_of_a_clean_path() {
+    if !netns_privileges() {
+        return;
+    }
+    let _alone = machine_alone();
+    emulate_checked(
+        &[
+            "--rtt",
+            "10ms",
+            "--rate",
+            "1G",
+            "--",
+            bin(),
+            "test",
+            "10.201.0.2",
+            "-u",
+            "--find-rate",
+            "-b",
+            "1.1G",
+            "--resolution",
+            "5M",
+            "-t",
+            "1",
+            "--json",
+        ],
+        |out| {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            let j: Value = serde_json::from_slice(&out.stdout).expect("--find-rate --json");
+            let ip = j["ip_rate_bps"].as_f64().unwrap();
+            let trials = j["trials"].as_array().unwrap();
+            println!(
+                "found {ip} bit/s at the IP layer in {} trials",
+                trials.len()
+            );
+            assert_eq!(
+                trials[0]["rate_bps"], 1_100_000_000,
+                "the upper bound first"
+            );
+            assert_eq!(
+                trials[0]["passed"], false,
+                "1.1 Gbit/s cannot pass 1 Gbit/s"
+            );
+            let load = j["load"].as_array().unwrap();
+            assert_eq!(
+                load.iter()
+                    .map(|p| p["percent"].as_u64().unwrap())
+                    .collect::<Vec<_>>(),
+                [50, 90, 100]
+            );
+            for p in load {
+                assert!(p["trial"]["jitter_ms"].as_f64().is_some(), "{p}");
+                assert!(
+                    p["trial"]["delay_variation"]["p99_ms"].as_f64().is_some(),
+                    "{p}"
+                );
+            }
+            if (ip - 1e9).abs() <= 0.02 * 1e9 {
+                Ok(())
+            } else {
+                Err(format!("found {ip} bit/s on a 1 Gbit/s path"))
+            }
+        },
+    );
+}

@@ -86,6 +86,18 @@ pub(crate) struct TestArgs {
     /// 64-bit datagram counters (iperf3's --udp-counters-64bit), for more than 2^32 datagrams.
     #[arg(long, requires = "udp")]
     udp_counters_64bit: bool,
+    /// Search for the highest rate whose loss stays at or under --loss-threshold (RFC 2544's
+    /// throughput), from -b x -P or --rate down, each trial a -t long UDP test; then jitter and
+    /// delay at 50, 90 and 100 % of it.
+    #[arg(long, requires = "udp")]
+    find_rate: bool,
+    /// With --find-rate: the loss a trial may have and pass, percent.
+    #[arg(long, value_name = "PERCENT", default_value = "0", requires = "find_rate", value_parser = percent)]
+    loss_threshold: f64,
+    /// With --find-rate: stop when passing and failing rates are this close [default: 1 % of the
+    /// upper rate].
+    #[arg(long, value_name = "RATE", requires = "find_rate", value_parser = args::rate)]
+    resolution: Option<u64>,
     /// Window per stream: "auto" (from RTT and --rate), or the receive window each receiver holds (e.g.
     /// 64M; the kernel is made to advertise exactly that, docs/test.md).
     #[arg(short = 'w', long, default_value = "auto", value_parser = window)]
@@ -152,6 +164,13 @@ fn write_len(s: &str) -> Result<u32, String> {
     match u32::try_from(n) {
         Ok(n) if (1..=MAX_WRITE_LEN).contains(&n) => Ok(n),
         _ => Err(format!("write length must be 1 B to 64 MiB, got {n}")),
+    }
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p / 100.0),
+        _ => Err(format!("{s:?} is not a percentage from 0 to 100")),
     }
 }
 
@@ -300,6 +319,9 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
 
 pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     let params = params(a)?;
+    if a.find_rate {
+        return find_rate(a, params);
+    }
     let mut out = Output::new(a);
     // Without a host: a self-test against a server in this process, on loopback.
     let (host, port) = match &a.host {
@@ -378,6 +400,138 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// The client configuration of a test against `a.host` (or an in-process server).
+fn client_config(a: &TestArgs, params: TestParams) -> anyhow::Result<ClientConfig> {
+    anyhow::ensure!(a.to.is_none(), "--find-rate runs from this host: drop --to");
+    let (host, port) = match &a.host {
+        Some(h) => (h.clone(), a.port),
+        None => {
+            let ip: IpAddr = if a.ip.ipv6 {
+                "::1".parse()?
+            } else {
+                "127.0.0.1".parse()?
+            };
+            let server = Server::bind(ServerConfig {
+                bind: Some(ip),
+                port: 0,
+                iperf3_port: None,
+                ..Default::default()
+            })?;
+            let port = server.local_addr().port();
+            std::thread::spawn(move || server.run());
+            (ip.to_string(), port)
+        }
+    };
+    Ok(ClientConfig {
+        host,
+        port,
+        family: a.ip.family(),
+        bind: a.bind,
+        params,
+        timeout: a.connect_timeout.to_duration(),
+        start_at: None,
+        encrypt: a.encrypt.config(),
+        protocol: if a.iperf3 {
+            ServerProtocol::Iperf3
+        } else if a.longhaul {
+            ServerProtocol::Longhaul
+        } else {
+            ServerProtocol::Auto
+        },
+    })
+}
+
+/// `--find-rate`: the search, each trial as it ends, and the result (text, or one JSON document).
+fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
+    use longhaul_engine::find_rate::{FindRate, TrialResult};
+    let streams = u64::from(params.streams);
+    let upper = match (a.bitrate, a.rate) {
+        (Some((b, _)), _) if b > 0 => b.saturating_mul(streams),
+        (_, Some(r)) => r,
+        _ => anyhow::bail!(
+            "--find-rate needs the highest rate to try: -b RATE (per stream) or --rate RATE (all)"
+        ),
+    };
+    let cfg = client_config(a, params)?;
+    let json = a.json.json;
+    let show = |t: &TrialResult| {
+        if !json {
+            println!(
+                "trial {:>15} payload ({:>15} IP): {}/{} lost ({:.4}%), jitter {:.3} ms{}",
+                fmt_rate_iperf(t.rate_bps),
+                fmt_rate_iperf(t.ip_rate_bps),
+                t.lost,
+                t.sent,
+                100.0 * t.loss,
+                t.jitter_ms,
+                match &t.delay_variation {
+                    Some(v) => format!(
+                        ", delay variation p50/p99 {:.3}/{:.3} ms",
+                        v.p50_ms, v.p99_ms
+                    ),
+                    None => String::new(),
+                }
+            );
+        }
+    };
+    let mut show_mut = show;
+    let report = longhaul_engine::find_rate::find_rate(
+        &cfg,
+        &FindRate {
+            upper_bps: upper,
+            threshold: a.loss_threshold,
+            resolution_bps: a.resolution.unwrap_or(upper / 100).max(1),
+            max_trials: 32,
+        },
+        &mut show_mut,
+    )?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if report.rate_bps == 0 {
+        println!(
+            "no rate up to {} kept loss at or under {}%",
+            fmt_rate_iperf(upper),
+            100.0 * a.loss_threshold
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    println!(
+        "highest rate with loss at or under {}%: {} of payload = {} at the IP layer ({}-byte datagrams, {} bytes of headers each)",
+        100.0 * a.loss_threshold,
+        fmt_rate_iperf(report.rate_bps),
+        fmt_rate_iperf(report.ip_rate_bps),
+        report.datagram_len,
+        report.header_bytes
+    );
+    for p in &report.load {
+        let t = &p.trial;
+        println!(
+            "at {:>3}%: {:.4}% lost, jitter {:.3} ms, {}",
+            p.percent,
+            100.0 * t.loss,
+            t.jitter_ms,
+            match (&t.one_way_delay, &t.delay_variation) {
+                (Some(d), _) => format!(
+                    "one-way delay p50/p90/p99 {:.3}/{:.3}/{:.3} ms",
+                    d.p50_ms, d.p90_ms, d.p99_ms
+                ),
+                (None, Some(v)) => format!(
+                    "delay variation p50/p90/p99 {:.3}/{:.3}/{:.3} ms (clocks not synchronised: \
+                     no one-way delay)",
+                    v.p50_ms, v.p90_ms, v.p99_ms
+                ),
+                (None, None) => "no delay figures".into(),
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn lsr(r: &Report, km: f64) -> LsrEntry {

@@ -16,6 +16,7 @@
 //! - [`probe`]: the probe stream of `longhaul monitor`'s latency tests (the server's reflector and
 //!   the client), `proto::probe`'s rules over a TCP control connection and UDP probes;
 //! - [`doctor`]: this host's facts and tuning findings;
+//! - [`find_rate`]: `test -u --find-rate`, the search for the highest loss-free rate (RFC 2544);
 //! - [`tls`], `channel`: `--encrypt` (TLS 1.3 on every connection) and the byte stream every
 //!   conversation reads and writes, plain or encrypted;
 //! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
@@ -42,6 +43,7 @@ mod udp;
 
 pub mod client;
 pub mod doctor;
+pub mod find_rate;
 pub mod job;
 pub mod probe;
 pub mod server;

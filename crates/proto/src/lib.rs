@@ -31,6 +31,7 @@ pub mod iperf3;
 pub mod msg;
 pub mod pacing;
 pub mod probe;
+pub mod rate_search;
 pub mod report;
 pub mod udp;
 pub mod window;

@@ -576,6 +576,23 @@ pub struct OneWayDelay {
     /// Percentiles of the one-way delays, when synchronised.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub ms: Option<DelayMs>,
+    /// Delay variation (RFC 5481's PDV): each datagram's transit above the smallest, which needs
+    /// no synchronised clocks (their offset cancels); `None` without transit times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variation: Option<DelayVariation>,
+}
+
+/// Percentiles of the delay variation above the smallest transit, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DelayVariation {
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Largest.
+    pub max_ms: f64,
 }
 
 /// Percentiles of one-way delays, ms.
@@ -626,6 +643,12 @@ impl EndUdp {
                     p90_ms: ms(t.p90_ns),
                     p99_ms: ms(t.p99_ns),
                     max_ms: ms(t.max_ns),
+                }),
+                variation: ru.transit.map(|t| DelayVariation {
+                    p50_ms: ms(t.p50_ns.saturating_sub(t.min_ns)),
+                    p90_ms: ms(t.p90_ns.saturating_sub(t.min_ns)),
+                    p99_ms: ms(t.p99_ns.saturating_sub(t.min_ns)),
+                    max_ms: ms(t.max_ns.saturating_sub(t.min_ns)),
                 }),
             },
         }
