@@ -275,3 +275,64 @@ fn hostile_iperf3_clients_are_refused_alone() {
     let j = iperf3_client(port, &["-t", "1"]);
     assert!(f(&j, &["end", "sum_received", "bytes"]) > 0.0);
 }
+
+/// What `longhaul test` (stderr) and stock `iperf3 -c` (its text) say when refused.
+fn refusals(srv: &ServerProc, ours: &[&str], theirs: &[&str]) -> (String, String) {
+    let out = crate::util::test_cmd("127.0.0.1", srv.port, ours);
+    assert!(!out.status.success(), "longhaul test {ours:?} was served");
+    let port = srv.iperf3_port.expect("the iperf3 port").to_string();
+    let stock = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port])
+        .args(theirs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&stock.stdout).to_string()
+        + &String::from_utf8_lossy(&stock.stderr);
+    assert!(
+        !stock.status.success(),
+        "iperf3 {theirs:?} was served: {text}"
+    );
+    (String::from_utf8_lossy(&out.stderr).into_owned(), text)
+}
+
+/// The server's limits hold for both protocols, each refusal naming its limit (iperf3 clients get
+/// the error code their own text explains).
+#[test]
+fn server_limits_refuse_both_protocols_with_the_reason() {
+    if !program("iperf3", "iperf3") {
+        return;
+    }
+    let srv = ServerProc::start(&["--iperf3-port", "0", "--no-udp"]);
+    let (ours, theirs) = refusals(&srv, &["-u", "-t", "1"], &["-u", "-t", "1"]);
+    assert!(ours.contains("--no-udp"), "{ours}");
+    assert!(theirs.contains("protocol does not exist"), "{theirs}");
+    drop(srv);
+
+    let srv = ServerProc::start(&["--iperf3-port", "0", "--max-rate", "200M"]);
+    let (ours, theirs) = refusals(
+        &srv,
+        &["-u", "-b", "300M", "-t", "1"],
+        &["-u", "-b", "300M"],
+    );
+    assert!(ours.contains("--max-rate"), "{ours}");
+    assert!(theirs.contains("larger than server limit"), "{theirs}");
+    // An unpaced TCP test over loopback moves far more than 200 Mbit/s: ended once measured.
+    let (ours, theirs) = refusals(&srv, &["-t", "5"], &["-t", "5"]);
+    assert!(ours.contains("--max-rate"), "{ours}");
+    assert!(theirs.contains("larger than server limit"), "{theirs}");
+    // Within the limit, both are served.
+    let j = crate::util::json_test("127.0.0.1", srv.port, &["-u", "-b", "100M", "-t", "1"]);
+    assert!(f(&j, &["end", "sum_received", "bytes"]) > 0.0);
+    let port = srv.iperf3_port.unwrap();
+    let j = iperf3_client(port, &["-u", "-b", "100M", "-t", "1"]);
+    assert!(f(&j, &["end", "sum_received", "bytes"]) > 0.0);
+    drop(srv);
+
+    let srv = ServerProc::start(&["--iperf3-port", "0", "--allow-from", "10.0.0.0/8,::1"]);
+    let (ours, theirs) = refusals(&srv, &["-t", "1"], &["-t", "1"]);
+    assert!(
+        ours.contains("127.0.0.1") && ours.contains("--allow-from"),
+        "{ours}"
+    );
+    assert!(theirs.contains("test authorization failed"), "{theirs}");
+}

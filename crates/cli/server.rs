@@ -31,6 +31,17 @@ pub(crate) struct ServerArgs {
     /// warning. Tests from iperf3 clients count against --max-tests.
     #[arg(long, value_name = "PORT|off", default_value = "5201", value_parser = iperf3_port)]
     iperf3_port: Iperf3Port,
+    /// Highest rate one test may move, all streams and both directions (e.g. 1G): a UDP test asking
+    /// for more (or for -b 0) is refused; a test measured above it is ended. Both protocols.
+    #[arg(long, value_name = "RATE", value_parser = crate::args::rate)]
+    max_rate: Option<u64>,
+    /// Serve no UDP tests (`test -u`, `iperf3 -u`); they are refused with the reason.
+    #[arg(long)]
+    no_udp: bool,
+    /// Serve tests (longhaul's and iperf3's) only to clients in these networks, e.g.
+    /// 10.0.0.0/8,2001:db8::/32 (a bare address is one host). Others are refused with the reason.
+    #[arg(long, value_name = "NET,...", value_delimiter = ',', value_parser = network)]
+    allow_from: Vec<ipnet::IpNet>,
     /// Most tests served at once; the next client is told "busy, N tests running".
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_tests: u32,
@@ -117,6 +128,13 @@ pub(crate) struct ServerArgs {
     modes: crate::transfer::ModeArgs,
 }
 
+/// A network in CIDR form, or one address.
+fn network(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{s:?} is not a network (10.0.0.0/8, 2001:db8::/32) or an address"))
+}
+
 /// `--iperf3-port`: a port, or none ("off").
 #[derive(Debug, Clone, Copy)]
 struct Iperf3Port(Option<u16>);
@@ -197,6 +215,9 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
             required: a.require_encryption,
         },
         iperf3_port: a.iperf3_port.0,
+        max_rate_bps: a.max_rate,
+        allow_udp: !a.no_udp,
+        allow_from: a.allow_from.clone(),
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
     let server = Server::bind(cfg).context("cannot start the server")?;

@@ -102,6 +102,8 @@ fn params(b: &mut Bytes) -> TestParams {
 
 fn policy(b: &mut Bytes) -> ServerPolicy {
     ServerPolicy {
+        max_rate_bps: (b.u8() & 1 == 1).then(|| u64::from(b.u32()).max(1)),
+        allow_udp: b.u8() & 1 == 1,
         handshake_timeout: Duration::from_millis(u64::from(b.u8()) * 100 + 1),
         max_duration: Duration::from_secs(u64::from(b.u8() % 16) + 1),
         stall_timeout: Duration::from_secs(u64::from(b.u8() % 8) + 1),

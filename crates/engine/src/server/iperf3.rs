@@ -123,6 +123,11 @@ fn handle(
         let _ = tx.try_send(conn);
         return;
     }
+    if let Err(why) = shared.cfg.admits(peer.ip()) {
+        info!(%peer, "refused iperf3 test: {why}");
+        refuse(&conn, ErrorCode::AuthTest, &why);
+        return;
+    }
     let cap = shared.cfg.max_tests;
     let running = shared.running.fetch_add(1, Ordering::AcqRel);
     let slot = Slot(&shared.running);
@@ -157,7 +162,11 @@ fn refuse(conn: &TcpStream, code: ErrorCode, reason: &str) -> EngineError {
 
 /// The iperf3 error code closest to a limit's reason.
 fn limit_code(reason: &str) -> ErrorCode {
-    if reason.contains("streams") {
+    if reason.contains("--max-rate") {
+        ErrorCode::TotalRate
+    } else if reason.contains("--no-udp") {
+        ErrorCode::Protocol
+    } else if reason.contains("streams") {
         ErrorCode::NumStreams
     } else if reason.contains("s (omit") || reason.contains("duration") {
         ErrorCode::Duration
@@ -230,14 +239,7 @@ fn session(
     }
     .min(shared.cfg.max_duration)
         + OVERRUN_GRACE;
-    let ended = read_state(conn, run.clock.origin() + limit, "the iperf3 client's end");
-    let ended = match ended {
-        Ok(State::TestEnd) => Ok(()),
-        Ok(s) => Err(EngineError::Protocol(longhaul_proto::ProtoError::Invalid(
-            format!("iperf3 state {s:?} while the test ran"),
-        ))),
-        Err(e) => Err(e),
-    };
+    let ended = wait_for_end(conn, &run, limit, shared.cfg.max_rate_bps);
     // As iperf3's server: the streams close at the client's end (a UDP receiver takes what is
     // still on its way for a moment first).
     // (A sender blocked in a write, its peer no longer reading after its end, is woken by the
@@ -274,6 +276,55 @@ fn session(
     let bytes = totals.iter().map(|t| t.bytes).sum();
     info!(%peer, bytes, seconds = wall, "iperf3 test finished");
     Ok(bytes)
+}
+
+/// Waits for the client's TEST_END within `limit` of the start, checking the test's average rate
+/// against `max_rate` once a second (as iperf3's `--server-bitrate-limit` does, an iperf3 client
+/// over it is told "total required bandwidth is larger than server limit").
+fn wait_for_end(
+    conn: &TcpStream,
+    run: &Run,
+    limit: Duration,
+    max_rate: Option<u64>,
+) -> Result<(), EngineError> {
+    use longhaul_proto::conversation::server::{RATE_CHECK_AFTER, RATE_TOLERANCE};
+    let end_by = run.clock.origin() + limit;
+    loop {
+        let next = (Instant::now() + Duration::from_secs(1)).min(end_by);
+        match read_state(conn, next, "the iperf3 client's end") {
+            Ok(State::TestEnd) => return Ok(()),
+            Ok(s) => {
+                return Err(EngineError::Protocol(longhaul_proto::ProtoError::Invalid(
+                    format!("iperf3 state {s:?} while the test ran"),
+                )));
+            }
+            Err(EngineError::Timeout(_)) if Instant::now() < end_by => {
+                let ran = run.clock.origin().elapsed();
+                if let Some(max) = max_rate
+                    && ran >= RATE_CHECK_AFTER
+                {
+                    let rate = run.bytes_moved() as f64 * 8.0 / ran.as_secs_f64();
+                    if rate > max as f64 * (1.0 + RATE_TOLERANCE) {
+                        let e = refuse(
+                            conn,
+                            ErrorCode::TotalRate,
+                            &format!(
+                                "moving {:.1} Mbit/s, above --max-rate {:.1} Mbit/s",
+                                rate / 1e6,
+                                max as f64 / 1e6
+                            ),
+                        );
+                        // Streams still open until the client has read why (it closes then): a
+                        // closed stream first would be all it reported.
+                        let _ =
+                            read_state(conn, Instant::now() + Duration::from_secs(2), "a close");
+                        return Err(e);
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A session's registration for its streams; unregistered on drop.

@@ -538,6 +538,12 @@ later"
             }
         }
         ConnKind::Control => {
+            if let Err(why) = shared.cfg.admits(peer.ip()) {
+                info!(%peer, "refused test: {why}");
+                let _ = conn.write_all(&encode_frame(&Message::Error { message: why }));
+                crate::control::linger_close(&conn);
+                return;
+            }
             let cap = shared.cfg.max_tests;
             let running = shared.running.fetch_add(1, Ordering::AcqRel);
             let slot = Slot(&shared.running);

@@ -56,6 +56,25 @@ pub struct ServerConfig {
     /// The port where stock iperf3 clients are served (TCP and UDP; 0: any free one), if any. A
     /// port already taken (a stock iperf3 server) is logged and skipped.
     pub iperf3_port: Option<u16>,
+    /// Highest rate of one test, all streams and both directions, bit/s (`--max-rate`).
+    pub max_rate_bps: Option<u64>,
+    /// Whether UDP tests are served (`--no-udp` turns them off).
+    pub allow_udp: bool,
+    /// The client networks tests (longhaul's and iperf3's) are served to; empty: any.
+    pub allow_from: Vec<ipnet::IpNet>,
+}
+
+impl ServerConfig {
+    /// Whether a test from `peer` may run (`--allow-from`); the refusal names the address.
+    pub fn admits(&self, peer: IpAddr) -> Result<(), String> {
+        let ip = peer.to_canonical();
+        if self.allow_from.is_empty() || self.allow_from.iter().any(|n| n.contains(&ip)) {
+            return Ok(());
+        }
+        Err(format!(
+            "tests from {ip} are not served here: its network is not in this server's --allow-from"
+        ))
+    }
 }
 
 impl Default for ServerConfig {
@@ -75,6 +94,9 @@ impl Default for ServerConfig {
             controllers: Arc::default(),
             tls: crate::tls::ServerTlsConfig::default(),
             iperf3_port: Some(longhaul_proto::iperf3::DEFAULT_PORT),
+            max_rate_bps: None,
+            allow_udp: true,
+            allow_from: Vec::new(),
         }
     }
 }
@@ -294,6 +316,8 @@ impl Drop for Slot<'_> {
 /// The conversation's limits from this server's configuration.
 pub(super) fn policy(cfg: &ServerConfig) -> ServerPolicy {
     ServerPolicy {
+        max_rate_bps: cfg.max_rate_bps,
+        allow_udp: cfg.allow_udp,
         handshake_timeout: cfg.handshake_timeout,
         max_duration: cfg.max_duration,
         stall_timeout: cfg.stall_timeout,

@@ -50,7 +50,18 @@ pub struct ServerPolicy {
     pub max_streams: u32,
     /// Most socket-buffer bytes one test may make this server request, over all its connections.
     pub max_test_memory: u64,
+    /// Highest rate a test may move, all streams and both directions together, bit/s: a UDP test
+    /// asking for more (or for no limit, `-b 0`) is refused; any test measured above it (its
+    /// average over at least [`RATE_CHECK_AFTER`], with [`RATE_TOLERANCE`]) is ended.
+    pub max_rate_bps: Option<u64>,
+    /// Whether UDP tests (`-u`) are served.
+    pub allow_udp: bool,
 }
+
+/// How long a test runs before its average rate is held to [`ServerPolicy::max_rate_bps`].
+pub const RATE_CHECK_AFTER: Duration = Duration::from_secs(2);
+/// How far above `max_rate_bps` a test's average may be (pacing and timers are not exact).
+pub const RATE_TOLERANCE: f64 = 0.05;
 
 /// What the server machine needs to know besides its policy.
 #[derive(Debug, Clone)]
@@ -130,6 +141,8 @@ struct Running {
     end_by: Time,
     moved: u64,
     progress_at: Time,
+    /// The average rate, once measured above the server's maximum, bit/s.
+    over_rate: Option<u64>,
 }
 
 /// The server's conversation with one test client. Never does I/O nor reads the clock: see the
@@ -190,6 +203,7 @@ impl Server {
             | Phase::Start { by }
             | Phase::Draining { by }
             | Phase::Results { by } => Some(*by),
+            Phase::Running(Some(r)) if r.over_rate.is_some() => Some(r.progress_at),
             Phase::Running(Some(r)) => Some(
                 r.end_by
                     .min(after(r.progress_at, self.policy.stall_timeout)),
@@ -288,6 +302,7 @@ impl Server {
             end_by: after(after(after(now, limit), OVERRUN_GRACE), rtt2),
             moved: 0,
             progress_at: now,
+            over_rate: None,
         });
     }
 
@@ -298,6 +313,15 @@ impl Server {
         {
             r.moved = bytes;
             r.progress_at = now;
+            let ran = now.saturating_sub(r.started);
+            if let Some(max) = self.policy.max_rate_bps
+                && ran >= RATE_CHECK_AFTER
+            {
+                let rate = (u128::from(bytes) * 8 * 1_000_000_000 / ran.as_nanos().max(1)) as u64;
+                if rate as f64 > max as f64 * (1.0 + RATE_TOLERANCE) {
+                    r.over_rate = Some(rate);
+                }
+            }
         }
     }
 
@@ -493,6 +517,14 @@ impl Server {
                 Err(Error::Timeout(format!("start from {}", self.settings.peer)))
             }
             Phase::Running(Some(r)) => {
+                if let (Some(rate), Some(max)) = (r.over_rate, self.policy.max_rate_bps) {
+                    return Err(Error::Limit(format!(
+                        "test moving {:.1} Mbit/s on average, above this server's maximum of \
+                         {:.1} Mbit/s (--max-rate)",
+                        rate as f64 / 1e6,
+                        max as f64 / 1e6
+                    )));
+                }
                 if now >= r.end_by {
                     return Err(Error::Limit(format!(
                         "test still running {:.0} s after its start, past its {} s duration; the \
@@ -537,6 +569,27 @@ pub fn check_limits(
                  (--max-duration)",
                 total.as_secs_f64(),
                 policy.max_duration.as_secs()
+            )));
+        }
+    }
+    if params.is_udp() && !policy.allow_udp {
+        return Err(Error::Limit(
+            "UDP tests are not served here (--no-udp)".into(),
+        ));
+    }
+    if let (Some(max), Some(u)) = (policy.max_rate_bps, &params.udp) {
+        let asked = u
+            .rate_bps
+            .saturating_mul(u64::from(params.direction.connections(params.streams)));
+        if u.rate_bps == 0 || asked > max {
+            return Err(Error::Limit(format!(
+                "UDP test asks for {}, above this server's maximum of {:.1} Mbit/s (--max-rate)",
+                if u.rate_bps == 0 {
+                    "as fast as the host can send (-b 0)".to_string()
+                } else {
+                    format!("{:.1} Mbit/s in all", asked as f64 / 1e6)
+                },
+                max as f64 / 1e6
             )));
         }
     }

@@ -24,6 +24,8 @@ fn params(direction: Direction) -> TestParams {
 
 fn policy() -> ServerPolicy {
     ServerPolicy {
+        max_rate_bps: None,
+        allow_udp: true,
         handshake_timeout: 10 * S,
         max_duration: 100 * S,
         stall_timeout: 60 * S,
