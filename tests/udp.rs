@@ -212,6 +212,7 @@ fn a_stream_hello_from_another_host_or_garbage_gets_no_answer() {
             rate_bps: 1_000_000,
             burst: 0,
             counters_64bit: false,
+            no_offload: false,
         }),
         ..params()
     };

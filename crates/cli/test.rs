@@ -86,6 +86,10 @@ pub(crate) struct TestArgs {
     /// 64-bit datagram counters (iperf3's --udp-counters-64bit), for more than 2^32 datagrams.
     #[arg(long, requires = "udp")]
     udp_counters_64bit: bool,
+    /// No UDP segmentation or receive offload (GSO/GRO) on either end: one datagram per message,
+    /// still many per system call; for paths or NICs that mishandle them, and to see what they save.
+    #[arg(long, requires = "udp")]
+    no_gso: bool,
     /// Search for the highest rate whose loss stays at or under --loss-threshold (RFC 2544's
     /// throughput), from -b x -P or --rate down, each trial a -t long UDP test; then jitter and
     /// delay at 50, 90 and 100 % of it.
@@ -272,6 +276,7 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         },
         burst: a.bitrate.map_or(0, |(_, n)| n),
         counters_64bit: a.udp_counters_64bit,
+        no_offload: a.no_gso,
     });
     // iperf3's -b on a TCP test paces each stream at that rate.
     let pace = match (a.udp, a.bitrate, a.pace) {

@@ -74,6 +74,7 @@ fn params(b: &mut Bytes) -> TestParams {
         rate_bps: 1_000_000,
         burst: 0,
         counters_64bit: false,
+        no_offload: false,
     });
     let p = TestParams {
         streams: u32::from(b.u8() % 4) + 1,

@@ -55,6 +55,8 @@ pub(crate) struct RecvConfig {
     pub(crate) window: Option<u64>,
     /// A UDP test's datagram counters are 64-bit (`--udp-counters-64bit`).
     pub(crate) udp_counters_64: bool,
+    /// A UDP test's receivers take coalesced runs of datagrams (UDP GRO).
+    pub(crate) udp_gro: bool,
     /// TCP receivers report their bytes each interval too (an iperf3 peer reports no intervals, so
     /// a receiving side shows its own).
     pub(crate) report: bool,
@@ -98,6 +100,7 @@ impl Run {
                 (true, true, Some(cfg)) => Job::SendUdp(cfg.clone()),
                 (false, true, _) => Job::RecvUdp {
                     counters_64: recv.udp_counters_64,
+                    gro: recv.udp_gro,
                 },
                 (true, _, _) => Job::Send {
                     method: send.method.clone(),
@@ -441,6 +444,7 @@ pub(crate) fn recv_config(params: &TestParams) -> RecvConfig {
             WindowRequest::Auto => None,
         },
         udp_counters_64: params.udp.is_some_and(|u| u.counters_64bit),
+        udp_gro: params.udp.is_some_and(|u| !u.no_offload),
         report: false,
     }
 }

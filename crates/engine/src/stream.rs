@@ -113,7 +113,7 @@ pub(crate) enum Job {
     /// Send paced UDP datagrams until stopped or the budget is spent.
     SendUdp(UdpSend),
     /// Take UDP datagrams until the sender's end (`crate::udp::recv_loop`).
-    RecvUdp { counters_64: bool },
+    RecvUdp { counters_64: bool, gro: bool },
 }
 
 /// What a worker returns.
@@ -152,10 +152,12 @@ impl Worker {
                     (Job::SendUdp(cfg), Flow::Udp(s)) => {
                         crate::udp::send_loop(s, &cfg, &st.counters())
                     }
-                    (Job::RecvUdp { counters_64 }, Flow::Udp(s)) => {
-                        crate::udp::recv_loop(s, counters_64, clock, &st.counters()).map(|end| {
-                            udp_end = Some(end);
-                        })
+                    (Job::RecvUdp { counters_64, gro }, Flow::Udp(s)) => {
+                        crate::udp::recv_loop(s, counters_64, gro, clock, &st.counters()).map(
+                            |end| {
+                                udp_end = Some(end);
+                            },
+                        )
                     }
                     _ => Err(io::Error::other("stream job does not match its socket")),
                 };

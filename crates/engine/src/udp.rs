@@ -148,6 +148,8 @@ pub(crate) struct UdpSend {
     pub(crate) payload: Arc<AlignedBuf>,
     /// Send the end marker when stopping (not to an iperf3 peer, which would take it for data).
     pub(crate) end_markers: bool,
+    /// Cut datagrams in the kernel (UDP GSO) where it can.
+    pub(crate) gso: bool,
 }
 
 impl UdpSend {
@@ -164,6 +166,7 @@ impl UdpSend {
             budget,
             payload: crate::payload::payload(MAX_BATCH * len as usize)?,
             end_markers: true,
+            gso: !params.no_offload,
         })
     }
 
@@ -188,7 +191,8 @@ pub(crate) fn send_loop(sock: &UdpSocket, cfg: &UdpSend, st: &UdpCounters<'_>) -
     // GSO cuts a message of several datagrams in the kernel; only worth it when two or more fit one
     // message, and only where the kernel takes UDP_SEGMENT at all.
     let per_message = (MAX_UDP_PAYLOAD / len).min(MAX_GSO_SEGMENTS);
-    let mut gso = per_message > 1
+    let mut gso = cfg.gso
+        && per_message > 1
         && u16::try_from(len)
             .ok()
             .is_some_and(|l| sys::udp::set_udp_segment(fd, l).is_ok());
@@ -278,12 +282,13 @@ fn libc_einval() -> i32 {
 pub(crate) fn recv_loop(
     sock: &UdpSocket,
     counters_64: bool,
+    gro: bool,
     clock: Clock,
     st: &UdpCounters<'_>,
 ) -> io::Result<UdpEnd> {
     let live = st.live;
     let fd = sock.as_fd();
-    let gro = sys::udp::set_udp_gro(fd, true).is_ok();
+    let gro = gro && sys::udp::set_udp_gro(fd, true).is_ok();
     let _ = sys::udp::set_receive_info(fd);
     sock.set_read_timeout(Some(RECV_TICK))?;
     let capacity = if gro { MAX_UDP_PAYLOAD + 28 } else { 65_536 };

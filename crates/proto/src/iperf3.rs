@@ -361,6 +361,7 @@ pub fn read_params(json: &[u8]) -> Result<ClientRequest, Refusal> {
             rate_bps: bandwidth,
             burst: burst as u32,
             counters_64bit: m.contains_key("udp_counters_64bit"),
+            no_offload: false,
         }),
     };
     params.validate().map_err(|e| {

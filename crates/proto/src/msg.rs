@@ -291,6 +291,10 @@ pub struct UdpParams {
     pub burst: u32,
     /// 64-bit datagram counters (`--udp-counters-64bit`).
     pub counters_64bit: bool,
+    /// No UDP segmentation or receive offload (`--no-gso`): one datagram per message on both
+    /// ends, still batched per system call. Absent on the wire: offload on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_offload: bool,
 }
 
 impl UdpParams {
@@ -565,6 +569,7 @@ pub(crate) mod tests {
                 rate_bps: 1_000_000,
                 burst: 0,
                 counters_64bit: false,
+                no_offload: false,
             }),
             ..params()
         }
