@@ -91,7 +91,8 @@ fn checked_params(cfg: &ClientConfig, ctrl: &TcpStream) -> Result<TestParams, En
 /// and reopens its listening socket after a client it could not read.
 const IPERF3_RELISTEN: Duration = Duration::from_secs(3);
 
-/// A test in iperf3's protocol; a refused connection is tried again for `retry`.
+/// A test in iperf3's protocol. For `retry` after the start, a connection the server refused or
+/// reset before the test began (iperf3's server closing and reopening its listener) is made again.
 fn run_iperf3(
     cfg: &ClientConfig,
     obs: &mut dyn Observer,
@@ -102,19 +103,51 @@ fn run_iperf3(
         socket::check_congestion(cc)?;
     }
     let until = Instant::now() + retry;
-    let (ctrl, server) = loop {
-        match connect_control(cfg) {
-            Err(EngineError::Connect { source, .. })
-                if source.kind() == std::io::ErrorKind::ConnectionRefused
-                    && Instant::now() < until =>
-            {
+    loop {
+        let mut watch = Started {
+            obs,
+            started: false,
+        };
+        let outcome = connect_control(cfg).and_then(|(ctrl, server)| {
+            let params = checked_params(cfg, &ctrl)?;
+            crate::iperf3::client::run(cfg, ctrl, server, params, &mut watch)
+        });
+        match outcome {
+            Err(e) if !watch.started && Instant::now() < until && turned_away(&e) => {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            r => break r?,
+            r => return r,
         }
-    };
-    let params = checked_params(cfg, &ctrl)?;
-    crate::iperf3::client::run(cfg, ctrl, server, params, obs)
+    }
+}
+
+/// An observer that notes whether the test started (so that a retry never repeats a start).
+struct Started<'a> {
+    obs: &'a mut dyn Observer,
+    started: bool,
+}
+
+impl Observer for Started<'_> {
+    fn start(&mut self, start: &longhaul_proto::report::Start) {
+        self.started = true;
+        self.obs.start(start);
+    }
+
+    fn interval(&mut self, interval: &longhaul_proto::report::IntervalReport) {
+        self.obs.interval(interval);
+    }
+}
+
+/// Whether a connection was turned away before any test: refused, reset, or closed at once.
+fn turned_away(e: &EngineError) -> bool {
+    use std::io::ErrorKind::{ConnectionRefused, ConnectionReset};
+    match e {
+        EngineError::Connect { source, .. } | EngineError::Io { source, .. } => {
+            matches!(source.kind(), ConnectionRefused | ConnectionReset)
+        }
+        EngineError::Closed(_) => true,
+        _ => false,
+    }
 }
 
 fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, EngineError> {
