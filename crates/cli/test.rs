@@ -75,7 +75,7 @@ pub(crate) struct TestArgs {
     #[arg(short = 'l', long = "length", value_parser = write_len)]
     length: Option<u32>,
     /// UDP test: paced datagrams (iperf3's header), reporting loss, order, duplicates, jitter and,
-    /// with synchronised clocks, one-way delay (docs/test.md).
+    /// with synchronised clocks, one-way delay (docs/udp.md).
     #[arg(short = 'u', long)]
     udp: bool,
     /// Rate of each stream, as iperf3's -b: with -u the datagram payload rate [default: 1M], 0 for
