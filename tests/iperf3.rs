@@ -336,3 +336,48 @@ fn server_limits_refuse_both_protocols_with_the_reason() {
     );
     assert!(theirs.contains("test authorization failed"), "{theirs}");
 }
+
+/// A lying or silent "iperf3 server" (a raw socket here): `longhaul test --iperf3` ends with a clear
+/// error naming what went wrong, within its set-up timeout, never hangs or panics.
+#[test]
+fn a_lying_or_silent_iperf3_server_is_a_clear_client_error() {
+    // What the fake server does once it has read the client's cookie.
+    let cases: [(&[u8], &str); 3] = [
+        // An unknown state byte.
+        (&[7], "unknown iperf3 state 7"),
+        // A refusal with the code for "too many streams" (and errno 0).
+        (
+            &[0xfe, 0, 0, 0, 6, 0, 0, 0, 0],
+            "number of parallel streams too large",
+        ),
+        // Nothing at all: the client gives up at its set-up timeout.
+        (&[], "timed out waiting for the iperf3 server's welcome"),
+    ];
+    for (answer, needle) in cases {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let fake = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut cookie = [0u8; 37];
+            s.read_exact(&mut cookie).unwrap();
+            s.write_all(answer).unwrap();
+            // Hold the connection open until the client gives up.
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+        let started = std::time::Instant::now();
+        let out = Command::new(bin())
+            .args(["test", "127.0.0.1", "-p", &port.to_string(), "--iperf3"])
+            .args(["-t", "1", "--connect-timeout", "2"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{needle}: {err}");
+        assert!(err.contains(needle), "expected {needle:?} in: {err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{needle}: took too long"
+        );
+        fake.join().unwrap();
+    }
+}

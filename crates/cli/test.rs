@@ -328,28 +328,9 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
         return find_rate(a, params);
     }
     let mut out = Output::new(a);
-    // Without a host: a self-test against a server in this process, on loopback.
-    let (host, port) = match &a.host {
-        Some(h) => (h.clone(), a.port),
-        None => {
-            let ip: IpAddr = if a.ip.ipv6 {
-                "::1".parse()?
-            } else {
-                "127.0.0.1".parse()?
-            };
-            let server = Server::bind(ServerConfig {
-                bind: Some(ip),
-                port: 0,
-                iperf3_port: None,
-                ..Default::default()
-            })?;
-            let port = server.local_addr().port();
-            std::thread::spawn(move || server.run());
-            (ip.to_string(), port)
-        }
-    };
     let ran = match &a.to {
         Some(to) => {
+            let (host, port) = target(a)?;
             let cfg = RemoteTest {
                 server: host,
                 port,
@@ -367,26 +348,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
             };
             run_remote_test(&cfg, &mut out)
         }
-        None => {
-            let cfg = ClientConfig {
-                host,
-                port,
-                family: a.ip.family(),
-                bind: a.bind,
-                params,
-                timeout: a.connect_timeout.to_duration(),
-                start_at: None,
-                encrypt: a.encrypt.config(),
-                protocol: if a.iperf3 {
-                    ServerProtocol::Iperf3
-                } else if a.longhaul {
-                    ServerProtocol::Longhaul
-                } else {
-                    ServerProtocol::Auto
-                },
-            };
-            run_test(&cfg, &mut out)
-        }
+        None => run_test(&client_config(a, params)?, &mut out),
     };
     match ran {
         Ok(mut report) => {
@@ -407,28 +369,31 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The client configuration of a test against `a.host` (or an in-process server).
-fn client_config(a: &TestArgs, params: TestParams) -> anyhow::Result<ClientConfig> {
-    anyhow::ensure!(a.to.is_none(), "--find-rate runs from this host: drop --to");
-    let (host, port) = match &a.host {
-        Some(h) => (h.clone(), a.port),
-        None => {
-            let ip: IpAddr = if a.ip.ipv6 {
-                "::1".parse()?
-            } else {
-                "127.0.0.1".parse()?
-            };
-            let server = Server::bind(ServerConfig {
-                bind: Some(ip),
-                port: 0,
-                iperf3_port: None,
-                ..Default::default()
-            })?;
-            let port = server.local_addr().port();
-            std::thread::spawn(move || server.run());
-            (ip.to_string(), port)
-        }
+/// The server a test runs against: `a.host`, or without one, a server in this process on loopback
+/// (the self-test).
+fn target(a: &TestArgs) -> anyhow::Result<(String, u16)> {
+    if let Some(h) = &a.host {
+        return Ok((h.clone(), a.port));
+    }
+    let ip: IpAddr = if a.ip.ipv6 {
+        "::1".parse()?
+    } else {
+        "127.0.0.1".parse()?
     };
+    let server = Server::bind(ServerConfig {
+        bind: Some(ip),
+        port: 0,
+        iperf3_port: None,
+        ..Default::default()
+    })?;
+    let port = server.local_addr().port();
+    std::thread::spawn(move || server.run());
+    Ok((ip.to_string(), port))
+}
+
+/// The client configuration of a test from this host (not `--to`).
+fn client_config(a: &TestArgs, params: TestParams) -> anyhow::Result<ClientConfig> {
+    let (host, port) = target(a)?;
     Ok(ClientConfig {
         host,
         port,
@@ -459,9 +424,10 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
             "--find-rate needs the highest rate to try: -b RATE (per stream) or --rate RATE (all)"
         ),
     };
+    anyhow::ensure!(a.to.is_none(), "--find-rate runs from this host: drop --to");
     let cfg = client_config(a, params)?;
     let json = a.json.json;
-    let show = |t: &TrialResult| {
+    let mut show = |t: &TrialResult| {
         if !json {
             println!(
                 "trial {:>15} payload ({:>15} IP): {}/{} lost ({:.4}%), jitter {:.3} ms{}",
@@ -481,7 +447,6 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
             );
         }
     };
-    let mut show_mut = show;
     let report = longhaul_engine::find_rate::find_rate(
         &cfg,
         &FindRate {
@@ -490,7 +455,7 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
             resolution_bps: a.resolution.unwrap_or(upper / 100).max(1),
             max_trials: 32,
         },
-        &mut show_mut,
+        &mut show,
     )?;
     if json {
         println!(

@@ -173,11 +173,14 @@ fn totals(b: &mut Bytes) -> SideResults {
                 omitted_bytes: b.u64(),
                 retransmits: b.u64(),
                 udp: (b.u8() & 1 == 1).then(|| UdpTotals {
-                    packets: b.u64(),
-                    lost: b.u64(),
-                    out_of_order: b.u64(),
-                    duplicates: b.u64(),
-                    jitter_ms: f64::from(b.u32()),
+                    counts: UdpInterval {
+                        packets: b.u64(),
+                        lost: b.u64(),
+                        out_of_order: b.u64(),
+                        duplicates: b.u64(),
+                        jitter_ms: f64::from(b.u32()),
+                        ..UdpInterval::default()
+                    },
                     clock_synced: b.u8() & 1 == 1,
                     transit: (b.u8() & 1 == 1).then(|| DelaySpread {
                         samples: b.u64(),

@@ -15,6 +15,7 @@ use longhaul_proto::interval::{
     ReportClock, StreamInterval, StreamStats, StreamTotals, TcpSample, Tick, UdpInterval,
     UdpTotals, tcp_interval,
 };
+use longhaul_proto::msg::SocketSetup;
 use longhaul_proto::udp::UdpCounts;
 use longhaul_sys::CpuTime;
 
@@ -35,6 +36,19 @@ pub(crate) struct RunStream {
     pub(crate) sock: Flow,
     pub(crate) congestion: String,
     pub(crate) mss: u32,
+}
+
+impl RunStream {
+    /// The stream on `sock`, as its set-up reports it.
+    pub(crate) fn new(sock: Flow, setup: &SocketSetup) -> Self {
+        Self {
+            index: setup.stream,
+            sender: setup.sender,
+            sock,
+            congestion: setup.congestion.clone(),
+            mss: setup.mss,
+        }
+    }
 }
 
 /// How the senders of this side behave.
@@ -173,73 +187,50 @@ impl Run {
         let (start_ns, end_ns) = tick.span.unwrap_or((0, 0));
         let mut out = Vec::new();
         for t in self.streams.iter_mut() {
-            let bytes = t.worker.state.bytes();
-            if let Some(live) = &t.worker.state.udp {
+            let st = &t.worker.state;
+            let bytes = st.bytes();
+            let (report, tcp, udp) = if let Some(live) = &st.udp {
                 let now = live.load(bytes);
                 if tick.omit_end {
                     t.stats.mark_omit_end(bytes, now_ns, None);
                     t.stats.mark_udp_omit_end(&now);
                 }
-                out.push(StreamInterval {
-                    stream: t.worker.state.index,
-                    start_ns,
-                    end_ns,
-                    bytes: bytes - t.last_bytes,
-                    omitted: tick.omitted,
-                    sender: t.worker.state.sender,
-                    tcp: None,
-                    udp: Some(UdpInterval::between(&t.prev_udp, &now)),
-                });
+                let udp = UdpInterval::between(&t.prev_udp, &now);
                 t.prev_udp = now;
-                t.last_bytes = bytes;
-                continue;
-            }
-            if !t.worker.state.sender {
+                (true, None, Some(udp))
+            } else if !st.sender {
                 if tick.omit_end {
                     t.stats.mark_omit_end(bytes, now_ns, None);
                 }
-                if self.report_receivers {
-                    out.push(StreamInterval {
-                        stream: t.worker.state.index,
-                        start_ns,
-                        end_ns,
-                        bytes: bytes - t.last_bytes,
-                        omitted: tick.omitted,
-                        sender: false,
-                        tcp: None,
-                        udp: None,
-                    });
-                    t.last_bytes = bytes;
+                (self.report_receivers, None, None)
+            } else {
+                let sample = st.sock.tcp().and_then(|c| tcp_sample(c.as_fd()));
+                let tcp = sample.map(|s| {
+                    t.stats.observe(&s);
+                    tcp_interval(t.prev.as_ref(), &s)
+                });
+                if sample.is_some() {
+                    t.prev = sample;
                 }
+                if tick.omit_end {
+                    // The same reading closes the last omitted interval and opens the measured
+                    // part, so the omitted intervals add up exactly to what the totals leave out.
+                    t.stats.mark_omit_end(bytes, now_ns, sample.as_ref());
+                }
+                (true, tcp, None)
+            };
+            if !report {
                 continue;
             }
-            let sample = t
-                .worker
-                .state
-                .sock
-                .tcp()
-                .and_then(|c| tcp_sample(c.as_fd()));
-            let tcp = sample.map(|s| {
-                t.stats.observe(&s);
-                tcp_interval(t.prev.as_ref(), &s)
-            });
-            if sample.is_some() {
-                t.prev = sample;
-            }
-            if tick.omit_end {
-                // The same reading closes the last omitted interval and opens the measured part, so
-                // the omitted intervals add up exactly to what the totals leave out.
-                t.stats.mark_omit_end(bytes, now_ns, sample.as_ref());
-            }
             out.push(StreamInterval {
-                stream: t.worker.state.index,
+                stream: st.index,
                 start_ns,
                 end_ns,
                 bytes: bytes - t.last_bytes,
                 omitted: tick.omitted,
-                sender: true,
+                sender: st.sender,
                 tcp,
-                udp: None,
+                udp,
             });
             t.last_bytes = bytes;
         }
@@ -380,15 +371,8 @@ impl Run {
                     Some(e) => (e.counts, Some(e)),
                     None => (live.load(state.bytes()), None),
                 };
-                let c = t.stats.udp_since_omit(&counts);
                 UdpTotals {
-                    packets: c.packets,
-                    lost: c.lost,
-                    out_of_order: c.out_of_order,
-                    duplicates: c.duplicates,
-                    malformed: c.malformed,
-                    host_drops: c.host_drops,
-                    jitter_ms: c.jitter_ns / 1e6,
+                    counts: t.stats.udp_since_omit(&counts),
                     target_bps: self.udp_rate_bps,
                     clock_synced: synced,
                     transit: end.and_then(|e| e.transit),

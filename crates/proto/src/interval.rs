@@ -139,7 +139,8 @@ pub struct UdpInterval {
     pub duplicates: u64,
     /// Malformed datagrams ignored (receiver).
     pub malformed: u64,
-    /// Dropped by the receiving host for want of socket buffer (receiver): drop events, each one datagram or one coalesced run of them (GRO), part of `lost`.
+    /// Dropped by the receiving host for want of socket buffer (receiver): drop events, each one
+    /// datagram or one coalesced run of them (GRO), part of `lost`.
     pub host_drops: u64,
     /// RFC 3550 jitter at the end of the interval, ms (receiver).
     pub jitter_ms: f64,
@@ -164,20 +165,10 @@ impl UdpInterval {
 /// End-of-test UDP figures of one stream on one side (after the omit period).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct UdpTotals {
-    /// Datagrams sent (sender) or taken (receiver).
-    pub packets: u64,
-    /// Lost (receiver), the tail after the last datagram taken included when the end marker came.
-    pub lost: u64,
-    /// Out of order (receiver).
-    pub out_of_order: u64,
-    /// Duplicates (receiver).
-    pub duplicates: u64,
-    /// Malformed datagrams ignored (receiver).
-    pub malformed: u64,
-    /// Dropped by the receiving host for want of socket buffer (receiver): drop events, each one datagram or one coalesced run of them (GRO), part of `lost`.
-    pub host_drops: u64,
-    /// RFC 3550 jitter at the end, ms (receiver).
-    pub jitter_ms: f64,
+    /// The datagrams over the whole test (after the omit period), as an interval counts them; a
+    /// receiver's `lost` includes the tail after the last datagram taken when the end marker came.
+    #[serde(flatten)]
+    pub counts: UdpInterval,
     /// The rate the sender was asked for, bit/s of payload; 0: as fast as it can (sender).
     pub target_bps: u64,
     /// Whether this side's clock said it was synchronised (`adjtimex`).
@@ -333,9 +324,9 @@ impl StreamStats {
         self.udp_omit_end.get_or_insert(*counts);
     }
 
-    /// A UDP stream's counters net of the omit period.
-    pub fn udp_since_omit(&self, now: &UdpCounts) -> UdpCounts {
-        now.since(&self.udp_omit_end.unwrap_or_default())
+    /// A UDP stream's figures net of the omit period.
+    pub fn udp_since_omit(&self, now: &UdpCounts) -> UdpInterval {
+        UdpInterval::between(&self.udp_omit_end.unwrap_or_default(), now)
     }
 
     /// The totals, given all the bytes the stream moved and the time (the side's clock, ns since the

@@ -615,6 +615,7 @@ impl EndUdp {
         let (su, ru) = (s.udp.unwrap_or_default(), r.udp.unwrap_or_default());
         let synchronized = su.clock_synced && ru.clock_synced;
         let ms = |ns: u64| ns as f64 / 1e6;
+        let (sent, got) = (su.counts, ru.counts);
         EndUdp {
             socket: id.saturating_add(1),
             start: 0.0,
@@ -622,16 +623,16 @@ impl EndUdp {
             seconds: s.seconds,
             bytes: s.bytes,
             bits_per_second: rate_s(s.bytes, s.seconds),
-            jitter_ms: ru.jitter_ms,
-            lost_packets: ru.lost,
-            packets: su.packets,
-            lost_percent: percent(ru.lost, ru.packets),
-            out_of_order: ru.out_of_order,
+            jitter_ms: got.jitter_ms,
+            lost_packets: got.lost,
+            packets: sent.packets,
+            lost_percent: percent(got.lost, got.packets),
+            out_of_order: got.out_of_order,
             sender: true,
-            received_packets: ru.packets,
-            duplicates: ru.duplicates,
-            malformed: ru.malformed,
-            host_drops: ru.host_drops,
+            received_packets: got.packets,
+            duplicates: got.duplicates,
+            malformed: got.malformed,
+            host_drops: got.host_drops,
             target_bits_per_second: su.target_bps,
             received_bits_per_second: rate_s(r.bytes, r.seconds),
             end_marker_seen: ru.end_seen,

@@ -384,13 +384,7 @@ impl Driver<'_> {
                 let streams: Vec<RunStream> = std::mem::take(&mut t.socks)
                     .into_iter()
                     .zip(&t.local_setups)
-                    .map(|(sock, s)| RunStream {
-                        index: s.stream,
-                        sender: s.sender,
-                        sock,
-                        congestion: s.congestion.clone(),
-                        mss: s.mss,
-                    })
+                    .map(|(sock, s)| RunStream::new(sock, s))
                     .collect();
                 let send = send_config(&t.params)?;
                 self.conv.start();

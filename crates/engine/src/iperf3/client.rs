@@ -97,13 +97,7 @@ pub(crate) fn run(
     let streams = flows
         .into_iter()
         .zip(&setups)
-        .map(|(sock, s)| RunStream {
-            index: s.stream,
-            sender: s.sender,
-            sock,
-            congestion: s.congestion.clone(),
-            mss: s.mss,
-        })
+        .map(|(sock, s)| RunStream::new(sock, s))
         .collect();
     let mut send = send_config(&params)?;
     if let Some(u) = send.udp.as_mut() {

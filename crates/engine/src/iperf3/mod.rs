@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
-use longhaul_proto::interval::{StreamTotals, UdpTotals};
+use longhaul_proto::interval::{StreamTotals, UdpInterval, UdpTotals};
 use longhaul_proto::iperf3::{self, Results, State, StreamResult, stream_id, stream_index};
 use longhaul_proto::msg::CpuUse;
 use longhaul_proto::{Direction, ProtoError, TestParams};
@@ -147,7 +147,7 @@ pub(crate) fn results_of(totals: &[StreamTotals], cpu: &CpuUse) -> Results {
         streams: totals
             .iter()
             .map(|t| {
-                let udp = t.udp.unwrap_or_default();
+                let udp = t.udp.unwrap_or_default().counts;
                 StreamResult {
                     id: stream_id(t.stream),
                     bytes: t.bytes,
@@ -203,15 +203,21 @@ pub(crate) fn totals_of(
                 udp: p.udp.map(|u| {
                     if sender {
                         UdpTotals {
-                            packets: s.packets,
+                            counts: UdpInterval {
+                                packets: s.packets,
+                                ..Default::default()
+                            },
                             target_bps: u.rate_bps,
                             ..Default::default()
                         }
                     } else {
                         UdpTotals {
-                            packets: s.packets.saturating_sub(s.errors),
-                            lost: s.errors,
-                            jitter_ms: s.jitter_ms,
+                            counts: UdpInterval {
+                                packets: s.packets.saturating_sub(s.errors),
+                                lost: s.errors,
+                                jitter_ms: s.jitter_ms,
+                                ..Default::default()
+                            },
                             ..Default::default()
                         }
                     }

@@ -30,7 +30,9 @@ use longhaul_proto::{EndCondition, TestParams};
 use longhaul_sys as sys;
 use tracing::{info, warn};
 
-use super::state::{Busy, Counts, Handshaking, Shared, Slot, policy};
+use super::state::{
+    Busy, Counts, Handshaking, Shared, Slot, accept_forever, policy, receive_forever,
+};
 use crate::EngineError;
 use crate::channel::Channel;
 use crate::iperf3::{
@@ -68,34 +70,19 @@ pub(super) fn serve(shared: &Arc<Shared>, l: Listeners) -> Result<(), EngineErro
     let s = Arc::clone(shared);
     std::thread::Builder::new()
         .name("lh-iperf3".into())
-        .spawn(move || accept(&s, &pending, &tcp))
+        .spawn(move || {
+            let shared = Arc::clone(&s);
+            accept_forever(
+                &s,
+                &tcp,
+                "lh-iperf3-conn",
+                move |conn, peer, deadline, hs| {
+                    handle(&shared, &pending, conn, peer, deadline, hs);
+                },
+            )
+        })
         .map_err(|e| EngineError::io("start the iperf3 listener thread", e))?;
     Ok(())
-}
-
-fn accept(shared: &Arc<Shared>, pending: &Arc<Mutex<Pending>>, listener: &TcpListener) {
-    loop {
-        match listener.accept() {
-            Ok((conn, peer)) => {
-                let deadline = Instant::now() + shared.cfg.handshake_timeout;
-                let Some(hs) = Handshaking::admit(shared, peer) else {
-                    continue;
-                };
-                let shared = Arc::clone(shared);
-                let pending = Arc::clone(pending);
-                let spawned = std::thread::Builder::new()
-                    .name("lh-iperf3-conn".into())
-                    .spawn(move || handle(&shared, &pending, conn, peer, deadline, hs));
-                if let Err(e) = spawned {
-                    warn!(%peer, "cannot start a thread for the iperf3 connection: {e}");
-                }
-            }
-            Err(e) => {
-                warn!("iperf3 accept: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
 }
 
 /// One connection: its cookie says whether it is a waiting session's stream or a new test.
@@ -402,13 +389,8 @@ fn collect_streams(
             crate::udp::apply_buffers(&s, &side.window, sender, i)?;
             s.send(&iperf3::UDP_CONNECT_REPLY)
                 .map_err(|e| EngineError::io(format!("answer UDP stream {i}"), e))?;
-            out.push(RunStream {
-                index: i,
-                sender,
-                sock: Flow::Udp(s),
-                congestion: String::new(),
-                mss: 0,
-            });
+            let setup = crate::udp::describe(&s, i, sender);
+            out.push(RunStream::new(Flow::Udp(s), &setup));
             continue;
         }
         let s = w.tcp.recv_timeout(left).map_err(|_| timeout())?;
@@ -422,31 +404,19 @@ fn collect_streams(
             socket::apply_pacing(s.as_fd(), rate)?;
         }
         let setup = socket::describe(&s, i, sender, pace);
-        out.push(RunStream {
-            index: i,
-            sender,
-            sock: Flow::Tcp(Box::new(Channel::plain(s))),
-            congestion: setup.congestion,
-            mss: setup.mss,
-        });
+        out.push(RunStream::new(
+            Flow::Tcp(Box::new(Channel::plain(s))),
+            &setup,
+        ));
     }
     Ok(out)
 }
 
 /// Hands each UDP stream opening to the oldest session waiting for UDP streams from its address.
-fn route_udp(pending: &Mutex<Pending>, sock: &UdpSocket) {
-    let mut buf = [0u8; 2048];
-    loop {
-        let (n, from) = match sock.recv_from(&mut buf) {
-            Ok(r) => r,
-            Err(e) => {
-                warn!("iperf3 UDP socket: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        if !iperf3::is_udp_connect(&buf[..n]) {
-            continue;
+fn route_udp(pending: &Mutex<Pending>, sock: &UdpSocket) -> ! {
+    receive_forever(sock, "iperf3 UDP socket", |datagram, from| {
+        if !iperf3::is_udp_connect(datagram) {
+            return;
         }
         let ip = from.ip().to_canonical();
         let to = pending
@@ -459,5 +429,5 @@ fn route_udp(pending: &Mutex<Pending>, sock: &UdpSocket) {
         if let Some(tx) = to {
             let _ = tx.try_send(from);
         }
-    }
+    })
 }

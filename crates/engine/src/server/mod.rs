@@ -60,7 +60,8 @@ mod iperf3;
 mod state;
 
 use state::{
-    Busy, Counts, Expecting, Handshakes, Handshaking, ListenerBuf, Route, Shared, Slot, policy,
+    Busy, Counts, Expecting, Handshakes, Handshaking, ListenerBuf, Route, Shared, Slot,
+    accept_forever, policy, receive_forever,
 };
 pub use state::{DEFAULT_PORT, MAX_HANDSHAKING, MAX_HANDSHAKING_PER_SOURCE, ServerConfig};
 
@@ -159,28 +160,13 @@ impl Server {
             info!(addr = %self.iperf3_addr.map(|a| a.to_string()).unwrap_or_default(), "iperf3 clients served");
             iperf3::serve(&self.shared, l)?;
         }
-        loop {
-            match self.listener.accept() {
-                Ok((conn, peer)) => {
-                    let deadline = Instant::now() + self.shared.cfg.handshake_timeout;
-                    let Some(hs) = Handshaking::admit(&self.shared, peer) else {
-                        continue;
-                    };
-                    let shared = Arc::clone(&self.shared);
-                    let spawned = std::thread::Builder::new()
-                        .name("lh-conn".into())
-                        .spawn(move || handle(&shared, conn, peer, deadline, hs));
-                    if let Err(e) = spawned {
-                        warn!(%peer, "cannot start a thread for the connection: {e}");
-                    }
-                }
-                // Out of file descriptors or similar: log, back off, keep serving.
-                Err(e) => {
-                    warn!("accept: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
+        let shared = Arc::clone(&self.shared);
+        accept_forever(
+            &self.shared,
+            &self.listener,
+            "lh-conn",
+            move |conn, peer, deadline, hs| handle(&shared, conn, peer, deadline, hs),
+        )
     }
 }
 
@@ -217,25 +203,16 @@ fn listen_udp(addr: SocketAddr) -> std::io::Result<UdpSocket> {
 /// Hands each UDP flow's hello to the session that issued its cookie, if it came from that session's
 /// client. Nothing else is answered here: a datagram that is not a hello for a test waiting for its
 /// flows gets no reply (no reflection, no amplification), and a session answers only its own.
-fn route_udp_hellos(shared: &Shared, sock: &UdpSocket) {
-    let mut buf = [0u8; 2048];
-    loop {
-        let (n, from) = match sock.recv_from(&mut buf) {
-            Ok(r) => r,
-            Err(e) => {
-                warn!("UDP hello socket: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        let Ok(b) = <&[u8; PREAMBLE_LEN]>::try_from(&buf[..n]) else {
-            continue;
+fn route_udp_hellos(shared: &Shared, sock: &UdpSocket) -> ! {
+    receive_forever(sock, "UDP hello socket", |datagram, from| {
+        let Ok(b) = <&[u8; PREAMBLE_LEN]>::try_from(datagram) else {
+            return;
         };
         let Ok(pre) = Preamble::decode(b) else {
-            continue;
+            return;
         };
         if pre.kind != ConnKind::Data {
-            continue;
+            return;
         }
         let route = shared
             .pending
@@ -250,7 +227,7 @@ fn route_udp_hellos(shared: &Shared, sock: &UdpSocket) {
             Some(_) => warn!(%from, "UDP stream hello from another host than its test's client"),
             None => {}
         }
-    }
+    })
 }
 
 fn listen(bind: Option<IpAddr>, port: u16) -> Result<TcpListener, EngineError> {
@@ -975,13 +952,7 @@ impl Session<'_> {
                 Flow::Udp(u) => {
                     // Set up when it said hello (its buffers before any datagram came).
                     let setup = crate::udp::describe(&u, i, sender);
-                    self.streams.push(RunStream {
-                        index: i,
-                        sender,
-                        sock: Flow::Udp(u),
-                        congestion: String::new(),
-                        mss: 0,
-                    });
+                    self.streams.push(RunStream::new(Flow::Udp(u), &setup));
                     setups.push(setup);
                     continue;
                 }
@@ -992,13 +963,8 @@ impl Session<'_> {
                 socket::apply_pacing(s.as_fd(), p)?;
             }
             let setup = socket::describe(s.socket(), i, sender, pace);
-            self.streams.push(RunStream {
-                index: i,
-                sender,
-                sock: Flow::Tcp(Box::new(s)),
-                congestion: setup.congestion.clone(),
-                mss: setup.mss,
-            });
+            self.streams
+                .push(RunStream::new(Flow::Tcp(Box::new(s)), &setup));
             setups.push(setup);
         }
         Ok(setups)

@@ -3,11 +3,11 @@
 //! admission rules for new connections, and the policy a test's conversation enforces.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use longhaul_proto::conversation::server::ServerPolicy;
 use longhaul_proto::wire::Cookie;
@@ -323,5 +323,59 @@ pub(super) fn policy(cfg: &ServerConfig) -> ServerPolicy {
         stall_timeout: cfg.stall_timeout,
         max_streams: cfg.max_streams,
         max_test_memory: cfg.max_test_memory,
+    }
+}
+
+/// Accepts connections on `listener` forever: each one that [`Handshaking::admit`] lets in is
+/// handled on a thread named `thread` by `handle(conn, peer, end of its first step, its slot)`; an
+/// accept error (out of file descriptors, say) is logged and backed off, and serving goes on.
+pub(super) fn accept_forever<H>(
+    shared: &Arc<Shared>,
+    listener: &TcpListener,
+    thread: &str,
+    handle: H,
+) -> !
+where
+    H: Fn(TcpStream, SocketAddr, Instant, Handshaking) + Clone + Send + 'static,
+{
+    loop {
+        match listener.accept() {
+            Ok((conn, peer)) => {
+                let deadline = Instant::now() + shared.cfg.handshake_timeout;
+                let Some(hs) = Handshaking::admit(shared, peer) else {
+                    continue;
+                };
+                let handle = handle.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(thread.into())
+                    .spawn(move || handle(conn, peer, deadline, hs));
+                if let Err(e) = spawned {
+                    warn!(%peer, "cannot start a thread for the connection: {e}");
+                }
+            }
+            Err(e) => {
+                warn!("accept on {thread}: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Reads datagrams (of up to 2 KiB) from `sock` forever, handing each with its sender to `on`; a
+/// read error is logged and backed off.
+pub(super) fn receive_forever(
+    sock: &UdpSocket,
+    what: &str,
+    mut on: impl FnMut(&[u8], SocketAddr),
+) -> ! {
+    let mut buf = [0u8; 2048];
+    loop {
+        match sock.recv_from(&mut buf) {
+            Ok((n, from)) => on(&buf[..n], from),
+            Err(e) => {
+                warn!("{what}: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
     }
 }
