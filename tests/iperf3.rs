@@ -335,6 +335,21 @@ fn server_limits_refuse_both_protocols_with_the_reason() {
         "{ours}"
     );
     assert!(theirs.contains("test authorization failed"), "{theirs}");
+    drop(srv);
+
+    // A server that requires its key for tests: iperf3 clients cannot prove one.
+    let key = std::env::temp_dir().join(format!("lh-iperf3-key-{}", std::process::id()));
+    let _ = std::fs::remove_file(&key);
+    let made = crate::util::longhaul(&["keygen", key.to_str().unwrap()]);
+    assert!(made.status.success(), "{made:?}");
+    let key_arg = key.to_str().unwrap();
+    let srv = ServerProc::start(&["--iperf3-port", "0", "--key", key_arg, "--require-key"]);
+    let (ours, theirs) = refusals(&srv, &["-t", "1"], &["-t", "1"]);
+    assert!(ours.contains("--key FILE"), "{ours}");
+    assert!(theirs.contains("test authorization failed"), "{theirs}");
+    let j = crate::util::json_test("127.0.0.1", srv.port, &["-t", "1", "--key", key_arg]);
+    assert!(f(&j, &["end", "sum_received", "bytes"]) > 0.0);
+    let _ = std::fs::remove_file(&key);
 }
 
 /// A lying or silent "iperf3 server" (a raw socket here): `longhaul test --iperf3` ends with a clear

@@ -589,3 +589,83 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
 
     f.send_ok(srv.port, "after");
 }
+
+/// `server --key K --require-key`: tests only for clients that prove they hold K, over the cookie
+/// the server issues per test. A client with no key or another key, one replaying a proof seen on
+/// another test, one sending its parameters with no proof, and one sending garbage for a proof are
+/// each refused with the reason before anything is planned for them; the key holder's tests run
+/// (TCP, UDP, and encrypted, where the proof is also bound to the TLS session).
+#[test]
+fn a_server_that_requires_its_key_serves_tests_only_to_key_holders() {
+    let files = Files::new("test-key");
+    let other = Files::new("test-key-other");
+    let mut srv = ServerProc::start(&["--key", s(&files.key), "--require-key"]);
+    let refused = |args: &[&str]| {
+        let out = crate::util::test_cmd("127.0.0.1", srv.port, args);
+        assert!(!out.status.success(), "longhaul test {args:?} was served");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = refused(&["-t", "1"]);
+    assert!(
+        e.contains("--require-key") && e.contains("--key FILE"),
+        "{e}"
+    );
+    let e = refused(&["-t", "1", "--key", s(&other.key)]);
+    assert!(e.contains("test authorization failed"), "{e}");
+
+    // An on-path onlooker has seen a key holder's proof for one test's cookie; it opens no other.
+    let key = key_of(&files.key);
+    let seen = key.test_proof(&[0x5a; 16], None).to_string();
+    let mut c = connect(srv.port);
+    let cookie = hello(&mut c);
+    assert_ne!(cookie, [0x5a; 16]);
+    c.write_all(&encode_frame(&Message::KeyProof { proof: seen }))
+        .unwrap();
+    send_params(&mut c, params());
+    let e = error_of(&mut c);
+    assert!(e.contains("test authorization failed"), "{e}");
+    // Parameters without a proof.
+    let mut c = connect(srv.port);
+    hello(&mut c);
+    send_params(&mut c, params());
+    let e = error_of(&mut c);
+    assert!(e.contains("--require-key"), "{e}");
+    // A proof that is not one.
+    let mut c = connect(srv.port);
+    hello(&mut c);
+    c.write_all(&encode_frame(&Message::Ping { seq: 0 }))
+        .unwrap();
+    assert!(matches!(read_message(&mut c), Message::Pong { seq: 0 }));
+    let frame = br#"{"type":"key_proof","proof":"not hex"}"#;
+    c.write_all(&(frame.len() as u32).to_be_bytes()).unwrap();
+    c.write_all(frame).unwrap();
+    let e = error_of(&mut c);
+    assert!(e.contains("64 lowercase hex"), "{e}");
+    assert!(srv.alive());
+    srv.wait_for("test authorization failed");
+
+    // The key holder: a proof made by hand over this test's cookie is accepted …
+    let mut c = connect(srv.port);
+    let cookie = hello(&mut c);
+    let proof = key.test_proof(&cookie, None).to_string();
+    c.write_all(&encode_frame(&Message::KeyProof { proof }))
+        .unwrap();
+    send_params(&mut c, params());
+    assert!(
+        matches!(read_message(&mut c), Message::Accepted(_)),
+        "the key holder's parameters are planned"
+    );
+    drop(c);
+    // … and `longhaul test --key` runs, TCP, UDP and encrypted.
+    for extra in [&[][..], &["-u", "-b", "50M"], &["--encrypt"]] {
+        let mut args = vec!["-t", "1", "--key", s(&files.key)];
+        args.extend_from_slice(extra);
+        let j = json_test("127.0.0.1", srv.port, &args);
+        assert!(
+            j["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0) > 0.0,
+            "{extra:?}: {j}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&files.dir);
+    let _ = std::fs::remove_dir_all(&other.dir);
+}

@@ -627,12 +627,14 @@ mod tests {
         };
         let t = pair_test(&pair(&["-t", "5", "-P", "3"]), &c.a).unwrap();
         assert_eq!((t.to.as_str(), t.port, t.params.streams), ("b", 7068, 3));
-        let e = pair_test(&pair(&["--to", "c"]), &c.a).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("come from the file and the command line"),
-            "{e}"
-        );
+        for flags in [&["--to", "c"], &["--key", "k"]] {
+            let e = pair_test(&pair(flags), &c.a).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("come from the file and the command line"),
+                "{e}"
+            );
+        }
         let e = pair_test(&pair(&["-P", "0"]), &c.a).unwrap_err();
         assert!(e.to_string().contains("streams"), "{e}");
         // A copy pair's flags are `longhaul copy`'s; output flags belong to the command line.

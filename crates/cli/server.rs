@@ -92,10 +92,15 @@ pub(crate) struct ServerArgs {
     /// Serve files to `longhaul send`/`get` from this directory; no path outside it is ever touched.
     #[arg(long, value_name = "DIR", requires = "key")]
     root: Option<PathBuf>,
-    /// The key clients must prove they hold (create one with `longhaul keygen FILE`); needed with
-    /// --root.
+    /// The key clients must prove they hold (create one with `longhaul keygen FILE`): for
+    /// transfers (--root), and for tests with --require-key.
     #[arg(long, value_name = "FILE")]
     key: Option<PathBuf>,
+    /// Serve tests only to clients that prove they hold --key (`longhaul test --key FILE`), over
+    /// a fresh challenge per test; stock iperf3 clients, which cannot, are refused ("test
+    /// authorization failed").
+    #[arg(long, requires = "key")]
+    require_key: bool,
     /// End a transfer that made no progress at all for this many seconds (a dead client or a cut
     /// path); its journal stays, so the client resumes.
     #[arg(long, default_value_t = 60, value_name = "SECS", requires = "root",
@@ -188,6 +193,15 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    anyhow::ensure!(
+        a.key.is_none() || a.root.is_some() || a.require_key,
+        "--key is used by --root (transfers) and --require-key (tests); give one of them"
+    );
+    let test_key = if a.require_key {
+        Some(crate::transfer::load_key(a.key.as_deref())?)
+    } else {
+        None
+    };
     let controllers = match &a.controllers {
         Some(file) => load_controllers(file)?,
         None => Default::default(),
@@ -218,6 +232,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         max_rate_bps: a.max_rate,
         allow_udp: !a.no_udp,
         allow_from: a.allow_from.clone(),
+        test_key,
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
     let server = Server::bind(cfg).context("cannot start the server")?;
@@ -231,10 +246,11 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         server.local_addr(),
         a.max_tests,
         a.max_transfers,
-        if a.require_encryption {
-            ", encryption required"
-        } else {
-            ""
+        match (a.require_encryption, a.require_key) {
+            (true, true) => ", encryption and key required",
+            (true, false) => ", encryption required",
+            (false, true) => ", key required for tests",
+            (false, false) => "",
         }
     );
     if let Some(addr) = server.iperf3_addr() {

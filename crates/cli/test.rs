@@ -134,8 +134,10 @@ pub(crate) struct TestArgs {
     /// With --to: TO's port.
     #[arg(long, value_name = "PORT", default_value_t = DEFAULT_PORT, requires = "to")]
     to_port: u16,
-    /// With --to: this controller's key file [default: $LONGHAUL_KEY, else ~/.config/longhaul/key].
-    #[arg(long, value_name = "FILE", requires = "to")]
+    /// The key file to prove to a server that serves tests only to its key's holders (`server
+    /// --require-key`). With --to: this controller's key [default: $LONGHAUL_KEY, else
+    /// ~/.config/longhaul/key].
+    #[arg(long, value_name = "FILE")]
     key: Option<std::path::PathBuf>,
     #[command(flatten)]
     encrypt: args::Encrypt,
@@ -218,11 +220,6 @@ fn distance(s: &str) -> Result<f64, String> {
 }
 
 impl TestArgs {
-    /// Whether the flags ask for a third-party test (`--to`, or its key).
-    pub(crate) fn third_party(&self) -> bool {
-        self.to.is_some() || self.key.is_some()
-    }
-
     /// Whether the flags ask for encryption.
     pub(crate) fn encrypts(&self) -> bool {
         self.encrypt.encrypt
@@ -246,7 +243,7 @@ pub(crate) fn file_flags(host: &str, words: &[String]) -> anyhow::Result<TestPar
         anyhow::anyhow!("{}", text.lines().next().unwrap_or("bad flags"))
     })?;
     anyhow::ensure!(
-        !args.test.third_party(),
+        args.test.to.is_none() && args.test.key.is_none(),
         "--to, --to-port and --key come from the file and the command line, not its args"
     );
     anyhow::ensure!(
@@ -410,6 +407,11 @@ fn client_config(a: &TestArgs, params: TestParams) -> anyhow::Result<ClientConfi
         } else {
             ServerProtocol::Auto
         },
+        key: a
+            .key
+            .as_deref()
+            .map(|k| crate::transfer::load_key(Some(k)))
+            .transpose()?,
     })
 }
 

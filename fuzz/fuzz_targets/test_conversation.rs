@@ -198,9 +198,14 @@ fn totals(b: &mut Bytes) -> SideResults {
     }
 }
 
+/// The proof the server's driver takes for the key's (the machines never judge a proof).
+const GOOD_PROOF: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// Any other proof.
+const BAD_PROOF: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
 /// Any message a hostile peer could send (valid on the wire: it passes `Message::from_json`).
 fn any_message(b: &mut Bytes, p: &TestParams, limits: &KernelLimits) -> Message {
-    match b.u8() % 14 {
+    match b.u8() % 15 {
         0 => Message::Hello {
             software: "h".into(),
         },
@@ -211,6 +216,7 @@ fn any_message(b: &mut Bytes, p: &TestParams, limits: &KernelLimits) -> Message 
             } else {
                 "zz".into()
             },
+            key_required: b.u8() & 1 == 0,
         },
         2 => Message::Busy {
             running: b.u32(),
@@ -232,6 +238,14 @@ fn any_message(b: &mut Bytes, p: &TestParams, limits: &KernelLimits) -> Message 
         11 => Message::Results(totals(b)),
         12 => Message::Error {
             message: "e".into(),
+        },
+        13 => Message::KeyProof {
+            proof: if b.u8() & 1 == 0 {
+                GOOD_PROOF
+            } else {
+                BAD_PROOF
+            }
+            .into(),
         },
         _ => Message::Ping { seq: 0 },
     }
@@ -357,6 +371,10 @@ impl Sides {
                 c.streams_started(now);
                 Ok(())
             }),
+            client::Event::ProveKey { .. } => self.client_call(|c, _| {
+                c.prove_key(GOOD_PROOF.into());
+                Ok(())
+            }),
             client::Event::Interval(_) => {}
             client::Event::StopSenders { .. } => self.client_call(|c, _| {
                 c.senders_drained();
@@ -402,6 +420,13 @@ impl Sides {
     /// The server's driver, as the engine's.
     fn server_acts(&mut self, ev: server::Event) {
         match ev {
+            server::Event::CheckKey { proof } => self.server_call(|s, _| {
+                if proof == GOOD_PROOF {
+                    Ok(())
+                } else {
+                    s.refuse("test authorization failed".into())
+                }
+            }),
             server::Event::Plan(p) => {
                 let host = self.host;
                 self.server_call(|s, now| s.accept(plan(&p, &host), now))
@@ -509,6 +534,7 @@ fuzz_target!(|data: &[u8]| {
             software: "s".into(),
             peer: "c".into(),
             cookie: [0; 16],
+            key_required: b.u8() & 1 == 0,
         },
         now + Duration::from_secs(1),
     );

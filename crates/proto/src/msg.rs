@@ -3,7 +3,8 @@
 //! A test runs as this conversation on its control connection (C = client, S = server):
 //!
 //! ```text
-//! C: Hello            S: Welcome{cookie} | Busy{running,cap} | Error
+//! C: Hello            S: Welcome{cookie, key_required} | Busy{running,cap} | Error
+//! C: KeyProof         (only when the welcome says a key is required; before the parameters)
 //! C: Ping ×k          S: Pong ×k           (the client measures the RTT)
 //! C: Params           S: Accepted{plan}  | Error        (the server plans its own buffers)
 //! C opens the data connections, each presenting the cookie and its stream index
@@ -82,6 +83,16 @@ pub enum Message {
         software: String,
         /// Hex-encoded test cookie that data connections present.
         cookie: String,
+        /// The server serves tests only to clients that hold its key (`server --require-key`):
+        /// send [`Message::KeyProof`] before the parameters. Absent: no key needed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        key_required: bool,
+    },
+    /// The client's proof that it holds the server's key, made over this session's cookie
+    /// (`longhaul_transfer::auth::Key::test_proof`), when the welcome asked for one.
+    KeyProof {
+        /// 64 lowercase hex digits.
+        proof: String,
     },
     /// The server is at its cap of concurrent tests.
     Busy {
@@ -141,6 +152,7 @@ impl Message {
             Message::Busy { .. } => "busy",
             Message::Ping { .. } => "ping",
             Message::Pong { .. } => "pong",
+            Message::KeyProof { .. } => "key_proof",
             Message::Params(_) => "params",
             Message::Accepted(_) => "accepted",
             Message::StreamsReady { .. } => "streams_ready",
@@ -167,6 +179,16 @@ impl Message {
                 too_long("software version", software)
             }
             Message::Error { message } => too_long("error message", message),
+            Message::KeyProof { proof }
+                if proof.len() != 64
+                    || !proof
+                        .bytes()
+                        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                Err(ProtoError::Invalid(
+                    "key proof must be 64 lowercase hex digits".into(),
+                ))
+            }
             Message::Params(p) => p.validate(),
             Message::StreamsReady { sockets } if sockets.len() > 2 * MAX_STREAMS as usize => {
                 Err(ProtoError::Invalid("too many sockets".into()))
@@ -764,6 +786,36 @@ pub(crate) mod tests {
         assert!(Direction::Bidir.client_sends(2, 3));
         assert!(!Direction::Bidir.client_sends(3, 3));
         assert!(!Direction::Reverse.client_sends(0, 3));
+    }
+
+    #[test]
+    fn a_key_proof_is_64_lowercase_hex_and_the_requirement_is_optional_on_the_wire() {
+        let proof = |p: &str| {
+            Message::from_json(format!(r#"{{"type":"key_proof","proof":"{p}"}}"#).as_bytes())
+        };
+        assert!(proof(&"0f".repeat(32)).is_ok());
+        for bad in [
+            "0f".repeat(31),
+            "0F".repeat(32),
+            "zz".repeat(32),
+            "0f".repeat(33),
+        ] {
+            let e = proof(&bad).unwrap_err().to_string();
+            assert!(e.contains("64 lowercase hex"), "{bad}: {e}");
+        }
+        // A welcome from a server that needs no key reads as before the requirement existed.
+        let w = Message::Welcome {
+            software: "s".into(),
+            cookie: "00".repeat(16),
+            key_required: false,
+        };
+        let json = serde_json::to_string(&w).unwrap();
+        assert!(!json.contains("key_required"), "{json}");
+        let older = format!(
+            r#"{{"type":"welcome","software":"s","cookie":"{}"}}"#,
+            "00".repeat(16)
+        );
+        assert_eq!(Message::from_json(older.as_bytes()).unwrap(), w);
     }
 
     #[test]

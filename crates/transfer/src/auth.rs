@@ -72,6 +72,8 @@ const PROOF_CONTEXT: &[u8] = b"longhaul auth v1";
 
 /// Domain-separation prefix of every job proof (`Key::job_proof`).
 const JOB_PROOF_CONTEXT: &[u8] = b"longhaul job auth v1";
+/// Domain-separation prefix of a test's key proof (`Key::test_proof`).
+const TEST_PROOF_CONTEXT: &[u8] = b"longhaul test auth v1";
 /// Context of the session key derivation (BLAKE3 `derive_key`: globally unique, never reused).
 const SESSION_CONTEXT: &str = "longhaul transfer v2 session key";
 /// Context of a job's session key derivation.
@@ -205,6 +207,33 @@ impl Key {
             claimed,
             role,
         )
+    }
+
+    /// The proof a test client gives a server that requires a key for tests (`longhaul server
+    /// --require-key`): `BLAKE3-keyed(key, "longhaul test auth v1" ‖ 'C' ‖ cookie [‖ binding])`,
+    /// where `cookie` is the 16 random bytes the server issued this session in its welcome (fresh per
+    /// test, so a proof seen on the wire opens no other test) and `binding` the TLS session's
+    /// channel binding when the control connection is encrypted ([`bind_nonce`]'s reasoning: a relay
+    /// holds two sessions). It authorises the test; a plaintext test's data is not authenticated.
+    pub fn test_proof(&self, cookie: &[u8; 16], binding: Option<&[u8; 32]>) -> Digest {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(TEST_PROOF_CONTEXT);
+        h.update(&[Role::Client.byte()]);
+        h.update(cookie);
+        if let Some(b) = binding {
+            h.update(b);
+        }
+        h.finalize().into()
+    }
+
+    /// Checks a test client's proof (constant-time comparison).
+    pub fn verify_test(
+        &self,
+        cookie: &[u8; 16],
+        binding: Option<&[u8; 32]>,
+        claimed: &Digest,
+    ) -> Result<(), AuthError> {
+        check(self.test_proof(cookie, binding), claimed, Role::Client)
     }
 
     /// The session keys of a job's connection: as [`Key::session`], from their own context.
@@ -449,6 +478,29 @@ mod tests {
         let tag = |keys: &SessionKeys| keys.sending(Role::Client).frame_tag(0, b"x");
         assert_ne!(tag(&j), tag(&t));
         assert_ne!(tag(&j), j.sending(Role::Server).frame_tag(0, b"x"));
+    }
+
+    #[test]
+    fn a_test_proof_opens_only_its_own_session() {
+        let k = Key::from_bytes([9; 32]);
+        let cookie = [3u8; 16];
+        let proof = k.test_proof(&cookie, None);
+        assert!(k.verify_test(&cookie, None, &proof).is_ok());
+        // Another session's cookie, another key, or a TLS binding the proof was not made in.
+        assert!(k.verify_test(&[4u8; 16], None, &proof).is_err());
+        assert!(
+            Key::from_bytes([8; 32])
+                .verify_test(&cookie, None, &proof)
+                .is_err()
+        );
+        assert!(k.verify_test(&cookie, Some(&[5; 32]), &proof).is_err());
+        let bound = k.test_proof(&cookie, Some(&[5; 32]));
+        assert!(k.verify_test(&cookie, Some(&[5; 32]), &bound).is_ok());
+        assert!(k.verify_test(&cookie, Some(&[6; 32]), &bound).is_err());
+        // Apart from every other proof made with the same key.
+        let mut as_nonce = [0u8; 32];
+        as_nonce[..16].copy_from_slice(&cookie);
+        assert_ne!(proof, k.proof(Role::Client, &as_nonce, &[0; 32]));
     }
 
     #[test]

@@ -336,6 +336,18 @@ impl Driver<'_> {
         obs: &mut dyn Observer,
     ) -> Result<(), EngineError> {
         match ev {
+            Event::ProveKey { cookie } => {
+                let Some(key) = &self.cfg.key else {
+                    return Err(EngineError::Limit(
+                        "the server serves tests only to clients that hold its key \
+                         (--require-key); give the key file with --key FILE"
+                            .into(),
+                    ));
+                };
+                let binding = ctrl.channel().binding();
+                let proof = key.test_proof(&cookie, binding.as_ref());
+                self.conv.prove_key(proof.to_string());
+            }
             Event::OpenStreams {
                 cookie,
                 cookie_text,

@@ -43,6 +43,9 @@ pub struct ClientConfig {
     pub encrypt: Option<ClientTlsConfig>,
     /// The protocol the server speaks.
     pub protocol: ServerProtocol,
+    /// The key a server that requires one for tests asks this client to prove (`--key`); `None`:
+    /// such a server refuses the test.
+    pub key: Option<longhaul_transfer::auth::Key>,
 }
 
 /// The protocol a test speaks to its server.

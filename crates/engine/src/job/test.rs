@@ -73,6 +73,8 @@ pub(super) fn serve(
         // Without a certificate to check B against: TLS keeps the test's bytes from onlookers.
         encrypt: encrypt.then(ClientTlsConfig::default),
         protocol: crate::client::ServerProtocol::Auto,
+        // A job's test holds no key for its target: a target that requires one refuses it.
+        key: None,
     };
     let mut relay = Relay {
         writer: ctl.writer(),

@@ -699,6 +699,7 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
         software: SOFTWARE.into(),
         peer: peer.clone(),
         cookie,
+        key_required: shared.cfg.test_key.is_some(),
     };
     let conv = TestSession::new(
         policy(&shared.cfg),
@@ -823,6 +824,30 @@ impl Session<'_> {
 
     fn act(&mut self, ev: Event, ctrl: &mut Control) -> Result<(), EngineError> {
         match ev {
+            Event::CheckKey { proof } => {
+                let key = self
+                    .shared
+                    .cfg
+                    .test_key
+                    .as_ref()
+                    .expect("asked only with a key");
+                let claimed = longhaul_transfer::digest::Digest::try_from(proof).map_err(|e| {
+                    EngineError::Protocol(longhaul_proto::ProtoError::Invalid(format!(
+                        "key proof: {e}"
+                    )))
+                })?;
+                let binding = ctrl.channel().binding();
+                if key
+                    .verify_test(&self.cookie, binding.as_ref(), &claimed)
+                    .is_err()
+                {
+                    self.conv.refuse(
+                        "test authorization failed: the client does not hold this server's key \
+                         (check --key on both ends)"
+                            .into(),
+                    )?;
+                }
+            }
             Event::Plan(params) => {
                 if let Some(cc) = &params.congestion {
                     socket::check_congestion(cc)?;

@@ -62,6 +62,9 @@ pub struct ServerConfig {
     pub allow_udp: bool,
     /// The client networks tests (longhaul's and iperf3's) are served to; empty: any.
     pub allow_from: Vec<ipnet::IpNet>,
+    /// Tests only for clients that prove they hold this key (`--require-key`, the key file
+    /// transfers use); iperf3 clients, which cannot, are refused. `None`: tests for anyone admitted.
+    pub test_key: Option<longhaul_transfer::auth::Key>,
 }
 
 impl ServerConfig {
@@ -97,6 +100,7 @@ impl Default for ServerConfig {
             max_rate_bps: None,
             allow_udp: true,
             allow_from: Vec::new(),
+            test_key: None,
         }
     }
 }

@@ -66,6 +66,13 @@ pub enum Event {
         /// The server's view of each socket.
         sockets: Vec<SocketSetup>,
     },
+    /// The server requires its key for tests: make the proof over `cookie` (and the control
+    /// connection's TLS binding, if any) and hand it to [`Client::prove_key`] before the next
+    /// message is read; a client without the key ends the test with that reason.
+    ProveKey {
+        /// This session's cookie.
+        cookie: Cookie,
+    },
     /// One interval, both sides' samples merged: show it.
     Interval(IntervalReport),
     /// The test is over: stop the senders, let them finish their last write by `drain_by`, hand in
@@ -234,6 +241,14 @@ impl Client {
         }
     }
 
+    /// The proof [`Event::ProveKey`] asked for: it waits in [`Self::poll_transmit`] (the server reads
+    /// it with the pings, before the parameters). Ignored once the parameters are sent.
+    pub fn prove_key(&mut self, proof: String) {
+        if matches!(self.phase, Phase::Rtt { .. }) {
+            self.transmit.push_back(Message::KeyProof { proof });
+        }
+    }
+
     /// The driver is ready to start: `Start` waits in [`Self::poll_transmit`].
     pub fn start(&mut self) {
         if let Phase::Ready { start_sent } = &mut self.phase
@@ -380,10 +395,17 @@ impl Client {
         let timeout = self.settings.timeout;
         match &mut self.phase {
             Phase::Welcome { .. } => match msg {
-                Message::Welcome { cookie, .. } => {
+                Message::Welcome {
+                    cookie,
+                    key_required,
+                    ..
+                } => {
                     let bytes = parse_cookie(&cookie)
                         .ok_or_else(|| ProtoError::Invalid(format!("bad cookie {cookie:?}")))?;
                     self.cookie = Some((bytes, cookie));
+                    if key_required {
+                        self.events.push_back(Event::ProveKey { cookie: bytes });
+                    }
                     self.ping(0, u64::MAX, now);
                     Ok(())
                 }

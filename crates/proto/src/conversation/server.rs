@@ -72,6 +72,9 @@ pub struct ServerSettings {
     pub peer: String,
     /// The cookie the test's data connections will present (the driver routes them by it).
     pub cookie: Cookie,
+    /// Tests only for clients that prove they hold the server's key (`--require-key`): the welcome
+    /// says so, and parameters that come without a proof are refused.
+    pub key_required: bool,
 }
 
 /// What the driver must do or report.
@@ -80,6 +83,12 @@ pub enum Event {
     /// The test the client asks for (its ranges checked): check what only the host knows (the
     /// congestion control), plan this side's sockets, then call [`Server::accept`].
     Plan(TestParams),
+    /// The client's proof that it holds the server's key (only when [`ServerSettings::key_required`]),
+    /// made over this session's cookie: check it, and [`Server::refuse`] the test if it is wrong.
+    CheckKey {
+        /// 64 hex digits, as the client sent them.
+        proof: String,
+    },
     /// `count` data connections with the cookie are expected now: admit them and hand each to
     /// [`Server::data_connection`]. `Accepted` waits in [`Server::poll_transmit`]: send it first.
     ExpectStreams {
@@ -159,6 +168,8 @@ pub struct Server {
     early_start: bool,
     /// The client sent something after stop (read as the end of the conversation, later).
     peer_done: bool,
+    /// The client sent its key proof (the driver checked it: a wrong one ended the session).
+    key_proved: bool,
 }
 
 impl Server {
@@ -174,6 +185,7 @@ impl Server {
             events: VecDeque::new(),
             early_start: false,
             peer_done: false,
+            key_proved: false,
         }
     }
 
@@ -389,6 +401,13 @@ impl Server {
         matches!(self.phase, Phase::Done | Phase::Failed)
     }
 
+    /// The driver refuses the test for a reason only it can judge (a wrong key proof,
+    /// [`Event::CheckKey`]): the conversation ends with [`Error::Limit`] of that reason, which the
+    /// driver sends the client as the other errors.
+    pub fn refuse(&mut self, reason: String) -> Result<(), Error> {
+        self.fail_on(Err(Error::Limit(reason)))
+    }
+
     fn fail_on(&mut self, out: Result<(), Error>) -> Result<(), Error> {
         if out.is_err() {
             self.phase = Phase::Failed;
@@ -432,6 +451,7 @@ impl Server {
                     self.transmit.push_back(Message::Welcome {
                         software: self.settings.software.clone(),
                         cookie: cookie_hex(&self.settings.cookie),
+                        key_required: self.settings.key_required,
                     });
                     // All pings and the parameters: one step, one deadline, a bounded number of pings.
                     self.phase = Phase::Params {
@@ -452,6 +472,18 @@ impl Server {
                     }
                     self.transmit.push_back(Message::Pong { seq });
                     Ok(())
+                }
+                Message::KeyProof { proof } if self.settings.key_required && !self.key_proved => {
+                    self.key_proved = true;
+                    self.events.push_back(Event::CheckKey { proof });
+                    Ok(())
+                }
+                Message::Params(_) if self.settings.key_required && !self.key_proved => {
+                    Err(Error::Limit(
+                        "this server serves tests only to clients that hold its key \
+                         (--require-key); give the key file with longhaul test --key FILE"
+                            .into(),
+                    ))
                 }
                 Message::Params(p) => {
                     self.params = Some(p.clone());

@@ -52,15 +52,16 @@ fn server(now: Time) -> Server {
 
 /// A server with `policy` whose hello is due 10 s after `now`.
 fn server_with(policy: ServerPolicy, now: Time) -> Server {
-    Server::new(
-        policy,
-        ServerSettings {
-            software: "longhaul test".into(),
-            peer: "client:4000".into(),
-            cookie: COOKIE,
-        },
-        now + 10 * S,
-    )
+    Server::new(policy, settings(false), now + 10 * S)
+}
+
+fn settings(key_required: bool) -> ServerSettings {
+    ServerSettings {
+        software: "longhaul test".into(),
+        peer: "client:4000".into(),
+        cookie: COOKIE,
+        key_required,
+    }
 }
 
 fn plan(p: &TestParams) -> SidePlan {
@@ -400,11 +401,64 @@ fn client_answers_busy_error_and_a_bad_cookie_clearly() {
             Message::Welcome {
                 software: "x".into(),
                 cookie: "zz".into(),
+                key_required: false,
             },
             now,
         )
         .unwrap_err();
     assert!(e.to_string().contains("bad cookie \"zz\""), "{e}");
+}
+
+#[test]
+fn a_server_that_requires_its_key_has_the_proof_checked_before_it_plans() {
+    let now = Duration::from_millis(5);
+    let proof = "ab".repeat(32);
+    let keyed = || Server::new(policy(), settings(true), now + 10 * S);
+    // The client proves over the session's cookie; the server's driver checks it, then plans.
+    let (mut c, mut s) = (client(params(Direction::Forward), now), keyed());
+    s.handle(c.poll_transmit().unwrap(), now).unwrap();
+    c.handle(s.poll_transmit().unwrap(), now).unwrap();
+    let [client::Event::ProveKey { cookie }] = &events(|| c.poll_event())[..] else {
+        panic!("a welcome that requires the key asks the client's driver for a proof")
+    };
+    assert_eq!(*cookie, COOKIE);
+    c.prove_key(proof.clone());
+    exchange(&mut c, &mut s, now).unwrap();
+    let ev = events(|| s.poll_event());
+    assert!(
+        matches!(&ev[..], [server::Event::CheckKey { proof: p }, server::Event::Plan(_)] if *p == proof),
+        "{ev:?}"
+    );
+    // A client that sends no proof is refused with the reason, and nothing is planned.
+    let (mut c, mut s) = (client(params(Direction::Forward), now), keyed());
+    let e = exchange(&mut c, &mut s, now).unwrap_err();
+    assert!(
+        matches!(&e, Error::Limit(m) if m.contains("--require-key") && m.contains("--key FILE")),
+        "{e}"
+    );
+    assert!(events(|| s.poll_event()).is_empty());
+    // A second proof, or a proof to a server that asked for none, is out of place.
+    let (mut c, mut s) = (client(params(Direction::Forward), now), keyed());
+    s.handle(c.poll_transmit().unwrap(), now).unwrap();
+    let key_proof = || Message::KeyProof {
+        proof: proof.clone(),
+    };
+    s.handle(key_proof(), now).unwrap();
+    assert_eq!(
+        s.handle(key_proof(), now),
+        Err(unexpected("key_proof", "waiting for test parameters"))
+    );
+    let (mut c, mut s) = (client(params(Direction::Forward), now), server(now));
+    s.handle(c.poll_transmit().unwrap(), now).unwrap();
+    assert_eq!(
+        s.handle(key_proof(), now),
+        Err(unexpected("key_proof", "waiting for test parameters"))
+    );
+    // A welcome without the requirement asks the client for nothing.
+    let (mut c, mut s) = (client(params(Direction::Forward), now), server(now));
+    s.handle(c.poll_transmit().unwrap(), now).unwrap();
+    c.handle(s.poll_transmit().unwrap(), now).unwrap();
+    assert!(events(|| c.poll_event()).is_empty());
 }
 
 #[test]
