@@ -418,6 +418,7 @@ fn client_config(a: &TestArgs, params: TestParams) -> anyhow::Result<ClientConfi
 /// `--find-rate`: the search, each trial as it ends, and the result (text, or one JSON document).
 fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
     use longhaul_engine::find_rate::{FindRate, TrialResult};
+    use longhaul_proto::rate_search::OFFERED_MIN;
     let streams = u64::from(params.streams);
     let upper = match (a.bitrate, a.rate) {
         (Some((b, _)), _) if b > 0 => b.saturating_mul(streams),
@@ -432,9 +433,17 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
     let mut show = |t: &TrialResult| {
         if !json {
             println!(
-                "trial {:>15} payload ({:>15} IP): {}/{} lost ({:.4}%), jitter {:.3} ms{}",
+                "trial {:>15} payload ({:>15} IP): {}{}/{} lost ({:.4}%), jitter {:.3} ms{}",
                 fmt_rate_iperf(t.rate_bps),
                 fmt_rate_iperf(t.ip_rate_bps),
+                if t.offered_bps < OFFERED_MIN * t.rate_bps as f64 {
+                    format!(
+                        "NOT OFFERED (the sender reached {}), ",
+                        fmt_rate_iperf(t.offered_bps as u64)
+                    )
+                } else {
+                    String::new()
+                },
                 t.lost,
                 t.sent,
                 100.0 * t.loss,

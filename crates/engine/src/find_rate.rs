@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use longhaul_proto::rate_search::RateSearch;
+use longhaul_proto::rate_search::{OFFERED_MIN, RateSearch};
 use longhaul_proto::report::{DelayMs, DelayVariation, Report};
 use serde::Serialize;
 
@@ -38,6 +38,10 @@ pub struct TrialResult {
     pub rate_bps: u64,
     /// The same at the IP layer (payload, UDP and IP headers).
     pub ip_rate_bps: u64,
+    /// Rate the sender reached, bit/s of payload (the bytes it sent over the span in which the
+    /// receiver saw data): below [`OFFERED_MIN`] of the rate asked, the trial fails (the host, not
+    /// the path, fell short).
+    pub offered_bps: f64,
     /// Rate received, bit/s of payload.
     pub received_bps: f64,
     /// Datagrams sent.
@@ -46,7 +50,7 @@ pub struct TrialResult {
     pub lost: u64,
     /// lost ÷ sent.
     pub loss: f64,
-    /// Whether the loss was within the threshold (search trials).
+    /// Whether the rate was offered and the loss was within the threshold (search trials).
     pub passed: bool,
     /// Receiver jitter (RFC 3550), ms: the streams' mean.
     pub jitter_ms: f64,
@@ -105,9 +109,10 @@ pub fn find_rate(
         }
         let (report, t) = trial(cfg, rate)?;
         shape.get_or_insert_with(|| (report.start.test_start.blksize, header_bytes(&report)));
-        search.record(rate, t.loss);
+        let offered = t.offered_bps >= OFFERED_MIN * rate as f64;
+        search.record(rate, t.loss, offered);
         let t = TrialResult {
-            passed: t.loss <= f.threshold,
+            passed: offered && t.loss <= f.threshold,
             ..t
         };
         progress(&t);
@@ -151,6 +156,18 @@ fn ip_rate(payload_bps: u64, len: u32, header: u32) -> u64 {
     (u128::from(payload_bps) * u128::from(len + header) / u128::from(len)) as u64
 }
 
+/// The payload rate the senders offered: the bytes they sent over the receivers' span, first to
+/// last datagram. The senders' own clock runs from the start to the stop and the end markers, a few
+/// per cent longer than the sending in a 1-s trial; the receivers' span is the sending's, shifted by
+/// the path's delay.
+fn offered_bps(r: &Report) -> f64 {
+    let span = r.end.sum_received.seconds;
+    if span <= 0.0 {
+        return 0.0;
+    }
+    r.end.sum_sent.bytes as f64 * 8.0 / span
+}
+
 /// One trial at `rate_bps` of payload, all streams together.
 fn trial(cfg: &ClientConfig, rate_bps: u64) -> Result<(Report, TrialResult), EngineError> {
     let mut c = cfg.clone();
@@ -173,6 +190,7 @@ fn trial(cfg: &ClientConfig, rate_bps: u64) -> Result<(Report, TrialResult), Eng
     let t = TrialResult {
         rate_bps,
         ip_rate_bps: ip_rate(rate_bps, len, header_bytes(&report)),
+        offered_bps: offered_bps(&report),
         received_bps: report.end.sum_received.bits_per_second,
         sent,
         lost,

@@ -34,13 +34,14 @@ macro_rules! builtin {
     };
 }
 
-const BUILTINS: [Builtin; 6] = [
+const BUILTINS: [Builtin; 7] = [
     builtin!("window-sweep"),
     builtin!("streams-sweep"),
     builtin!("loss-recovery"),
     builtin!("sustained"),
     builtin!("message-size"),
     builtin!("cc-compare"),
+    builtin!("frame-size"),
 ];
 
 /// All built-in experiments, in the order `longhaul lab list` shows them.
@@ -66,7 +67,7 @@ mod tests {
 
     #[test]
     fn every_builtin_parses_documents_itself_and_is_named_as_its_file() {
-        assert_eq!(builtins().len(), 6);
+        assert_eq!(builtins().len(), 7);
         for b in builtins() {
             let s = b.spec().unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(s.name, b.name);
@@ -133,6 +134,34 @@ mod tests {
             .filter(|x| x.window_limited)
             .count();
         assert!((4..14).contains(&limited), "{limited}");
+    }
+
+    /// Seed 002's line characterisation: RFC 2544's frame sizes up to jumbo frames, every one
+    /// fitting the path's MTU, each point a loss-free search whose model is the line rate.
+    #[test]
+    fn frame_size_sweeps_rfc_2544_frames_up_to_jumbo() {
+        let s = spec("frame-size");
+        let f = s.find_rate.unwrap();
+        assert_eq!(f.loss_threshold, 0.0);
+        let topo = s.topology(None).unwrap();
+        let points = s.points();
+        let frames: Vec<u32> = points.iter().filter_map(|p| p.frame).collect();
+        assert_eq!(frames.first(), Some(&64));
+        assert_eq!(frames.last(), Some(&9000));
+        assert!(frames.contains(&1518));
+        for p in &points {
+            let path = p.compile(&topo).unwrap();
+            assert!(p.frame.unwrap() <= path.mtu + 18);
+            let pred = predict(p, &path);
+            let len = p.datagram_len().unwrap();
+            // The line rate in payload: the bottleneck less 28 header bytes per datagram.
+            assert_eq!(pred.expected_bps, 1_000_000_000 * len / (len + 28));
+            assert!(!pred.window_limited);
+            assert!(
+                p.test_args()
+                    .starts_with(&["-u".into(), "--find-rate".into()])
+            );
+        }
     }
 
     #[test]

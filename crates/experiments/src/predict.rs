@@ -20,7 +20,7 @@ use longhaul_units::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::spec::Point;
+use crate::spec::{Point, UDP_IPV4_HEADERS};
 
 /// IPv4 + TCP header bytes with timestamps, per segment.
 pub const HEADER_BYTES: u32 = 52;
@@ -87,14 +87,30 @@ pub struct ModelInputs {
 /// The prediction for `point` on `path` (the path compiled with
 /// [`Point::overrides`]).
 pub fn predict(point: &Point, path: &CompiledPath) -> Prediction {
-    predict_with(ModelInputs {
+    let mut p = predict_with(ModelInputs {
         rtt: path.rtt,
         bottleneck_bps: path.forward.bottleneck.map_or(0, |b| b.rate_bps),
         mtu: path.mtu,
         streams: point.streams,
         window: point.window,
         loss: mean_loss(path),
-    })
+    });
+    if point.find_rate.is_some() {
+        // A line characterisation: the most UDP payload the bottleneck carries, every packet
+        // being the datagram and its IPv4 and UDP headers (the MTU's worth when longhaul picks
+        // the length). No window limits it.
+        let len = point
+            .datagram_len()
+            .unwrap_or(u64::from(path.mtu.saturating_sub(UDP_IPV4_HEADERS)))
+            .max(1);
+        let payload = (u128::from(p.bottleneck_bps) * u128::from(len)
+            / u128::from(len + u64::from(UDP_IPV4_HEADERS))) as u64;
+        p.goodput_bps = payload;
+        p.expected_bps = payload;
+        p.window_ceiling_bps = None;
+        p.window_limited = false;
+    }
+    p
 }
 
 /// The mean loss probability of the data direction: p for Bernoulli, the

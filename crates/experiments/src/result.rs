@@ -152,6 +152,14 @@ impl Derived {
     /// with an event the pre-burst mean and the recovery time
     /// ([`crate::analysis::recovery`]).
     pub fn from_report(point: &Point, report: &Value) -> Self {
+        if point.find_rate.is_some() {
+            // A line characterisation's figure: the highest rate it found (bit/s of payload).
+            return Self {
+                mean_bps: report["rate_bps"].as_f64(),
+                pre_event_bps: None,
+                recovery_s: None,
+            };
+        }
         let omit = point.omit.as_secs_f64();
         let samples = samples_from_report(report, omit);
         let mean = mean_bps(&samples, omit, f64::INFINITY);
@@ -357,6 +365,11 @@ pub fn validate(doc: &Value) -> Result<(), SchemaError> {
     check(&schema, &schema, doc, "")
 }
 
+/// How deep into the document a path goes (keys and indices).
+fn depth(path: &str) -> usize {
+    path.matches(['.', '[']).count()
+}
+
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_owned()
@@ -400,14 +413,23 @@ fn check(root: &Value, schema: &Value, v: &Value, path: &str) -> Result<(), Sche
         return check(root, target, v, path);
     }
     if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
-        let mut last = None;
+        // None matches: the error of the branch that got furthest into the document (the first
+        // of those), which is the branch the document meant to follow.
+        let mut best: Option<SchemaError> = None;
         for s in any {
             match check(root, s, v, path) {
                 Ok(()) => return Ok(()),
-                Err(e) => last = Some(e),
+                Err(e)
+                    if best
+                        .as_ref()
+                        .is_none_or(|b| depth(&e.path) > depth(&b.path)) =>
+                {
+                    best = Some(e);
+                }
+                Err(_) => {}
             }
         }
-        if let Some(e) = last {
+        if let Some(e) = best {
             return Err(e);
         }
     }
@@ -671,7 +693,8 @@ mod tests {
                     "{def}: {k} written but not required"
                 );
             }
-            for k in props.keys() {
+            // Keys written only when they apply (a line characterisation's) are optional.
+            for k in props.keys().filter(|k| req.contains(&k.as_str())) {
                 assert!(obj.contains_key(k), "{def}: {k} declared but not written");
             }
         }

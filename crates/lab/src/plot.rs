@@ -2,7 +2,9 @@
 //! `plotters` crate: per point a time series of the first repetition (throughput per stream and
 //! summed, cwnd, RTT, retransmits per interval), and one summary per experiment: throughput vs
 //! window with the model line and the BDP knee when the window is swept, recovery times per point
-//! when the experiment has a burst, else measured vs predicted throughput per point.
+//! when the experiment has a burst, else measured vs predicted throughput per point. A line
+//! characterisation (`[find_rate]`) plots per point its search's trials, and as its summary the
+//! loss-free rate against the line rate and the datagrams per second it means.
 //!
 //! Text needs a TrueType font: plotters' `ab_glyph` backend is given DejaVu Sans read at run time
 //! (`$LONGHAUL_FONT`, else the Debian package fonts-dejavu-core's
@@ -160,7 +162,7 @@ fn bounds(lines: &Lines) -> (f64, f64, f64) {
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     caption: &str,
-    y_desc: &str,
+    (x_desc, y_desc): (&str, &str),
     lines: &Lines,
     xmax: f64,
     marks: &[(f64, f64)],
@@ -175,7 +177,7 @@ fn panel<DB: DrawingBackend>(
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("time (s)")
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .label_style(("sans-serif", 12))
         .draw()
@@ -216,6 +218,9 @@ fn draw_point<DB: DrawingBackend>(
 ) -> anyhow::Result<()> {
     root.fill(&WHITE).map_err(err)?;
     let p = &rf.points[k];
+    if p.point.find_rate.is_some() {
+        return draw_find_rate_point(root, rf, k);
+    }
     let omit = p.point.omit.as_secs_f64();
     let rep = p.repetitions.first();
     let s = rep.map(|r| series(&r.report, omit)).unwrap_or_default();
@@ -257,17 +262,31 @@ fn draw_point<DB: DrawingBackend>(
     panel(
         &areas[0],
         &tp_caption,
-        "Mbit/s",
+        ("time (s)", "Mbit/s"),
         &s.throughput,
         xmax,
         &marks,
     )?;
-    panel(&areas[1], "congestion window", "MiB", &s.cwnd, xmax, &marks)?;
-    panel(&areas[2], "smoothed RTT", "ms", &s.rtt, xmax, &marks)?;
+    panel(
+        &areas[1],
+        "congestion window",
+        ("time (s)", "MiB"),
+        &s.cwnd,
+        xmax,
+        &marks,
+    )?;
+    panel(
+        &areas[2],
+        "smoothed RTT",
+        ("time (s)", "ms"),
+        &s.rtt,
+        xmax,
+        &marks,
+    )?;
     panel(
         &areas[3],
         "retransmits per interval",
-        "segments",
+        ("time (s)", "segments"),
         &vec![("retransmits".into(), s.retransmits)],
         xmax,
         &marks,
@@ -311,7 +330,9 @@ fn draw_summary<DB: DrawingBackend>(
         title += " [UNTRUSTWORTHY]";
     }
     let root = root.titled(&title, ("sans-serif", 18)).map_err(err)?;
-    if window_axis(rf) {
+    if rf.experiment.spec.find_rate.is_some() {
+        draw_find_rate_summary(&root, rf)
+    } else if window_axis(rf) {
         draw_window_summary(&root, rf)
     } else if rf.experiment.spec.event.is_some() {
         draw_recovery_summary(&root, rf)
@@ -584,6 +605,122 @@ fn draw_points_summary<DB: DrawingBackend>(
         "throughput (Mbit/s)",
         &[("measured (mean of repetitions)".into(), mean)],
         Some(("model: min(window/RTT, goodput)", expected)),
+        &[],
+    )
+}
+
+/// A line characterisation's point: its search's trials in order (rate asked, offered by the
+/// sender and received; the loss of each), then the delay figures at 50, 90 and 100 % of the rate
+/// found.
+fn draw_find_rate_point<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rf: &ResultFile,
+    k: usize,
+) -> anyhow::Result<()> {
+    let p = &rf.points[k];
+    let report = p.repetitions.first().map_or(&Value::Null, |r| &r.report);
+    let trials: Vec<&Value> = report["trials"].as_array().into_iter().flatten().collect();
+    let at = |key: &str, scale: f64| -> Vec<(f64, f64)> {
+        trials
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ((i + 1) as f64, t[key].as_f64().unwrap_or(0.0) * scale))
+            .collect()
+    };
+    let title = format!(
+        "{} — point {}/{} {}: the search for the loss-free rate (repetition 1 of {})",
+        rf.experiment.name,
+        k + 1,
+        rf.points.len(),
+        p.point.id,
+        p.repetitions.len()
+    );
+    let root = root.titled(&title, ("sans-serif", 18)).map_err(err)?;
+    let areas = root.split_evenly((3, 1));
+    let xmax = trials.len().max(1) as f64 + 0.5;
+    let mut caption = format!(
+        "trials: rate found {:.1} Mbit/s of payload",
+        report["rate_bps"].as_f64().unwrap_or(0.0) / 1e6
+    );
+    if let Some(pred) = &p.prediction {
+        caption += &format!(" (line rate: {:.1})", pred.expected_bps as f64 / 1e6);
+    }
+    panel(
+        &areas[0],
+        &caption,
+        ("trial", "Mbit/s of payload"),
+        &vec![
+            ("asked".into(), at("rate_bps", 1e-6)),
+            ("offered by the sender".into(), at("offered_bps", 1e-6)),
+            ("received".into(), at("received_bps", 1e-6)),
+        ],
+        xmax,
+        &[],
+    )?;
+    panel(
+        &areas[1],
+        "loss per trial",
+        ("trial", "% of datagrams"),
+        &vec![("lost".into(), at("loss", 100.0))],
+        xmax,
+        &[],
+    )?;
+    let load: Vec<&Value> = report["load"].as_array().into_iter().flatten().collect();
+    let by_load = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<(f64, f64)> {
+        load.iter()
+            .filter_map(|l| Some((l["percent"].as_f64()?, f(&l["trial"])?)))
+            .collect()
+    };
+    panel(
+        &areas[2],
+        "at 50, 90 and 100 % of the rate found",
+        ("% of the rate found", "ms"),
+        &vec![
+            (
+                "jitter (RFC 3550)".into(),
+                by_load(&|t| t["jitter_ms"].as_f64()),
+            ),
+            (
+                "delay variation p99".into(),
+                by_load(&|t| t["delay_variation"]["p99_ms"].as_f64()),
+            ),
+        ],
+        100.0 + 5.0,
+        &[],
+    )?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// A line characterisation's summary: the loss-free rate of every point against the line rate,
+/// and the packet rate it means (where the hosts' per-packet cost shows).
+fn draw_find_rate_summary<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rf: &ResultFile,
+) -> anyhow::Result<()> {
+    let (top, bottom) = root.split_vertically(root.dim_in_pixel().1 / 2);
+    let found = per_point(rf, |p| p.summary.mean_bps.map(|b| b / 1e6));
+    let line = per_point(rf, |p| {
+        p.prediction.as_ref().map(|pr| pr.expected_bps as f64 / 1e6)
+    });
+    draw_per_point(
+        &top,
+        rf,
+        "loss-free rate (Mbit/s of payload)",
+        &[("measured (mean of repetitions)".into(), found)],
+        Some(("line rate in payload", line)),
+        &[],
+    )?;
+    let pps = per_point(rf, |p| {
+        let len = p.point.datagram_len()? as f64;
+        p.summary.mean_bps.map(|b| b / (8.0 * len) / 1e3)
+    });
+    draw_per_point(
+        &bottom,
+        rf,
+        "thousand datagrams per second",
+        &[("at the loss-free rate".into(), pps)],
+        None,
         &[],
     )
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::Context;
 use longhaul_experiments::analysis::{SWEEP_TOLERANCE, SweepPoint, window_sweep_check};
 use longhaul_experiments::result::ResultFile;
+use serde_json::Value;
 
 use crate::plot::{self, Plot};
 
@@ -104,39 +105,11 @@ fn section(rf: &ResultFile, plots: &[Plot]) -> anyhow::Result<String> {
     if !spec.notes.is_empty() {
         let _ = write!(h, "<p class=\"notes\">{}</p>", esc(&spec.notes));
     }
-    h += "<h3>Measured vs predicted</h3><table><tr><th>#</th><th>point</th><th>measured Mbit/s</th>\
-          <th>model Mbit/s</th><th>deviation</th><th>window-limited</th><th>BDP</th><th>knee window</th>\
-          <th>Mathis Mbit/s</th><th>Reno ρ</th><th>CUBIC K</th><th>pre-burst Mbit/s</th><th>recovery s</th></tr>";
-    for (k, p) in rf.points.iter().enumerate() {
-        let pr = p.prediction.as_ref();
-        let dev = match (p.summary.mean_bps, pr) {
-            (Some(m), Some(pr)) if pr.expected_bps > 0 => {
-                format!("{:+.1} %", (m / pr.expected_bps as f64 - 1.0) * 100.0)
-            }
-            _ => "–".into(),
-        };
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{dev}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            k + 1,
-            esc(&p.point.id),
-            mbps(p.summary.mean_bps),
-            mbps(pr.map(|p| p.expected_bps as f64)),
-            pr.map_or("–", |p| if p.window_limited { "yes" } else { "no" }),
-            pr.map_or_else(|| "–".into(), |p| longhaul_units::fmt_size(p.bdp_bytes)),
-            pr.map_or_else(|| "–".into(), |p| longhaul_units::fmt_size(p.knee_window)),
-            mbps(pr.and_then(|p| p.mathis_bps)),
-            pr.map_or_else(
-                || "–".into(),
-                |p| longhaul_units::fmt_duration(p.responsiveness)
-            ),
-            pr.map_or_else(|| "–".into(), |p| longhaul_units::fmt_duration(p.cubic_k)),
-            mbps(p.summary.pre_event_bps),
-            recoveries(p),
-        );
+    if spec.find_rate.is_some() {
+        h += &find_rate_table(rf);
+    } else {
+        h += &tcp_table(rf);
     }
-    h += "</table>";
     let check = sweep_check(rf);
     if !check.is_empty() && spec.sweep.iter().any(|a| a.name() == "window") {
         let ok = check.iter().filter(|d| d.within).count();
@@ -237,4 +210,89 @@ pub fn report(runs: &[ResultFile], plots_dir: &Path) -> anyhow::Result<String> {
          <body><h1>longhaul lab report</h1>{body}</body></html>\n",
         t = esc(&title)
     ))
+}
+
+/// The measured-vs-model table of a TCP experiment.
+fn tcp_table(rf: &ResultFile) -> String {
+    let mut h = String::from(
+        "<h3>Measured vs predicted</h3><table><tr><th>#</th><th>point</th><th>measured Mbit/s</th>\
+          <th>model Mbit/s</th><th>deviation</th><th>window-limited</th><th>BDP</th><th>knee window</th>\
+          <th>Mathis Mbit/s</th><th>Reno ρ</th><th>CUBIC K</th><th>pre-burst Mbit/s</th><th>recovery s</th></tr>",
+    );
+    for (k, p) in rf.points.iter().enumerate() {
+        let pr = p.prediction.as_ref();
+        let dev = match (p.summary.mean_bps, pr) {
+            (Some(m), Some(pr)) if pr.expected_bps > 0 => {
+                format!("{:+.1} %", (m / pr.expected_bps as f64 - 1.0) * 100.0)
+            }
+            _ => "–".into(),
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{dev}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            k + 1,
+            esc(&p.point.id),
+            mbps(p.summary.mean_bps),
+            mbps(pr.map(|p| p.expected_bps as f64)),
+            pr.map_or("–", |p| if p.window_limited { "yes" } else { "no" }),
+            pr.map_or_else(|| "–".into(), |p| longhaul_units::fmt_size(p.bdp_bytes)),
+            pr.map_or_else(|| "–".into(), |p| longhaul_units::fmt_size(p.knee_window)),
+            mbps(pr.and_then(|p| p.mathis_bps)),
+            pr.map_or_else(
+                || "–".into(),
+                |p| longhaul_units::fmt_duration(p.responsiveness)
+            ),
+            pr.map_or_else(|| "–".into(), |p| longhaul_units::fmt_duration(p.cubic_k)),
+            mbps(p.summary.pre_event_bps),
+            recoveries(p),
+        );
+    }
+    h += "</table>";
+    h
+}
+
+/// The table of a line characterisation: per point the datagram, the loss-free rate (payload and
+/// IP), the line rate, the packet rate, the trials, and the delay figures at the rate found.
+fn find_rate_table(rf: &ResultFile) -> String {
+    let mut h = String::from(
+        "<h3>Loss-free rate vs line rate</h3><table><tr><th>#</th><th>point</th><th>datagram B</th>\
+         <th>loss-free Mbit/s (payload)</th><th>IP Mbit/s</th><th>line rate Mbit/s (payload)</th>\
+         <th>deviation</th><th>kpps</th><th>trials</th><th>jitter at 100 % (ms)</th>\
+         <th>delay variation p99 at 100 % (ms)</th></tr>",
+    );
+    for (k, p) in rf.points.iter().enumerate() {
+        let report = p.repetitions.first().map_or(&Value::Null, |r| &r.report);
+        let len = report["datagram_len"].as_f64().filter(|l| *l > 0.0);
+        let expected = p.prediction.as_ref().map(|pr| pr.expected_bps as f64);
+        let dev = match (p.summary.mean_bps, expected) {
+            (Some(m), Some(e)) if e > 0.0 => format!("{:+.1} %", (m / e - 1.0) * 100.0),
+            _ => "–".into(),
+        };
+        let full = report["load"]
+            .as_array()
+            .and_then(|l| l.iter().find(|x| x["percent"].as_u64() == Some(100)))
+            .map(|x| &x["trial"]);
+        let ms = |v: Option<f64>| v.map_or_else(|| "–".into(), |x| format!("{x:.3}"));
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{dev}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            k + 1,
+            esc(&p.point.id),
+            len.map_or_else(|| "–".into(), |l| format!("{l:.0}")),
+            mbps(p.summary.mean_bps),
+            mbps(report["ip_rate_bps"].as_f64()),
+            mbps(expected),
+            match (p.summary.mean_bps, len) {
+                (Some(b), Some(l)) => format!("{:.1}", b / (8.0 * l) / 1e3),
+                _ => "–".into(),
+            },
+            report["trials"].as_array().map_or(0, Vec::len),
+            ms(full.and_then(|t| t["jitter_ms"].as_f64())),
+            ms(full.and_then(|t| t["delay_variation"]["p99_ms"].as_f64())),
+        );
+    }
+    h += "</table>";
+    h
 }

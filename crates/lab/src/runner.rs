@@ -239,6 +239,7 @@ pub fn trim(spec: &mut Spec, max: usize) {
             Axis::Length(v) => drop(v.remove(i)),
             Axis::Mtu(v) => drop(v.remove(i)),
             Axis::Rate(v) => drop(v.remove(i)),
+            Axis::Frame(v) => drop(v.remove(i)),
         }
     }
     let after: Vec<usize> = spec.sweep.iter().map(Axis::len).collect();
@@ -479,13 +480,21 @@ fn repetition(
     {
         out.offloads = crate::host::parse_offloads(&t);
     }
-    match test(opts, point, bottleneck, progress) {
+    let ran = if point.find_rate.is_some() {
+        find_rate(opts, point)
+    } else {
+        test(opts, point, bottleneck, progress)
+    };
+    match ran {
         Ok((report, interrupted)) => {
             out.interrupted = interrupted;
             if let Some(e) = report.get("error").and_then(Value::as_str) {
                 out.rep.error = Some(e.to_owned());
             }
-            if !report.is_null() && report.get("end").is_some_and(|e| !e.is_null()) {
+            if !report.is_null()
+                && (report.get("end").is_some_and(|e| !e.is_null())
+                    || report.get("rate_bps").is_some())
+            {
                 out.rep.derived = Derived::from_report(point, &report);
             }
             out.rep.report = report;
@@ -538,6 +547,66 @@ pub fn fidelity(doc: &Value) -> Fidelity {
         p99_lateness_ns: p99,
         drops,
         untrustworthy: !ok,
+    }
+}
+
+/// Runs a line characterisation (`longhaul test -u --find-rate --json`) on host a; returns its
+/// document and whether the stop flag ended it.
+fn find_rate(opts: &RunOptions, point: &Point) -> anyhow::Result<(Value, bool)> {
+    let exe = opts.exe.display().to_string();
+    let mut args = sv(&["emulate", "exec", "--name", &opts.testbed, "a", "--"]);
+    args.extend([exe, "test".into(), RECEIVER.into()]);
+    args.extend(point.test_args());
+    let mut child = Command::new(&opts.exe)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start longhaul test --find-rate")?;
+    let mut stdout = child.stdout.take().context("test stdout")?;
+    let mut stderr = child.stderr.take().context("test stderr")?;
+    let out_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    // Each trial is a whole test with its set-up; a search takes at most 32 of them, plus 3.
+    let per_trial = point.duration.saturating_add(Nanos::from_secs(5));
+    let limit = Duration::from_nanos(per_trial.as_nanos().saturating_mul(35));
+    let begun = Instant::now();
+    let status = loop {
+        if opts.stop.load(Ordering::SeqCst) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok((Value::Null, true));
+        }
+        if let Some(status) = child.try_wait().context("waiting for longhaul test")? {
+            break status;
+        }
+        if begun.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("the search did not finish within {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = out_thread.join().unwrap_or_default();
+    let stderr = err_thread.join().unwrap_or_default();
+    match serde_json::from_str::<Value>(&stdout) {
+        Ok(doc) if status.success() => Ok((doc, false)),
+        _ => {
+            let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+            bail!(
+                "longhaul test --find-rate ended without a report ({status}): {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+            )
+        }
     }
 }
 

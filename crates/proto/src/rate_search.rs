@@ -1,6 +1,8 @@
 //! The search for the highest loss-free rate (`longhaul test -u --find-rate`), as RFC 2544 §26.1
 //! defines a device's throughput: the fastest rate at which no frame is lost (or, here, at most a
-//! threshold), found by trials at chosen rates. The search is a bisection between a rate known to
+//! threshold), found by trials at chosen rates. A trial whose sender could not offer the rate (the
+//! host, not the path, fell short) fails whatever its loss: RFC 2544 counts the offered load, and a
+//! rate never offered cannot be reported as carried. The search is a bisection between a rate known to
 //! pass and one known to fail: it tries the upper bound first (a path that carries it needs one
 //! trial), then halves the interval until it is narrower than the resolution. Each trial's loss is
 //! the receiver's (datagrams lost ÷ datagrams sent), so loss in either host counts as loss, as it
@@ -18,9 +20,14 @@ pub struct Trial {
     pub rate_bps: u64,
     /// Lost ÷ sent.
     pub loss: f64,
-    /// Whether the loss was within the threshold.
+    /// Whether the sender offered the rate (see [`OFFERED_MIN`]).
+    pub offered: bool,
+    /// Whether the rate was offered and the loss was within the threshold.
     pub passed: bool,
 }
+
+/// The share of the asked rate a trial's sender must reach for the rate to count as offered.
+pub const OFFERED_MIN: f64 = 0.98;
 
 /// A bisection for the highest rate whose loss is at most a threshold.
 #[derive(Debug, Clone)]
@@ -65,12 +72,14 @@ impl RateSearch {
         Some(self.lo + (self.hi - self.lo) / 2)
     }
 
-    /// The loss of the trial at `rate_bps` (the rate [`Self::next`] gave).
-    pub fn record(&mut self, rate_bps: u64, loss: f64) {
-        let passed = loss <= self.threshold;
+    /// The loss of the trial at `rate_bps` (the rate [`Self::next`] gave), and whether its sender
+    /// offered that rate.
+    pub fn record(&mut self, rate_bps: u64, loss: f64, offered: bool) {
+        let passed = offered && loss <= self.threshold;
         self.trials.push(Trial {
             rate_bps,
             loss,
+            offered,
             passed,
         });
         if rate_bps == self.hi && !self.hi_tried {
@@ -111,7 +120,7 @@ mod tests {
             } else {
                 (r - capacity) as f64 / r as f64
             };
-            s.record(r, loss);
+            s.record(r, loss, true);
         }
         s
     }
@@ -141,7 +150,7 @@ mod tests {
     fn a_path_that_loses_at_any_rate_finds_nothing_and_stops() {
         let mut s = RateSearch::new(1_000_000, 0.0, 1000, 64);
         while let Some(r) = s.next() {
-            s.record(r, 0.5);
+            s.record(r, 0.5, true);
         }
         assert_eq!(s.found(), 0);
         assert!(s.trials().len() <= 11);
@@ -151,12 +160,27 @@ mod tests {
     #[test]
     fn a_threshold_tolerates_that_much_loss_and_the_trial_cap_holds() {
         let mut s = RateSearch::new(1000, 0.01, 1, 64);
-        s.record(s.next().unwrap(), 0.005);
+        s.record(s.next().unwrap(), 0.005, true);
         assert_eq!(s.found(), 1000, "0.5 % is under a 1 % threshold");
         let mut s = RateSearch::new(1 << 40, 0.0, 1, 3);
         while let Some(r) = s.next() {
-            s.record(r, 1.0);
+            s.record(r, 1.0, true);
         }
         assert_eq!(s.trials().len(), 3);
+    }
+
+    #[test]
+    fn a_rate_the_sender_could_not_offer_fails_without_loss() {
+        // A host that sends at most 300 units, on a path that would carry anything.
+        let mut s = RateSearch::new(1000, 0.0, 10, 64);
+        while let Some(r) = s.next() {
+            s.record(r, 0.0, r <= 300);
+        }
+        assert!(s.found() <= 300 && s.found() > 290, "{}", s.found());
+        assert!(
+            s.trials()
+                .iter()
+                .any(|t| !t.offered && !t.passed && t.loss == 0.0)
+        );
     }
 }

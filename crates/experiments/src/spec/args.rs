@@ -3,7 +3,7 @@
 
 use longhaul_units::Nanos;
 
-use super::model::{PathSource, Point, QueueSize};
+use super::model::{FindRate, PathSource, Point, QueueSize};
 
 /// A size as a flag value: "4M" when it is a whole number of MiB, and so on;
 /// plain bytes otherwise.
@@ -56,6 +56,9 @@ impl Point {
     /// `-C`, `-l`, `--rate` (the bottleneck, for auto windows, when known)
     /// and `--json`.
     pub fn test_args(&self) -> Vec<String> {
+        if let Some(f) = &self.find_rate {
+            return self.find_rate_args(f);
+        }
         let mut a: Vec<String> = vec!["-t".into(), secs_flag(self.duration)];
         if self.omit > Nanos::ZERO {
             a.extend(["-O".into(), secs_flag(self.omit)]);
@@ -74,6 +77,32 @@ impl Point {
         }
         if let Some(r) = self.path.rate_bps {
             a.extend(["--rate".into(), rate_flag(r)]);
+        }
+        a.push("--json".into());
+        a
+    }
+
+    /// A line characterisation's `longhaul test` arguments: `-u --find-rate --rate UPPER
+    /// --loss-threshold PCT --resolution R -t -P [-w] [-l] --json`, each trial lasting the
+    /// duration, the datagram length from the frame size.
+    fn find_rate_args(&self, f: &FindRate) -> Vec<String> {
+        let mut a: Vec<String> = vec!["-u".into(), "--find-rate".into()];
+        if let Some(upper) = f.upper_bps.or(self.path.rate_bps) {
+            let resolution = ((upper as f64 * f.resolution).round() as u64).max(1);
+            a.extend(["--rate".into(), rate_flag(upper)]);
+            a.extend(["--resolution".into(), rate_flag(resolution)]);
+        }
+        a.extend([
+            "--loss-threshold".into(),
+            format!("{}%", f.loss_threshold * 100.0),
+        ]);
+        a.extend(["-t".into(), secs_flag(self.duration)]);
+        a.extend(["-P".into(), self.streams.to_string()]);
+        if let Some(w) = self.window {
+            a.extend(["-w".into(), size_flag(w)]);
+        }
+        if let Some(l) = self.datagram_len() {
+            a.extend(["-l".into(), l.to_string()]);
         }
         a.push("--json".into());
         a
@@ -149,6 +178,45 @@ mod tests {
         let c = p.compile(&topo).unwrap();
         assert_eq!(c.rtt, Nanos::from_millis(264));
         assert_eq!(c.forward.bottleneck.unwrap().rate_bps, 500_000_000);
+    }
+
+    #[test]
+    fn a_frame_sweep_runs_find_rate_with_the_frames_payload() {
+        let text = "name = \"f\"\nduration = \"2s\"\n[path]\npreset = \"amsterdam-geneva\"\n\
+                    rate = \"1G\"\nmtu = 9000\n[find_rate]\nloss_threshold = \"0.1%\"\n\
+                    [sweep]\nframe = [64, 1518, 9018]\n";
+        let s = parse(text).unwrap();
+        let p = s.points();
+        let ids: Vec<&str> = p.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, ["frame=64", "frame=1518", "frame=9018"]);
+        assert_eq!(
+            p[0].test_args(),
+            [
+                "-u",
+                "--find-rate",
+                "--rate",
+                "1G",
+                "--resolution",
+                "10M",
+                "--loss-threshold",
+                "0.1%",
+                "-t",
+                "2",
+                "-P",
+                "1",
+                "-l",
+                "18",
+                "--json"
+            ]
+        );
+        // 1518 − 18 (Ethernet) − 28 (IPv4, UDP) and a whole 9000-byte IP packet.
+        assert_eq!(p[1].datagram_len(), Some(1472));
+        assert_eq!(p[2].datagram_len(), Some(8972));
+        let r = s.reduced();
+        assert_eq!(r.duration, Nanos::from_millis(500));
+        assert!(r.points()[0].test_args().contains(&"100M".to_owned()));
+        // Per point: the upper rate, 7 halvings to 1 %, and 3 loads, 2 s each.
+        assert_eq!(s.test_time(), Nanos::from_secs(3 * 11 * 2));
     }
 
     #[test]

@@ -9,10 +9,10 @@ use toml::Spanned;
 
 use super::args::{duration_flag, rate_flag};
 use super::model::{
-    Axis, Event, EventRate, MAX_DURATION, MAX_POINTS, MAX_REPETITIONS, PathSource, PathSpec,
-    QueueSize, Series, Spec, overrides,
+    Axis, ETHERNET_OVERHEAD, Event, EventRate, FindRate, MAX_DURATION, MAX_POINTS, MAX_REPETITIONS,
+    PathSource, PathSpec, QueueSize, Series, Spec, overrides,
 };
-use super::raw::{Ctx, RawEvent, RawPath, RawSpec, V, Values};
+use super::raw::{Ctx, RawEvent, RawFindRate, RawPath, RawSpec, V, Values};
 use crate::error::SpecError;
 
 impl Spec {
@@ -87,11 +87,14 @@ impl Spec {
         if let Some(v) = cx.list(&s.window, "window", |cx, v, f| cx.window(v, f))? {
             sweep.push(Axis::Window(v));
         }
+        if let Some(v) = cx.list(&s.frame, "frame", |cx, v, f| cx.frame(v, f))? {
+            sweep.push(Axis::Frame(v));
+        }
         if sweep.is_empty() {
             return Err(cx.err(
                 &raw.sweep.span(),
                 "sweep",
-                "no axes: give at least one of window, streams, congestion, length, mtu, rate \
+                "no axes: give at least one of window, streams, congestion, length, mtu, rate, frame \
                  (a single point is an axis with one value, e.g. streams = [1])",
             ));
         }
@@ -109,6 +112,28 @@ impl Spec {
         if let PathSource::Preset(name) = &path.source {
             Self::check_preset_with_axes(cx, &raw, name, &path, &sweep)?;
         }
+
+        let find_rate = match &raw.find_rate {
+            Some(f) => Some(Self::check_find_rate(
+                cx,
+                &raw,
+                f,
+                &path,
+                &sweep,
+                congestion.is_some(),
+            )?),
+            None => {
+                if let Some(list) = &s.frame {
+                    return Err(cx.err(
+                        &list.span(),
+                        "sweep.frame",
+                        "a frame-size sweep characterises the line with UDP trials: add a \
+                         [find_rate] table",
+                    ));
+                }
+                None
+            }
+        };
 
         let duration = cx.duration(&raw.duration, "duration")?;
         if duration == Nanos::ZERO || duration > MAX_DURATION {
@@ -216,7 +241,120 @@ impl Spec {
             event,
             record,
             reduced: false,
+            find_rate,
             warnings: Vec::new(),
+        })
+    }
+
+    /// A line characterisation: its settings, and what it cannot be combined with (a congestion
+    /// control, a length beside frame sizes, an event, frames larger than the path's MTU carries).
+    fn check_find_rate(
+        cx: &Ctx<'_>,
+        raw: &RawSpec,
+        f: &Spanned<RawFindRate>,
+        path: &PathSpec,
+        sweep: &[Axis],
+        congestion: bool,
+    ) -> Result<FindRate, SpecError> {
+        let here = f.span();
+        let axis = |name: &str| sweep.iter().find(|a| a.name() == name);
+        if congestion || axis("congestion").is_some() {
+            return Err(cx.err(
+                &here,
+                "find_rate",
+                "a line characterisation sends UDP: drop the congestion control (test.congestion, \
+                 sweep.congestion)",
+            ));
+        }
+        if let Some(e) = &raw.event {
+            return Err(cx.err(
+                &e.span(),
+                "event",
+                "a line characterisation has no event: its trials measure the path alone",
+            ));
+        }
+        if axis("frame").is_some()
+            && (axis("length").is_some() || raw.test.as_ref().is_some_and(|t| t.length.is_some()))
+        {
+            return Err(cx.err(
+                &here,
+                "find_rate",
+                "give frame sizes (sweep.frame) or datagram lengths (length), not both",
+            ));
+        }
+        let r = f.get_ref();
+        let loss_threshold = r
+            .loss_threshold
+            .as_ref()
+            .map(|v| cx.probability(v, "find_rate.loss_threshold"))
+            .transpose()?
+            .unwrap_or(0.0);
+        let mut upper_bps = r
+            .upper
+            .as_ref()
+            .map(|v| cx.rate(v, "find_rate.upper"))
+            .transpose()?;
+        if upper_bps.is_none() && path.rate_bps.is_none() && axis("rate").is_none() {
+            upper_bps = match &path.source {
+                PathSource::Preset(p) => preset_rate(p, path),
+                PathSource::File(_) => None,
+            };
+            if upper_bps.is_none() {
+                return Err(cx.err(
+                    &here,
+                    "find_rate.upper",
+                    "give the highest rate to try (upper), or the path's rate",
+                ));
+            }
+        }
+        let resolution = match &r.resolution {
+            Some(v) => {
+                let x = cx.probability(v, "find_rate.resolution")?;
+                if !(x > 0.0 && x <= 0.5) {
+                    return cx.fail(
+                        v,
+                        "find_rate.resolution",
+                        "must be a share of the upper rate above 0 and at most 50 %",
+                    );
+                }
+                x
+            }
+            None => 0.01,
+        };
+        if let Some(Axis::Frame(frames)) = axis("frame") {
+            let mtus: Vec<u32> = match (axis("mtu"), path.mtu, &path.source) {
+                (Some(Axis::Mtu(m)), _, _) => m.clone(),
+                (_, Some(m), _) => vec![m],
+                (_, None, PathSource::Preset(p)) => preset(p)
+                    .and_then(|p| p.topology().ok())
+                    .and_then(|t| t.compile(&overrides(path)).ok())
+                    .map(|c| vec![c.mtu])
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            if let (Some(&mtu), Some(&frame)) = (mtus.iter().min(), frames.iter().max())
+                && frame > mtu + ETHERNET_OVERHEAD
+            {
+                let list = raw.sweep.get_ref().frame.as_ref();
+                let i = frames.iter().position(|&x| x == frame).unwrap_or(0);
+                let span = list
+                    .and_then(|l| l.get_ref().get(i))
+                    .map_or(here.clone(), |v| v.span());
+                return Err(cx.err(
+                    &span,
+                    &format!("sweep.frame[{i}]"),
+                    format!(
+                        "a {frame}-byte frame does not fit an MTU of {mtu} (at most {} bytes): \
+                         set path.mtu = 9000",
+                        mtu + ETHERNET_OVERHEAD
+                    ),
+                ));
+            }
+        }
+        Ok(FindRate {
+            loss_threshold,
+            upper_bps,
+            resolution,
         })
     }
 
@@ -261,35 +399,11 @@ impl Spec {
             .as_ref()
             .map(|v| cx.rate(v, "path.rate"))
             .transpose()?;
-        let loss = match &p.loss {
-            Some(v) => {
-                let x = match v.get_ref() {
-                    toml::Value::Float(f) => *f,
-                    toml::Value::Integer(i) => *i as f64,
-                    toml::Value::String(s) => match s.strip_suffix('%') {
-                        Some(n) => n
-                            .trim()
-                            .parse::<f64>()
-                            .map(|x| x / 100.0)
-                            .unwrap_or(f64::NAN),
-                        None => s.trim().parse::<f64>().unwrap_or(f64::NAN),
-                    },
-                    _ => f64::NAN,
-                };
-                if !(0.0..=1.0).contains(&x) {
-                    return cx.fail(
-                        v,
-                        "path.loss",
-                        format!(
-                            "loss must be a probability in [0, 1] or a percentage, got {}",
-                            v.get_ref()
-                        ),
-                    );
-                }
-                Some(x)
-            }
-            None => None,
-        };
+        let loss = p
+            .loss
+            .as_ref()
+            .map(|v| cx.probability(v, "path.loss"))
+            .transpose()?;
         let mtu = p.mtu.as_ref().map(|v| cx.mtu(v, "path.mtu")).transpose()?;
         let queue = match &p.queue {
             Some(v) => match v.get_ref() {
@@ -727,5 +841,42 @@ mod tests {
     fn preset_refuses_what_the_emulator_would() {
         let e = refused(&BASE.replace("rate = \"500M\"", "rate = \"500M\"\nrtt = \"300s\""));
         assert!(e.contains("path.rtt: must be > 0 and at most 240 s"), "{e}");
+    }
+
+    #[test]
+    fn a_frame_sweep_is_checked_against_its_mode_and_the_mtu() {
+        let frames = |extra: &str, frames: &str| {
+            format!(
+                "name = \"f\"\nduration = \"1s\"\n{extra}\n[path]\npreset = \"cern-starlight\"\n\
+                 [sweep]\nframe = {frames}\n"
+            )
+        };
+        let e = refused(&frames("", "[64]"));
+        assert!(
+            e.contains("sweep.frame") && e.contains("[find_rate]"),
+            "{e}"
+        );
+        let fr = "[find_rate]\nloss_threshold = 0";
+        let e = refused(&frames(fr, "[64, 1518, 9018]"));
+        assert!(
+            e.contains("lab/x.toml:8: sweep.frame[2]") && e.contains("path.mtu = 9000"),
+            "{e}"
+        );
+        let e = refused(&frames(fr, "[63]"));
+        assert!(e.contains("64 to 9018 bytes"), "{e}");
+        let e = refused(&frames(
+            "[test]\ncongestion = \"cubic\"\n[find_rate]",
+            "[64]",
+        ));
+        assert!(e.contains("drop the congestion control"), "{e}");
+        let e = refused(&frames("[find_rate]\nresolution = \"60%\"", "[64]"));
+        assert!(e.contains("find_rate.resolution"), "{e}");
+        let e = refused(&frames("[find_rate]\nloss_threshold = 2", "[64]"));
+        assert!(e.contains("find_rate.loss_threshold"), "{e}");
+        // The preset's own rate is the upper bound when none is given.
+        let s = parse(&frames(fr, "[64, 1518]")).unwrap();
+        let f = s.find_rate.unwrap();
+        assert_eq!(f.loss_threshold, 0.0);
+        assert!(f.upper_bps.is_some_and(|u| u > 0));
     }
 }

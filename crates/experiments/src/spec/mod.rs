@@ -10,7 +10,7 @@
 //!
 //! Decisions worth knowing:
 //! - Axes are expanded in a fixed order, outermost first: congestion, mtu,
-//!   rate, streams, length, window (the order of the keys in the file does not
+//!   rate, streams, length, window, frame (the order of the keys in the file does not
 //!   matter). A point's id lists only the swept axes in that order
 //!   (`mtu=9000,window=4M`).
 //! - Congestion-control names: any `[a-z0-9_]{1,15}` (the kernel's
@@ -81,6 +81,8 @@ impl Spec {
             omit: self.omit,
             interval: self.interval,
             event: self.event,
+            find_rate: self.find_rate,
+            frame: None,
         }];
         for axis in &self.sweep {
             let mut next = Vec::with_capacity(points.len() * axis.len());
@@ -111,6 +113,10 @@ impl Spec {
                         Axis::Rate(v) => {
                             q.path.rate_bps = Some(v[i]);
                             rate_flag(v[i])
+                        }
+                        Axis::Frame(v) => {
+                            q.frame = Some(v[i]);
+                            v[i].to_string()
                         }
                     };
                     if !q.id.is_empty() {
@@ -152,14 +158,22 @@ impl Spec {
 
     /// The CI variant: one repetition, no omit period, at most 3 s per point
     /// and 1-s intervals; an event moves to 2 s, lasts at most 1 s and the
-    /// test runs 5 s after it. Every point is kept, so every point runs in
-    /// CI.
+    /// test runs 5 s after it. A line characterisation's trials last at most
+    /// 0.5 s and its search stops at 10 % of the upper rate. Every point is kept,
+    /// so every point runs in CI.
     pub fn reduced(&self) -> Self {
         let mut s = self.clone();
         s.reduced = true;
         s.repetitions = 1;
         s.omit = Nanos::ZERO;
-        s.duration = s.duration.min(Nanos::from_secs(3));
+        s.duration = s.duration.min(if s.find_rate.is_some() {
+            Nanos::from_millis(500)
+        } else {
+            Nanos::from_secs(3)
+        });
+        if let Some(f) = &mut s.find_rate {
+            f.resolution = f.resolution.max(0.1);
+        }
         s.interval = s.interval.min(Nanos::SECOND).min(s.duration);
         if let Some(e) = &mut s.event {
             e.at = Nanos::from_secs(2);
@@ -171,13 +185,20 @@ impl Spec {
     }
 
     /// Total test time of one repetition of every point (omit included),
-    /// without set-up and tear-down.
+    /// without set-up and tear-down. A line characterisation's point is its
+    /// search's trials (the upper rate, then a halving per step down to the
+    /// resolution) and three more at 50, 90 and 100 % of the rate found.
     pub fn test_time(&self) -> Nanos {
         let n = self.sweep.iter().map(Axis::len).product::<usize>() as u64;
+        let tests = self.find_rate.map_or(1, |f| {
+            let halvings = (1.0 / f.resolution).log2().ceil().max(0.0) as u64;
+            1 + halvings + 3
+        });
         Nanos(
             self.omit
                 .saturating_add(self.duration)
                 .as_nanos()
+                .saturating_mul(tests)
                 .saturating_mul(n)
                 .saturating_mul(u64::from(self.repetitions)),
         )

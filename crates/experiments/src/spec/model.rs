@@ -22,6 +22,15 @@ pub const MAX_POINTS: usize = 1000;
 /// Fastest bottleneck rate an experiment may ask for (emulated links on one
 /// host; a sanity bound, not a promise).
 pub const MAX_RATE_BPS: u64 = 400_000_000_000;
+/// Smallest Ethernet frame of a frame-size sweep (RFC 2544's smallest, and 802.3's).
+pub const MIN_FRAME: u32 = 64;
+/// Largest Ethernet frame of a frame-size sweep: a 9000-byte IP MTU plus the frame's header and FCS.
+pub const MAX_FRAME: u32 = 9000 + ETHERNET_OVERHEAD;
+/// Bytes of an Ethernet frame around its IP packet: the 14-byte header and the 4-byte FCS (RFC 2544's
+/// frame sizes count both; the preamble and the inter-frame gap are not in them).
+pub const ETHERNET_OVERHEAD: u32 = 18;
+/// Bytes of IPv4 and UDP headers in front of a datagram's payload.
+pub const UDP_IPV4_HEADERS: u32 = 28;
 /// Congestion-control modules known to exist in Linux; other well-formed
 /// names are accepted with a warning.
 pub const KNOWN_CONGESTION: &[&str] = &[
@@ -101,6 +110,10 @@ pub enum Axis {
     Mtu(Vec<u32>),
     /// `longhaul emulate --rate` (and `longhaul test --rate` for auto windows).
     Rate(Vec<u64>),
+    /// Ethernet frame sizes of a UDP line characterisation (`[find_rate]`): each point's datagrams
+    /// fill frames of this many bytes (the payload is the frame less [`ETHERNET_OVERHEAD`] and
+    /// [`UDP_IPV4_HEADERS`]).
+    Frame(Vec<u32>),
 }
 
 impl Axis {
@@ -113,6 +126,7 @@ impl Axis {
             Self::Length(_) => "length",
             Self::Mtu(_) => "mtu",
             Self::Rate(_) => "rate",
+            Self::Frame(_) => "frame",
         }
     }
 
@@ -125,6 +139,7 @@ impl Axis {
             Self::Length(v) => v.len(),
             Self::Mtu(v) => v.len(),
             Self::Rate(v) => v.len(),
+            Self::Frame(v) => v.len(),
         }
     }
 
@@ -210,6 +225,19 @@ impl Series {
     ];
 }
 
+/// A UDP line characterisation (`[find_rate]`): each point is `longhaul test -u --find-rate`, the
+/// RFC 2544 search for the highest rate whose loss stays at or under a threshold, with latency and
+/// jitter at 50, 90 and 100 % of it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FindRate {
+    /// Loss a trial may have and pass, as a probability (RFC 2544: 0).
+    pub loss_threshold: f64,
+    /// The highest rate to try, bit/s of payload; `None`: the point's path rate.
+    pub upper_bps: Option<u64>,
+    /// The search stops when passing and failing rates are this share of the upper rate apart.
+    pub resolution: f64,
+}
+
 /// A checked experiment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spec {
@@ -252,6 +280,9 @@ pub struct Spec {
     pub record: Vec<Series>,
     /// Whether this is the reduced (CI) variant ([`Spec::reduced`]).
     pub reduced: bool,
+    /// A UDP line characterisation instead of a TCP test at each point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub find_rate: Option<FindRate>,
     /// Things accepted but worth saying.
     pub warnings: Vec<SpecWarning>,
 }
@@ -282,6 +313,12 @@ pub struct Point {
     pub interval: Nanos,
     /// The event, if any.
     pub event: Option<Event>,
+    /// A UDP line characterisation instead of a TCP test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub find_rate: Option<FindRate>,
+    /// The Ethernet frame size its datagrams fill (a `frame` sweep), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame: Option<u32>,
 }
 
 /// The topology overrides of a path ("auto" queue = the topology's own).
@@ -311,6 +348,16 @@ impl Point {
         topology: &Topology,
     ) -> Result<CompiledPath, longhaul_topology::TopologyError> {
         topology.compile(&self.overrides())
+    }
+
+    /// The UDP payload of a line characterisation's datagrams, bytes: from the frame size, or the
+    /// length; `None` when longhaul picks it (the path's MSS) or for a TCP point.
+    pub fn datagram_len(&self) -> Option<u64> {
+        self.find_rate?;
+        match self.frame {
+            Some(f) => Some(u64::from(f - ETHERNET_OVERHEAD - UDP_IPV4_HEADERS)),
+            None => self.length,
+        }
     }
 
     /// The event resolved on a bottleneck of `bottleneck_bps`: when the

@@ -12,7 +12,7 @@ use toml::Spanned;
 use crate::error::{SpecError, SpecWarning, line_col};
 
 use super::args::rate_flag;
-use super::model::{KNOWN_CONGESTION, MAX_RATE_BPS, MAX_STREAMS, MAX_WINDOW};
+use super::model::{KNOWN_CONGESTION, MAX_FRAME, MAX_RATE_BPS, MAX_STREAMS, MAX_WINDOW, MIN_FRAME};
 
 pub(super) type V = Spanned<toml::Value>;
 
@@ -45,6 +45,19 @@ pub(super) struct RawSpec {
     pub(super) event: Option<Spanned<RawEvent>>,
     #[serde(default)]
     pub(super) record: Option<Spanned<Vec<V>>>,
+    #[serde(default)]
+    pub(super) find_rate: Option<Spanned<RawFindRate>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFindRate {
+    #[serde(default)]
+    pub(super) loss_threshold: Option<V>,
+    #[serde(default)]
+    pub(super) upper: Option<V>,
+    #[serde(default)]
+    pub(super) resolution: Option<V>,
 }
 
 #[derive(Deserialize)]
@@ -96,6 +109,8 @@ pub(super) struct RawSweep {
     pub(super) mtu: Values,
     #[serde(default)]
     pub(super) rate: Values,
+    #[serde(default)]
+    pub(super) frame: Values,
 }
 
 #[derive(Deserialize)]
@@ -267,6 +282,42 @@ impl Ctx<'_> {
             );
         }
         Ok(l)
+    }
+
+    pub(super) fn frame(&self, v: &V, field: &str) -> Result<u32, SpecError> {
+        let f = self.int(v, field, "a frame size in bytes")?;
+        if !(i64::from(MIN_FRAME)..=i64::from(MAX_FRAME)).contains(&f) {
+            return self.fail(
+                v,
+                field,
+                format!("an Ethernet frame is {MIN_FRAME} to {MAX_FRAME} bytes, got {f}"),
+            );
+        }
+        Ok(f as u32)
+    }
+
+    /// A loss threshold: a probability, or a percentage ("0.1%").
+    pub(super) fn probability(&self, v: &V, field: &str) -> Result<f64, SpecError> {
+        let x = match v.get_ref() {
+            toml::Value::Float(f) => *f,
+            toml::Value::Integer(i) => *i as f64,
+            toml::Value::String(s) => match s.strip_suffix('%') {
+                Some(n) => n.trim().parse::<f64>().map_or(f64::NAN, |x| x / 100.0),
+                None => s.trim().parse::<f64>().unwrap_or(f64::NAN),
+            },
+            _ => f64::NAN,
+        };
+        if !(0.0..=1.0).contains(&x) {
+            return self.fail(
+                v,
+                field,
+                format!(
+                    "must be a probability in [0, 1] or a percentage, got {}",
+                    v.get_ref()
+                ),
+            );
+        }
+        Ok(x)
     }
 
     pub(super) fn mtu(&self, v: &V, field: &str) -> Result<u32, SpecError> {
