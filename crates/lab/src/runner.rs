@@ -550,32 +550,36 @@ pub fn fidelity(doc: &Value) -> Fidelity {
     }
 }
 
-/// Runs a line characterisation (`longhaul test -u --find-rate --json`) on host a; returns its
-/// document and whether the stop flag ended it.
-fn find_rate(opts: &RunOptions, point: &Point) -> anyhow::Result<(Value, bool)> {
+/// Starts `longhaul test RECEIVER TEST_ARGS` on host a, its output piped.
+fn test_on_a(opts: &RunOptions, test_args: Vec<String>) -> anyhow::Result<std::process::Child> {
     let exe = opts.exe.display().to_string();
     let mut args = sv(&["emulate", "exec", "--name", &opts.testbed, "a", "--"]);
     args.extend([exe, "test".into(), RECEIVER.into()]);
-    args.extend(point.test_args());
-    let mut child = Command::new(&opts.exe)
+    args.extend(test_args);
+    Command::new(&opts.exe)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot start longhaul test --find-rate")?;
-    let mut stdout = child.stdout.take().context("test stdout")?;
-    let mut stderr = child.stderr.take().context("test stderr")?;
-    let out_thread = std::thread::spawn(move || {
+        .context("cannot start longhaul test")
+}
+
+/// Reads all of a child's pipe on a thread of its own (so neither pipe can fill and stall it).
+fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
         let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
+        let _ = pipe.read_to_string(&mut s);
         s
-    });
-    let err_thread = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
+    })
+}
+
+/// Runs a line characterisation (`longhaul test -u --find-rate --json`) on host a; returns its
+/// document and whether the stop flag ended it.
+fn find_rate(opts: &RunOptions, point: &Point) -> anyhow::Result<(Value, bool)> {
+    let mut child = test_on_a(opts, point.test_args())?;
+    let out_thread = read_all(child.stdout.take().context("test stdout")?);
+    let err_thread = read_all(child.stderr.take().context("test stderr")?);
     // Each trial is a whole test with its set-up; a search takes at most 32 of them, plus 3.
     let per_trial = point.duration.saturating_add(Nanos::from_secs(5));
     let limit = Duration::from_nanos(per_trial.as_nanos().saturating_mul(35));
@@ -618,30 +622,16 @@ fn test(
     bottleneck_bps: u64,
     progress: &mut dyn FnMut(&Progress),
 ) -> anyhow::Result<(Value, bool)> {
-    let exe = opts.exe.display().to_string();
-    let mut args = sv(&["emulate", "exec", "--name", &opts.testbed, "a", "--"]);
-    args.extend([exe, "test".into(), RECEIVER.into()]);
-    args.extend(point.test_args().into_iter().map(|a| {
+    let args = point.test_args().into_iter().map(|a| {
         if a == "--json" {
             "--json-stream".to_owned()
         } else {
             a
         }
-    }));
-    let mut child = Command::new(&opts.exe)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot start longhaul test")?;
-    let stdout = child.stdout.take().context("test stdout")?;
-    let mut stderr = child.stderr.take().context("test stderr")?;
-    let err_thread = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
     });
+    let mut child = test_on_a(opts, args.collect())?;
+    let stdout = child.stdout.take().context("test stdout")?;
+    let err_thread = read_all(child.stderr.take().context("test stderr")?);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
