@@ -180,6 +180,27 @@ fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report(
     assert!(rec.status.success());
     let t = String::from_utf8_lossy(&rec.stdout);
     assert!(t.contains("RealPath") && t.contains("NOT eligible"), "{t}");
+    // The distance and the forward router hops from seed 001's traceroute6 instead of the topology.
+    let listing = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/seed001-traceroute6.txt"
+    );
+    let rec = json_of(&lab(&[
+        "records",
+        "--check",
+        &ids[0],
+        "--traceroute",
+        listing,
+        "--sites",
+        "ipv6-lsr-2004-routers",
+        "--archive",
+        a,
+        "--json",
+    ]));
+    let c = &rec["checks"][0]["candidate"];
+    let km = c["km"].as_f64().unwrap_or(0.0);
+    assert!((km / 11_539.0 - 1.0).abs() < 0.01, "{c}");
+    assert_eq!(c["hops_forward"], 8, "{c}");
     let _ = std::fs::remove_dir_all(&archive);
 }
 

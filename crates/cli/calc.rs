@@ -3,7 +3,8 @@
 //! Subcommands: `bdp` (bandwidth-delay product, window, buffer sysctls,
 //! ceilings at common windows), `mathis` (Reno's loss–throughput relation, with
 //! HighSpeed TCP and CUBIC for comparison), `responsiveness` (time to recover
-//! from one loss), `lsr` (Internet2 Land Speed Record metric) and `path`
+//! from one loss), `lsr` (Internet2 Land Speed Record metric), `distance`
+//! (a path's distance from a traceroute listing and a site table) and `path`
 //! (everything at once; also what `longhaul calc --rate R --rtt T` runs).
 //!
 //! The reports and their computations live in `longhaul_models::calc`, the
@@ -19,6 +20,8 @@ use longhaul_models::calc::lsr::{self, LsrReport};
 use longhaul_models::calc::mathis::{self, MathisGiven, MathisReport};
 use longhaul_models::calc::path::{self, PathReport};
 use longhaul_models::calc::responsiveness::{self, ResponsivenessReport};
+use longhaul_topology::sites_from_toml;
+use longhaul_topology::traceroute::{Trace, TraceDistance, distance};
 use longhaul_units::{TimeUnit, fmt_size, parse_distance, parse_duration, parse_size};
 use serde::Serialize;
 
@@ -42,6 +45,7 @@ Examples:
   longhaul calc mathis --mss 1460 --rtt 100ms --rate 10G
   longhaul calc responsiveness --rate 10G --rtt 120ms
   longhaul calc lsr --rate 4.00G --km 11539
+  traceroute6 HOST | longhaul calc distance --sites sites.toml --from cern
   longhaul calc --rate 10G --rtt 120ms          # = calc path: everything at once
   longhaul calc bdp --rate 100G --rtt 150ms -P 4 --json";
 
@@ -98,6 +102,17 @@ longhaul calc lsr --rate 9.08G --km 32372                   # capped: 272,400\n 
 longhaul calc lsr --rate 6.9G --km 30000 --beats 272400"
     )]
     Lsr(LsrArgs),
+    /// A path's distance from a traceroute or traceroute6 listing: each hop placed at a site (by
+    /// address prefix or name), the great circles between them, and the Land Speed Record distance.
+    #[command(
+        after_help = "The site table is the [[site]] tables of a network file or preset (docs/topology.md): \
+each with name, lat, lon and a match list of address prefixes (2001:468:ff::/48) and name fragments \
+(\"iplsng-chinng\"). A hop no site matches, or that did not answer, is listed and skipped.\n\n\
+Examples:\n  traceroute6 -n HOST | longhaul calc distance --sites my-sites.toml --from cern\n  \
+longhaul calc distance seed001.txt --sites ipv6-lsr-2004-routers     # seed 001: 11,515 km\n  \
+longhaul calc distance listing.txt --sites net.toml --json"
+    )]
+    Distance(DistanceArgs),
     /// Everything for one path: BDP and windows, Mathis, responsiveness.
     #[command(
         after_help = "Examples:\n  longhaul calc path --rate 10G --rtt 120ms\n  \
@@ -196,6 +211,74 @@ struct PathArgs {
     json: args::Json,
 }
 
+#[derive(clap::Args, Debug)]
+struct DistanceArgs {
+    /// The traceroute or traceroute6 listing ("-": standard input).
+    #[arg(value_name = "LISTING", default_value = "-")]
+    listing: String,
+    /// The site table: a network preset's name or a network or site file ([[site]] tables).
+    #[arg(long, value_name = "PRESET|FILE")]
+    sites: String,
+    /// The site of the host the listing was made on [default: the site of the listing's source
+    /// address, as traceroute6 prints it].
+    #[arg(long, value_name = "SITE")]
+    from: Option<String>,
+    #[command(flatten)]
+    json: args::Json,
+}
+
+/// Largest listing `calc distance` reads: a traceroute of 255 hops is a few tens of KiB.
+const MAX_LISTING: u64 = 1 << 20;
+
+/// `calc distance`: reads the listing and the site table, places the hops.
+fn distance_report(a: &DistanceArgs) -> Result<TraceDistance> {
+    Ok(traceroute_distance(&a.listing, &a.sites, a.from.as_deref())?.1)
+}
+
+/// A traceroute listing (a file, or "-" for standard input) placed at the sites of a network
+/// preset or file: the listing and its distance (also `lab records --check --traceroute`).
+pub(crate) fn traceroute_distance(
+    listing: &str,
+    sites_from: &str,
+    from: Option<&str>,
+) -> Result<(Trace, TraceDistance)> {
+    use std::io::Read;
+    let mut text = String::new();
+    let what = if listing == "-" {
+        "standard input".to_owned()
+    } else {
+        listing.to_owned()
+    };
+    let read = if listing == "-" {
+        std::io::stdin()
+            .take(MAX_LISTING + 1)
+            .read_to_string(&mut text)
+    } else {
+        std::fs::File::open(listing).and_then(|f| f.take(MAX_LISTING + 1).read_to_string(&mut text))
+    };
+    read.with_context(|| format!("cannot read the listing from {what}"))?;
+    if text.len() as u64 > MAX_LISTING {
+        bail!("{what}: more than 1 MiB: not a traceroute listing");
+    }
+    let trace = Trace::parse(&text).map_err(|e| anyhow!("{what}: {e}"))?;
+    let sites = match longhaul_topology::network(sites_from) {
+        Some(p) => sites_from_toml(p.toml, p.name)?,
+        None => {
+            let t = std::fs::read_to_string(sites_from).with_context(|| {
+                format!("--sites {sites_from}: neither a network preset nor a readable file")
+            })?;
+            sites_from_toml(&t, sites_from)?
+        }
+    };
+    if let Some(f) = from
+        && !sites.iter().any(|s| s.name == f)
+    {
+        bail!("--from {f:?}: no such site in {sites_from}");
+    }
+    let d = distance(&trace, &sites, from)?;
+    Ok((trace, d))
+}
+
 /// Runs `longhaul calc`: prints the report as text, or as JSON with `--json`.
 pub(crate) fn run(args: &CalcArgs) -> Result<()> {
     let (report, json) = compute(args)?;
@@ -239,6 +322,7 @@ fn compute(args: &CalcArgs) -> Result<(Report, bool)> {
             )
         }
         Some(CalcCommand::Lsr(a)) => (Report::Lsr(lsr_report(a)?), a.json.json),
+        Some(CalcCommand::Distance(a)) => (Report::Distance(distance_report(a)?), a.json.json),
         Some(CalcCommand::Path(a)) => (Report::Path(Box::new(path_report(a)?)), a.json.json),
         None => (
             Report::Path(Box::new(path_report(&args.path)?)),
@@ -255,6 +339,7 @@ enum Report {
     Mathis(MathisReport),
     Responsiveness(ResponsivenessReport),
     Lsr(LsrReport),
+    Distance(TraceDistance),
     Path(Box<PathReport>),
 }
 
@@ -265,6 +350,7 @@ impl Report {
             Report::Mathis(r) => text::mathis(r),
             Report::Responsiveness(r) => text::responsiveness(r),
             Report::Lsr(r) => text::lsr(r),
+            Report::Distance(r) => text::distance(r),
             Report::Path(r) => text::path(r),
         }
     }

@@ -162,6 +162,18 @@ struct RecordsArgs {
     /// Check these runs against the rules and rank them (emulated runs are never eligible).
     #[arg(long, value_name = "RUN")]
     check: Vec<String>,
+    /// With --check: take the distance and the forward router hops from this traceroute or
+    /// traceroute6 listing, placed at the sites of --sites (as `longhaul calc distance` does).
+    #[arg(long, value_name = "LISTING", requires_all = ["check", "sites"])]
+    traceroute: Option<String>,
+    /// With --traceroute: the site table, a network preset or file ([[site]] tables with match
+    /// lists).
+    #[arg(long, value_name = "PRESET|FILE", requires = "traceroute")]
+    sites: Option<String>,
+    /// With --traceroute: the site of the host the listing was made on [default: its source
+    /// address's].
+    #[arg(long, value_name = "SITE", requires = "traceroute")]
+    from: Option<String>,
     #[command(flatten)]
     archive: ArchiveArg,
     #[command(flatten)]
@@ -538,13 +550,26 @@ fn records_cmd(a: &RecordsArgs) -> anyhow::Result<ExitCode> {
     let rows = records::records();
     let mut cands = Vec::new();
     let mut checks = Vec::new();
+    let traced = match (&a.traceroute, &a.sites) {
+        (Some(listing), Some(sites)) => Some(crate::calc::traceroute_distance(
+            listing,
+            sites,
+            a.from.as_deref(),
+        )?),
+        _ => None,
+    };
     if !a.check.is_empty() {
         let ar = a.archive.open()?;
         for key in &a.check {
             let rf = ar.load(key)?;
-            let Some(c) = rf.lsr_candidate() else {
+            let Some(mut c) = rf.lsr_candidate() else {
                 anyhow::bail!("run {} has no finished test to check", rf.run_id);
             };
+            if let Some((trace, d)) = &traced {
+                // Every hop before the destination is a router hop, answered or not.
+                c.km = d.total_km;
+                c.hops_forward = u32::try_from(trace.hops.len().saturating_sub(1)).unwrap_or(0);
+            }
             let results = check(&c);
             checks.push((c.clone(), results));
             cands.push(c);

@@ -303,3 +303,111 @@ fn grouping() {
     assert_eq!(group(1000), "1,000");
     assert_eq!(group(19_741_250), "19,741,250");
 }
+
+/// The seed 001 listing, as the seed prints it.
+const SEED_001_LISTING: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/seed001-traceroute6.txt"
+);
+
+#[test]
+fn distance_of_the_seed_001_traceroute_is_11539_km_within_1_percent() {
+    let (t, j) = text_and_json(&[
+        "distance",
+        SEED_001_LISTING,
+        "--sites",
+        "ipv6-lsr-2004-routers",
+    ]);
+    let km = j["total_km"].as_f64().unwrap();
+    assert!((km / 11_539.0 - 1.0).abs() < 0.01, "{km}");
+    assert_eq!(j["lsr_km"].as_f64(), Some(km));
+    assert_eq!(j["unplaced"], 0);
+    // The source is placed by traceroute6's "from" address; every hop at its city.
+    let sites: Vec<&str> = j["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["site"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            "cern",
+            "cern",
+            "starlight",
+            "starlight",
+            "ipls",
+            "kscy",
+            "snva",
+            "losa",
+            "sc2003",
+            "sc2003"
+        ]
+    );
+    // The transatlantic leg, as the seed's 7,067 km (great circle of the two cities: 7,048).
+    assert!((j["points"][2]["leg_km"].as_f64().unwrap() - 7_048.0).abs() < 5.0);
+    assert!(t.contains("distance: 11,515 km"), "{t}");
+}
+
+#[test]
+fn distance_refuses_what_it_cannot_read_and_flags_what_it_cannot_place() {
+    let dir = std::env::temp_dir().join(format!("lh-calc-distance-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let not_a_listing = file("x.txt", "hello\n");
+    let e = report(&[
+        "distance",
+        &not_a_listing,
+        "--sites",
+        "ipv6-lsr-2004-routers",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("no hops found"), "{e}");
+    let e = report(&["distance", SEED_001_LISTING, "--sites", "nowhere"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("neither a network preset nor a readable file"),
+        "{e}"
+    );
+    let bad = file(
+        "bad.toml",
+        "[[site]]\nname = \"a\"\nlat = 1.0\nlon = 2.0\nmatch = [\"10.0.0.0/99\"]\n",
+    );
+    let e = format!(
+        "{:#}",
+        report(&["distance", SEED_001_LISTING, "--sites", &bad]).unwrap_err()
+    );
+    assert!(e.contains("bad.toml:1: site[0].match[0]"), "{e}");
+    let e = report(&[
+        "distance",
+        SEED_001_LISTING,
+        "--sites",
+        "ipv6-lsr-2004-routers",
+        "--from",
+        "mars",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--from \"mars\": no such site"), "{e}");
+    // A table that knows only Geneva and Phoenix: the Abilene hops are flagged, the legs skip them.
+    let two = file(
+        "two.toml",
+        "[[site]]\nname = \"cern\"\nlat = 46.2044\nlon = 6.1432\nmatch = [\"2001:1458:e000::/48\"]\n\
+         [[site]]\nname = \"phx\"\nlat = 33.4484\nlon = -112.074\nmatch = [\"2001:468:1f07::/48\"]\n",
+    );
+    let (t, j) = text_and_json(&["distance", SEED_001_LISTING, "--sites", &two]);
+    assert_eq!(j["unplaced"], 5, "{j}");
+    let direct = longhaul_units::great_circle_km(46.2044, 6.1432, 33.4484, -112.074);
+    assert!((j["total_km"].as_f64().unwrap() - direct).abs() < 1e-6);
+    assert!(
+        t.contains("unplaced: hop 4: no site matches its name or address"),
+        "{t}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,6 +9,7 @@ use longhaul_models::calc::lsr::LsrReport;
 use longhaul_models::calc::mathis::MathisReport;
 use longhaul_models::calc::path::PathReport;
 use longhaul_models::calc::responsiveness::{JUMBO_MSS, ResponsivenessReport};
+use longhaul_topology::traceroute::TraceDistance;
 use longhaul_units::models::{MATHIS_C_PER_ACK, MAX_TCP_WINDOW};
 use longhaul_units::{Nanos, fmt_duration, fmt_km, fmt_rate, fmt_size, group_thousands as group};
 
@@ -235,6 +236,58 @@ pub(super) fn responsiveness(r: &ResponsivenessReport) -> String {
 
 /// `calc lsr`: the metric, the rounded and uncapped figures, the +10 % rule, and the report's own
 /// notes (`LsrReport::notes`).
+pub(super) fn distance(r: &TraceDistance) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>3}  {:<44} {:>9}  {:<16} {:>9}",
+        "hop", "answered by", "rtt ms", "site", "leg km"
+    );
+    for p in &r.points {
+        let who = match (&p.name, p.addr) {
+            (Some(n), Some(a)) => format!("{n} ({a})"),
+            (Some(n), None) => n.clone(),
+            (None, Some(a)) => a.to_string(),
+            (None, None) if p.ttl == 0 => "(source)".into(),
+            (None, None) => "*".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>3}  {:<44} {:>9}  {:<16} {:>9}",
+            p.ttl,
+            who,
+            p.rtt_ms.map_or(String::new(), |t| format!("{t:.3}")),
+            p.site.as_deref().unwrap_or("?"),
+            p.leg_km.map_or(String::new(), |k| format!("{k:.0}")),
+        );
+    }
+    let legs = r.points.iter().filter(|p| p.leg_km.is_some()).count();
+    let _ = writeln!(
+        out,
+        "\ndistance: {} (the great circles of {legs} legs between placed hops)",
+        fmt_km(r.total_km)
+    );
+    let _ = writeln!(
+        out,
+        "Land Speed Record distance: {}{}",
+        fmt_km(r.lsr_km),
+        if r.capped {
+            " (capped at 30,000 km by the rules)"
+        } else {
+            ""
+        }
+    );
+    for p in r.points.iter().filter(|p| p.unplaced.is_some()) {
+        let which = if p.ttl == 0 {
+            "the source".to_owned()
+        } else {
+            format!("hop {}", p.ttl)
+        };
+        let _ = writeln!(out, "unplaced: {which}: {}", p.unplaced.unwrap_or(""));
+    }
+    out
+}
+
 pub(super) fn lsr(r: &LsrReport) -> String {
     let mut s = String::new();
     let _ = writeln!(

@@ -29,6 +29,7 @@
 mod error;
 mod network;
 mod presets;
+pub mod traceroute;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -42,8 +43,8 @@ use serde::{Deserialize, Serialize};
 pub use error::{FileError, TopologyError, field_at_line, line_col, line_of_field, write_place};
 pub use network::{
     DESCRIBE_ALL_PAIRS_UP_TO, Host, MAX_LINK_NAME, MAX_NET_HOSTS, MAX_NET_LINKS, MAX_NET_ROUTERS,
-    MAX_NODE_NAME, NetLink, Network, NetworkPreset, Node, Router, Site, Step, describe_network,
-    is_network, network, networks,
+    MAX_NODE_NAME, NetLink, Network, NetworkPreset, Node, Router, Site, SiteMatch, Step,
+    describe_network, is_network, network, networks, sites_from_toml,
 };
 pub use presets::{Preset, preset, presets};
 

@@ -16,7 +16,7 @@ use longhaul_link::{Aqm, Bottleneck, ConfigError, Jitter, LinkConfig, MAX_KM, qu
 use longhaul_units::{Nanos, fibre_delay, great_circle_km, parse_size};
 use serde::Deserialize;
 
-use super::model::{Host, NetLink, Network, Node, Router, Site, Step};
+use super::model::{Host, NetLink, Network, Node, Router, Site, SiteMatch, Step};
 use crate::error::{self, FileError};
 use crate::{
     LossSpec, MIN_AUTO_QUEUE_FRAMES, TopologyError, check_loss, check_mtu, check_place,
@@ -69,6 +69,65 @@ struct SiteSpec {
     lat: Option<f64>,
     #[serde(default)]
     lon: Option<f64>,
+    #[serde(default, rename = "match")]
+    matches: Vec<String>,
+}
+
+impl SiteSpec {
+    /// The site, its place and `match` list checked (`field` is `site[i]`).
+    fn site(&self, field: &str) -> Result<Site, TopologyError> {
+        check_name(&format!("{field}.name"), &self.name, MAX_NODE_NAME)?;
+        check_place(field, self.lat, self.lon)?;
+        let matches = self
+            .matches
+            .iter()
+            .enumerate()
+            .map(|(j, m)| {
+                SiteMatch::parse(m)
+                    .map_err(|e| TopologyError::field(format!("{field}.match[{j}]"), e))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Site {
+            name: self.name.clone(),
+            city: self.city.clone(),
+            lat: self.lat,
+            lon: self.lon,
+            matches,
+        })
+    }
+}
+
+/// A site table: the `[[site]]` tables of a file, whatever else it holds (a network file, or a
+/// file of sites alone), for `longhaul calc distance`.
+#[derive(Debug, Deserialize)]
+struct SiteTableFile {
+    #[serde(default, rename = "site")]
+    sites: Vec<SiteSpec>,
+}
+
+/// Reads the sites of a site table or network file (their names, places and `match` lists
+/// checked). Errors name the file, the line and the field.
+pub fn sites_from_toml(text: &str, file_name: &str) -> Result<Vec<Site>, TopologyError> {
+    let file: SiteTableFile = toml::from_str(text)
+        .map_err(|e| FileError::from_toml(&e, text, file_name, error::field_at_line))?;
+    let located = |mut e: TopologyError| {
+        e.file = file_name.to_owned();
+        if let Some(f) = &e.field {
+            e.line = error::line_of_field(text, f);
+        }
+        e
+    };
+    if file.sites.is_empty() {
+        return Err(located(TopologyError::field(
+            "site",
+            "no [[site]] tables: give each site a name, lat, lon and match list",
+        )));
+    }
+    file.sites
+        .iter()
+        .enumerate()
+        .map(|(i, s)| s.site(&format!("site[{i}]")).map_err(located))
+        .collect()
 }
 
 #[derive(Debug, Deserialize)]
@@ -270,15 +329,9 @@ impl NetworkFile {
         let mut sites = Vec::with_capacity(self.sites.len());
         for (i, s) in self.sites.iter().enumerate() {
             let f = format!("site[{i}]");
-            check_name(&format!("{f}.name"), &s.name, MAX_NODE_NAME)?;
-            check_place(&f, s.lat, s.lon)?;
+            let site = s.site(&f)?;
             claim(f, &s.name)?;
-            sites.push(Site {
-                name: s.name.clone(),
-                city: s.city.clone(),
-                lat: s.lat,
-                lon: s.lon,
-            });
+            sites.push(site);
         }
         let site_of = |field: &str, spec: &NodeSpec| -> Result<Option<usize>, TopologyError> {
             match &spec.site {

@@ -9,8 +9,9 @@ mod presets;
 pub use describe::{DESCRIBE_ALL_PAIRS_UP_TO, describe_network};
 pub use file::{
     MAX_LINK_NAME, MAX_NET_HOSTS, MAX_NET_LINKS, MAX_NET_ROUTERS, MAX_NODE_NAME, is_network,
+    sites_from_toml,
 };
-pub use model::{Host, NetLink, Network, Node, Router, Site, Step};
+pub use model::{Host, NetLink, Network, Node, Router, Site, SiteMatch, Step};
 pub use presets::{NetworkPreset, network, networks};
 
 #[cfg(test)]

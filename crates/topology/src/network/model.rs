@@ -29,6 +29,59 @@ pub struct Site {
     pub lat: Option<f64>,
     /// Longitude, decimal degrees east.
     pub lon: Option<f64>,
+    /// What places a traceroute hop here (`longhaul calc distance`): address prefixes and name
+    /// fragments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<SiteMatch>,
+}
+
+impl Site {
+    /// A site at a place, with its `match` entries read by [`SiteMatch::parse`].
+    pub fn at(name: &str, lat: f64, lon: f64, matches: &[&str]) -> Result<Self, String> {
+        Ok(Self {
+            name: name.to_owned(),
+            city: None,
+            lat: Some(lat),
+            lon: Some(lon),
+            matches: matches
+                .iter()
+                .map(|m| SiteMatch::parse(m))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// One entry of a site's `match` list: what places a traceroute hop at the site.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteMatch {
+    /// An address prefix ("2001:468:ff:14c3::/64", "198.51.100.0/24"; a bare address is one host).
+    Prefix(ipnet::IpNet),
+    /// A fragment of the hop's name, compared without case ("iplsng-chinng", ".cern.ch").
+    Name(String),
+}
+
+impl SiteMatch {
+    /// Reads one entry: a prefix or an address if it parses as one, else a name fragment of letters,
+    /// digits, '.', '-' and '_' (at most 253 bytes).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Ok(net) = s.parse::<ipnet::IpNet>() {
+            return Ok(Self::Prefix(net.trunc()));
+        }
+        if let Ok(addr) = s.parse::<IpAddr>() {
+            return Ok(Self::Prefix(ipnet::IpNet::from(addr)));
+        }
+        let name_ok = (1..=253).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+        if s.contains('/') || !name_ok {
+            return Err(format!(
+                "{s:?} is neither an address prefix (2001:db8::/32, 192.0.2.0/24) nor a name \
+                 fragment (letters, digits, '.', '-', '_')"
+            ));
+        }
+        Ok(Self::Name(s.to_owned()))
+    }
 }
 
 /// An end host: its own network namespace and TUN device in the emulator.
