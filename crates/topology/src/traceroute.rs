@@ -8,7 +8,7 @@
 //! times (`12.3 ms`), `*` for a probe without answer; anything after the times (annotations) is
 //! ignored, as are lines that are not hops. The first answer of a hop places it.
 //!
-//! [`distance`] places the source and every hop at the first [`Site`] with a [`SiteMatch`] for it
+//! [`distance`] places the source and every hop at the first [`Site`] with a `match` entry for it
 //! (an address prefix containing its address, or a fragment of its name) and adds up the great circles
 //! between consecutive placed points. A hop that did not answer, or that no site matches, is listed as
 //! unplaced and skipped: the leg runs from the last placed point to the next one.
@@ -20,7 +20,7 @@ use std::net::IpAddr;
 use longhaul_units::{great_circle_km, lsr_capped_km};
 use serde::Serialize;
 
-use crate::network::{Site, SiteMatch};
+use crate::network::Site;
 
 /// Most hops a listing may have (traceroute's own maximum TTL is 255).
 pub const MAX_TRACE_HOPS: usize = 255;
@@ -160,19 +160,6 @@ fn hop(ttl: u8, words: &[&str]) -> TraceHop {
         .and_then(|w| w[0].parse::<f64>().ok())
         .filter(|t| t.is_finite() && *t >= 0.0);
     h
-}
-
-impl SiteMatch {
-    /// Whether this entry matches a point with this name and address.
-    pub fn matches(&self, name: Option<&str>, addr: Option<IpAddr>) -> bool {
-        match self {
-            SiteMatch::Prefix(net) => addr.is_some_and(|a| net.contains(&a.to_canonical())),
-            SiteMatch::Name(fragment) => name.is_some_and(|n| {
-                n.to_ascii_lowercase()
-                    .contains(&fragment.to_ascii_lowercase())
-            }),
-        }
-    }
 }
 
 /// One point of the path (the source or a hop) and where it was placed.

@@ -110,19 +110,7 @@ fn handle(
         let _ = tx.try_send(conn);
         return;
     }
-    if let Err(why) = shared
-        .cfg
-        .admits(peer.ip())
-        .and_then(|()| match shared.cfg.test_key {
-            Some(_) => Err(
-                "test authorization failed: this server serves tests only to clients that \
-                        hold its key (--require-key), which iperf3 clients cannot prove; use \
-                        longhaul test --key FILE"
-                    .to_string(),
-            ),
-            None => Ok(()),
-        })
-    {
+    if let Err(why) = shared.cfg.admits_iperf3(peer.ip()) {
         info!(%peer, "refused iperf3 test: {why}");
         refuse(&conn, ErrorCode::AuthTest, &why);
         return;

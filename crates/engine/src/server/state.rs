@@ -78,6 +78,21 @@ impl ServerConfig {
             "tests from {ip} are not served here: its network is not in this server's --allow-from"
         ))
     }
+
+    /// Whether a stock iperf3 client at `peer` may test: as [`Self::admits`], and never when tests
+    /// need the key (an iperf3 client cannot prove it).
+    pub fn admits_iperf3(&self, peer: IpAddr) -> Result<(), String> {
+        self.admits(peer)?;
+        if self.test_key.is_some() {
+            return Err(
+                "test authorization failed: this server serves tests only to clients \
+                        that hold its key (--require-key), which iperf3 clients cannot prove; \
+                        use longhaul test --key FILE"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for ServerConfig {

@@ -82,6 +82,17 @@ impl SiteMatch {
         }
         Ok(Self::Name(s.to_owned()))
     }
+
+    /// Whether this entry matches a point with this name and address.
+    pub fn matches(&self, name: Option<&str>, addr: Option<IpAddr>) -> bool {
+        match self {
+            SiteMatch::Prefix(net) => addr.is_some_and(|a| net.contains(&a.to_canonical())),
+            SiteMatch::Name(fragment) => name.is_some_and(|n| {
+                n.to_ascii_lowercase()
+                    .contains(&fragment.to_ascii_lowercase())
+            }),
+        }
+    }
 }
 
 /// An end host: its own network namespace and TUN device in the emulator.
