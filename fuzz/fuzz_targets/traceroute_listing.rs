@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
         let unplaced = d
             .points
             .iter()
-            .filter(|p| p.ttl > 0 && p.site.is_none())
+            .filter(|p| p.hop.ttl > 0 && p.site.is_none())
             .count();
         assert_eq!(d.unplaced, unplaced);
         assert_eq!(d.points.len(), trace.hops.len() + 1);

@@ -244,19 +244,19 @@ pub(super) fn distance(r: &TraceDistance) -> String {
         "hop", "answered by", "rtt ms", "site", "leg km"
     );
     for p in &r.points {
-        let who = match (&p.name, p.addr) {
+        let who = match (&p.hop.name, p.hop.addr) {
             (Some(n), Some(a)) => format!("{n} ({a})"),
             (Some(n), None) => n.clone(),
             (None, Some(a)) => a.to_string(),
-            (None, None) if p.ttl == 0 => "(source)".into(),
+            (None, None) if p.hop.ttl == 0 => "(source)".into(),
             (None, None) => "*".into(),
         };
         let _ = writeln!(
             out,
             "{:>3}  {:<44} {:>9}  {:<16} {:>9}",
-            p.ttl,
+            p.hop.ttl,
             who,
-            p.rtt_ms.map_or(String::new(), |t| format!("{t:.3}")),
+            p.hop.rtt_ms.map_or(String::new(), |t| format!("{t:.3}")),
             p.site.as_deref().unwrap_or("?"),
             p.leg_km.map_or(String::new(), |k| format!("{k:.0}")),
         );
@@ -278,10 +278,10 @@ pub(super) fn distance(r: &TraceDistance) -> String {
         }
     );
     for p in r.points.iter().filter(|p| p.unplaced.is_some()) {
-        let which = if p.ttl == 0 {
+        let which = if p.hop.ttl == 0 {
             "the source".to_owned()
         } else {
-            format!("hop {}", p.ttl)
+            format!("hop {}", p.hop.ttl)
         };
         let _ = writeln!(out, "unplaced: {which}: {}", p.unplaced.unwrap_or(""));
     }

@@ -165,14 +165,9 @@ fn hop(ttl: u8, words: &[&str]) -> TraceHop {
 /// One point of the path (the source or a hop) and where it was placed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlacedHop {
-    /// The hop number; 0 for the source.
-    pub ttl: u8,
-    /// The name the listing gave.
-    pub name: Option<String>,
-    /// The address the listing gave.
-    pub addr: Option<IpAddr>,
-    /// Its round-trip time, ms.
-    pub rtt_ms: Option<f64>,
+    /// The point as the listing gives it (`ttl` 0 for the source).
+    #[serde(flatten)]
+    pub hop: TraceHop,
     /// The site it was placed at; `None`: unplaced.
     pub site: Option<String>,
     /// Why it is unplaced.
@@ -208,42 +203,28 @@ pub fn distance(
             .iter()
             .find(|s| s.matches.iter().any(|m| m.matches(name, addr)))
     };
-    let mut points = Vec::with_capacity(trace.hops.len() + 1);
-    let source_site = from
-        .and_then(|f| sites.iter().find(|s| s.name == f))
-        .or_else(|| site_of(None, trace.source));
-    points.push((
-        PlacedHop {
-            ttl: 0,
-            name: None,
-            addr: trace.source,
-            rtt_ms: None,
-            site: None,
-            unplaced: None,
-            leg_km: None,
-        },
-        source_site,
-    ));
-    for h in &trace.hops {
-        let site = site_of(h.name.as_deref(), h.addr);
-        points.push((
-            PlacedHop {
-                ttl: h.ttl,
-                name: h.name.clone(),
-                addr: h.addr,
-                rtt_ms: h.rtt_ms,
-                site: None,
-                unplaced: None,
-                leg_km: None,
-            },
-            site,
-        ));
-    }
+    let source = TraceHop {
+        ttl: 0,
+        name: None,
+        addr: trace.source,
+        rtt_ms: None,
+    };
     let mut total = 0.0;
     let mut previous: Option<(f64, f64)> = None;
-    let mut unplaced = 0;
-    let mut out = Vec::with_capacity(points.len());
-    for (mut p, site) in points {
+    let mut points = Vec::with_capacity(trace.hops.len() + 1);
+    for hop in std::iter::once(source).chain(trace.hops.iter().cloned()) {
+        let site = if hop.ttl == 0 {
+            from.and_then(|f| sites.iter().find(|s| s.name == f))
+                .or_else(|| site_of(None, hop.addr))
+        } else {
+            site_of(hop.name.as_deref(), hop.addr)
+        };
+        let mut p = PlacedHop {
+            site: site.map(|s| s.name.clone()),
+            unplaced: None,
+            leg_km: None,
+            hop,
+        };
         match site {
             Some(s) => {
                 let here = s
@@ -256,26 +237,26 @@ pub fn distance(
                     total += km;
                 }
                 previous = Some(here);
-                p.site = Some(s.name.clone());
             }
             None => {
-                p.unplaced = Some(if p.ttl == 0 {
+                p.unplaced = Some(if p.hop.ttl == 0 {
                     "the source: the listing does not give its address, or no site matches it; \
                      name its site with --from"
-                } else if p.addr.is_none() && p.name.is_none() {
+                } else if p.hop.addr.is_none() && p.hop.name.is_none() {
                     "no answer"
                 } else {
                     "no site matches its name or address"
                 });
-                if p.ttl > 0 {
-                    unplaced += 1;
-                }
             }
         }
-        out.push(p);
+        points.push(p);
     }
+    let unplaced = points
+        .iter()
+        .filter(|p| p.hop.ttl > 0 && p.site.is_none())
+        .count();
     Ok(TraceDistance {
-        points: out,
+        points,
         unplaced,
         total_km: total,
         lsr_km: lsr_capped_km(total),
