@@ -328,6 +328,7 @@ fn hello(count: u64, interval_ns: u64) -> ProbeMessage {
         size: 100,
         count,
         synced: false,
+        train: 1,
     }
 }
 

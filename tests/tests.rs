@@ -15,6 +15,7 @@ mod module_graph;
 mod monitor;
 mod monitor_demo;
 mod monitor_ui;
+mod pace_auto;
 mod raw_peer;
 mod server_cmd;
 mod server_faults;

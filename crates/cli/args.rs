@@ -24,6 +24,35 @@ pub(crate) fn rate(s: &str) -> Result<u64, String> {
     }
 }
 
+/// `--pace`: a total rate, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// Find the bottleneck by packet trains and govern the rate from there (docs/pacing.md).
+    Auto,
+    /// This total rate, bit/s.
+    Rate(u64),
+}
+
+impl Pace {
+    /// The hand-set rate, if that is what it is.
+    pub(crate) fn rate(self) -> Option<u64> {
+        match self {
+            Pace::Rate(r) => Some(r),
+            Pace::Auto => None,
+        }
+    }
+}
+
+/// `--pace auto` or `--pace RATE`.
+pub(crate) fn pace(s: &str) -> Result<Pace, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(Pace::Auto);
+    }
+    rate(s)
+        .map(Pace::Rate)
+        .map_err(|e| format!("{e}; or \"auto\""))
+}
+
 /// A duration where a bare number is seconds (10, 90s, 1500ms): test lengths, intervals and
 /// timeouts.
 pub(crate) fn seconds(s: &str) -> Result<Nanos, String> {

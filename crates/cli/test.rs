@@ -9,6 +9,7 @@ use longhaul_engine::{
     ClientConfig, DEFAULT_PORT, Observer, RemoteTest, Server, ServerConfig, ServerProtocol, TestTo,
     run_remote_test, run_test,
 };
+use longhaul_proto::auto_pace::{GovernorSummary, TrainTiming};
 use longhaul_proto::msg::{AUTO_DATAGRAM_LEN, MAX_BURST, MAX_OMIT_NS, MAX_WRITE_LEN, UdpParams};
 use longhaul_proto::report::{
     End, IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry, UdpEntry, UdpReceived,
@@ -110,9 +111,11 @@ pub(crate) struct TestArgs {
     /// and without -b: the total UDP rate, split across the streams.
     #[arg(long, value_parser = args::rate)]
     rate: Option<u64>,
-    /// Pace all sending streams together at this total rate, split evenly (SO_MAX_PACING_RATE).
-    #[arg(long, value_parser = args::rate)]
-    pace: Option<u64>,
+    /// Pace all sending streams together at this total rate, split evenly (SO_MAX_PACING_RATE); or
+    /// "auto": find the bottleneck by packet trains to the server and hold the highest rate that
+    /// builds no queue and loses nothing, adjusting as the path changes (docs/pacing.md).
+    #[arg(long, value_name = "RATE|auto", value_parser = args::pace)]
+    pace: Option<args::Pace>,
     /// Zero-copy send (sendfile; see docs/test.md for the measurement behind the choice).
     #[arg(short = 'Z', long)]
     zerocopy: bool,
@@ -250,6 +253,10 @@ pub(crate) fn file_flags(host: &str, words: &[String]) -> anyhow::Result<TestPar
         !args.test.encrypts(),
         "--encrypt comes from the command line, not a file's args"
     );
+    anyhow::ensure!(
+        args.test.pace != Some(args::Pace::Auto),
+        "--pace auto runs from the command line only, not from a file's args"
+    );
     params(&args.test)
 }
 
@@ -276,7 +283,7 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         no_offload: a.no_gso,
     });
     // iperf3's -b on a TCP test paces each stream at that rate.
-    let pace = match (a.udp, a.bitrate, a.pace) {
+    let pace = match (a.udp, a.bitrate, a.pace.and_then(args::Pace::rate)) {
         (false, Some(_), Some(_)) => {
             anyhow::bail!(
                 "-b and --pace both pace a TCP test: give one (-b per stream, --pace total)"
@@ -309,6 +316,7 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         window: a.window,
         target_rate_bps: target,
         pace_total_bps: pace,
+        pace_auto: None,
         write_len,
         zerocopy: a.zerocopy,
         rtt_ns: 0,
@@ -321,6 +329,16 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
 
 pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     let params = params(a)?;
+    if a.pace == Some(args::Pace::Auto) {
+        anyhow::ensure!(
+            !a.udp && a.bitrate.is_none(),
+            "--pace auto paces TCP streams: not with -u or -b"
+        );
+        anyhow::ensure!(
+            a.to.is_none(),
+            "--pace auto runs from the host that sends, not through --to"
+        );
+    }
     if a.find_rate {
         return find_rate(a, params);
     }
@@ -412,6 +430,7 @@ fn client_config(a: &TestArgs, params: TestParams) -> anyhow::Result<ClientConfi
             .as_deref()
             .map(|k| crate::transfer::load_key(Some(k)))
             .transpose()?,
+        pace_auto: a.pace == Some(args::Pace::Auto),
     })
 }
 
@@ -608,7 +627,13 @@ impl Observer for Output {
     fn interval(&mut self, r: &IntervalReport) {
         match self.mode {
             Mode::JsonStream => self.event("interval", r),
-            Mode::Human => print_interval(r, self.streams),
+            Mode::Human => {
+                let auto = self
+                    .start
+                    .as_ref()
+                    .is_some_and(|s| s.longhaul.pace_auto.is_some());
+                print_interval(r, self.streams, auto);
+            }
             Mode::Json => {}
         }
     }
@@ -674,6 +699,24 @@ fn print_start(s: &Start) {
         println!(
             "pacing: {} total, split across the sending streams (SO_MAX_PACING_RATE)",
             fmt_rate_iperf(p)
+        );
+    }
+    if let Some(e) = &x.pace_auto {
+        println!(
+            "pacing: auto; bottleneck {} (median of {} of {} packet trains of {} x {} B, {} to {}, \
+             timed {}, in {:.0} ms); each sending side governs from there",
+            fmt_rate_iperf(e.rate_bps),
+            e.trains_used,
+            e.trains,
+            e.train_len,
+            e.wire_bytes,
+            fmt_rate_iperf(e.low_bps),
+            fmt_rate_iperf(e.high_bps),
+            match e.timing {
+                TrainTiming::Forward => "at the server",
+                TrainTiming::RoundTrip => "on the round trip",
+            },
+            e.took_ms
         );
     }
     println!(
@@ -800,7 +843,20 @@ fn sum_line(id: &str, s: &SumEntry, suffix: &str) -> String {
     )
 }
 
-fn print_interval(r: &IntervalReport, streams: u32) {
+fn print_interval(r: &IntervalReport, streams: u32, auto_pace: bool) {
+    // With --pace auto, the sending streams' pacing rate closes the interval's last line.
+    let pace = if auto_pace {
+        let bps: u64 = r
+            .streams
+            .iter()
+            .filter(|e| e.sender)
+            .map(|e| e.pacing_rate)
+            .sum();
+        format!("  pace {}", fmt_rate_iperf(bps))
+    } else {
+        String::new()
+    };
+    let summed = streams > 1 || r.sum_bidir_reverse.is_some();
     for e in &r.streams {
         match &e.udp {
             Some(u) => println!(
@@ -815,12 +871,13 @@ fn print_interval(r: &IntervalReport, streams: u32) {
                 ),
                 omitted(e.omitted)
             ),
-            None => println!("{}", stream_line(&e.socket.to_string(), e)),
+            None if summed => println!("{}", stream_line(&e.socket.to_string(), e)),
+            None => println!("{}{pace}", stream_line(&e.socket.to_string(), e)),
         }
     }
-    if streams > 1 || r.sum_bidir_reverse.is_some() {
+    if summed {
         println!(
-            "{}",
+            "{}{pace}",
             sum_line("SUM", &r.sum, omitted(r.sum.omitted).trim_start())
         );
         if let Some(rev) = &r.sum_bidir_reverse {
@@ -991,7 +1048,31 @@ fn print_cpu_and_notes(e: &End) {
             l.distance_km
         );
     }
+    if let Some(p) = &e.longhaul.pace_auto {
+        for (side, g) in [("client", &p.client), ("server", &p.server)] {
+            if let Some(g) = g {
+                println!("pace auto ({side} sends): {}", governor_line(g));
+            }
+        }
+    }
     for w in &e.longhaul.warnings {
         println!("warning: {w}");
     }
+}
+
+/// What a `--pace auto` governor did, in one line.
+pub(crate) fn governor_line(g: &GovernorSummary) -> String {
+    format!(
+        "held {} (started at {}, ranged {} to {}); 90 % of it delivered after {}; {} rounds, {} \
+         raises, {} cuts",
+        fmt_rate_iperf(g.held_bps),
+        fmt_rate_iperf(g.start_bps),
+        fmt_rate_iperf(g.lowest_bps),
+        fmt_rate_iperf(g.highest_bps),
+        g.to_90_ms
+            .map_or("never".into(), |ms| format!("{:.2} s", ms / 1e3)),
+        g.rounds,
+        g.raised,
+        g.lowered
+    )
 }

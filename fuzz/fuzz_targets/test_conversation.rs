@@ -20,11 +20,14 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
+use longhaul_proto::auto_pace::{Governor, GovernorSummary, Reading};
 use longhaul_proto::conversation::client::{self, Client, ClientSettings};
 use longhaul_proto::conversation::server::{self, Server, ServerPolicy, ServerSettings};
 use longhaul_proto::conversation::{Error, Time};
 use longhaul_proto::interval::{StreamInterval, StreamTotals, UdpInterval, UdpTotals};
-use longhaul_proto::msg::{CpuUse, IntervalSample, SidePlan, SideResults, SocketSetup, UdpParams};
+use longhaul_proto::msg::{
+    CpuUse, IntervalSample, PaceAuto, SidePlan, SideResults, SocketSetup, UdpParams,
+};
 use longhaul_proto::udp::DelaySpread;
 use longhaul_proto::window::{self, KernelLimits};
 use longhaul_proto::wire::encode_frame;
@@ -85,6 +88,9 @@ fn params(b: &mut Bytes) -> TestParams {
         window: WindowRequest::Auto,
         target_rate_bps: u64::from(b.u32()).max(1),
         pace_total_bps: None,
+        pace_auto: (udp.is_none() && b.u8() & 1 == 1).then(|| PaceAuto {
+            bottleneck_bps: u64::from(b.u32()).max(1_000),
+        }),
         write_len: if udp.is_some() { 1400 } else { 128 * 1024 },
         zerocopy: false,
         rtt_ns: 0,
@@ -157,8 +163,28 @@ fn samples(b: &mut Bytes) -> Vec<StreamInterval> {
         .collect()
 }
 
+/// A `--pace auto` governor fed with readings from the fuzzer (any order, any values), as a side
+/// would report it; now and then with more rounds than a report may hold.
+fn governor(b: &mut Bytes) -> Option<GovernorSummary> {
+    if b.u8() & 1 == 0 {
+        return None;
+    }
+    let mut g = Governor::new(b.u64(), b.u64());
+    for _ in 0..usize::from(b.u8()) * 2 {
+        g.observe(Reading {
+            at_ns: b.u64(),
+            acked_bytes: b.u64(),
+            retransmits: b.u64(),
+            srtt_us: b.u32(),
+            min_rtt_us: b.u32(),
+        });
+    }
+    Some(g.summary())
+}
+
 fn totals(b: &mut Bytes) -> SideResults {
     SideResults {
+        pace_auto: governor(b),
         cpu: CpuUse {
             user_s: f64::from(b.u8()),
             system_s: f64::from(b.u8()),
@@ -488,6 +514,7 @@ impl Sides {
 /// A side's own totals, as its driver hands them in.
 fn own_results(p: &TestParams, client_side: bool) -> SideResults {
     SideResults {
+        pace_auto: None,
         cpu: CpuUse {
             user_s: 0.1,
             system_s: 0.1,

@@ -83,6 +83,11 @@ impl Channel {
         }
     }
 
+    /// Whether the connection is over IPv6 (its headers are 20 bytes longer).
+    pub(crate) fn is_ipv6(&self) -> bool {
+        self.socket().local_addr().is_ok_and(|a| a.is_ipv6())
+    }
+
     /// The TCP socket under the channel, for socket options, `TCP_INFO`, timeouts and shutdown.
     pub(crate) fn socket(&self) -> &TcpStream {
         &self.sock

@@ -22,6 +22,7 @@
 //! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
 //! - `run`, `stream`, `socket`, `payload`, [`zerocopy`]: one side of a running test, its stream
 //!   workers, data-socket set-up, the bytes sent and `-Z`;
+//! - `pacer`: `--pace auto`'s governor thread on a sending side (`proto::auto_pace` decides);
 //! - `udp`: the UDP flows of `test -u` (their set-up, the paced sender, the receiver);
 //! - `iperf3`: iperf3's protocol on real sockets: `test` against a stock iperf3 server (the
 //!   server's side of it is in [`server`]);
@@ -34,6 +35,7 @@ mod clock;
 mod control;
 mod error;
 mod iperf3;
+mod pacer;
 mod payload;
 mod random;
 mod run;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use longhaul_proto::auto_pace::GovernorSummary;
 use longhaul_proto::interval::{
     ReportClock, StreamInterval, StreamStats, StreamTotals, TcpSample, Tick, UdpInterval,
     UdpTotals, tcp_interval,
@@ -23,7 +24,9 @@ use longhaul_proto::{EndCondition, TestParams, WindowRequest};
 use longhaul_units::models::MAX_TCP_WINDOW;
 
 use crate::EngineError;
+use crate::channel::Channel;
 use crate::clock::Clock;
+use crate::pacer::{self, PacedSocket, Pacer};
 use crate::socket::tcp_sample;
 use crate::stream::{Flow, Job, StreamState, Worker};
 use crate::udp::UdpSend;
@@ -59,6 +62,9 @@ pub(crate) struct SendConfig {
     pub(crate) budget_per_stream: Option<u64>,
     /// How a UDP test's senders send (`-u`).
     pub(crate) udp: Option<UdpSend>,
+    /// `--pace auto`: the bottleneck the packet trains found, bit/s of IP packets; a governor
+    /// paces this side's TCP senders from it.
+    pub(crate) pace_auto_bps: Option<u64>,
 }
 
 /// How the receivers of this side behave.
@@ -93,6 +99,8 @@ pub(crate) struct Run {
     report_receivers: bool,
     /// A UDP test's rate per sending stream (the report's target), bit/s.
     udp_rate_bps: u64,
+    /// `--pace auto`'s governor of this side's senders.
+    pacer: Option<Pacer>,
 }
 
 impl Run {
@@ -107,6 +115,8 @@ impl Run {
     ) -> Result<Self, EngineError> {
         let clock = Clock::start();
         let mut tracked = Vec::with_capacity(streams.len());
+        let mut paced: Vec<Arc<dyn PacedSocket>> = Vec::new();
+        let mut pace_mss = None;
         for s in streams {
             let udp = matches!(s.sock, Flow::Udp(_));
             let state = StreamState::new(s.index, s.sender, s.sock);
@@ -126,6 +136,10 @@ impl Run {
                     window: recv.window,
                 },
             };
+            if s.sender && !udp {
+                pace_mss.get_or_insert((s.mss, state.sock.tcp().is_some_and(Channel::is_ipv6)));
+                paced.push(Arc::clone(&state) as Arc<dyn PacedSocket>);
+            }
             let worker = Worker::spawn(Arc::clone(&state), clock, job)
                 .map_err(|e| EngineError::io(format!("start stream {} thread", s.index), e))?;
             tracked.push(Tracked {
@@ -136,12 +150,19 @@ impl Run {
                 stats: StreamStats::new(s.index, s.sender, s.congestion, s.mss),
             });
         }
+        let pacer = match (send.pace_auto_bps, pace_mss) {
+            (Some(wire_bps), Some((mss, ipv6))) => {
+                Some(Pacer::start(paced, pacer::start_rate(wire_bps, mss, ipv6))?)
+            }
+            _ => None,
+        };
         Ok(Self {
             clock,
             streams: tracked,
             ticks: ReportClock::new(interval_ns, omit_ns),
             report_receivers: recv.report,
             udp_rate_bps: send.udp.as_ref().map_or(0, |u| u.rate_bps),
+            pacer,
         })
     }
 
@@ -269,6 +290,9 @@ impl Run {
     /// the end of their connection is not an error; UDP receivers keep taking the datagrams still
     /// on their way, until the sender's end marker or [`Self::drain_udp_receivers`].)
     pub(crate) fn stop_senders(&self) {
+        if let Some(p) = &self.pacer {
+            p.halt();
+        }
         for t in &self.streams {
             let st = &t.worker.state;
             if st.sender || st.udp.is_none() {
@@ -325,6 +349,11 @@ impl Run {
             t.worker.state.stop.store(true, Ordering::Relaxed);
             t.worker.state.sock.shut_down();
         }
+    }
+
+    /// What `--pace auto`'s governor did on this side (it stops now if it still ran).
+    pub(crate) fn pace_summary(&mut self) -> Option<GovernorSummary> {
+        self.pacer.take().and_then(Pacer::finish)
     }
 
     /// Joins the workers. Returns per-stream totals (net of the omit period), the workers' CPU time, the
@@ -415,6 +444,7 @@ pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError
         write_len,
         budget_per_stream,
         udp,
+        pace_auto_bps: params.pace_auto.map(|p| p.bottleneck_bps),
     })
 }
 

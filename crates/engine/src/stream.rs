@@ -97,6 +97,12 @@ impl StreamState {
     }
 }
 
+impl crate::pacer::PacedSocket for StreamState {
+    fn paced_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.sock.tcp().map(|c| c.as_fd())
+    }
+}
+
 /// What a worker does.
 pub(crate) enum Job {
     /// Send until stopped or until `budget` bytes are sent.

@@ -424,6 +424,7 @@ impl JobMessage {
                     size: *size,
                     count: *count,
                     synced: false,
+                    train: 1,
                 };
                 ProbeMessage::from_json(&serde_json::to_vec(&hello).expect("serialises"))?;
                 Ok(())

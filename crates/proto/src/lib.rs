@@ -12,6 +12,8 @@
 //! - [`msg`]: the control messages, the test parameters and their validation;
 //! - [`window`]: socket-buffer sizing from RTT × rate, and the honest report of what the kernel granted;
 //! - [`pacing`]: a total pacing rate split across streams;
+//! - [`auto_pace`]: `--pace auto`: the bottleneck from packet trains, and the governor that holds
+//!   the pacing rate under it;
 //! - [`interval`]: per-interval and end-of-test accounting of TCP_INFO samples;
 //! - [`report`]: the iperf3-compatible JSON report;
 //! - [`probe`]: the probe stream of `longhaul monitor`'s latency tests (TWAMP's split: a TCP control
@@ -24,6 +26,7 @@
 //! Allowed dependencies: `longhaul-units`, serde, serde_json, thiserror, jiff (without its clock). No
 //! tokio, libc, sockets or clock.
 
+pub mod auto_pace;
 pub mod conversation;
 pub mod frame;
 pub mod interval;

@@ -199,6 +199,11 @@ impl Message {
             Message::Results(r) if r.streams.len() > 2 * MAX_STREAMS as usize => {
                 Err(ProtoError::Invalid("too many streams in results".into()))
             }
+            Message::Results(SideResults {
+                pace_auto: Some(g), ..
+            }) if g.timeline.len() > crate::auto_pace::MAX_TIMELINE => Err(ProtoError::Invalid(
+                "more --pace auto rounds in results than a report keeps".into(),
+            )),
             _ => Ok(()),
         }
     }
@@ -284,6 +289,10 @@ pub struct TestParams {
     pub target_rate_bps: u64,
     /// Total pacing rate split across the sending streams, bit/s (`--pace`).
     pub pace_total_bps: Option<u64>,
+    /// `--pace auto`: each sending side's governor paces its streams from the bottleneck the
+    /// client's packet trains found (absent: not asked, also from older clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_auto: Option<PaceAuto>,
     /// Bytes per write call (`-l`).
     pub write_len: u32,
     /// Use zero-copy send (`-Z`).
@@ -412,6 +421,17 @@ impl TestParams {
                 "pacing rate must be 1 kbit/s..=10 Tbit/s, got {pace} bit/s"
             ));
         }
+        if let Some(p) = self.pace_auto {
+            if !(MIN_PACE_BPS..=MAX_RATE_BPS).contains(&p.bottleneck_bps) {
+                return bad(format!(
+                    "--pace auto's bottleneck must be 1 kbit/s..=10 Tbit/s, got {} bit/s",
+                    p.bottleneck_bps
+                ));
+            }
+            if self.pace_total_bps.is_some() {
+                return bad("--pace is either auto or a rate, not both".into());
+            }
+        }
         if self.rtt_ns > MAX_RTT_NS {
             return bad(format!("rtt must be at most 10 s, got {} ns", self.rtt_ns));
         }
@@ -445,7 +465,7 @@ impl TestParams {
         if self.congestion.is_some() {
             return bad("congestion control (-C) applies to TCP tests only, not UDP (-u)".into());
         }
-        if self.pace_total_bps.is_some() {
+        if self.pace_total_bps.is_some() || self.pace_auto.is_some() {
             return bad("--pace applies to TCP tests; a UDP test (-u) is paced by -b".into());
         }
         if self.zerocopy {
@@ -552,6 +572,14 @@ impl CpuUse {
     }
 }
 
+/// `--pace auto`'s start, as the client sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaceAuto {
+    /// The bottleneck the packet trains found, bit/s of IP packets
+    /// ([`MIN_PACE_BPS`]..=[`MAX_RATE_BPS`]).
+    pub bottleneck_bps: u64,
+}
+
 /// End-of-test totals of one side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SideResults {
@@ -559,6 +587,9 @@ pub struct SideResults {
     pub cpu: CpuUse,
     /// One entry per data connection.
     pub streams: Vec<crate::interval::StreamTotals>,
+    /// What `--pace auto`'s governor did, on a side that sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_auto: Option<crate::auto_pace::GovernorSummary>,
 }
 
 #[cfg(test)]
@@ -575,6 +606,7 @@ pub(crate) mod tests {
             window: WindowRequest::Auto,
             target_rate_bps: 10_000_000_000,
             pace_total_bps: None,
+            pace_auto: None,
             write_len: 128 * 1024,
             zerocopy: false,
             rtt_ns: 120_000_000,

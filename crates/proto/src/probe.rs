@@ -6,9 +6,9 @@
 //! the session, and the probes travel over UDP to a port the server opened for it:
 //!
 //! ```text
-//! A: ProbeHello{version, interval_ns, size, count, synced}
+//! A: ProbeHello{version, interval_ns, size, count, synced, train}
 //!                          B: ProbeAccept{udp_port, session, synced} | Error (a limit)
-//! A → B (UDP): probe{session, seq, a_send_ns} × count, every interval_ns
+//! A → B (UDP): probe{session, seq, a_send_ns} × count, `train` back to back every interval_ns
 //!                          B → A (UDP): the same bytes with b_recv_ns, b_send_ns, b_seen, reply bit
 //! A: ProbeStop             B: ProbeDone{received, duplicates, refused}
 //! ```
@@ -52,6 +52,8 @@ pub const MAX_SIZE: usize = 8972;
 pub const MIN_INTERVAL_NS: u64 = 1_000_000;
 /// Most probes in one session (one an ms for an hour).
 pub const MAX_COUNT: u64 = 3_600_000;
+/// Longest packet train (`train`).
+pub const MAX_TRAIN: u32 = 64;
 /// Replies a reflector sends beyond `count` (duplicates the path made, a retry).
 pub const REPLY_MARGIN: u64 = 64;
 
@@ -78,6 +80,10 @@ pub enum ProbeMessage {
         count: u64,
         /// Whether A's clock says it is synchronised.
         synced: bool,
+        /// Probes A sends back to back every `interval_ns` (a packet train, for `--pace auto`'s
+        /// bottleneck estimate); 1 for a steady stream.
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        train: u32,
     },
     /// B accepts: the UDP port to probe and the session's id.
     ProbeAccept {
@@ -106,6 +112,14 @@ pub enum ProbeMessage {
     },
 }
 
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
 impl ProbeMessage {
     /// Parses and validates one message.
     pub fn from_json(bytes: &[u8]) -> Result<Self, ProtoError> {
@@ -116,8 +130,14 @@ impl ProbeMessage {
                 interval_ns,
                 size,
                 count,
+                train,
                 ..
             } => {
+                if !(1..=MAX_TRAIN).contains(train) {
+                    return Err(ProtoError::Invalid(format!(
+                        "probe train of {train} is outside 1..={MAX_TRAIN} probes"
+                    )));
+                }
                 if *interval_ns < MIN_INTERVAL_NS {
                     return Err(ProtoError::Invalid(format!(
                         "probe interval {interval_ns} ns is below the {MIN_INTERVAL_NS} ns minimum"
@@ -703,7 +723,7 @@ mod tests {
 
     #[test]
     fn control_messages_are_bounded() {
-        let hello = |interval: u64, size: u32, count: u64| {
+        let train = |interval: u64, size: u32, count: u64, train: u32| {
             ProbeMessage::from_json(
                 serde_json::to_string(&ProbeMessage::ProbeHello {
                     version: 1,
@@ -711,12 +731,29 @@ mod tests {
                     size,
                     count,
                     synced: false,
+                    train,
                 })
                 .unwrap()
                 .as_bytes(),
             )
         };
+        let hello = |interval: u64, size: u32, count: u64| train(interval, size, count, 1);
         assert!(hello(100_000_000, 100, 600).is_ok());
+        assert!(
+            train(1_000_000, 1472, 450, 50).is_ok(),
+            "--pace auto's trains"
+        );
+        assert!(train(1_000_000, 1472, 450, 0).is_err(), "an empty train");
+        assert!(train(1_000_000, 1472, 450, MAX_TRAIN + 1).is_err());
+        let steady = ProbeMessage::from_json(
+            br#"{"type":"probe_hello","version":1,"interval_ns":1000000,"size":64,"count":5,"synced":false}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(steady, ProbeMessage::ProbeHello { train: 1, .. }),
+            "a hello from a build without trains"
+        );
+        assert!(!serde_json::to_string(&steady).unwrap().contains("train"));
         assert!(hello(1000, 100, 600).is_err(), "a million probes a second");
         assert!(
             hello(100_000_000, 10, 600).is_err(),

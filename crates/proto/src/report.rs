@@ -112,6 +112,9 @@ pub struct StartExtra {
     pub congestion_requested: Option<String>,
     /// Total pacing rate requested (`--pace`), bit/s.
     pub pace_total_bps: Option<u64>,
+    /// `--pace auto`: the bottleneck the client's packet trains found before the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_auto: Option<crate::auto_pace::BottleneckEstimate>,
     /// Zero-copy send method in use, if `-Z`.
     pub zerocopy: Option<String>,
     /// `--encrypt`: the TLS version and cipher suite of the connections (`None`: plaintext).
@@ -711,6 +714,20 @@ pub struct EndExtra {
     pub warnings: Vec<String>,
     /// Client-side CPU seconds per gigabit moved.
     pub cpu_seconds_per_gbit: f64,
+    /// `--pace auto`: what each sending side's governor did (the trains' estimate is in `start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace_auto: Option<PaceAutoReport>,
+}
+
+/// `--pace auto` in the end report.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PaceAutoReport {
+    /// The client's governor, if the client sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<crate::auto_pace::GovernorSummary>,
+    /// The server's governor, if the server sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::auto_pace::GovernorSummary>,
 }
 
 /// iperf3's `end`.

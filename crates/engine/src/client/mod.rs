@@ -14,12 +14,14 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use longhaul_proto::TestParams;
+use longhaul_proto::auto_pace::{BottleneckEstimate, TrainTiming};
 use longhaul_proto::conversation::client::{Client, ClientSettings, Event};
 use longhaul_proto::msg::{AUTO_DATAGRAM_LEN, MAX_DATAGRAM_LEN};
 use longhaul_proto::msg::{CpuUse, SidePlan, SideResults, SocketSetup};
+use longhaul_proto::msg::{MAX_RATE_BPS, MIN_PACE_BPS, PaceAuto};
 use longhaul_proto::report::{Report, Start};
 use longhaul_proto::wire::{Cookie, Preamble};
+use longhaul_proto::{Direction, TestParams};
 use longhaul_sys as sys;
 
 use crate::control::Control;
@@ -87,6 +89,28 @@ fn checked_params(cfg: &ClientConfig, ctrl: &TcpStream) -> Result<TestParams, En
     Ok(params)
 }
 
+/// `--pace auto`'s packet trains to the server's reflector, before the test: probes as large as
+/// the control connection's segments, timed at the reflector when the client sends the data and
+/// back at the client when the server does (or both do).
+fn pace_estimate(
+    cfg: &ClientConfig,
+    params: &TestParams,
+    ctrl: &TcpStream,
+    server: SocketAddr,
+) -> Result<BottleneckEstimate, EngineError> {
+    if params.is_udp() || params.pace_total_bps.is_some() {
+        return Err(EngineError::Unsupported(
+            "--pace auto paces TCP streams; not with -u, nor with a --pace rate".into(),
+        ));
+    }
+    let timing = match params.direction {
+        Direction::Forward => TrainTiming::Forward,
+        Direction::Reverse | Direction::Bidir => TrainTiming::RoundTrip,
+    };
+    let mss = sys::mss(ctrl.as_fd()).unwrap_or(DEFAULT_DATAGRAM_LEN);
+    crate::probe::estimate_bottleneck(server, mss, timing, cfg.timeout)
+}
+
 /// How long a client that found an iperf3 server keeps trying to connect again: the server closes
 /// and reopens its listening socket after a client it could not read.
 const IPERF3_RELISTEN: Duration = Duration::from_secs(3);
@@ -99,6 +123,13 @@ fn run_iperf3(
     retry: Duration,
 ) -> Result<Report, EngineError> {
     cfg.params.validate_request()?;
+    if cfg.pace_auto {
+        return Err(EngineError::Unsupported(
+            "--pace auto needs a longhaul server (its reflector times the packet trains), not \
+             iperf3's"
+                .into(),
+        ));
+    }
     if let Some(cc) = &cfg.params.congestion {
         socket::check_congestion(cc)?;
     }
@@ -163,7 +194,17 @@ fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         socket::check_congestion(cc)?;
     }
     let (ctrl_sock, server) = connect_control(cfg)?;
-    let params = checked_params(cfg, &ctrl_sock)?;
+    let mut params = checked_params(cfg, &ctrl_sock)?;
+    let pace_estimate = if cfg.pace_auto {
+        let e = pace_estimate(cfg, &params, &ctrl_sock, server)?;
+        params.pace_auto = Some(PaceAuto {
+            bottleneck_bps: e.rate_bps.clamp(MIN_PACE_BPS, MAX_RATE_BPS),
+        });
+        params.validate()?;
+        Some(e)
+    } else {
+        None
+    };
     let (channel, pinned) = match &cfg.encrypt {
         Some(tls) => {
             let (c, p) = Connector::new(tls)?.connect(ctrl_sock, &cfg.host, cfg.timeout)?;
@@ -200,6 +241,7 @@ fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         test: None,
         run: None,
         report: None,
+        pace_estimate,
     };
     if cfg.encrypt.is_none() {
         flush(&mut drv.conv, &mut ctrl)?;
@@ -294,6 +336,8 @@ struct Driver<'a> {
     test: Option<Test>,
     run: Option<Run>,
     report: Option<Report>,
+    /// `--pace auto`: the packet trains' estimate, for the start of the report.
+    pace_estimate: Option<BottleneckEstimate>,
 }
 
 impl Driver<'_> {
@@ -375,7 +419,7 @@ impl Driver<'_> {
                     .test
                     .as_mut()
                     .expect("streams ready after they were opened");
-                let start = start_report(
+                let mut start = start_report(
                     self.cfg,
                     self.encryption.clone(),
                     &t.params,
@@ -386,6 +430,7 @@ impl Driver<'_> {
                     &t.local_setups,
                     &sockets,
                 );
+                start.longhaul.pace_auto = self.pace_estimate.clone();
                 // Everything is set up: only the start is left to do at the common instant.
                 if let Some(at) = self.cfg.start_at {
                     hold_until(at);
@@ -441,7 +486,8 @@ impl Driver<'_> {
                     .expect("running")
                     .wait_all(self.origin + drain_by);
                 self.conv.streams_ended(ended)?;
-                let run = self.run.take().expect("running");
+                let mut run = self.run.take().expect("running");
+                let pace_auto = run.pace_summary();
                 let (totals, worker_cpu, wall, stream_error) = run.finish();
                 if let Some(e) = stream_error {
                     return Err(e);
@@ -455,6 +501,7 @@ impl Driver<'_> {
                         wall_s: wall,
                     },
                     streams: totals,
+                    pace_auto,
                 });
                 // Let the server log our side; it closes after reading this.
                 while let Some(m) = self.conv.poll_transmit() {

@@ -46,6 +46,9 @@ pub struct ClientConfig {
     /// The key a server that requires one for tests asks this client to prove (`--key`); `None`:
     /// such a server refuses the test.
     pub key: Option<longhaul_transfer::auth::Key>,
+    /// `--pace auto`: estimate the bottleneck by packet trains to the server's reflector before
+    /// the test, and govern the pacing of every sending side from there.
+    pub pace_auto: bool,
 }
 
 /// The protocol a test speaks to its server.
@@ -208,6 +211,7 @@ pub(crate) fn start_report(
             target_rate_bps: params.target_rate_bps,
             congestion_requested: params.congestion.clone(),
             pace_total_bps: params.pace_total_bps,
+            pace_auto: None,
             // TLS sends by copy.
             zerocopy: (params.zerocopy && encryption.is_none()).then(|| {
                 crate::zerocopy::ZeroCopyMethod::selected()

@@ -75,6 +75,8 @@ pub(super) fn serve(
         protocol: crate::client::ServerProtocol::Auto,
         // A job's test holds no key for its target: a target that requires one refuses it.
         key: None,
+        // A job's test carries no --pace auto (its parameters came from the controller).
+        pace_auto: false,
     };
     let mut relay = Relay {
         writer: ctl.writer(),

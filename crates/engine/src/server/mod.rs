@@ -935,7 +935,8 @@ impl Session<'_> {
                 flush(&mut self.conv, ctrl)?;
                 let ended = udp_ended.unwrap_or_else(|| run.wait_all(deadline));
                 self.conv.streams_ended(ended)?;
-                let run = self.run.take().expect("running");
+                let mut run = self.run.take().expect("running");
+                let pace_auto = run.pace_summary();
                 let (totals, worker_cpu, wall, stream_error) = run.finish();
                 if let Some(e) = stream_error {
                     return Err(e);
@@ -950,6 +951,7 @@ impl Session<'_> {
                         wall_s: wall,
                     },
                     streams: totals,
+                    pace_auto,
                 };
                 self.conv.local_results(results, self.now());
             }

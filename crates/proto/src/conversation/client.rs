@@ -351,13 +351,19 @@ impl Client {
         let mut totals = local.streams.clone();
         let remote_cpu = remote.cpu;
         totals.extend(remote.streams);
-        let end = report::end_report(
+        let mut end = report::end_report(
             &totals,
             self.params.direction,
             self.params.streams,
             local.cpu,
             remote_cpu,
         );
+        if self.params.pace_auto.is_some() {
+            end.longhaul.pace_auto = Some(report::PaceAutoReport {
+                client: local.pace_auto.clone(),
+                server: remote.pace_auto,
+            });
+        }
         self.transmit.push_back(Message::Results(local));
         let intervals = self.merger.finish(&mut self.events);
         self.events

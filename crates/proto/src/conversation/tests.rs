@@ -124,6 +124,7 @@ fn results(p: &TestParams, client_side: bool) -> SideResults {
             system_s: 0.2,
             wall_s: 3.0,
         },
+        pace_auto: None,
         streams: (0..n)
             .map(|i| StreamTotals {
                 stream: i,

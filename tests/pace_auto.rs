@@ -1,0 +1,203 @@
+//! `longhaul test --pace auto` on emulated long paths: it finds the bottleneck by packet trains, holds
+//! the pacing rate under it so that a small queue never overflows, and follows cross traffic that
+//! comes and goes (issue 17's acceptance).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::emulate::emulate_checked;
+use crate::util::{bin, machine_alone, netns_privileges};
+
+/// A directory of this test process for its reports (removed at the end of the test).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("lh-pace-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("make the test directory");
+        Self(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn report(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let j: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}: {text}", path.display()))?;
+    match j["error"].as_str() {
+        Some(e) => Err(format!("{}: the test failed: {e}", path.display())),
+        None => Ok(j),
+    }
+}
+
+/// Received bit/s, retransmitted segments and segments sent (by the sender's MSS) of a report.
+fn figures(j: &Value) -> (f64, u64, u64) {
+    let rate = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let retr = j["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    let bytes = j["end"]["sum_sent"]["bytes"].as_u64().unwrap_or(0);
+    let mss = j["start"]["longhaul"]["local_sockets"][0]["mss"]
+        .as_u64()
+        .unwrap_or(1448)
+        .max(1);
+    (rate, retr, bytes / mss)
+}
+
+/// The command's failure, with the last lines of what it and the emulator said.
+fn succeeded(out: &Output) -> Result<(), String> {
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
+    Err(format!(
+        "the command failed ({}): {}",
+        out.status,
+        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    ))
+}
+
+/// A 120 ms, 1 Gbit/s path whose bottleneck queue is 0.1 × BDP (1.5 MB, 12 ms): unpaced CUBIC
+/// overflows it in slow start; `--pace auto` runs at ≥ 90 % of the bottleneck (after the first 3 s
+/// of slow start, `-O 3`) with retransmits under 0.1 % of the segments sent.
+#[test]
+fn pace_auto_fills_a_small_queue_120ms_path_without_retransmits() {
+    if !netns_privileges() {
+        return;
+    }
+    let _serial = machine_alone();
+    let dir = Scratch::new("small-queue");
+    let (unpaced, auto) = (dir.path().join("cubic.json"), dir.path().join("auto.json"));
+    let cmd = format!(
+        "{lh} test 10.201.0.2 -C cubic -t 8 -O 3 --json > {u}; \
+         {lh} test 10.201.0.2 -C cubic -t 8 -O 3 --pace auto --json > {a}",
+        lh = bin(),
+        u = unpaced.display(),
+        a = auto.display()
+    );
+    emulate_checked(
+        &[
+            "--rtt", "120ms", "--rate", "1G", "--queue", "1500K", "--", "sh", "-c", &cmd,
+        ],
+        |out| {
+            succeeded(out)?;
+            let (u, a) = (report(&unpaced)?, report(&auto)?);
+            let (u_rate, u_retr, u_segs) = figures(&u);
+            let (a_rate, a_retr, a_segs) = figures(&a);
+            println!(
+                "unpaced CUBIC: {:.1} Mbit/s, {u_retr} of {u_segs} segments retransmitted; \
+                 --pace auto: {:.1} Mbit/s, {a_retr} of {a_segs}",
+                u_rate / 1e6,
+                a_rate / 1e6
+            );
+            let estimate = &a["start"]["longhaul"]["pace_auto"];
+            let found = estimate["rate_bps"].as_f64().unwrap_or(0.0);
+            assert!(
+                (0.5e9..=1.5e9).contains(&found),
+                "the trains found {found} bit/s on a 1 Gbit/s path: {estimate}"
+            );
+            let governor = &a["end"]["longhaul"]["pace_auto"]["client"];
+            assert!(governor["rounds"].as_u64().unwrap_or(0) > 20, "{governor}");
+            assert!(governor["to_90_ms"].is_f64(), "{governor}");
+            assert!(a_rate <= 1.0e9, "{a_rate} beat the 1 Gbit/s link");
+            if a_rate < 0.90e9 {
+                return Err(format!("--pace auto ran at {a_rate} bit/s"));
+            }
+            if a_retr as f64 >= 0.001 * a_segs as f64 {
+                return Err(format!(
+                    "--pace auto retransmitted {a_retr} of {a_segs} segments"
+                ));
+            }
+            Ok(())
+        },
+    );
+}
+
+/// On/off cross traffic of 400 Mbit/s (3 s on, 5 s off) on a 1 Gbit/s, 120 ms path: the governor
+/// comes down to the room left while it is on and goes back up when it is off.
+#[test]
+fn pace_auto_follows_cross_traffic_that_comes_and_goes() {
+    if !netns_privileges() {
+        return;
+    }
+    let _serial = machine_alone();
+    let dir = Scratch::new("cross");
+    let auto = dir.path().join("auto.json");
+    let cmd = format!(
+        "{lh} test 10.201.0.2 -t 16 --pace auto --json > {a}",
+        lh = bin(),
+        a = auto.display()
+    );
+    emulate_checked(
+        &[
+            "--rtt",
+            "120ms",
+            "--rate",
+            "1G",
+            "--queue",
+            "1500K",
+            "--cross-on-off",
+            "400M,3s,5s",
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ],
+        |out| {
+            succeeded(out)?;
+            let a = report(&auto)?;
+            let timeline = a["end"]["longhaul"]["pace_auto"]["client"]["timeline"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let rounds: Vec<(f64, f64)> = timeline
+                .iter()
+                .map(|r| {
+                    (
+                        r["at_ms"].as_f64().unwrap_or(0.0),
+                        r["rate_bps"].as_f64().unwrap_or(0.0),
+                    )
+                })
+                .collect();
+            // Past the start: a rate set for the cross traffic, and a rate set after it that
+            // takes the room back.
+            let late: Vec<&(f64, f64)> = rounds.iter().filter(|r| r.0 > 2_000.0).collect();
+            let low = late.iter().find(|r| r.1 <= 0.75e9);
+            let Some(&&(low_at, low_bps)) = low else {
+                let lowest = late.iter().map(|r| r.1).fold(f64::MAX, f64::min);
+                return Err(format!(
+                    "never came down for the cross traffic (lowest {lowest})"
+                ));
+            };
+            let high_after = late
+                .iter()
+                .filter(|r| r.0 > low_at)
+                .map(|r| r.1)
+                .fold(0.0, f64::max);
+            println!(
+                "down to {:.0} Mbit/s at {:.1} s, back up to {:.0} Mbit/s after it",
+                low_bps / 1e6,
+                low_at / 1e3,
+                high_after / 1e6
+            );
+            if high_after < 0.85e9 {
+                return Err(format!(
+                    "never went back up when it left (highest after the low {high_after})"
+                ));
+            }
+            Ok(())
+        },
+    );
+}
