@@ -269,6 +269,7 @@ impl RawPeer {
             chunk_size: MIB,
             rtt_ns: 100_000,
             rate_bps: 1_000_000_000,
+            pace_auto_bps: None,
         });
         self.send(&Message::ManifestBatch {
             entries,

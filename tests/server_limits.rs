@@ -544,6 +544,7 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         chunk_size: 64 << 20,
         rtt_ns: 1_000_000,
         rate_bps: 1_000_000_000,
+        pace_auto_bps: None,
     });
     let err = peer.recv().expect_err("the plan is refused");
     assert!(err.contains("over the 512 MiB limit"), "{err}");
@@ -557,9 +558,25 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         chunk_size: 1 << 20,
         rtt_ns: u64::MAX,
         rate_bps: 0,
+        pace_auto_bps: None,
     });
     let err = peer.recv().expect_err("the plan's rtt is refused");
     assert!(err.contains("rtt"), "{err}");
+
+    // A --pace auto bottleneck no path has (5 bit/s) would pace the server's streams to a crawl.
+    let mut peer = RawPeer::connect(srv.port, &key, XferDirection::Get);
+    peer.send(&Xfer::Request {
+        paths: vec![longhaul_transfer::RelPath::parse("f").unwrap()],
+    });
+    peer.send(&Xfer::Plan {
+        streams: 1,
+        chunk_size: 1 << 20,
+        rtt_ns: 1_000_000,
+        rate_bps: 1_000_000_000,
+        pace_auto_bps: Some(5),
+    });
+    let err = peer.recv().expect_err("the plan's bottleneck is refused");
+    assert!(err.contains("--pace auto's bottleneck"), "{err}");
 
     let mut peer = RawPeer::connect(srv.port, &key, XferDirection::Get);
     peer.send(&Xfer::Request {
@@ -570,6 +587,7 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         chunk_size: 1 << 20,
         rtt_ns: 1_000_000,
         rate_bps: 1_000_000_000,
+        pace_auto_bps: None,
     });
     peer.recv_until(|m| matches!(m, Xfer::ManifestBatch { last: true, .. }))
         .expect("the manifest");

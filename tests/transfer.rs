@@ -1113,6 +1113,24 @@ fn a_second_transfer_into_the_same_dest_is_refused_while_the_first_runs() {
     assert!(same_bytes(&small, &root.join("in/small.txt")));
 }
 
+/// A server's log lines, read on a thread.
+struct ServerLog(std::sync::mpsc::Receiver<String>);
+
+impl ServerLog {
+    /// The next line that contains `needle` (within a minute of the one before).
+    fn wait_for(&self, needle: &str) -> String {
+        loop {
+            let line = self
+                .0
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the server never logged {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+}
+
 /// A named emulated testbed, taken down when dropped.
 struct Testbed(DownOnDrop);
 
@@ -1135,6 +1153,35 @@ impl Testbed {
         c.args(["emulate", "exec", "--name", &self.0.0, host, "--"])
             .args(args);
         c
+    }
+
+    /// `longhaul server --root ROOT --key KEY EXTRA...` in host b, logging at info; returns once it
+    /// listens, with its log.
+    fn server(&self, root: &Path, key: &Path, extra: &[&str]) -> (Child, ServerLog) {
+        let mut args = vec![
+            bin(),
+            "server",
+            "--root",
+            s(root),
+            "--key",
+            s(key),
+            "--log",
+            "info",
+        ];
+        args.extend_from_slice(extra);
+        let mut server = self
+            .exec("b", &args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server in host b");
+        let log = ServerLog(crate::util::read_lines(
+            server.stderr.take().unwrap(),
+            None,
+            |_| true,
+        ));
+        log.wait_for("longhaul server listening on");
+        (server, log)
     }
 
     fn link(&self, state: &str) {
@@ -1167,36 +1214,8 @@ fn a_cut_path_times_out_on_both_ends_and_the_same_command_resumes() {
     let bed = Testbed::up(&["--rtt", "20ms", "--rate", "200M"]);
 
     // The server in host b, with a short idle timeout, its log read on a thread.
-    let mut server = bed
-        .exec(
-            "b",
-            &[
-                bin(),
-                "server",
-                "--root",
-                s(&root),
-                "--key",
-                s(&key),
-                "--idle-timeout",
-                "3",
-                "--log",
-                "info",
-            ],
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the server in host b");
-    let server_log = crate::util::read_lines(server.stderr.take().unwrap(), None, |_| true);
-    let wait_log = |needle: &str| loop {
-        let line = server_log
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("the server never logged {needle:?}"));
-        if line.contains(needle) {
-            return line;
-        }
-    };
-    wait_log("longhaul server listening on");
+    let (mut server, log) = bed.server(&root, &key, &["--idle-timeout", "3"]);
+    let wait_log = |needle: &str| log.wait_for(needle);
 
     let send = |extra: &[&str]| {
         let mut args = vec![
@@ -1328,4 +1347,111 @@ fn the_raw_test_peer_sends_a_file_the_real_server_accepts() {
         [Message::FileVerified { file: 7 }]
     );
     assert_eq!(std::fs::read(root.join("hand.txt")).unwrap(), payload);
+}
+
+/// `send --pace auto` and `get --pace auto` over an emulated 120 ms, 1 Gbit/s path whose queue is
+/// 0.1 × BDP: the client's packet trains find the bottleneck, the sending side (the client for send,
+/// the server for get) governs its pacing from it, the summary says so, every byte is verified, and
+/// the send retransmits under 0.1 % of its segments.
+#[test]
+fn send_and_get_with_pace_auto_over_a_small_queue_path() {
+    if !crate::util::netns_privileges() {
+        return;
+    }
+    let _machine = crate::util::machine_alone();
+    let t = Scratch::new("pace");
+    let key = t.key("key");
+    let root = t.dir("root");
+    const SIZE: u64 = 256 << 20;
+    let src = t.join("src/big.dat");
+    random_file(&src, SIZE);
+    let bed = Testbed::up(&["--rtt", "120ms", "--rate", "1G", "--queue", "1500K"]);
+    let (mut server, log) = bed.server(&root, &key, &[]);
+    let wait_log = |needle: &str| log.wait_for(needle);
+    let run = |args: &[&str]| -> Value {
+        let out = bed.exec("a", args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("the summary as JSON")
+    };
+
+    let sent = run(&[
+        bin(),
+        "send",
+        s(&src),
+        "10.201.0.2:in",
+        "--key",
+        s(&key),
+        "--pace",
+        "auto",
+        "--json",
+    ]);
+    assert!(same_bytes(&src, &root.join("in/big.dat")));
+    assert_eq!(sent["verified"], true, "{sent}");
+    let pa = &sent["pace_auto"];
+    let found = pa["estimate"]["rate_bps"].as_f64().unwrap_or(0.0);
+    assert!((0.5e9..=1.5e9).contains(&found), "{pa}");
+    assert_eq!(pa["estimate"]["timing"], "forward", "{pa}");
+    assert!(pa["governor"]["rounds"].as_u64().unwrap_or(0) > 5, "{pa}");
+    let retransmits = u(&sent, "retransmits");
+    let segments = SIZE / 1448;
+    println!(
+        "send --pace auto: {:.1} Mbit/s, {retransmits} retransmits of {segments} segments; {}",
+        sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        pa["governor"]
+    );
+    assert!(
+        (retransmits as f64) < 0.001 * segments as f64,
+        "{retransmits} retransmits"
+    );
+
+    let back = t.dir("back");
+    let got = run(&[
+        bin(),
+        "get",
+        "10.201.0.2:in/big.dat",
+        s(&back),
+        "--key",
+        s(&key),
+        "--pace",
+        "auto",
+        "--json",
+    ]);
+    assert!(same_bytes(&src, &back.join("big.dat")));
+    assert_eq!(got["verified"], true, "{got}");
+    assert_eq!(
+        got["pace_auto"]["estimate"]["timing"], "round_trip",
+        "{got}"
+    );
+    assert!(
+        got["pace_auto"]["governor"].is_null(),
+        "the server governs a get"
+    );
+    let governed = wait_log("--pace auto governed this get");
+    println!("get --pace auto: {governed}");
+
+    // `--pace` of a transfer takes only auto.
+    let out = bed
+        .exec(
+            "a",
+            &[
+                bin(),
+                "send",
+                s(&src),
+                "10.201.0.2:x",
+                "--key",
+                s(&key),
+                "--pace",
+                "900M",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--pace takes \"auto\""),
+        "{}",
+        stderr(&out)
+    );
+    let _ = server.kill();
+    let _ = server.wait();
 }

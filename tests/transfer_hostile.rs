@@ -496,6 +496,7 @@ fn a_sender_leaves_reserved_names_out() {
         chunk_size: MIB,
         rtt_ns: 100_000,
         rate_bps: 1_000_000_000,
+        pace_auto_bps: None,
     });
     let mut listed = Vec::new();
     loop {

@@ -43,6 +43,19 @@ pub(crate) struct CommonArgs {
     pub(crate) encrypt: args::Encrypt,
     #[command(flatten)]
     pub(crate) knobs: TransferKnobs,
+    /// "auto": find the bottleneck by packet trains to the server and govern the sending side's
+    /// pacing from there, adjusting as the path changes, instead of pacing at --rate
+    /// (docs/pacing.md).
+    #[arg(long, value_name = "auto", value_parser = pace_auto)]
+    pub(crate) pace: Option<args::Pace>,
+}
+
+/// `--pace` of a transfer: only `auto` (a transfer's fixed pacing rate is `--rate`).
+fn pace_auto(s: &str) -> Result<args::Pace, String> {
+    match args::pace(s)? {
+        args::Pace::Auto => Ok(args::Pace::Auto),
+        args::Pace::Rate(_) => Err("a transfer is paced at --rate; --pace takes \"auto\"".into()),
+    }
 }
 
 /// How a transfer runs and reports, wherever it runs (`send`, `get`, and `copy` on its sending
@@ -277,6 +290,7 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
         ticket: None,
         time_limit: None,
         stripe: None,
+        pace_auto: c.pace == Some(args::Pace::Auto),
     })
 }
 
@@ -496,6 +510,28 @@ buffers), RTT {:.3} ms{}{}; {}",
         .encryption
         .as_ref()
         .map_or_else(String::new, |tls| format!("; encrypted ({tls})"))
+        + &s.pace_auto
+            .as_ref()
+            .map_or_else(String::new, pace_auto_text)
+}
+
+/// `--pace auto` in a transfer's summary line: the trains' estimate and the governor's account.
+fn pace_auto_text(p: &longhaul_transfer::report::PaceAutoSummary) -> String {
+    let mut t = String::new();
+    if let Some(e) = &p.estimate {
+        t += &format!(
+            "; pace auto: bottleneck {} ({} of {} trains, {:.0} ms)",
+            fmt_rate(e.rate_bps),
+            e.trains_used,
+            e.trains,
+            e.took_ms
+        );
+    }
+    match &p.governor {
+        Some(g) => t += &format!(", {}", crate::test::governor_line(g)),
+        None => t += ", governed by the server",
+    }
+    t
 }
 
 #[cfg(test)]

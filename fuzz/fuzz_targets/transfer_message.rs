@@ -76,6 +76,7 @@ fuzz_target!(|data: &[u8]| {
                 chunk_size,
                 rtt_ns,
                 rate_bps,
+                ..
             } => {
                 assert!(memory_bound(*streams, *chunk_size) <= MEMORY_LIMIT);
                 assert!(*rtt_ns <= MAX_RTT_NS && *rate_bps <= MAX_RATE_BPS);

@@ -21,6 +21,12 @@ pub(crate) trait PacedSocket: Send + Sync {
     fn paced_fd(&self) -> Option<BorrowedFd<'_>>;
 }
 
+impl PacedSocket for std::net::TcpStream {
+    fn paced_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(self))
+    }
+}
+
 /// The governor's thread.
 pub(crate) struct Pacer {
     stop: Arc<AtomicBool>,

@@ -23,6 +23,8 @@ use std::sync::mpsc::Receiver;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use longhaul_proto::auto_pace::{BottleneckEstimate, TrainTiming};
+use longhaul_proto::msg::{MAX_RATE_BPS, MIN_PACE_BPS};
 use longhaul_proto::wire::Preamble;
 use longhaul_transfer::auth::TicketId;
 use longhaul_transfer::journal::JOURNAL_KEY_CONTEXT;
@@ -35,6 +37,7 @@ use longhaul_units::Nanos;
 
 use crate::EngineError;
 use crate::channel::Channel;
+use crate::pacer::{self, PacedSocket, Pacer};
 use crate::socket::{self, SocketOptions};
 use crate::tls::Pinned;
 
@@ -51,6 +54,7 @@ pub(crate) mod ticket;
 pub use conn::Endpoint;
 use conn::{Ctl, unexpected};
 use dest::SinkOptions;
+use longhaul_transfer::report::PaceAutoSummary;
 pub use longhaul_transfer::report::{Event, Summary};
 use root::Root;
 use side::Side;
@@ -98,6 +102,9 @@ pub struct TransferConfig {
     pub time_limit: Option<Duration>,
     /// `send`: one stripe of a striped transfer (its chunk size is the transfer's).
     pub stripe: Option<Stripe>,
+    /// `--pace auto`: packet trains to the server's reflector before the data, then the sending
+    /// side's governor paces the streams from the bottleneck they found (instead of at `rate_bps`).
+    pub pace_auto: bool,
 }
 
 /// This process's umask, for [`ModePolicy::umask`]: read from `/proc/self/status` (Linux ≥ 4.7),
@@ -147,6 +154,7 @@ fn summary(
         stripe: side.stripe.clone(),
         verified: side.failed.is_empty(),
         encryption: ctl.channel().encryption(),
+        pace_auto: None,
     }
 }
 
@@ -157,6 +165,8 @@ struct Plan {
     chunk_size: u64,
     rtt_ns: u64,
     rate_bps: u64,
+    /// `--pace auto`: the bottleneck the packet trains found, bit/s of IP packets.
+    pace_auto_bps: Option<u64>,
 }
 
 impl Plan {
@@ -167,8 +177,49 @@ impl Plan {
             chunk_size: self.chunk_size,
             rtt_ns: self.rtt_ns,
             rate_bps: self.rate_bps,
+            pace_auto_bps: self.pace_auto_bps,
         }
     }
+
+    /// With `--pace auto`, starts the governor of this side's sending streams.
+    fn governor(&self, socks: &[Channel]) -> Result<Option<Pacer>, EngineError> {
+        let Some(bottleneck) = self.pace_auto_bps else {
+            return Ok(None);
+        };
+        let clones = probes(socks);
+        let Some(first) = clones.first() else {
+            return Ok(None);
+        };
+        let mss = longhaul_sys::mss(first.as_fd()).unwrap_or(1448);
+        let ipv6 = first.local_addr().is_ok_and(|a| a.is_ipv6());
+        let socks: Vec<Arc<dyn PacedSocket>> = clones
+            .into_iter()
+            .map(|s| Arc::new(s) as Arc<dyn PacedSocket>)
+            .collect();
+        Pacer::start(socks, pacer::start_rate(bottleneck, mss, ipv6)).map(Some)
+    }
+}
+
+/// `--pace auto` on a client: the packet trains to the server before the data (timed at the
+/// server for `send`, back here for `get`), as the plan carries them and the summary reports them.
+fn trains(
+    cfg: &TransferConfig,
+    ctl: &Ctl,
+    session: &Session,
+    direction: Direction,
+    p: &mut Plan,
+) -> Result<Option<BottleneckEstimate>, EngineError> {
+    if !cfg.pace_auto {
+        return Ok(None);
+    }
+    let timing = match direction {
+        Direction::Send => TrainTiming::Forward,
+        Direction::Get => TrainTiming::RoundTrip,
+    };
+    let mss = longhaul_sys::mss(ctl.socket().as_fd()).unwrap_or(1448);
+    let e = crate::probe::estimate_bottleneck(session.server, mss, timing, cfg.endpoint.timeout)?;
+    p.pace_auto_bps = Some(e.rate_bps.clamp(MIN_PACE_BPS, MAX_RATE_BPS));
+    Ok(Some(e))
 }
 
 /// The client's plan: RTT from the control connection's TCP_INFO (after the handshake's round
@@ -210,6 +261,7 @@ fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
         chunk_size,
         rtt_ns,
         rate_bps: cfg.rate_bps,
+        pace_auto_bps: None,
     })
 }
 
@@ -251,7 +303,7 @@ fn open_streams(
             .map_err(|e| EngineError::io(format!("send preamble of stream {i}"), e))?;
         out.push(s);
     }
-    if sender {
+    if sender && p.pace_auto_bps.is_none() {
         pace(&out, p)?;
     }
     Ok(out)
@@ -362,8 +414,9 @@ fn send_sources(
 ) -> Result<Summary, EngineError> {
     src.stripe = cfg.stripe;
     let (mut ctl, session, keys) = open(cfg, Direction::Send)?;
-    let p = plan(cfg, &ctl)?;
+    let mut p = plan(cfg, &ctl)?;
     admit(p.streams, p.rate_bps, src.total_bytes())?;
+    let estimate = trains(cfg, &ctl, &session, Direction::Send, &mut p)?;
     ctl.send(&Message::SendTo {
         dest,
         overwrite: cfg.overwrite,
@@ -375,6 +428,7 @@ fn send_sources(
     let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
     let socks = open_streams(cfg, &session, &keys, &p, true)?;
     let probe = probes(&socks);
+    let governor = p.governor(&socks)?;
     let skipped = std::mem::take(&mut src.skipped);
     let mut side = Side::new(on_event, cfg.idle_timeout);
     side.limit_time(cfg.time_limit);
@@ -389,14 +443,25 @@ fn send_sources(
         &have,
         &mut side,
     )?;
-    Ok(summary(
+    let mut s = summary(
         &ctl,
         &side,
         Direction::Send,
         &p,
         skipped,
         Some(retransmits(&probe)),
-    ))
+    );
+    s.pace_auto = pace_auto_summary(estimate, governor);
+    Ok(s)
+}
+
+/// `--pace auto` for the summary: the client's trains and this side's governor (stopped now).
+fn pace_auto_summary(
+    estimate: Option<BottleneckEstimate>,
+    governor: Option<Pacer>,
+) -> Option<PaceAutoSummary> {
+    let governor = governor.and_then(Pacer::finish);
+    (estimate.is_some() || governor.is_some()).then_some(PaceAutoSummary { estimate, governor })
 }
 
 /// `longhaul get HOST:SRC... DEST`: each source (relative to the server's root) lands in the local
@@ -409,7 +474,8 @@ pub fn get(
 ) -> Result<Summary, EngineError> {
     // Authenticate first: a wrong key or an unreachable server leaves no trace in DEST.
     let (mut ctl, session, keys) = open(cfg, Direction::Get)?;
-    let p = plan(cfg, &ctl)?;
+    let mut p = plan(cfg, &ctl)?;
+    let estimate = trains(cfg, &ctl, &session, Direction::Get, &mut p)?;
     ctl.send(&Message::Request {
         paths: sources.to_vec(),
     })?;
@@ -438,7 +504,9 @@ pub fn get(
     let mut side = Side::new(on_event, cfg.idle_timeout);
     let chunk_key = keys.receiving(Role::Client);
     sink::run(&mut ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
-    Ok(summary(&ctl, &side, Direction::Get, &p, Vec::new(), None))
+    let mut s = summary(&ctl, &side, Direction::Get, &p, Vec::new(), None);
+    s.pace_auto = pace_auto_summary(estimate, None);
+    Ok(s)
 }
 
 /// A local source path as (its parent directory, its name).
@@ -717,18 +785,29 @@ fn serve_authenticated(
             let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, true)?;
             let probe = probes(&socks);
+            let governor = p.governor(&socks)?;
             let skipped = std::mem::take(&mut src.skipped);
             let mut side = Side::new(&mut log, files.idle_timeout);
             let chunk_key = keys.sending(Role::Server);
             source::run(ctl, socks, src, p.chunk_size, chunk_key, &have, &mut side)?;
-            Ok(summary(
+            let mut s = summary(
                 ctl,
                 &side,
                 direction,
                 &p,
                 skipped,
                 Some(retransmits(&probe)),
-            ))
+            );
+            s.pace_auto = pace_auto_summary(None, governor);
+            if let Some(g) = s.pace_auto.as_ref().and_then(|p| p.governor.as_ref()) {
+                tracing::info!(
+                    held_bps = g.held_bps,
+                    start_bps = g.start_bps,
+                    rounds = g.rounds,
+                    "--pace auto governed this get"
+                );
+            }
+            Ok(s)
         }
     }
 }
@@ -747,12 +826,14 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
             chunk_size,
             rtt_ns,
             rate_bps,
+            pace_auto_bps,
         } => {
             let p = Plan {
                 streams,
                 chunk_size,
                 rtt_ns,
                 rate_bps,
+                pace_auto_bps,
             };
             if let longhaul_proto::window::BufferAction::Set { request, force } =
                 window_plan(&p).recv.action
@@ -776,7 +857,7 @@ fn setup_accepted(socks: &[Channel], p: &Plan, sender: bool) -> Result<(), Engin
     for (i, s) in socks.iter().enumerate() {
         socket::apply(s.as_fd(), &opts, sender, i as u32)?;
     }
-    if sender && p.rate_bps > 0 {
+    if sender && p.rate_bps > 0 && p.pace_auto_bps.is_none() {
         pace(socks, p)?;
     }
     Ok(())

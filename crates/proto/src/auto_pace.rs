@@ -43,6 +43,9 @@ pub const MAX_GAIN: f64 = 0.04;
 pub const CAREFUL_GAIN: f64 = 0.02;
 /// The cut after a round with a queue or a loss, beyond the queue to drain.
 pub const BACKOFF: f64 = 0.02;
+/// Below this share of the rate delivered, the streams are limited by something other than the
+/// pacing, and a queue alone does not lower it (a loss still does).
+pub const LIMITED_ELSEWHERE: f64 = 0.6;
 /// The shortest round the governor acts on.
 pub const MIN_ROUND_NS: u64 = 10_000_000;
 /// Most rounds a summary keeps in its timeline (a longer run's are thinned evenly).
@@ -268,6 +271,9 @@ impl Governor {
         .unwrap_or(u64::MAX);
         let retransmits = r.retransmits.saturating_sub(s.retransmits);
         let queue_us = r.srtt_us.saturating_sub(r.min_rtt_us);
+        // Delivering far below the rate, the streams are held by something else (slow start, a
+        // window, the application or a busy host): a longer RTT then is not this pacing's queue.
+        let elsewhere = (delivered as f64) < LIMITED_ELSEWHERE * self.rate_bps as f64;
         let before = self.rate_bps;
         let step = if self.draining {
             // The drain round is over: back to the rate that was delivered.
@@ -276,8 +282,11 @@ impl Governor {
                 self.rate_bps = c;
             }
             Step::Hold
-        } else if retransmits > 0 || queue_us > queue_threshold_us(r.min_rtt_us) {
-            let cruise = (self.rate_bps.min(delivered) as f64 * (1.0 - BACKOFF)) as u64;
+        } else if retransmits > 0 || (queue_us > queue_threshold_us(r.min_rtt_us) && !elsewhere) {
+            // At most a halving a round: a loss in slow start, when little is delivered yet, is
+            // no measure of the path.
+            let base = self.rate_bps.min(delivered.max(self.rate_bps / 2));
+            let cruise = (base as f64 * (1.0 - BACKOFF)) as u64;
             let cruise = cruise.max(MIN_RATE_BPS);
             // One round below it drains the queue that built: queue delay ÷ round of the rate.
             let drain = (f64::from(queue_us) / f64::from(r.srtt_us.max(1))).min(0.5);
@@ -564,6 +573,30 @@ mod tests {
         assert_eq!(s.timeline.len(), MAX_TIMELINE);
         assert_eq!(s.timeline.last(), g.rounds.last());
         assert_eq!(s.timeline.first(), g.rounds.first());
+    }
+
+    /// A sender held to a trickle by its own host (a busy CPU) while the RTT grows with the
+    /// receiver's backlog: the governor does not follow the trickle down.
+    #[test]
+    fn a_slow_host_is_not_taken_for_a_queue() {
+        let mut g = Governor::new(950_000_000, 10_000_000_000);
+        let mut r = Reading {
+            srtt_us: 150_000,
+            min_rtt_us: 120_000,
+            ..Reading::default()
+        };
+        for i in 1..100u64 {
+            r.at_ns = i * 150_000_000;
+            r.acked_bytes = i * 1_000_000; // 53 Mbit/s
+            g.observe(r);
+        }
+        assert_eq!(g.rate_bps(), 950_000_000, "{:?}", g.summary());
+        // A loss still lowers it, by at most half a round.
+        r.retransmits = 3;
+        r.at_ns += 150_000_000;
+        r.acked_bytes += 1_000_000;
+        g.observe(r);
+        assert_eq!(g.rate_bps(), (475_000_000.0 * (1.0 - BACKOFF) * 0.8) as u64);
     }
 
     #[test]

@@ -154,6 +154,11 @@ pub enum Message {
         /// The target rate of all streams together, bit/s.
         #[serde(default)]
         rate_bps: u64,
+        /// `--pace auto`: the bottleneck the client's packet trains found, bit/s of IP packets; the
+        /// sending side governs its pacing from it instead of pacing at `rate_bps` (absent: not
+        /// asked, also from older clients).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pace_auto_bps: Option<u64>,
     },
     /// Part of the manifest. Each entry is validated on parsing; the receiver adds them in order to a
     /// [`crate::manifest::Manifest`], which enforces the tree rules (unique ids and paths, parents first).
@@ -292,10 +297,21 @@ impl Message {
                 invalid(format!("request must name 1 to {MAX_REQUEST_PATHS} paths"))
             }
             Message::Plan {
+                pace_auto_bps: Some(b),
+                ..
+            } if !(longhaul_proto::msg::MIN_PACE_BPS..=longhaul_proto::msg::MAX_RATE_BPS)
+                .contains(b) =>
+            {
+                invalid(format!(
+                    "--pace auto's bottleneck must be 1 kbit/s..=10 Tbit/s, got {b} bit/s"
+                ))
+            }
+            Message::Plan {
                 streams,
                 chunk_size,
                 rtt_ns,
                 rate_bps,
+                ..
             } => check_plan(*streams, *chunk_size, *rtt_ns, *rate_bps).or_else(invalid),
             Message::SendTo {
                 stripe: Some(s), ..
@@ -683,6 +699,7 @@ pub(crate) mod tests {
             chunk_size,
             rtt_ns,
             rate_bps,
+            pace_auto_bps: None,
         }
     }
 
@@ -823,6 +840,7 @@ pub(crate) mod tests {
                 chunk_size: 16 * MIB,
                 rtt_ns: 120_000_000,
                 rate_bps: 10_000_000_000,
+                pace_auto_bps: Some(980_000_000),
             },
             Message::SendTo {
                 dest: Some(RelPath::parse("incoming").unwrap()),

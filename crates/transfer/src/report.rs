@@ -44,6 +44,17 @@ pub enum Event {
     },
 }
 
+/// `--pace auto` in a transfer's summary.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PaceAutoSummary {
+    /// The packet trains' estimate (on the client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<longhaul_proto::auto_pace::BottleneckEstimate>,
+    /// This side's governor, if this side sent (a `get` is governed by the server, which logs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub governor: Option<longhaul_proto::auto_pace::GovernorSummary>,
+}
+
 /// The end of a transfer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -83,6 +94,10 @@ pub struct Summary {
     /// `--encrypt`: the TLS version and cipher suite of the connections (`None`: plaintext).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<String>,
+    /// `--pace auto`: the bottleneck the packet trains found (the client's) and what this side's
+    /// governor did, when this side sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_auto: Option<PaceAutoSummary>,
     /// One stripe of a striped transfer: which, and (at the receiver) whether it put the files
     /// in place. `files` then counts this stripe's parts of files verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]

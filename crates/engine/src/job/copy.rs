@@ -173,6 +173,8 @@ pub(super) fn send(
     let target = format!("{to} port {port}");
     info!(controller = %c.spec.name, %target, paths = paths.len(), "job: copy");
     let cfg = TransferConfig {
+        // A copy's parameters come from its controller, which asks for no packet trains.
+        pace_auto: false,
         endpoint: Endpoint {
             host,
             port,
