@@ -9,7 +9,7 @@ use longhaul_engine::{
     ClientConfig, DEFAULT_PORT, Observer, RemoteTest, Server, ServerConfig, ServerProtocol, TestTo,
     run_remote_test, run_test,
 };
-use longhaul_proto::auto_pace::{GovernorSummary, TrainTiming};
+use longhaul_proto::auto_pace::TrainTiming;
 use longhaul_proto::msg::{AUTO_DATAGRAM_LEN, MAX_BURST, MAX_OMIT_NS, MAX_WRITE_LEN, UdpParams};
 use longhaul_proto::report::{
     End, IntervalReport, LsrEntry, Report, Start, StreamEntry, SumEntry, UdpEntry, UdpReceived,
@@ -1051,28 +1051,11 @@ fn print_cpu_and_notes(e: &End) {
     if let Some(p) = &e.longhaul.pace_auto {
         for (side, g) in [("client", &p.client), ("server", &p.server)] {
             if let Some(g) = g {
-                println!("pace auto ({side} sends): {}", governor_line(g));
+                println!("pace auto ({side} sends): {}", g.line());
             }
         }
     }
     for w in &e.longhaul.warnings {
         println!("warning: {w}");
     }
-}
-
-/// What a `--pace auto` governor did, in one line.
-pub(crate) fn governor_line(g: &GovernorSummary) -> String {
-    format!(
-        "held {} (started at {}, ranged {} to {}); 90 % of it delivered after {}; {} rounds, {} \
-         raises, {} cuts",
-        fmt_rate_iperf(g.held_bps),
-        fmt_rate_iperf(g.start_bps),
-        fmt_rate_iperf(g.lowest_bps),
-        fmt_rate_iperf(g.highest_bps),
-        g.to_90_ms
-            .map_or("never".into(), |ms| format!("{:.2} s", ms / 1e3)),
-        g.rounds,
-        g.raised,
-        g.lowered
-    )
 }

@@ -528,7 +528,7 @@ fn pace_auto_text(p: &longhaul_transfer::report::PaceAutoSummary) -> String {
         );
     }
     match &p.governor {
-        Some(g) => t += &format!(", {}", crate::test::governor_line(g)),
+        Some(g) => t += &format!(", {}", g.line()),
         None => t += ", governed by the server",
     }
     t

@@ -21,7 +21,9 @@
 //! trip passes before a change shows: a rate `g` too high for two rounds builds `2 × g × RTT` of
 //! queue, so at [`CAREFUL_GAIN`] = 2 % a 120 ms path queues at most ~5 ms before the governor sees
 //! it, under a queue of 0.1 × BDP (12 ms). Past the rate where a queue last showed (cross traffic
-//! has left), raises grow to [`MAX_GAIN`].
+//! has left) or [`STALE_AFTER`] raises in a row with no queue forming, raises grow to
+//! [`MAX_GAIN`]; a queue starting to form (a quarter of the threshold) brings them back to
+//! [`MIN_GAIN`].
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +45,8 @@ pub const MAX_GAIN: f64 = 0.04;
 pub const CAREFUL_GAIN: f64 = 0.02;
 /// The cut after a round with a queue or a loss, beyond the queue to drain.
 pub const BACKOFF: f64 = 0.02;
+/// Raises in a row with no queue forming after which the last ceiling is stale.
+pub const STALE_AFTER: u32 = 4;
 /// Below this share of the rate delivered, the streams are limited by something other than the
 /// pacing, and a queue alone does not lower it (a loss still does).
 pub const LIMITED_ELSEWHERE: f64 = 0.6;
@@ -215,6 +219,8 @@ pub struct Governor {
     cruise_bps: Option<u64>,
     /// What was delivered when a queue last showed: raises past it go by the smallest step.
     ceiling_bps: Option<u64>,
+    /// Raises in a row with no queue forming.
+    clear_raises: u32,
     first: Option<Reading>,
     round_start: Option<Reading>,
     rounds: Vec<Round>,
@@ -233,6 +239,7 @@ impl Governor {
             settling: false,
             cruise_bps: None,
             ceiling_bps: None,
+            clear_raises: 0,
             first: None,
             round_start: None,
             rounds: Vec::new(),
@@ -294,6 +301,7 @@ impl Governor {
             self.cruise_bps = Some(cruise);
             self.ceiling_bps = Some(delivered);
             self.gain = MIN_GAIN;
+            self.clear_raises = 0;
             self.draining = true;
             self.settling = false;
             Step::Lower
@@ -302,12 +310,26 @@ impl Governor {
             Step::Hold
         } else if delivered as f64 >= 0.9 * self.rate_bps as f64 {
             let rate = self.rate_bps as f64;
-            let near_ceiling = self
-                .ceiling_bps
-                .is_some_and(|c| rate * (1.0 + self.gain) > c as f64 && rate < 1.02 * c as f64);
-            // Well past the last ceiling with no queue, the path has more room than it had (cross
-            // traffic left): raises may grow to MAX_GAIN. Otherwise they stay careful.
-            let roomy = self.ceiling_bps.is_some_and(|c| rate >= 1.02 * c as f64);
+            // A queue starting to form (a quarter of the threshold): the smallest step, and the
+            // steps start growing again from it.
+            let forming = queue_us > queue_threshold_us(r.min_rtt_us) / 4;
+            if forming {
+                self.gain = MIN_GAIN;
+                self.clear_raises = 0;
+            } else {
+                self.clear_raises += 1;
+            }
+            // Raises without a queue since the last cut: after STALE_AFTER of them the last
+            // ceiling says nothing more (cross traffic left).
+            let fresh = self.clear_raises < STALE_AFTER;
+            let near_ceiling = fresh
+                && self
+                    .ceiling_bps
+                    .is_some_and(|c| rate * (1.0 + self.gain) > c as f64 && rate < 1.02 * c as f64);
+            // Past the last ceiling, or long clear of queues, the path has more room than it
+            // had: raises may grow to MAX_GAIN. Otherwise they stay careful.
+            let roomy =
+                !forming && (!fresh || self.ceiling_bps.is_some_and(|c| rate >= 1.02 * c as f64));
             let gain = if near_ceiling { MIN_GAIN } else { self.gain };
             let raised = (rate * (1.0 + gain)) as u64;
             self.rate_bps = raised.clamp(MIN_RATE_BPS, self.max_bps);
@@ -357,6 +379,26 @@ impl Governor {
             lowered: count(Step::Lower),
             timeline: thinned(&self.rounds),
         }
+    }
+}
+
+impl GovernorSummary {
+    /// What it did, in one line of text.
+    pub fn line(&self) -> String {
+        use longhaul_units::fmt_rate_iperf as rate;
+        format!(
+            "held {} (started at {}, ranged {} to {}); 90 % of it delivered after {}; {} rounds, \
+             {} raises, {} cuts",
+            rate(self.held_bps),
+            rate(self.start_bps),
+            rate(self.lowest_bps),
+            rate(self.highest_bps),
+            self.to_90_ms
+                .map_or("never".into(), |ms| format!("{:.2} s", ms / 1e3)),
+            self.rounds,
+            self.raised,
+            self.lowered
+        )
     }
 }
 
