@@ -629,6 +629,62 @@ pub(crate) mod tests {
         }
     }
 
+    /// A client's --pace auto start is bounded: a bottleneck of 0 or 5 bit/s would pace the
+    /// server's streams to a standstill, and auto with a fixed rate is two answers to one question.
+    #[test]
+    fn a_pace_auto_start_out_of_range_is_refused() {
+        let mut p = params();
+        p.pace_auto = Some(PaceAuto {
+            bottleneck_bps: 980_000_000,
+        });
+        assert!(p.validate().is_ok());
+        for bad in [0, 5, MAX_RATE_BPS + 1] {
+            p.pace_auto = Some(PaceAuto {
+                bottleneck_bps: bad,
+            });
+            let e = p.validate().unwrap_err().to_string();
+            assert!(e.contains("--pace auto's bottleneck"), "{bad}: {e}");
+        }
+        p.pace_auto = Some(PaceAuto {
+            bottleneck_bps: 980_000_000,
+        });
+        p.pace_total_bps = Some(900_000_000);
+        assert!(p.validate().is_err(), "auto and a rate");
+    }
+
+    /// A server's results carry at most the rounds a report keeps: a lying server's endless
+    /// timeline is refused, not held.
+    #[test]
+    fn results_with_an_endless_pace_auto_timeline_are_refused() {
+        let mut g = crate::auto_pace::Governor::new(1_000_000_000, 10_000_000_000);
+        let mut r = crate::auto_pace::Reading {
+            srtt_us: 20_000,
+            min_rtt_us: 20_000,
+            ..Default::default()
+        };
+        for i in 1..50u64 {
+            r.at_ns = i * 20_000_000;
+            r.acked_bytes = i * 2_500_000;
+            g.observe(r);
+        }
+        let mut summary = g.summary();
+        let results = |summary: &crate::auto_pace::GovernorSummary| {
+            Message::Results(SideResults {
+                cpu: CpuUse {
+                    user_s: 0.0,
+                    system_s: 0.0,
+                    wall_s: 1.0,
+                },
+                streams: Vec::new(),
+                pace_auto: Some(summary.clone()),
+            })
+        };
+        assert!(results(&summary).validate().is_ok());
+        let round = summary.timeline[0];
+        summary.timeline = vec![round; crate::auto_pace::MAX_TIMELINE + 1];
+        assert!(results(&summary).validate().is_err());
+    }
+
     #[test]
     fn udp_params_round_trip_and_are_checked() {
         let m = Message::Params(udp_params());
