@@ -21,8 +21,8 @@ use serde_json::Value;
 use crate::emulate::{emulate, emulate_checked, hops};
 use crate::transfer::{Scratch, s};
 use crate::util::{
-    DownOnDrop, Machine, bin, machine_alone, namespaces_named, netns_privileges, program,
-    read_lines,
+    DownOnDrop, KillOnDrop, Machine, bin, machine_alone, namespaces_named, netns_privileges,
+    program, read_lines,
 };
 
 /// Each test here runs its networks without the calibration check (`--no-calibration`): its
@@ -619,16 +619,6 @@ impl Named {
             "link {link} {state}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-    }
-}
-
-/// A child process killed (SIGKILL) and reaped when dropped, so a failing test leaves none behind.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -595,15 +595,7 @@ fn prometheus_scrapes_the_monitor_a_server_and_the_emulator() {
         ),
     )
     .unwrap();
-    /// Kills the child when dropped.
-    struct Kill(Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _prometheus = Kill(
+    let _prometheus = crate::util::KillOnDrop(
         Command::new("prometheus")
             .arg(format!("--config.file={}", s(&config)))
             .arg(format!("--storage.tsdb.path={}", s(&t.join("tsdb"))))

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::transfer_session::Relay;
-use crate::util::{DownOnDrop, ServerProc, bin};
+use crate::util::{DownOnDrop, KillOnDrop, ServerProc, bin};
 
 /// A scratch directory under the system's temp dir, removed when dropped.
 pub(crate) struct Scratch(PathBuf);
@@ -1157,7 +1157,7 @@ impl Testbed {
 
     /// `longhaul server --root ROOT --key KEY EXTRA...` in host b, logging at info; returns once it
     /// listens, with its log.
-    fn server(&self, root: &Path, key: &Path, extra: &[&str]) -> (Child, ServerLog) {
+    fn server(&self, root: &Path, key: &Path, extra: &[&str]) -> (KillOnDrop, ServerLog) {
         let mut args = vec![
             bin(),
             "server",
@@ -1181,7 +1181,7 @@ impl Testbed {
             |_| true,
         ));
         log.wait_for("longhaul server listening on");
-        (server, log)
+        (KillOnDrop(server), log)
     }
 
     fn link(&self, state: &str) {
@@ -1214,7 +1214,7 @@ fn a_cut_path_times_out_on_both_ends_and_the_same_command_resumes() {
     let bed = Testbed::up(&["--rtt", "20ms", "--rate", "200M"]);
 
     // The server in host b, with a short idle timeout, its log read on a thread.
-    let (mut server, log) = bed.server(&root, &key, &["--idle-timeout", "3"]);
+    let (_server, log) = bed.server(&root, &key, &["--idle-timeout", "3"]);
     let wait_log = |needle: &str| log.wait_for(needle);
 
     let send = |extra: &[&str]| {
@@ -1274,8 +1274,6 @@ fn a_cut_path_times_out_on_both_ends_and_the_same_command_resumes() {
     assert_eq!(u(&v, "bytes_to_send"), SIZE - verified, "{v}");
     assert_eq!(u(&v, "bytes_moved"), SIZE - verified, "{v}");
     assert!(same_bytes(&src, &root.join("in/big.dat")), "not identical");
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 /// A client of another transfer-protocol version is told so in one message, and the server keeps
@@ -1366,7 +1364,7 @@ fn send_and_get_with_pace_auto_over_a_small_queue_path() {
     let src = t.join("src/big.dat");
     random_file(&src, SIZE);
     let bed = Testbed::up(&["--rtt", "120ms", "--rate", "1G", "--queue", "1500K"]);
-    let (mut server, log) = bed.server(&root, &key, &[]);
+    let (_server, log) = bed.server(&root, &key, &[]);
     let wait_log = |needle: &str| log.wait_for(needle);
     let run = |args: &[&str]| -> Value {
         let out = bed.exec("a", args).output().unwrap();
@@ -1452,6 +1450,4 @@ fn send_and_get_with_pace_auto_over_a_small_queue_path() {
         "{}",
         stderr(&out)
     );
-    let _ = server.kill();
-    let _ = server.wait();
 }

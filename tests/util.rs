@@ -154,6 +154,16 @@ impl Drop for DownOnDrop {
     }
 }
 
+/// A child process killed (SIGKILL) and reaped when dropped, so a failing test leaves none behind.
+pub(crate) struct KillOnDrop(pub(crate) Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Path of the binary under test.
 pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_longhaul")

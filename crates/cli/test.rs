@@ -704,7 +704,7 @@ fn print_start(s: &Start) {
     if let Some(e) = &x.pace_auto {
         println!(
             "pacing: auto; bottleneck {} (median of {} of {} packet trains of {} x {} B, {} to {}, \
-             timed {}, in {:.0} ms); each sending side governs from there",
+             timed {}, in {:.0} ms); each sending side governs from under {}",
             fmt_rate_iperf(e.rate_bps),
             e.trains_used,
             e.trains,
@@ -716,7 +716,8 @@ fn print_start(s: &Start) {
                 TrainTiming::Forward => "at the server",
                 TrainTiming::RoundTrip => "on the round trip",
             },
-            e.took_ms
+            e.took_ms,
+            fmt_rate_iperf(e.start_bps)
         );
     }
     println!(

@@ -182,19 +182,19 @@ impl Plan {
     }
 
     /// With `--pace auto`, starts the governor of this side's sending streams.
-    fn governor(&self, socks: &[Channel]) -> Result<Option<Pacer>, EngineError> {
+    /// `socks` are the [`probes`] of the data connections.
+    fn governor(&self, socks: &[Arc<TcpStream>]) -> Result<Option<Pacer>, EngineError> {
         let Some(bottleneck) = self.pace_auto_bps else {
             return Ok(None);
         };
-        let clones = probes(socks);
-        let Some(first) = clones.first() else {
+        let Some(first) = socks.first() else {
             return Ok(None);
         };
         let mss = longhaul_sys::mss(first.as_fd()).unwrap_or(1448);
         let ipv6 = first.local_addr().is_ok_and(|a| a.is_ipv6());
-        let socks: Vec<Arc<dyn PacedSocket>> = clones
-            .into_iter()
-            .map(|s| Arc::new(s) as Arc<dyn PacedSocket>)
+        let socks: Vec<Arc<dyn PacedSocket>> = socks
+            .iter()
+            .map(|s| Arc::clone(s) as Arc<dyn PacedSocket>)
             .collect();
         Pacer::start(socks, pacer::start_rate(bottleneck, mss, ipv6)).map(Some)
     }
@@ -218,7 +218,7 @@ fn trains(
     };
     let mss = longhaul_sys::mss(ctl.socket().as_fd()).unwrap_or(1448);
     let e = crate::probe::estimate_bottleneck(session.server, mss, timing, cfg.endpoint.timeout)?;
-    p.pace_auto_bps = Some(e.rate_bps.clamp(MIN_PACE_BPS, MAX_RATE_BPS));
+    p.pace_auto_bps = Some(e.start_bps.clamp(MIN_PACE_BPS, MAX_RATE_BPS));
     Ok(Some(e))
 }
 
@@ -320,15 +320,16 @@ fn pace(socks: &[Channel], p: &Plan) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// The data connections' sockets again, for `TCP_INFO` once the streams are done with them.
-fn probes(socks: &[Channel]) -> Vec<TcpStream> {
+/// The data connections' sockets again, for `TCP_INFO` while the streams use them (the governor)
+/// and once they are done with them.
+fn probes(socks: &[Channel]) -> Vec<Arc<TcpStream>> {
     socks
         .iter()
-        .filter_map(|s| s.socket().try_clone().ok())
+        .filter_map(|s| s.socket().try_clone().ok().map(Arc::new))
         .collect()
 }
 
-fn retransmits(socks: &[TcpStream]) -> u64 {
+fn retransmits(socks: &[Arc<TcpStream>]) -> u64 {
     socks
         .iter()
         .filter_map(|s| longhaul_sys::tcp_info(s.as_fd()).ok())
@@ -428,7 +429,7 @@ fn send_sources(
     let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
     let socks = open_streams(cfg, &session, &keys, &p, true)?;
     let probe = probes(&socks);
-    let governor = p.governor(&socks)?;
+    let governor = p.governor(&probe)?;
     let skipped = std::mem::take(&mut src.skipped);
     let mut side = Side::new(on_event, cfg.idle_timeout);
     side.limit_time(cfg.time_limit);
@@ -785,7 +786,7 @@ fn serve_authenticated(
             let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
             setup_accepted(&socks, &p, true)?;
             let probe = probes(&socks);
-            let governor = p.governor(&socks)?;
+            let governor = p.governor(&probe)?;
             let skipped = std::mem::take(&mut src.skipped);
             let mut side = Side::new(&mut log, files.idle_timeout);
             let chunk_key = keys.sending(Role::Server);

@@ -95,6 +95,13 @@ pub struct BottleneckEstimate {
     pub low_bps: u64,
     /// See `low_bps`.
     pub high_bps: u64,
+    /// The rate the governor starts under: the trains' lower quartile when they were timed at the
+    /// reflector, whose errors go both ways (an emulator or a NIC releasing a train's tail in a
+    /// bunch reads high, and a start above the bottleneck builds a queue through slow start);
+    /// the median when timed on the round trip, which can only read low (the replies are
+    /// spaced by the reflector as well as the path).
+    #[serde(default)]
+    pub start_bps: u64,
     /// Trains sent, and those that counted.
     pub trains: u32,
     /// See `trains`.
@@ -131,8 +138,13 @@ impl BottleneckEstimate {
         } else {
             rates[n / 2 - 1] / 2 + rates[n / 2] / 2
         };
+        let start_bps = match timing {
+            TrainTiming::Forward => rates[n / 4].min(median),
+            TrainTiming::RoundTrip => median,
+        };
         Some(Self {
             rate_bps: median,
+            start_bps,
             low_bps: rates[0],
             high_bps: rates[n - 1],
             trains: u32::try_from(trains.len()).unwrap_or(u32::MAX),
@@ -354,19 +366,26 @@ impl Governor {
 
     /// What it did, for the report.
     pub fn summary(&self) -> GovernorSummary {
-        let rates: Vec<u64> = self.rounds.iter().map(|r| r.rate_bps).collect();
+        // Rounds after the last data was acknowledged (the streams had ended, the governor had
+        // not yet been stopped) say nothing about the path.
+        let end = self
+            .rounds
+            .iter()
+            .rposition(|r| r.delivered_bps > 0)
+            .map_or(self.rounds.len(), |i| i + 1);
+        let active = &self.rounds[..end];
+        let rates: Vec<u64> = active.iter().map(|r| r.rate_bps).collect();
         // The rate it held: the median over the second half of the rounds (past the start).
         let held = {
             let mut late: Vec<u64> = rates[rates.len() / 2..].to_vec();
             late.sort_unstable();
             late.get(late.len() / 2).copied().unwrap_or(self.rate_bps)
         };
-        let to_90_ms = self
-            .rounds
+        let to_90_ms = active
             .iter()
             .find(|r| r.delivered_bps as f64 >= 0.9 * held as f64)
             .map(|r| r.at_ms);
-        let count = |s: Step| self.rounds.iter().filter(|r| r.step == s).count() as u32;
+        let count = |s: Step| active.iter().filter(|r| r.step == s).count() as u32;
         GovernorSummary {
             start_bps: self.start_bps,
             held_bps: held,
@@ -374,10 +393,10 @@ impl Governor {
             lowest_bps: rates.iter().copied().min().unwrap_or(self.rate_bps),
             highest_bps: rates.iter().copied().max().unwrap_or(self.rate_bps),
             to_90_ms,
-            rounds: u32::try_from(self.rounds.len()).unwrap_or(u32::MAX),
+            rounds: u32::try_from(active.len()).unwrap_or(u32::MAX),
             raised: count(Step::Raise),
             lowered: count(Step::Lower),
-            timeline: thinned(&self.rounds),
+            timeline: thinned(active),
         }
     }
 }
@@ -484,6 +503,11 @@ mod tests {
         assert!((e.rate_bps as f64 / 1e9 - 1.0).abs() < 0.011, "{e:?}");
         assert_eq!((e.trains, e.trains_used, e.train_len), (6, 5, 50));
         assert!(e.low_bps < 310_000_000 && e.high_bps > 8_000_000_000);
+        // Timed at the reflector, the governor starts under the lower quartile (990M of 300M,
+        // 990M, 1,000M, 1,010M, 9,000M); on the round trip, which only reads low, the median.
+        assert!((e.start_bps as f64 / 0.99e9 - 1.0).abs() < 0.001, "{e:?}");
+        let rt = BottleneckEstimate::from_trains(&trains, 1500, TrainTiming::RoundTrip).unwrap();
+        assert_eq!(rt.start_bps, rt.rate_bps);
         assert_eq!(
             BottleneckEstimate::from_trains(&[vec![None; 50]], 1500, TrainTiming::RoundTrip),
             None
@@ -600,6 +624,29 @@ mod tests {
         p.cap_bps = 965_000_000; // and leaves
         let free = run(&mut p, &mut g, 40);
         assert!(free > 900_000_000, "{free}");
+    }
+
+    #[test]
+    fn rounds_after_the_streams_ended_are_left_out_of_the_summary() {
+        let mut p = path(965_000_000);
+        let mut g = Governor::new(900_000_000, 10_000_000_000);
+        for _ in 0..21 {
+            let r = p.round(g.rate_bps());
+            g.observe(r);
+        }
+        let busy = g.summary();
+        assert!(busy.rounds > 10, "{busy:?}");
+        // The queue drains in one more round, then nothing is acknowledged.
+        let mut idle = p.round(0);
+        for _ in 0..30 {
+            idle.at_ns += 120_000_000;
+            g.observe(idle);
+        }
+        assert!(g.rounds.len() as u32 > busy.rounds + 20);
+        let s = g.summary();
+        assert!(s.rounds <= busy.rounds + 1, "{s:?}");
+        assert!(s.timeline.iter().all(|r| r.delivered_bps > 0), "{s:?}");
+        assert_eq!(s.held_bps, busy.held_bps);
     }
 
     #[test]

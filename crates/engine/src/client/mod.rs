@@ -198,7 +198,7 @@ fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
     let pace_estimate = if cfg.pace_auto {
         let e = pace_estimate(cfg, &params, &ctrl_sock, server)?;
         params.pace_auto = Some(PaceAuto {
-            bottleneck_bps: e.rate_bps.clamp(MIN_PACE_BPS, MAX_RATE_BPS),
+            bottleneck_bps: e.start_bps.clamp(MIN_PACE_BPS, MAX_RATE_BPS),
         });
         params.validate()?;
         Some(e)
