@@ -351,6 +351,7 @@ fn a_ticket_holder_cannot_send_another_stripes_chunks_or_another_stripe() {
             rtt_ns: 100_000,
             rate_bps: 1_000_000_000,
             pace_auto_bps: None,
+            fast_start: false,
         });
     };
 

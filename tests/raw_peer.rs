@@ -270,6 +270,7 @@ impl RawPeer {
             rtt_ns: 100_000,
             rate_bps: 1_000_000_000,
             pace_auto_bps: None,
+            fast_start: false,
         });
         self.send(&Message::ManifestBatch {
             entries,

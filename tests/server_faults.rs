@@ -50,6 +50,7 @@ pub(crate) fn params() -> TestParams {
         target_rate_bps: 1_000_000_000,
         pace_total_bps: None,
         pace_auto: None,
+        fast_start: false,
         write_len: 131_072,
         zerocopy: false,
         rtt_ns: 100_000,

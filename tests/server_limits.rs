@@ -545,6 +545,7 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         rtt_ns: 1_000_000,
         rate_bps: 1_000_000_000,
         pace_auto_bps: None,
+        fast_start: false,
     });
     let err = peer.recv().expect_err("the plan is refused");
     assert!(err.contains("over the 512 MiB limit"), "{err}");
@@ -559,6 +560,7 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         rtt_ns: u64::MAX,
         rate_bps: 0,
         pace_auto_bps: None,
+        fast_start: false,
     });
     let err = peer.recv().expect_err("the plan's rtt is refused");
     assert!(err.contains("rtt"), "{err}");
@@ -574,6 +576,7 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         rtt_ns: 1_000_000,
         rate_bps: 1_000_000_000,
         pace_auto_bps: Some(5),
+        fast_start: false,
     });
     let err = peer.recv().expect_err("the plan's bottleneck is refused");
     assert!(err.contains("--pace auto's bottleneck"), "{err}");
@@ -588,6 +591,7 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         rtt_ns: 1_000_000,
         rate_bps: 1_000_000_000,
         pace_auto_bps: None,
+        fast_start: false,
     });
     peer.recv_until(|m| matches!(m, Xfer::ManifestBatch { last: true, .. }))
         .expect("the manifest");

@@ -497,6 +497,7 @@ fn a_sender_leaves_reserved_names_out() {
         rtt_ns: 100_000,
         rate_bps: 1_000_000_000,
         pace_auto_bps: None,
+        fast_start: false,
     });
     let mut listed = Vec::new();
     loop {

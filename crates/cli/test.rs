@@ -116,6 +116,13 @@ pub(crate) struct TestArgs {
     /// builds no queue and loses nothing, adjusting as the path changes (docs/pacing.md).
     #[arg(long, value_name = "RATE|auto", value_parser = args::pace)]
     pace: Option<args::Pace>,
+    /// The path carries nothing else (a reserved or emulated path): open at --pace RATE from the
+    /// first round trip instead of slow start, with an initial window on a host route of this
+    /// host's own to the server (root), buffers set before the handshake on both sides and pacing
+    /// from the first packet; the route is removed afterwards (docs/pacing.md). The client must
+    /// send (not -R or --bidir).
+    #[arg(long, requires = "pace", conflicts_with_all = ["reverse", "bidir", "udp"])]
+    dedicated: bool,
     /// Zero-copy send (sendfile; see docs/test.md for the measurement behind the choice).
     #[arg(short = 'Z', long)]
     zerocopy: bool,
@@ -317,6 +324,7 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         target_rate_bps: target,
         pace_total_bps: pace,
         pace_auto: None,
+        fast_start: a.dedicated,
         write_len,
         zerocopy: a.zerocopy,
         rtt_ns: 0,
@@ -339,6 +347,10 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
             "--pace auto runs from the host that sends, not through --to"
         );
     }
+    anyhow::ensure!(
+        !a.dedicated || params.pace_total_bps.is_some(),
+        "--dedicated opens at a known rate: --pace RATE, not auto"
+    );
     if a.find_rate {
         return find_rate(a, params);
     }

@@ -48,6 +48,12 @@ pub(crate) struct CommonArgs {
     /// (docs/pacing.md).
     #[arg(long, value_name = "auto", value_parser = pace_auto)]
     pub(crate) pace: Option<args::Pace>,
+    /// The path carries nothing else (a reserved or emulated path): open at --rate from the first
+    /// round trip instead of slow start, with an initial window on a host route of this host's own
+    /// to the server (root), buffers set before the handshake and pacing from the first packet;
+    /// the route is removed afterwards (docs/pacing.md). `send` only; needs --rate.
+    #[arg(long, requires = "rate", conflicts_with = "pace")]
+    pub(crate) dedicated: bool,
 }
 
 /// `--pace` of a transfer: only `auto` (a transfer's fixed pacing rate is `--rate`).
@@ -291,6 +297,7 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
         time_limit: None,
         stripe: None,
         pace_auto: c.pace == Some(args::Pace::Auto),
+        fast_start: c.dedicated,
     })
 }
 
@@ -513,6 +520,26 @@ buffers), RTT {:.3} ms{}{}; {}",
         + &s.pace_auto
             .as_ref()
             .map_or_else(String::new, pace_auto_text)
+        + &s.fast_start
+            .as_ref()
+            .map_or_else(String::new, fast_start_text)
+}
+
+/// `--dedicated` in a transfer's summary line: the window it opened with and how soon it carried
+/// the rate.
+fn fast_start_text(f: &longhaul_transfer::report::FastStartSummary) -> String {
+    let reached = match f.to_rate_ms {
+        Some(ms) => format!(
+            "90 % of --rate after {:.0} ms ({:.1} RTTs)",
+            ms,
+            ms / f.rtt_ms.max(1e-3)
+        ),
+        None => "never at 90 % of --rate".into(),
+    };
+    format!(
+        "; fast start: {} segments per stream from the first round trip, {reached}",
+        f.initial_window_segments
+    )
 }
 
 /// `--pace auto` in a transfer's summary line: the trains' estimate and the governor's account.

@@ -91,6 +91,7 @@ fn params(b: &mut Bytes) -> TestParams {
         pace_auto: (udp.is_none() && b.u8() & 1 == 1).then(|| PaceAuto {
             bottleneck_bps: u64::from(b.u32()).max(1_000),
         }),
+        fast_start: false,
         write_len: if udp.is_some() { 1400 } else { 128 * 1024 },
         zerocopy: false,
         rtt_ns: 0,

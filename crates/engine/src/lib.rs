@@ -34,6 +34,7 @@ mod channel;
 mod clock;
 mod control;
 mod error;
+mod fast_start;
 mod iperf3;
 mod pacer;
 mod payload;

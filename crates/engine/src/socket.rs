@@ -139,8 +139,12 @@ pub(crate) fn side_plan(params: &TestParams) -> SidePlan {
     let rate = params
         .pace_total_bps
         .map_or(params.target_rate_bps, |p| p.min(params.target_rate_bps));
+    let mut window = window::plan(Nanos(params.rtt_ns), rate, params.streams, fixed, &limits);
+    if params.fast_start {
+        window = longhaul_proto::fast_start::open_from_start(window, limits.privileged);
+    }
     SidePlan {
-        window: window::plan(Nanos(params.rtt_ns), rate, params.streams, fixed, &limits),
+        window,
         pacing_per_stream: params
             .pace_total_bps
             .map(|t| split_pacing(t, params.streams))

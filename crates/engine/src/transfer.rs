@@ -37,6 +37,7 @@ use longhaul_units::Nanos;
 
 use crate::EngineError;
 use crate::channel::Channel;
+use crate::fast_start::{InitialWindowRoute, RampWatch};
 use crate::pacer::{self, PacedSocket, Pacer};
 use crate::socket::{self, SocketOptions};
 use crate::tls::Pinned;
@@ -54,8 +55,8 @@ pub(crate) mod ticket;
 pub use conn::Endpoint;
 use conn::{Ctl, unexpected};
 use dest::SinkOptions;
-use longhaul_transfer::report::PaceAutoSummary;
 pub use longhaul_transfer::report::{Event, Summary};
+use longhaul_transfer::report::{FastStartSummary, PaceAutoSummary};
 use root::Root;
 use side::Side;
 use sink::{Sink, recv_manifest};
@@ -105,6 +106,10 @@ pub struct TransferConfig {
     /// `--pace auto`: packet trains to the server's reflector before the data, then the sending
     /// side's governor paces the streams from the bottleneck they found (instead of at `rate_bps`).
     pub pace_auto: bool,
+    /// `--dedicated` (`send` only): the path carries nothing else; open at `rate_bps` from the
+    /// first round trip ([`longhaul_proto::fast_start`]): an initial window on a route of this
+    /// host's own to the server, buffers set before the handshake on both sides.
+    pub fast_start: bool,
 }
 
 /// This process's umask, for [`ModePolicy::umask`]: read from `/proc/self/status` (Linux ≥ 4.7),
@@ -155,6 +160,7 @@ fn summary(
         verified: side.failed.is_empty(),
         encryption: ctl.channel().encryption(),
         pace_auto: None,
+        fast_start: None,
     }
 }
 
@@ -167,6 +173,8 @@ struct Plan {
     rate_bps: u64,
     /// `--pace auto`: the bottleneck the packet trains found, bit/s of IP packets.
     pace_auto_bps: Option<u64>,
+    /// `--dedicated`: buffers set before the handshake; the sending client opens at `rate_bps`.
+    fast_start: bool,
 }
 
 impl Plan {
@@ -178,6 +186,7 @@ impl Plan {
             rtt_ns: self.rtt_ns,
             rate_bps: self.rate_bps,
             pace_auto_bps: self.pace_auto_bps,
+            fast_start: self.fast_start,
         }
     }
 
@@ -262,18 +271,39 @@ fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
         rtt_ns,
         rate_bps: cfg.rate_bps,
         pace_auto_bps: None,
+        fast_start: cfg.fast_start,
     })
 }
 
 /// This host's window plan for a transfer's streams (the test engine's rule: 2 × BDP per stream).
 fn window_plan(p: &Plan) -> longhaul_proto::window::WindowPlan {
-    longhaul_proto::window::plan(
-        Nanos(p.rtt_ns),
+    let limits = socket::kernel_limits();
+    let w = longhaul_proto::window::plan(Nanos(p.rtt_ns), p.rate_bps, p.streams, None, &limits);
+    if p.fast_start {
+        longhaul_proto::fast_start::open_from_start(w, limits.privileged)
+    } else {
+        w
+    }
+}
+
+/// `--dedicated` on a sending client: the route that opens its data connections at the plan's
+/// rate, held until the transfer ends.
+fn fast_start_route(
+    p: &Plan,
+    ctl: &Ctl,
+    server: std::net::SocketAddr,
+) -> Result<Option<(InitialWindowRoute, u32)>, EngineError> {
+    if !p.fast_start {
+        return Ok(None);
+    }
+    let mss = longhaul_sys::mss(ctl.socket().as_fd()).unwrap_or(1448);
+    let segments = longhaul_proto::fast_start::initial_window_segments(
         p.rate_bps,
+        Nanos(p.rtt_ns),
         p.streams,
-        None,
-        &socket::kernel_limits(),
-    )
+        mss,
+    );
+    InitialWindowRoute::install(server.ip(), segments).map(|r| Some((r, segments)))
 }
 
 /// Opens the client's data connections, buffers set before connect; each sends its preamble and the
@@ -427,9 +457,14 @@ fn send_sources(
     ctl.send(&p.message())?;
     src.send_manifest(&ctl)?;
     let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
+    let route = fast_start_route(&p, &ctl, session.server)?;
     let socks = open_streams(cfg, &session, &keys, &p, true)?;
     let probe = probes(&socks);
     let governor = p.governor(&probe)?;
+    let ramp = route
+        .is_some()
+        .then(|| RampWatch::start(probe.clone(), p.rate_bps, p.rtt_ns))
+        .transpose()?;
     let skipped = std::mem::take(&mut src.skipped);
     let mut side = Side::new(on_event, cfg.idle_timeout);
     side.limit_time(cfg.time_limit);
@@ -453,6 +488,11 @@ fn send_sources(
         Some(retransmits(&probe)),
     );
     s.pace_auto = pace_auto_summary(estimate, governor);
+    s.fast_start = route.map(|(_, segments)| FastStartSummary {
+        initial_window_segments: segments,
+        to_rate_ms: ramp.and_then(RampWatch::finish),
+        rtt_ms: p.rtt_ns as f64 / 1e6,
+    });
     Ok(s)
 }
 
@@ -473,6 +513,14 @@ pub fn get(
     dest: &Path,
     on_event: &mut dyn FnMut(&Event),
 ) -> Result<Summary, EngineError> {
+    if cfg.fast_start {
+        return Err(EngineError::Unsupported(
+            "--dedicated opens the sending side's window from a route of its own: on a get the \
+             server sends, and a client does not change the server's routes; use send, or \
+             --rate alone"
+                .into(),
+        ));
+    }
     // Authenticate first: a wrong key or an unreachable server leaves no trace in DEST.
     let (mut ctl, session, keys) = open(cfg, Direction::Get)?;
     let mut p = plan(cfg, &ctl)?;
@@ -828,6 +876,7 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
             rtt_ns,
             rate_bps,
             pace_auto_bps,
+            fast_start,
         } => {
             let p = Plan {
                 streams,
@@ -835,6 +884,7 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
                 rtt_ns,
                 rate_bps,
                 pace_auto_bps,
+                fast_start,
             };
             if let longhaul_proto::window::BufferAction::Set { request, force } =
                 window_plan(&p).recv.action

@@ -350,6 +350,7 @@ pub fn read_params(json: &[u8]) -> Result<ClientRequest, Refusal> {
         pace_total_bps: (per_stream_pace > 0)
             .then(|| per_stream_pace.saturating_mul(u64::from(streams))),
         pace_auto: None,
+        fast_start: false,
         write_len: len,
         zerocopy: false,
         rtt_ns: 0,

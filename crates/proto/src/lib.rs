@@ -28,6 +28,7 @@
 
 pub mod auto_pace;
 pub mod conversation;
+pub mod fast_start;
 pub mod frame;
 pub mod interval;
 pub mod iperf3;

@@ -293,6 +293,11 @@ pub struct TestParams {
     /// client's packet trains found (absent: not asked, also from older clients).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace_auto: Option<PaceAuto>,
+    /// `--dedicated`: the path carries nothing else and the client opens at `pace_total_bps` from
+    /// the first round trip ([`crate::fast_start`]); each side sets its buffers before the
+    /// handshake instead of leaving them to autotuning (absent: false, also from older clients).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_start: bool,
     /// Bytes per write call (`-l`).
     pub write_len: u32,
     /// Use zero-copy send (`-Z`).
@@ -431,6 +436,9 @@ impl TestParams {
             if self.pace_total_bps.is_some() {
                 return bad("--pace is either auto or a rate, not both".into());
             }
+        }
+        if self.fast_start && self.pace_total_bps.is_none() {
+            return bad("a fast start (--dedicated) opens at a known rate: --pace RATE".into());
         }
         if self.rtt_ns > MAX_RTT_NS {
             return bad(format!("rtt must be at most 10 s, got {} ns", self.rtt_ns));
@@ -607,6 +615,7 @@ pub(crate) mod tests {
             target_rate_bps: 10_000_000_000,
             pace_total_bps: None,
             pace_auto: None,
+            fast_start: false,
             write_len: 128 * 1024,
             zerocopy: false,
             rtt_ns: 120_000_000,
@@ -627,6 +636,25 @@ pub(crate) mod tests {
             }),
             ..params()
         }
+    }
+
+    /// A fast start opens at a known rate: asked without one (a peer that could then open
+    /// windows sized by nothing), it is refused; with --pace RATE it is accepted.
+    #[test]
+    fn a_fast_start_without_a_rate_is_refused() {
+        let mut p = params();
+        p.fast_start = true;
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("--pace RATE")
+        );
+        p.pace_total_bps = Some(1_930_000_000);
+        assert!(p.validate().is_ok());
+        // Older peers leave it out; a false one is not sent.
+        let text = serde_json::to_string(&params()).unwrap();
+        assert!(!text.contains("fast_start"), "{text}");
     }
 
     /// A client's --pace auto start is bounded: a bottleneck of 0 or 5 bit/s would pace the

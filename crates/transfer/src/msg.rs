@@ -159,6 +159,12 @@ pub enum Message {
         /// asked, also from older clients).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pace_auto_bps: Option<u64>,
+        /// `--dedicated`: the path carries nothing else; each side sets its buffers before the
+        /// handshake (the receiver's window is open from the first acknowledgement) and the
+        /// client opens at `rate_bps` from the first round trip (absent: false, also from older
+        /// clients).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        fast_start: bool,
     },
     /// Part of the manifest. Each entry is validated on parsing; the receiver adds them in order to a
     /// [`crate::manifest::Manifest`], which enforces the tree rules (unique ids and paths, parents first).
@@ -306,6 +312,15 @@ impl Message {
                     "--pace auto's bottleneck must be 1 kbit/s..=10 Tbit/s, got {b} bit/s"
                 ))
             }
+            Message::Plan {
+                fast_start: true,
+                rate_bps,
+                pace_auto_bps,
+                ..
+            } if *rate_bps == 0 || pace_auto_bps.is_some() => invalid(
+                "a fast start (--dedicated) opens at a known rate: --rate RATE, not --pace auto"
+                    .into(),
+            ),
             Message::Plan {
                 streams,
                 chunk_size,
@@ -700,6 +715,7 @@ pub(crate) mod tests {
             rtt_ns,
             rate_bps,
             pace_auto_bps: None,
+            fast_start: false,
         }
     }
 
@@ -729,6 +745,26 @@ pub(crate) mod tests {
         ] {
             m.validate().unwrap();
         }
+    }
+
+    /// A fast start is sized by the rate: a plan asking for one with no rate (a window sized by
+    /// nothing), or with --pace auto (two answers to one question), is refused on the wire.
+    #[test]
+    fn a_fast_start_plan_needs_a_rate() {
+        let fast = |rate_bps, pace_auto_bps| Message::Plan {
+            streams: 4,
+            chunk_size: MIB,
+            rtt_ns: 120_000_000,
+            rate_bps,
+            pace_auto_bps,
+            fast_start: true,
+        };
+        for m in [fast(0, None), fast(1_930_000_000, Some(2_000_000_000))] {
+            let err = m.validate().unwrap_err().to_string();
+            assert!(err.contains("--dedicated"), "{err}");
+            assert!(decode_frame(&m.encode_frame()).is_err(), "{m:?} decodes");
+        }
+        fast(1_930_000_000, None).validate().unwrap();
     }
 
     fn have(file: u32, ranges: &[(u64, u64)]) -> HaveFile {
@@ -841,6 +877,7 @@ pub(crate) mod tests {
                 rtt_ns: 120_000_000,
                 rate_bps: 10_000_000_000,
                 pace_auto_bps: Some(980_000_000),
+                fast_start: false,
             },
             Message::SendTo {
                 dest: Some(RelPath::parse("incoming").unwrap()),

@@ -55,6 +55,18 @@ pub struct PaceAutoSummary {
     pub governor: Option<longhaul_proto::auto_pace::GovernorSummary>,
 }
 
+/// `--dedicated` in a transfer's summary: how the sender opened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FastStartSummary {
+    /// The initial congestion window each stream opened with, segments.
+    pub initial_window_segments: u32,
+    /// From the first byte sent to the first round trip carrying 90 % of the rate, ms (absent:
+    /// never reached).
+    pub to_rate_ms: Option<f64>,
+    /// The round trip the window was sized for, ms.
+    pub rtt_ms: f64,
+}
+
 /// The end of a transfer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -98,6 +110,9 @@ pub struct Summary {
     /// governor did, when this side sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace_auto: Option<PaceAutoSummary>,
+    /// `--dedicated`: the sending client's fast start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_start: Option<FastStartSummary>,
     /// One stripe of a striped transfer: which, and (at the receiver) whether it put the files
     /// in place. `files` then counts this stripe's parts of files verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -23,8 +23,10 @@ use longhaul_proto::report::{Report, Start};
 use longhaul_proto::wire::{Cookie, Preamble};
 use longhaul_proto::{Direction, TestParams};
 use longhaul_sys as sys;
+use longhaul_units::Nanos;
 
 use crate::control::Control;
+use crate::fast_start::InitialWindowRoute;
 use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 use crate::stream::Flow;
 
@@ -193,6 +195,13 @@ fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
     if let Some(cc) = &params.congestion {
         socket::check_congestion(cc)?;
     }
+    if params.fast_start && params.direction != Direction::Forward {
+        return Err(EngineError::Unsupported(
+            "--dedicated opens the sending side's window from a route of its own: with -R or \
+             --bidir the server sends, and a client does not change the server's routes"
+                .into(),
+        ));
+    }
     let (ctrl_sock, server) = connect_control(cfg)?;
     let mut params = checked_params(cfg, &ctrl_sock)?;
     let pace_estimate = if cfg.pace_auto {
@@ -242,6 +251,7 @@ fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
         run: None,
         report: None,
         pace_estimate,
+        route: None,
     };
     if cfg.encrypt.is_none() {
         flush(&mut drv.conv, &mut ctrl)?;
@@ -338,6 +348,9 @@ struct Driver<'a> {
     report: Option<Report>,
     /// `--pace auto`: the packet trains' estimate, for the start of the report.
     pace_estimate: Option<BottleneckEstimate>,
+    /// `--dedicated`: the route that opens the data connections at the pacing rate, removed when
+    /// the test ends.
+    route: Option<InitialWindowRoute>,
 }
 
 impl Driver<'_> {
@@ -401,6 +414,16 @@ impl Driver<'_> {
                 // The server admitted the test: its stream set-up, intervals and results may be as
                 // large as the test's stream count needs.
                 ctrl.set_frame_limit(params.frame_limit());
+                if params.fast_start {
+                    let mss = sys::mss(ctrl.socket().as_fd()).unwrap_or(DEFAULT_DATAGRAM_LEN);
+                    let segments = longhaul_proto::fast_start::initial_window_segments(
+                        params.pace_total_bps.unwrap_or(params.target_rate_bps),
+                        Nanos(params.rtt_ns),
+                        params.streams,
+                        mss,
+                    );
+                    self.route = Some(InitialWindowRoute::install(self.server.ip(), segments)?);
+                }
                 let (socks, local_setups, local_plan) = self.open_streams(&params, cookie)?;
                 self.test = Some(Test {
                     params,

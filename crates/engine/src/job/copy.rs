@@ -175,6 +175,7 @@ pub(super) fn send(
     let cfg = TransferConfig {
         // A copy's parameters come from its controller, which asks for no packet trains.
         pace_auto: false,
+        fast_start: false,
         endpoint: Endpoint {
             host,
             port,
