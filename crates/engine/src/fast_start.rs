@@ -12,13 +12,13 @@
 //! route type, a metric it does not know) is left alone and the run refused.
 
 use std::net::{IpAddr, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use longhaul_proto::fast_start::RampTimer;
+use longhaul_proto::fast_start::{RampTimer, initial_window_segments};
+use longhaul_units::Nanos;
 
 use serde::Deserialize;
 use tracing::{info, warn};
@@ -26,6 +26,7 @@ use tracing::{info, warn};
 use longhaul_sys as sys;
 
 use crate::EngineError;
+use crate::watcher::Watcher;
 
 /// The routing protocol number of longhaul's routes (`proto 76` in `ip route`; 'L').
 pub(crate) const ROUTE_PROTO: &str = "76";
@@ -128,8 +129,22 @@ pub(crate) struct InitialWindowRoute {
 }
 
 impl InitialWindowRoute {
+    /// The route for `streams` streams sharing `rate_bps` of payload over `rtt` to `server`, their
+    /// segments as large as those of the connection `ctrl` to it; with the initial window it set.
+    pub(crate) fn for_streams(
+        server: IpAddr,
+        ctrl: BorrowedFd<'_>,
+        rate_bps: u64,
+        rtt: Nanos,
+        streams: u32,
+    ) -> Result<(Self, u32), EngineError> {
+        let mss = sys::mss(ctrl).unwrap_or(1448);
+        let segments = initial_window_segments(rate_bps, rtt, streams, mss);
+        Self::install(server, segments).map(|r| (r, segments))
+    }
+
     /// Routes `dest` with an initial congestion window of `segments`. Needs `CAP_NET_ADMIN`.
-    pub(crate) fn install(dest: IpAddr, segments: u32) -> Result<Self, EngineError> {
+    fn install(dest: IpAddr, segments: u32) -> Result<Self, EngineError> {
         if !sys::has_net_admin() {
             return Err(EngineError::Unsupported(
                 "--dedicated sets the initial congestion window on the route to the receiver, \
@@ -274,10 +289,7 @@ const RAMP_READING: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Times the sending streams' ramp to the rate ([`RampTimer`]) on a thread of its own, reading
 /// their `TCP_INFO` every [`RAMP_READING`] until the rate is reached or the run ends.
-pub(crate) struct RampWatch {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Option<f64>>>,
-}
+pub(crate) struct RampWatch(Watcher<Option<f64>>);
 
 impl RampWatch {
     /// Starts timing `socks` towards `rate_bps` of payload over windows of `rtt_ns`.
@@ -286,48 +298,30 @@ impl RampWatch {
         rate_bps: u64,
         rtt_ns: u64,
     ) -> Result<Self, EngineError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("ramp-watch".into())
-            .spawn(move || {
-                let mut timer = RampTimer::new(rate_bps, rtt_ns);
-                let origin = Instant::now();
-                while !flag.load(Ordering::Relaxed) {
-                    let (mut sent, mut acked) = (0, 0);
-                    for s in &socks {
-                        if let Ok(t) = sys::tcp_info(s.as_fd()) {
-                            sent += t.bytes_sent.unwrap_or(0);
-                            acked += t.bytes_acked.unwrap_or(0);
-                        }
+        Watcher::spawn("ramp-watch", "the fast start's ramp timer", move |stop| {
+            let mut timer = RampTimer::new(rate_bps, rtt_ns);
+            let origin = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                let (mut sent, mut acked) = (0, 0);
+                for s in &socks {
+                    if let Ok(t) = sys::tcp_info(s.as_fd()) {
+                        sent += t.bytes_sent.unwrap_or(0);
+                        acked += t.bytes_acked.unwrap_or(0);
                     }
-                    let at = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    if let Some(ms) = timer.observe(at, sent, acked) {
-                        return Some(ms);
-                    }
-                    std::thread::sleep(RAMP_READING);
                 }
-                timer.to_rate_ms()
-            })
-            .map_err(|e| EngineError::io("start the fast start's ramp timer", e))?;
-        Ok(Self {
-            stop,
-            thread: Some(thread),
+                let at = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                if let Some(ms) = timer.observe(at, sent, acked) {
+                    return Some(ms);
+                }
+                std::thread::sleep(RAMP_READING);
+            }
+            timer.to_rate_ms()
         })
+        .map(Self)
     }
 
     /// Stops it; the time to the rate, ms, if reached.
-    pub(crate) fn finish(mut self) -> Option<f64> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().and_then(|t| t.join().ok().flatten())
-    }
-}
-
-impl Drop for RampWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub(crate) fn finish(self) -> Option<f64> {
+        self.0.finish().flatten()
     }
 }

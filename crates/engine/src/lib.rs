@@ -43,6 +43,7 @@ mod run;
 mod socket;
 mod stream;
 mod udp;
+mod watcher;
 
 pub mod client;
 pub mod doctor;

@@ -6,7 +6,6 @@
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::auto_pace::{Governor, GovernorSummary, Reading, START_SHARE, payload_rate};
@@ -15,6 +14,7 @@ use longhaul_proto::pacing::split_pacing;
 use longhaul_sys as sys;
 
 use crate::EngineError;
+use crate::watcher::Watcher;
 
 /// A sending TCP socket the pacer may read and pace (`None` once it is gone).
 pub(crate) trait PacedSocket: Send + Sync {
@@ -28,10 +28,7 @@ impl PacedSocket for std::net::TcpStream {
 }
 
 /// The governor's thread.
-pub(crate) struct Pacer {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<GovernorSummary>>,
-}
+pub(crate) struct Pacer(Watcher<GovernorSummary>);
 
 /// The payload rate the governor starts at for a bottleneck of `wire_bps` (IP packets), streams of
 /// `mss` bytes of payload per segment.
@@ -46,33 +43,20 @@ impl Pacer {
         socks: Vec<Arc<dyn PacedSocket>>,
         start_bps: u64,
     ) -> Result<Self, EngineError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("pace-auto".into())
-            .spawn(move || govern(&socks, start_bps, &flag))
-            .map_err(|e| EngineError::io("start the pacing governor's thread", e))?;
-        Ok(Self {
-            stop,
-            thread: Some(thread),
+        Watcher::spawn("pace-auto", "the pacing governor's thread", move |stop| {
+            govern(&socks, start_bps, stop)
         })
+        .map(Self)
     }
 
     /// Asks the governor to stop (it ends within its next reading).
     pub(crate) fn halt(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.0.halt();
     }
 
     /// Stops the governor and returns what it did.
-    pub(crate) fn finish(mut self) -> Option<GovernorSummary> {
-        self.halt();
-        self.thread.take().and_then(|t| t.join().ok())
-    }
-}
-
-impl Drop for Pacer {
-    fn drop(&mut self) {
-        self.halt();
+    pub(crate) fn finish(self) -> Option<GovernorSummary> {
+        self.0.finish()
     }
 }
 

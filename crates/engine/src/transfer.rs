@@ -296,14 +296,14 @@ fn fast_start_route(
     if !p.fast_start {
         return Ok(None);
     }
-    let mss = longhaul_sys::mss(ctl.socket().as_fd()).unwrap_or(1448);
-    let segments = longhaul_proto::fast_start::initial_window_segments(
+    InitialWindowRoute::for_streams(
+        server.ip(),
+        ctl.socket().as_fd(),
         p.rate_bps,
         Nanos(p.rtt_ns),
         p.streams,
-        mss,
-    );
-    InitialWindowRoute::install(server.ip(), segments).map(|r| Some((r, segments)))
+    )
+    .map(Some)
 }
 
 /// Opens the client's data connections, buffers set before connect; each sends its preamble and the

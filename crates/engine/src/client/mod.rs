@@ -415,14 +415,14 @@ impl Driver<'_> {
                 // large as the test's stream count needs.
                 ctrl.set_frame_limit(params.frame_limit());
                 if params.fast_start {
-                    let mss = sys::mss(ctrl.socket().as_fd()).unwrap_or(DEFAULT_DATAGRAM_LEN);
-                    let segments = longhaul_proto::fast_start::initial_window_segments(
+                    let (route, _) = InitialWindowRoute::for_streams(
+                        self.server.ip(),
+                        ctrl.socket().as_fd(),
                         params.pace_total_bps.unwrap_or(params.target_rate_bps),
                         Nanos(params.rtt_ns),
                         params.streams,
-                        mss,
-                    );
-                    self.route = Some(InitialWindowRoute::install(self.server.ip(), segments)?);
+                    )?;
+                    self.route = Some(route);
                 }
                 let (socks, local_setups, local_plan) = self.open_streams(&params, cookie)?;
                 self.test = Some(Test {
