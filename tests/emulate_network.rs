@@ -538,14 +538,14 @@ fn emulate_cmd(args: &[&str]) -> Output {
 }
 
 /// A named network (`emulate up FILE --name NAME`), taken down when dropped.
-struct Named {
+pub(crate) struct Named {
     name: String,
     _down: DownOnDrop,
 }
 
 impl Named {
     /// `up` (asserted to succeed) with `extra` flags, e.g. `--no-server`.
-    fn up(name: &str, file: &Path, extra: &[&str]) -> Self {
+    pub(crate) fn up(name: &str, file: &Path, extra: &[&str]) -> Self {
         let down = DownOnDrop(name.to_string());
         let out = emulate_cmd(&[&["up", s(file), NO_CAL, "--name", name], extra].concat());
         assert!(
@@ -560,12 +560,12 @@ impl Named {
     }
 
     /// `longhaul emulate SUB --name NAME ARGS...`.
-    fn run(&self, sub: &str, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, sub: &str, args: &[&str]) -> Output {
         emulate_cmd(&[&[sub, "--name", &self.name], args].concat())
     }
 
     /// `longhaul emulate exec --name NAME HOST -- CMD...` as a command.
-    fn exec(&self, host: &str, cmd: &[&str]) -> Command {
+    pub(crate) fn exec(&self, host: &str, cmd: &[&str]) -> Command {
         let mut c = Command::new(bin());
         c.args(["emulate", "exec", "--name", &self.name, host, "--"])
             .args(cmd)
@@ -574,7 +574,7 @@ impl Named {
     }
 
     /// Runs CMD on HOST to completion, printing what it said.
-    fn exec_out(&self, host: &str, cmd: &[&str]) -> Output {
+    pub(crate) fn exec_out(&self, host: &str, cmd: &[&str]) -> Output {
         let out = self.exec(host, cmd).output().expect("run emulate exec");
         println!(
             "[{host}] $ {} [{}]\n{}{}",
@@ -587,7 +587,7 @@ impl Named {
     }
 
     /// `status --name NAME --json`: the network's document (`testbeds[0]`).
-    fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let out = Command::new(bin())
             .args(["emulate", "status", "--name", &self.name, "--json"])
             .stdin(Stdio::null())
@@ -603,7 +603,7 @@ impl Named {
     }
 
     /// Why the emulator does not trust its timing so far (empty when it does).
-    fn untrusted(&self) -> String {
+    pub(crate) fn untrusted(&self) -> String {
         let f = &self.status()["fidelity"];
         match f["ok"].as_bool().expect("fidelity.ok") {
             true => String::new(),

@@ -10,6 +10,7 @@ mod fleet;
 mod fleet_copy;
 mod fleet_stripe;
 mod iperf3;
+mod isolate;
 mod lab;
 mod module_graph;
 mod monitor;

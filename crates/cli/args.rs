@@ -53,6 +53,31 @@ pub(crate) fn pace(s: &str) -> Result<Pace, String> {
         .map_err(|e| format!("{e}; or \"auto\""))
 }
 
+/// A probability `0.001` or a percentage `0.1%` in [0, 1]; `what` names it in errors.
+pub(crate) fn probability(s: &str, what: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(n) => (n, 100.0),
+        None => (s, 1.0),
+    };
+    let p = num
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| format!("{s:?} is not a probability (0.001) or a percentage (0.1%)"))?
+        / scale;
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{s:?}: {what} must be between 0 and 1 (0% and 100%)"
+        ))
+    }
+}
+
+/// A share for `isolate`'s thresholds: a probability or a percentage.
+pub(crate) fn share(s: &str) -> Result<f64, String> {
+    probability(s, "a share")
+}
+
 /// A duration where a bare number is seconds (10, 90s, 1500ms): test lengths, intervals and
 /// timeouts.
 pub(crate) fn seconds(s: &str) -> Result<Nanos, String> {

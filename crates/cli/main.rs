@@ -4,7 +4,8 @@
 //! topology (emulate), lab and experiments (lab), web and testbed (testbed), monitor and
 //! monitor-service (monitor). Start at `Command` below.
 //!
-//! Exit codes: 0 success; 1 the command failed (a test error, a doctor check that fails); 2 bad usage.
+//! Exit codes: 0 success; 1 the command failed (a test error, a doctor check that fails); 2 bad usage;
+//! 3 `isolate` located a fault.
 
 use std::process::ExitCode;
 
@@ -16,6 +17,7 @@ mod campaign;
 mod copy;
 mod doctor;
 mod emulate;
+mod isolate;
 mod lab;
 mod logging;
 mod monitor;
@@ -73,6 +75,9 @@ enum Command {
     /// Send a probe stream to a server: loss, reordering, RTT, jitter, one-way delays (the
     /// monitor's latency test, by hand).
     Probe(probe::ProbeArgs),
+    /// Find the segment of a path where a fault first shows (loss, burst loss, a slow link, damaged
+    /// packets) by bisection over reflectors that answer ping (needs root).
+    Isolate(isolate::IsolateArgs),
     /// Watch a mesh of hosts continuously: scheduled throughput tests, latency and loss probes,
     /// traceroutes, an archive (docs/monitor.md).
     Monitor(monitor::MonitorArgs),
@@ -98,6 +103,7 @@ fn main() -> ExitCode {
         Command::Lab(a) => lab::run(a),
         Command::Monitor(a) => monitor::run(a),
         Command::Probe(a) => probe::run(a),
+        Command::Isolate(a) => isolate::run(a),
     };
     match result {
         Ok(code) => code,

@@ -5,13 +5,16 @@
 //! - a TCP record that parses splits at fuzzer-chosen ranges into pieces that parse, carry the
 //!   expected segment counts, and whose payloads concatenate back to the original payload;
 //! - coalescing the pieces back in order never fails to parse;
-//! - hop processing either forwards, drops, or produces a reply that parses.
+//! - hop processing either forwards, drops, or produces a reply that parses;
+//! - a router's answer to a ping to itself parses and is an ICMP packet back to the source;
+//! - damaging a single-segment record changes one byte after its IP header.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_packet::{
-    ChecksumMode, RouterAddrs, VNET_HDR_LEN, coalesce, parse, process_hop, split,
+    ChecksumMode, Echo, RouterAddrs, VNET_HDR_LEN, coalesce, damage, echo_reply, finish_checksum,
+    parse, process_hop, split,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -57,6 +60,19 @@ fuzz_target!(|data: &[u8]| {
         v6: "fd00:9::1".parse().unwrap(),
     };
     let mut reply = Vec::new();
+    if let Ok(Echo::Reply) = echo_reply(&rec, &router, &mut reply) {
+        let q = parse(&reply).expect("an echo reply parses");
+        assert_eq!(q.flow.dst, p.flow.src);
+        assert_eq!(q.flow.src, p.flow.dst);
+    }
+    let mut damaged = rec.clone();
+    if damage(&mut damaged, u64::from(a) << 32 | u64::from(b)).is_ok() {
+        let mut complete = rec.clone();
+        finish_checksum(&mut complete).expect("damage completed it first");
+        let differ: Vec<usize> = (0..rec.len()).filter(|&i| damaged[i] != complete[i]).collect();
+        assert!(differ.len() <= 1);
+        assert!(differ.iter().all(|&i| i >= VNET_HDR_LEN + p.ip_header_len));
+    }
     if let Ok(longhaul_packet::HopAction::TimeExceeded) = process_hop(&mut rec, &router, &mut reply)
     {
         parse(&reply).expect("reply parses");

@@ -118,34 +118,18 @@ pub(crate) struct PathArgs {
 }
 
 pub(crate) fn loss(s: &str) -> Result<f64, String> {
-    prob(s, "loss")
+    crate::args::probability(s, "loss")
 }
 
-/// A probability `0.001` or a percentage `0.1%` in [0, 1]; `what` names it in errors.
-fn prob(s: &str, what: &str) -> Result<f64, String> {
-    let (num, scale) = match s.strip_suffix('%') {
-        Some(n) => (n, 100.0),
-        None => (s, 1.0),
-    };
-    let p = num
-        .trim()
-        .parse::<f64>()
-        .map_err(|_| format!("{s:?} is not a probability (0.001) or a percentage (0.1%)"))?
-        / scale;
-    if (0.0..=1.0).contains(&p) {
-        Ok(p)
-    } else {
-        Err(format!(
-            "{s:?}: {what} must be between 0 and 1 (0% and 100%)"
-        ))
-    }
+pub(crate) fn corrupt(s: &str) -> Result<f64, String> {
+    crate::args::probability(s, "corrupt")
 }
 
 fn probability(what: &'static str) -> impl Fn(&str) -> Result<f64, String> + Clone {
-    move |s| prob(s, what)
+    move |s| crate::args::probability(s, what)
 }
 
-fn loss_burst(s: &str) -> Result<Loss, String> {
+pub(crate) fn loss_burst(s: &str) -> Result<Loss, String> {
     let parts: Vec<&str> = s.split(',').collect();
     if !(2..=4).contains(&parts.len()) {
         return Err(format!(
@@ -155,7 +139,7 @@ fn loss_burst(s: &str) -> Result<Loss, String> {
     let names = ["p", "r", "1-h", "1-k"];
     let mut v = [0.0, 0.0, 1.0, 0.0];
     for (i, part) in parts.iter().enumerate() {
-        v[i] = prob(part, names[i])?;
+        v[i] = crate::args::probability(part, names[i])?;
     }
     if v[1] == 0.0 && v[0] > 0.0 {
         return Err(format!(

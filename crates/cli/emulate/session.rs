@@ -113,8 +113,8 @@ pub(crate) struct LinkArgs {
     /// `down`, `up` (a two-host testbed's path), or `LINK down|up|set` (a network's link).
     #[arg(value_name = "[LINK] down|up|set", num_args = 1..=2, required = true)]
     words: Vec<String>,
-    /// With `set`: the serialization rate, e.g. 500M (0: unlimited).
-    #[arg(long, value_parser = crate::args::rate)]
+    /// With `set`: the serialization rate, e.g. 500M (0 or `unlimited`: no bottleneck).
+    #[arg(long, value_parser = link_rate)]
     rate: Option<u64>,
     /// With `set`: the one-way delay, e.g. 30ms.
     #[arg(long, value_parser = crate::args::duration)]
@@ -122,6 +122,14 @@ pub(crate) struct LinkArgs {
     /// With `set`: random loss per segment, a probability (0.001) or a percentage (0.1%).
     #[arg(long, value_parser = flags::loss)]
     loss: Option<f64>,
+    /// With `set`: Gilbert–Elliott burst loss instead of --loss, `p,r[,1-h,1-k]` (netem's gemodel:
+    /// good→bad, bad→good, loss in the bad state (default 1), loss in the good state (default 0)).
+    #[arg(long, value_name = "p,r[,1-h,1-k]", value_parser = flags::loss_burst, conflicts_with = "loss")]
+    loss_burst: Option<longhaul_emu::link::Loss>,
+    /// With `set`: the probability that a segment arrives damaged (one bit flipped after the sender's
+    /// checksum; the receiver's checksum drops it, as with a bad fibre or transceiver), e.g. 0.5%.
+    #[arg(long, value_parser = flags::corrupt)]
+    corrupt: Option<f64>,
     /// With `set`: the queue's capacity, e.g. 4M.
     #[arg(long, value_parser = |s: &str| longhaul_units::parse_size(s).map_err(|e| e.to_string()))]
     queue: Option<u64>,
@@ -131,6 +139,15 @@ pub(crate) struct LinkArgs {
     /// With `set`: only this direction of the link (`a-to-b` is from its `a` end).
     #[arg(long, value_parser = ["a-to-b", "b-to-a"])]
     direction: Option<String>,
+}
+
+/// `link set --rate`: a rate, or 0 / `unlimited` for none.
+fn link_rate(s: &str) -> Result<u64, String> {
+    if s.trim() == "0" || s.trim().eq_ignore_ascii_case("unlimited") {
+        Ok(0)
+    } else {
+        crate::args::rate(s)
+    }
 }
 
 /// `longhaul emulate route`.
@@ -611,13 +628,20 @@ fn link_change(s: &state::LinkSetting) -> LinkChange {
     LinkChange {
         rate_bps: s.rate_bps,
         delay: s.delay_ns.map(Nanos),
-        loss: s.loss.map(|p| {
-            if p == 0.0 {
-                longhaul_emu::link::Loss::None
-            } else {
-                longhaul_emu::link::Loss::Bernoulli { p }
+        loss: match (s.loss_burst, s.loss) {
+            (Some([p, r, one_minus_h, one_minus_k]), _) => {
+                Some(longhaul_emu::link::Loss::GilbertElliott {
+                    p,
+                    r,
+                    one_minus_h,
+                    one_minus_k,
+                })
             }
-        }),
+            (None, Some(0.0)) => Some(longhaul_emu::link::Loss::None),
+            (None, Some(p)) => Some(longhaul_emu::link::Loss::Bernoulli { p }),
+            (None, None) => None,
+        },
+        corrupt: s.corrupt,
         queue_bytes: s.queue_bytes,
         jitter: s.jitter_ns.map(|j| {
             if j == 0 {
@@ -787,6 +811,16 @@ pub(crate) fn link(a: &LinkArgs) -> anyhow::Result<ExitCode> {
         rate_bps: a.rate,
         delay_ns: a.delay.map(Nanos::as_nanos),
         loss: a.loss,
+        loss_burst: a.loss_burst.map(|l| match l {
+            longhaul_emu::link::Loss::GilbertElliott {
+                p,
+                r,
+                one_minus_h,
+                one_minus_k,
+            } => [p, r, one_minus_h, one_minus_k],
+            _ => unreachable!("flags::loss_burst gives a Gilbert–Elliott model"),
+        }),
+        corrupt: a.corrupt,
         queue_bytes: a.queue,
         jitter_ns: a.jitter.map(Nanos::as_nanos),
     };
@@ -798,7 +832,9 @@ pub(crate) fn link(a: &LinkArgs) -> anyhow::Result<ExitCode> {
     let setting_given = setting != state::LinkSetting::default() || a.direction.is_some();
     if verb != "set" && setting_given {
         return refuse(flags::Refusal::Usage(
-            "--rate, --delay, --loss, --queue, --jitter and --direction go with `LINK set`".into(),
+            "--rate, --delay, --loss, --loss-burst, --corrupt, --queue, --jitter and --direction \
+go with `LINK set`"
+                .into(),
         ));
     }
     let req = match (link, verb, is_network(&s)) {
@@ -828,7 +864,9 @@ pub(crate) fn link(a: &LinkArgs) -> anyhow::Result<ExitCode> {
         (Some(l), "set", true) => {
             if setting == state::LinkSetting::default() {
                 return refuse(flags::Refusal::Usage(
-                    "`set` needs at least one of --rate, --delay, --loss, --queue, --jitter".into(),
+                    "`set` needs at least one of --rate, --delay, --loss, --loss-burst, --corrupt, \
+--queue, --jitter"
+                        .into(),
                 ));
             }
             Request::LinkSet {

@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use longhaul_link::{Fate, Link, LinkStats, Nanos, Record, What};
-use longhaul_packet::{ChecksumMode, HopAction, Parsed, RouterAddrs, parse, process_hop, split};
+use longhaul_packet::{
+    ChecksumMode, HopAction, Parsed, RouterAddrs, damage, parse, process_hop, split,
+};
 use longhaul_sys::{
     Tun, VNET_HDR_LEN, monotonic_now_ns, pin_thread_to_cpu, set_realtime_priority,
     set_timer_slack_ns,
@@ -245,11 +247,42 @@ pub(crate) fn release_runs(
         .rposition(|f| !matches!(f.what, What::Drop { .. }));
     for (i, f) in fates.iter().enumerate() {
         let (from, at) = match f.what {
-            What::Deliver { from, at } | What::Duplicate { from, at } => {
-                (from.as_nanos(), at.as_nanos())
-            }
+            What::Deliver { from, at }
+            | What::Duplicate { from, at }
+            | What::Corrupt { from, at } => (from.as_nanos(), at.as_nanos()),
             What::Drop { .. } => continue,
         };
+        if let What::Corrupt { .. } = f.what {
+            // One segment, checksums completed, one bit flipped: the receiver drops it.
+            split_any |= segments > 1;
+            let mut out = pool.take_empty();
+            let made = if segments == 1 {
+                out.extend_from_slice(&buf[..len]);
+                Ok(())
+            } else {
+                split(
+                    &buf[..len],
+                    p,
+                    f.first as usize,
+                    1,
+                    ChecksumMode::FullWhenSingle,
+                    &mut out,
+                )
+            };
+            match made.and_then(|()| damage(&mut out, from ^ u64::from(f.first))) {
+                Ok(()) => release(Run {
+                    from,
+                    at,
+                    bytes: sized(out, pool),
+                    whole: false,
+                }),
+                Err(e) => {
+                    pool.put(out);
+                    tracing::debug!("cannot damage a segment: {e}");
+                }
+            }
+            continue;
+        }
         if f.first == 0 && f.count == segments {
             let bytes = if Some(i) == last_release {
                 pool.hand_over(buf, len, refill_full)
@@ -274,17 +307,10 @@ pub(crate) fn release_runs(
                 &mut out,
             ) {
                 Ok(()) => {
-                    let bytes = if out.len() >= HANDOVER_MIN {
-                        out
-                    } else {
-                        let small = out.to_vec();
-                        pool.put(out);
-                        small
-                    };
                     release(Run {
                         from,
                         at,
-                        bytes,
+                        bytes: sized(out, pool),
                         whole: false,
                     });
                 }
@@ -296,6 +322,18 @@ pub(crate) fn release_runs(
         }
     }
     split_any
+}
+
+/// A record built in the pool buffer `out`: kept when large, else copied to an exact-size `Vec`
+/// and the buffer returned, so a queued record never holds a buffer far larger than itself.
+fn sized(out: Vec<u8>, pool: &mut BufPool) -> Vec<u8> {
+    if out.len() >= HANDOVER_MIN {
+        out
+    } else {
+        let small = out.to_vec();
+        pool.put(out);
+        small
+    }
 }
 
 impl Forwarder {

@@ -441,6 +441,10 @@ pub struct LinkSetting {
     pub delay_ns: Option<u64>,
     /// Random (Bernoulli) loss probability.
     pub loss: Option<f64>,
+    /// Gilbert–Elliott burst loss instead: p, r, 1-h, 1-k (netem's `gemodel`).
+    pub loss_burst: Option<[f64; 4]>,
+    /// Probability that a segment arrives damaged.
+    pub corrupt: Option<f64>,
     /// Queue capacity, bytes.
     pub queue_bytes: Option<u64>,
     /// Largest uniform jitter, ns (0: none).
@@ -459,6 +463,12 @@ impl LinkSetting {
         if let Some(v) = self.loss {
             w.push(format!("loss={v}"));
         }
+        if let Some([p, r, h, k]) = self.loss_burst {
+            w.push(format!("burst={p},{r},{h},{k}"));
+        }
+        if let Some(v) = self.corrupt {
+            w.push(format!("corrupt={v}"));
+        }
         if let Some(v) = self.queue_bytes {
             w.push(format!("queue={v}"));
         }
@@ -469,13 +479,21 @@ impl LinkSetting {
     }
 
     fn parse(words: &[&str]) -> Option<Self> {
+        fn prob(v: &str) -> Option<f64> {
+            v.parse().ok().filter(|p: &f64| (0.0..=1.0).contains(p))
+        }
         let mut s = Self::default();
         for w in words {
             let (k, v) = w.split_once('=')?;
             match k {
                 "rate" => s.rate_bps = Some(v.parse().ok()?),
                 "delay" => s.delay_ns = Some(v.parse().ok()?),
-                "loss" => s.loss = Some(v.parse().ok().filter(|p: &f64| (0.0..=1.0).contains(p))?),
+                "loss" => s.loss = Some(prob(v)?),
+                "burst" => {
+                    let p: Vec<f64> = v.split(',').map(prob).collect::<Option<_>>()?;
+                    s.loss_burst = Some(p.try_into().ok()?);
+                }
+                "corrupt" => s.corrupt = Some(prob(v)?),
                 "queue" => s.queue_bytes = Some(v.parse().ok()?),
                 "jitter" => s.jitter_ns = Some(v.parse().ok()?),
                 _ => return None,
@@ -764,6 +782,8 @@ mod tests {
                     rate_bps: Some(500_000_000),
                     delay_ns: Some(60_000_000),
                     loss: Some(0.01),
+                    loss_burst: Some([0.01, 0.25, 1.0, 0.0]),
+                    corrupt: Some(0.001),
                     queue_bytes: Some(1 << 20),
                     jitter_ns: Some(0),
                 },
@@ -783,6 +803,9 @@ mod tests {
             "link-set gva both",
             "link-set gva both rate=fast",
             "link-set gva both loss=2",
+            "link-set gva both burst=0.1,0.2",
+            "link-set gva both burst=0.1,0.2,1,2",
+            "link-set gva both corrupt=-1",
             "link-set gva both colour=red",
             "link-set gva north rate=1",
             "route a b maybe r1",

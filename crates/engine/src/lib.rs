@@ -17,6 +17,8 @@
 //!   the client), `proto::probe`'s rules over a TCP control connection and UDP probes;
 //! - [`doctor`]: this host's facts and tuning findings;
 //! - [`find_rate`]: `test -u --find-rate`, the search for the highest loss-free rate (RFC 2544);
+//! - [`isolate`]: `longhaul isolate`, the faulty segment of a path by bisection over reflectors
+//!   (raw ICMP echo; `longhaul-isolate` decides);
 //! - [`tls`], `channel`: `--encrypt` (TLS 1.3 on every connection) and the byte stream every
 //!   conversation reads and writes, plain or encrypted;
 //! - `control`: the framed control connection of tests and transfers (`proto::frame`, deadlines);
@@ -48,6 +50,7 @@ mod watcher;
 pub mod client;
 pub mod doctor;
 pub mod find_rate;
+pub mod isolate;
 pub mod job;
 pub mod probe;
 pub mod server;

@@ -236,6 +236,12 @@ pub struct LinkConfig {
     /// Probability that a delivered segment is delivered twice (stage 6),
     /// the copy at the same release time, right after the original.
     pub duplicate: f64,
+    /// Probability that a delivered segment arrives damaged (stage 7): a bit
+    /// error on the wire after the sender computed its checksums, as a bad
+    /// fibre or transceiver causes (netem's `corrupt`). The segment still
+    /// occupies the queue and every link after this one; the receiver's
+    /// checksum drops it. A duplicate copy is not damaged.
+    pub corrupt: f64,
 }
 
 impl Default for LinkConfig {
@@ -252,6 +258,7 @@ impl Default for LinkConfig {
             jitter_reorders: false,
             reorder: None,
             duplicate: 0.0,
+            corrupt: 0.0,
         }
     }
 }
@@ -439,7 +446,8 @@ impl LinkConfig {
             }
             delay_bound("reorder.hold", r.hold)?;
         }
-        probability("duplicate", self.duplicate)
+        probability("duplicate", self.duplicate)?;
+        probability("corrupt", self.corrupt)
     }
 }
 

@@ -3,7 +3,7 @@
 //! Contract: [`Link::arrive_each`] takes a record arriving at `now` (times
 //! must not decrease between calls) and decides every segment in index
 //! order, each through loss → cross traffic → bottleneck (drop-tail, CoDel)
-//! → delay and jitter → reordering → duplication. All state (Markov chain,
+//! → delay and jitter → reordering → duplication → corruption. All state (Markov chain,
 //! queue, CoDel, FIFO clamp, random streams) advances once per segment and
 //! the stages draw a fixed number of random values per segment, so a record
 //! of N segments gets exactly the fates its N segments would get as N
@@ -24,7 +24,9 @@ use crate::codel::Codel;
 use crate::config::{Aqm, ConfigError, Jitter, LinkConfig, Loss};
 use crate::queue::{Admit, Burst, Queue, units_to_bytes};
 use crate::record::{DropCause, Fate, Record, RecordError, SegmentFate, What, coalesce};
-use crate::rng::{STREAM_DUPLICATE, STREAM_JITTER, STREAM_LOSS, STREAM_REORDER, StageRng};
+use crate::rng::{
+    STREAM_CORRUPT, STREAM_DUPLICATE, STREAM_JITTER, STREAM_LOSS, STREAM_REORDER, StageRng,
+};
 
 /// Per-direction counters (ARCHITECTURE.md: fidelity self-checks need drops
 /// by cause and queue occupancy). Segment counts are per segment, so they do
@@ -55,6 +57,9 @@ pub struct LinkStats {
     pub duplicates: u64,
     /// Segments displaced by the reordering stage.
     pub reordered: u64,
+    /// Segments delivered damaged (counted in `delivered` too).
+    #[serde(default)]
+    pub corrupted: u64,
     /// Largest backlog after admitting a segment, bytes.
     pub queue_max_bytes: u64,
     /// Mean backlog seen by arriving segments (arrival-sampled, bytes).
@@ -109,6 +114,7 @@ pub struct Link {
     jitter_rng: StageRng,
     reorder_rng: StageRng,
     dup_rng: StageRng,
+    corrupt_rng: StageRng,
     last_now: Nanos,
     last_release: Nanos,
     run_gap: Nanos,
@@ -152,6 +158,7 @@ impl Link {
             jitter_rng: StageRng::new(seed, STREAM_JITTER),
             reorder_rng: StageRng::new(seed, STREAM_REORDER),
             dup_rng: StageRng::new(seed, STREAM_DUPLICATE),
+            corrupt_rng: StageRng::new(seed, STREAM_CORRUPT),
             last_now: Nanos::ZERO,
             last_release: Nanos::ZERO,
             run_gap,
@@ -257,12 +264,17 @@ impl Link {
                         what: What::Drop { cause },
                     });
                 }
-                Ok((at, dup)) => {
+                Ok(Delivered { at, dup, corrupt }) => {
                     self.stats.delivered += 1;
                     self.stats.delivered_bytes += u64::from(bytes);
+                    self.stats.corrupted += u64::from(corrupt);
                     out.push(SegmentFate {
                         index: i,
-                        what: What::Deliver { from: at, at },
+                        what: if corrupt {
+                            What::Corrupt { from: at, at }
+                        } else {
+                            What::Deliver { from: at, at }
+                        },
                     });
                     if dup {
                         self.stats.duplicates += 1;
@@ -297,9 +309,9 @@ impl Link {
         r
     }
 
-    /// One segment of `ip_bytes` through every stage: its release time and
-    /// whether it is duplicated, or why it is dropped.
-    fn segment(&mut self, now: Nanos, ip_bytes: u64) -> Result<(Nanos, bool), DropCause> {
+    /// One segment of `ip_bytes` through every stage: when and how it is
+    /// delivered, or why it is dropped.
+    fn segment(&mut self, now: Nanos, ip_bytes: u64) -> Result<Delivered, DropCause> {
         if let Some(cause) = self.loss.next() {
             return Err(cause);
         }
@@ -347,6 +359,18 @@ impl Link {
             release += r.hold;
         }
         let dup = self.cfg.duplicate > 0.0 && self.dup_rng.chance(self.cfg.duplicate);
-        Ok((release, dup))
+        let corrupt = self.cfg.corrupt > 0.0 && self.corrupt_rng.chance(self.cfg.corrupt);
+        Ok(Delivered {
+            at: release,
+            dup,
+            corrupt,
+        })
     }
+}
+
+/// A delivered segment: its release time, whether a copy follows it, whether it is damaged.
+struct Delivered {
+    at: Nanos,
+    dup: bool,
+    corrupt: bool,
 }

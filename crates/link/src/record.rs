@@ -162,6 +162,14 @@ pub enum What {
         /// Release time of the last segment.
         at: Nanos,
     },
+    /// Delivered with damaged bytes (stage 7, [`crate::LinkConfig::corrupt`]): released like
+    /// [`What::Deliver`], and dropped by the receiver's checksum. A run of it is one segment.
+    Corrupt {
+        /// Release time of the segment.
+        from: Nanos,
+        /// The same.
+        at: Nanos,
+    },
     /// Dropped.
     Drop {
         /// Why.

@@ -16,6 +16,7 @@ pub(crate) const STREAM_CROSS: u64 = 2;
 pub(crate) const STREAM_JITTER: u64 = 3;
 pub(crate) const STREAM_REORDER: u64 = 4;
 pub(crate) const STREAM_DUPLICATE: u64 = 5;
+pub(crate) const STREAM_CORRUPT: u64 = 6;
 
 /// A stage's random stream.
 #[derive(Debug, Clone)]

@@ -42,6 +42,8 @@ pub struct Delivered {
     pub bytes: u32,
     /// True for a duplicate copy.
     pub duplicate: bool,
+    /// True when it arrives damaged (the receiver's checksum drops it).
+    pub corrupt: bool,
 }
 
 /// A dropped segment.
@@ -70,7 +72,9 @@ impl Trace {
     fn record(&mut self, sent: Nanos, rec: &Record, segs: &[SegmentFate]) {
         for s in segs {
             match s.what {
-                What::Deliver { at, .. } | What::Duplicate { at, .. } => {
+                What::Deliver { at, .. }
+                | What::Duplicate { at, .. }
+                | What::Corrupt { at, .. } => {
                     self.delivered.push(Delivered {
                         record: rec.id,
                         segment: s.index,
@@ -78,6 +82,7 @@ impl Trace {
                         at,
                         bytes: rec.segment_bytes(s.index),
                         duplicate: matches!(s.what, What::Duplicate { .. }),
+                        corrupt: matches!(s.what, What::Corrupt { .. }),
                     });
                 }
                 What::Drop { cause } => self.dropped.push(Dropped {
@@ -163,6 +168,8 @@ pub struct FlowTrace {
     pub samples: Vec<FlowSample>,
     /// Segments lost, with the send time and cause.
     pub losses: Vec<(Nanos, DropCause)>,
+    /// Send times of the segments delivered damaged (lost to the receiver's checksum).
+    pub corrupted: Vec<Nanos>,
 }
 
 impl Aimd {
@@ -199,6 +206,10 @@ impl Aimd {
                             events.push(Reverse((at + self.return_delay, Ev::Ack)));
                         }
                         What::Duplicate { .. } => {}
+                        What::Corrupt { .. } => {
+                            trace.corrupted.push(now);
+                            events.push(Reverse((now + self.base_rtt, Ev::Loss)));
+                        }
                         What::Drop { cause } => {
                             trace.losses.push((now, cause));
                             events.push(Reverse((now + self.base_rtt, Ev::Loss)));

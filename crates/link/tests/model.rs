@@ -285,6 +285,7 @@ fn random_config(rng: &mut ChaCha8Rng) -> LinkConfig {
             hold: Nanos(1 + pick(1_000_000)),
         }),
         duplicate: [0.0, 0.02][pick(2) as usize],
+        corrupt: [0.0, 0.03][pick(2) as usize],
         mtu: 1500,
     }
     .fix_cross()
@@ -380,6 +381,12 @@ fn expand(runs: &[Fate], segs: &[SegmentFate]) -> Vec<(u32, u8)> {
                     assert!(from <= t && t <= at);
                     u8::from(dup)
                 }
+                What::Corrupt { from, at } => {
+                    assert_eq!(r.count, 1, "a damaged segment is a run of its own");
+                    let seg = segs.iter().find(|s| s.index == i).unwrap();
+                    assert_eq!(seg.what, What::Corrupt { from, at });
+                    10
+                }
                 What::Drop { cause } => 2 + cause as u8,
             };
             v.push((i, kind));
@@ -396,6 +403,7 @@ fn covered(segs: &[SegmentFate]) -> Vec<(u32, u8)> {
             let k = match s.what {
                 What::Deliver { .. } => 0,
                 What::Duplicate { .. } => 1,
+                What::Corrupt { .. } => 10,
                 What::Drop { cause } => 2 + cause as u8,
             };
             (s.index, k)
@@ -500,6 +508,29 @@ fn duplication_is_within_three_sigma() {
     let dups = t.delivered.iter().filter(|d| d.duplicate).count() as u64;
     assert_eq!(dups, link.stats().duplicates);
     assert!(within_3_sigma(dups, n, 0.05), "{dups}");
+}
+
+#[test]
+fn corruption_is_within_three_sigma_and_keeps_the_segment_on_time() {
+    let cfg = |corrupt| LinkConfig {
+        seed: 9,
+        corrupt,
+        bottleneck: Some(bottleneck(GBIT, 1 << 20)),
+        delay: Nanos::from_millis(10),
+        ..LinkConfig::default()
+    };
+    let n = 200_000;
+    let mut clean = Link::new(cfg(0.0)).unwrap();
+    let mut noisy = Link::new(cfg(0.01)).unwrap();
+    let a = sim::run(&mut clean, sim::paced(Nanos::ZERO, GBIT, n, full(0))).unwrap();
+    let b = sim::run(&mut noisy, sim::paced(Nanos::ZERO, GBIT, n, full(0))).unwrap();
+    let bad = b.delivered.iter().filter(|d| d.corrupt).count() as u64;
+    assert_eq!(bad, noisy.stats().corrupted);
+    assert!(within_3_sigma(bad, n, 0.01), "{bad}");
+    // A damaged segment is still carried: same releases, nothing dropped.
+    let times = |t: &sim::Trace| t.delivered.iter().map(|d| d.at).collect::<Vec<_>>();
+    assert_eq!(times(&a), times(&b));
+    assert_eq!(noisy.stats().delivered, n);
 }
 
 #[test]

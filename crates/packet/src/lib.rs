@@ -2,7 +2,8 @@
 //! `IFF_TUN | IFF_NO_PI | IFF_VNET_HDR` and `TUNSETOFFLOAD(CSUM | TSO4 | TSO6)` hands over (a 10-byte
 //! `virtio_net_hdr` followed by one IPv4 or IPv6 packet of up to 64 KiB, possibly a TCP super-packet),
 //! and the operations on them: parsing ([`mod@parse`]), splitting super-packets per TCP segment
-//! ([`mod@segment`]), router-hop processing with ICMP time-exceeded replies ([`hop`]), and
+//! ([`mod@segment`]), router-hop processing with ICMP time-exceeded replies ([`hop`]), routers answering ping
+//! ([`echo`]), bit errors on the wire ([`damage()`]), and
 //! re-coalescing ([`mod@coalesce`]: fuzzed, not yet called by the forwarder, which writes the runs it
 //! split as they are). Depends on thiserror only;
 //! `longhaul-emu`'s forwarders call it for every record. Start at [`mod@parse`].
@@ -17,6 +18,8 @@
 pub mod build;
 pub mod checksum;
 pub mod coalesce;
+mod damage;
+pub mod echo;
 mod error;
 mod gso;
 pub mod hop;
@@ -28,6 +31,8 @@ pub mod udp;
 pub mod vnet;
 
 pub use coalesce::coalesce;
+pub use damage::damage;
+pub use echo::{Echo, echo_reply};
 pub use error::PacketError;
 pub use gso::GsoType;
 pub use hop::{HopAction, RouterAddrs, process_hop};

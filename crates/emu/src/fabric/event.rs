@@ -25,6 +25,8 @@ pub(crate) struct Packet {
     pub(crate) src: usize,
     /// The host it is for.
     pub(crate) dst: usize,
+    /// The router it is for instead (a ping to the router's own address; `path` ends there).
+    pub(crate) to_router: Option<usize>,
 }
 
 /// A packet due at the next node of its route at `at` (monotonic ns).
@@ -113,6 +115,7 @@ mod tests {
             pos: 0,
             src: 0,
             dst: 1,
+            to_router: None,
         }
     }
 

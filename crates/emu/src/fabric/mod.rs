@@ -177,6 +177,8 @@ pub struct LinkChange {
     pub delay: Option<Nanos>,
     /// Random loss.
     pub loss: Option<longhaul_link::Loss>,
+    /// Probability that a segment arrives damaged.
+    pub corrupt: Option<f64>,
     /// Queue capacity, bytes.
     pub queue_bytes: Option<u64>,
     /// Jitter.
@@ -200,10 +202,18 @@ impl std::fmt::Display for LinkChange {
         match self.loss {
             Some(longhaul_link::Loss::Bernoulli { p }) => parts.push(format!("loss {p}")),
             Some(longhaul_link::Loss::None) => parts.push("loss 0".into()),
-            Some(l @ longhaul_link::Loss::GilbertElliott { .. }) => {
-                parts.push(format!("loss {l:?}"))
-            }
+            Some(longhaul_link::Loss::GilbertElliott {
+                p,
+                r,
+                one_minus_h,
+                one_minus_k,
+            }) => parts.push(format!(
+                "burst loss p={p} r={r} 1-h={one_minus_h} 1-k={one_minus_k}"
+            )),
             None => {}
+        }
+        if let Some(c) = self.corrupt {
+            parts.push(format!("corrupt {c}"));
         }
         if let Some(q) = self.queue_bytes {
             parts.push(format!("queue {}", longhaul_units::fmt_size(q)));
@@ -250,6 +260,9 @@ impl LinkChange {
         }
         if let Some(l) = self.loss {
             c.loss = l;
+        }
+        if let Some(p) = self.corrupt {
+            c.corrupt = p;
         }
         if let (Some(q), Some(b)) = (self.queue_bytes, c.bottleneck.as_mut()) {
             b.queue_bytes = q;
@@ -391,6 +404,11 @@ impl Fabric {
             host_of.insert(IpAddr::V4(h.v4), i);
             host_of.insert(IpAddr::V6(h.v6), i);
         }
+        let mut router_of = HashMap::new();
+        for (i, r) in net.routers.iter().enumerate() {
+            router_of.insert(IpAddr::V4(r.v4), i);
+            router_of.insert(IpAddr::V6(r.v6), i);
+        }
         let shared = Arc::new(Shared {
             links,
             routes: RwLock::new(routes),
@@ -402,6 +420,7 @@ impl Fabric {
                 .map(|r| RouterAddrs { v4: r.v4, v6: r.v6 })
                 .collect(),
             host_of,
+            router_of,
             hosts: n,
             tuns,
             captures,

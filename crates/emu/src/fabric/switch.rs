@@ -18,6 +18,11 @@
 //! ICMP time exceeded from that router's addresses, and the answer travels
 //! back over the links the packet came by, through their models, like any
 //! packet.
+//!
+//! A ping to a router's own address travels the links toward it (the first links of a route from
+//! the sender to a host behind that router) and is answered there with an ICMP echo reply, which
+//! comes back the same way; a request damaged on the way fails the router's checksum and is
+//! discarded, as a real router does.
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -27,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use longhaul_link::{Fate, Link, LinkStats, Nanos};
-use longhaul_packet::{HopAction, RouterAddrs, parse, process_hop};
+use longhaul_packet::{Echo, HopAction, RouterAddrs, echo_reply, parse, process_hop};
 use longhaul_sys::{
     Tun, VNET_HDR_LEN, monotonic_now_ns, pin_thread_to_cpu, set_realtime_priority,
     set_timer_slack_ns, wait_any_readable,
@@ -92,6 +97,7 @@ impl LinkDir {
             drop_aqm: e.drop_aqm + now.drop_aqm,
             duplicates: e.duplicates + now.duplicates,
             reordered: e.reordered + now.reordered,
+            corrupted: e.corrupted + now.corrupted,
             queue_max_bytes: e.queue_max_bytes.max(now.queue_max_bytes),
             queue_mean_bytes: now.queue_mean_bytes,
             cross_bytes: e.cross_bytes + now.cross_bytes,
@@ -119,6 +125,8 @@ pub(crate) struct Shared {
     pub(crate) heads: Vec<[Node; 2]>,
     pub(crate) routers: Vec<RouterAddrs>,
     pub(crate) host_of: HashMap<IpAddr, usize>,
+    /// Router addresses: pings to them are answered by the router.
+    pub(crate) router_of: HashMap<IpAddr, usize>,
     pub(crate) hosts: usize,
     pub(crate) tuns: Vec<Arc<Tun>>,
     /// `captures[i][0]` captures link i's a→b direction (empty: no capture).
@@ -168,6 +176,15 @@ pub struct SwitchStats {
     pub hop_time_exceeded: u64,
     /// Records that expired at a router without an answer.
     pub hop_drops: u64,
+    /// Pings to a router answered by it.
+    #[serde(default)]
+    pub echo_replies: u64,
+    /// Pings to a router discarded for a bad ICMP checksum (damaged on the way).
+    #[serde(default)]
+    pub echo_bad_checksum: u64,
+    /// Other records addressed to a router (discarded).
+    #[serde(default)]
+    pub to_router_ignored: u64,
     /// Most bytes in flight between links at once.
     pub backlog_max_bytes: u64,
     /// Bytes in flight now.
@@ -200,6 +217,8 @@ struct Work {
     next_id: u64,
     routes: Vec<Arc<[Step]>>,
     routes_generation: u64,
+    /// `(sender, router)` → the links from the sender to the router, for this route generation.
+    router_paths: HashMap<(usize, usize), Arc<[Step]>>,
 }
 
 impl Switch {
@@ -234,6 +253,7 @@ impl Switch {
             next_id: 0,
             routes: Vec::new(),
             routes_generation: u64::MAX,
+            router_paths: HashMap::new(),
         };
         let mut buf = w.pool.take_full();
         let mut ready = Vec::new();
@@ -243,6 +263,7 @@ impl Switch {
             if generation != w.routes_generation {
                 w.routes_generation = generation;
                 w.routes = sh.routes.read().unwrap_or_else(|e| e.into_inner()).clone();
+                w.router_paths.clear();
             }
             let now = self.handle_due(&mut w, monotonic_now_ns());
             if now >= next_publish {
@@ -301,11 +322,22 @@ impl Switch {
                 return;
             }
         };
-        let Some(&dst) = self.shared.host_of.get(&parsed.flow.dst) else {
-            w.stats.no_route += 1;
-            return;
+        let (dst, to_router, path) = match self.shared.host_of.get(&parsed.flow.dst) {
+            Some(&dst) => (dst, None, w.routes[src * self.shared.hosts + dst].clone()),
+            None => match self.shared.router_of.get(&parsed.flow.dst) {
+                Some(&r) => match self.path_to_router(w, src, r) {
+                    Some(path) => (src, Some(r), path),
+                    None => {
+                        w.stats.no_route += 1;
+                        return;
+                    }
+                },
+                None => {
+                    w.stats.no_route += 1;
+                    return;
+                }
+            },
         };
-        let path = w.routes[src * self.shared.hosts + dst].clone();
         if path.is_empty() {
             w.stats.no_route += 1;
             return;
@@ -319,8 +351,27 @@ impl Switch {
             pos: 0,
             src,
             dst,
+            to_router,
         };
         self.step(w, now, packet, now);
+    }
+
+    /// The links from host `src` to router `r`: the shortest start of a route from `src` that
+    /// reaches `r` (none when no route from `src` passes it).
+    fn path_to_router(&self, w: &mut Work, src: usize, r: usize) -> Option<Arc<[Step]>> {
+        if let Some(p) = w.router_paths.get(&(src, r)) {
+            return Some(p.clone());
+        }
+        let sh = &*self.shared;
+        let best = (0..sh.hosts)
+            .filter_map(|to| {
+                let route = &w.routes[src * sh.hosts + to];
+                let i = route.iter().position(|&s| sh.head(s) == Node::Router(r))?;
+                Some(Arc::<[Step]>::from(&route[..=i]))
+            })
+            .min_by_key(|p| p.len())?;
+        w.router_paths.insert((src, r), best.clone());
+        Some(best)
     }
 
     /// Handles every event due at `now`; returns the clock after the last.
@@ -335,6 +386,12 @@ impl Switch {
     /// `p` reaches the node after `p.path[..p.pos]` at `at` (the clock reads `now`).
     fn step(&self, w: &mut Work, at: u64, mut p: Packet, now: u64) {
         let sh = &*self.shared;
+        if p.pos == p.path.len()
+            && let Some(r) = p.to_router
+        {
+            self.answer_ping(w, r, at, p);
+            return;
+        }
         if p.pos == p.path.len() {
             w.lateness.record(now.saturating_sub(at));
             match sh.tuns[p.dst].write(&p.bytes) {
@@ -416,6 +473,7 @@ impl Switch {
                 pos: p.pos + 1,
                 src: p.src,
                 dst: p.dst,
+                to_router: p.to_router,
             };
             events.push(next, packet);
         });
@@ -442,6 +500,7 @@ impl Switch {
                     pos: 0,
                     src: p.src,
                     dst: p.src,
+                    to_router: None,
                 };
                 w.pool.put(std::mem::take(&mut p.bytes));
                 self.step(w, at, reply, monotonic_now_ns());
@@ -452,6 +511,32 @@ impl Switch {
                 w.pool.put(std::mem::take(&mut p.bytes));
                 false
             }
+        }
+    }
+
+    /// Router `r` receives `p`, addressed to it, at `at`: a ping is answered back over the links
+    /// it came by; anything else is discarded.
+    fn answer_ping(&self, w: &mut Work, r: usize, at: u64, mut p: Packet) {
+        let sh = &*self.shared;
+        let outcome = echo_reply(&p.bytes, &sh.routers[r], &mut w.reply);
+        w.pool.put(std::mem::take(&mut p.bytes));
+        match outcome {
+            Ok(Echo::Reply) => {
+                w.stats.echo_replies += 1;
+                let back: Vec<Step> = p.path.iter().rev().map(|s| s.reversed()).collect();
+                let reply = Packet {
+                    bytes: std::mem::take(&mut w.reply),
+                    parsed: None,
+                    path: Arc::from(back),
+                    pos: 0,
+                    src: p.src,
+                    dst: p.src,
+                    to_router: None,
+                };
+                self.step(w, at, reply, monotonic_now_ns());
+            }
+            Ok(Echo::BadChecksum) => w.stats.echo_bad_checksum += 1,
+            Ok(Echo::Ignored) | Err(_) => w.stats.to_router_ignored += 1,
         }
     }
 

@@ -149,6 +149,8 @@ struct DirSpec {
     #[serde(default)]
     loss: Option<LossSpec>,
     #[serde(default)]
+    corrupt: Option<f64>,
+    #[serde(default)]
     jitter: Option<String>,
     #[serde(default)]
     queue: Option<String>,
@@ -173,6 +175,8 @@ struct LinkSpec {
     delay: Option<String>,
     #[serde(default)]
     loss: Option<LossSpec>,
+    #[serde(default)]
+    corrupt: Option<f64>,
     #[serde(default)]
     jitter: Option<String>,
     #[serde(default)]
@@ -237,6 +241,7 @@ struct Dir<'a> {
     rate: Option<(&'a str, String)>,
     delay: Option<(&'a str, String)>,
     loss: Option<(LossSpec, String)>,
+    corrupt: Option<(f64, String)>,
     jitter: Option<(&'a str, String)>,
     queue: Option<(&'a str, String)>,
     aqm: Option<(&'a str, String)>,
@@ -261,6 +266,10 @@ fn merge<'a>(l: &'a LinkSpec, d: Option<&'a DirSpec>, lf: &str, df: &str) -> Dir
         loss: match d.and_then(|d| d.loss) {
             Some(x) => Some((x, format!("{df}.loss"))),
             None => l.loss.map(|x| (x, format!("{lf}.loss"))),
+        },
+        corrupt: match d.and_then(|d| d.corrupt) {
+            Some(x) => Some((x, format!("{df}.corrupt"))),
+            None => l.corrupt.map(|x| (x, format!("{lf}.corrupt"))),
         },
         jitter: pick(&l.jitter, d.map(|d| &d.jitter), lf, df, "jitter"),
         queue: pick(&l.queue, d.map(|d| &d.queue), lf, df, "queue"),
@@ -613,6 +622,13 @@ fn direction(
         }
         None => Default::default(),
     };
+    let corrupt = match &d.corrupt {
+        Some((p, f)) if !(0.0..=1.0).contains(p) => {
+            return fail(f.clone(), format!("probability must be in [0, 1], got {p}"));
+        }
+        Some((p, _)) => *p,
+        None => 0.0,
+    };
     let jitter = match &d.jitter {
         Some((s, f)) => match duration(f, s)? {
             Nanos::ZERO => Jitter::None,
@@ -677,6 +693,7 @@ fn direction(
             seed,
             mtu,
             loss,
+            corrupt,
             bottleneck,
             delay,
             jitter,

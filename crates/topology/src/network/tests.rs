@@ -393,12 +393,14 @@ b = "r"
 rate = "1G"
 delay = "10ms"
 loss = 0.001
+corrupt = 0.002
 jitter = "1ms"
 queue = "64M"
 aqm = "codel"
 [link.a_to_b]
 rate = "100M"
 loss = { model = "gilbert_elliott", p = 0.01, r = 0.3 }
+corrupt = 0.05
 [link.b_to_a]
 delay = "20ms"
 jitter = "0"
@@ -428,6 +430,8 @@ rate = "10M"
     assert_eq!(ba.delay, Nanos::from_millis(20));
     assert_eq!(ba.jitter, Jitter::None);
     assert_eq!(ba.loss, Loss::Bernoulli { p: 0.001 });
+    assert_eq!((ab.corrupt, ba.corrupt), (0.05, 0.002));
+    assert_eq!(n.links[1].a_to_b.corrupt, 0.0);
     // b -> a crosses r->a (b_to_a of link 0) and b->r (b_to_a of link 1):
     // RTT 10 + 20 ms, 1 Gbit/s.
     assert_eq!(
@@ -513,7 +517,7 @@ fn every_refusal_names_file_line_and_field() {
         ),
         (
             edit("rate = \"1G\"", "rate = \"1G\"\n[link.a_to_b]\nkm = 3"),
-            "nets/t.toml:27:1: link[1].a_to_b.km: unknown field `km`, expected one of `rate`, `delay`, `loss`, `jitter`, `queue`, `aqm`",
+            "nets/t.toml:27:1: link[1].a_to_b.km: unknown field `km`, expected one of `rate`, `delay`, `loss`, `corrupt`, `jitter`, `queue`, `aqm`",
         ),
         (
             format!("{BASE}[[route]]\nfrom = \"a\"\nto = \"b\"\nvai = []\n"),
@@ -603,6 +607,10 @@ fn every_refusal_names_file_line_and_field() {
         (
             edit("rate = \"1G\"", "rate = \"1G\"\nloss = 1.5"),
             "nets/t.toml:26: link[1].loss: probability must be in [0, 1], got 1.5",
+        ),
+        (
+            edit("rate = \"1G\"", "rate = \"1G\"\ncorrupt = -0.1"),
+            "nets/t.toml:26: link[1].corrupt: probability must be in [0, 1], got -0.1",
         ),
         (
             edit(
