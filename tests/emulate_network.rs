@@ -1536,16 +1536,36 @@ fn the_calibration_is_measured_cached_and_warns_before_a_network_above_it() {
             &format!("longhaul emulate {}", args.join(" ")),
         )
     };
-    let started = Instant::now();
-    let out = run(&["calibrate", "--json"]);
-    assert!(out.status.success());
-    let took = started.elapsed();
-    let c: Value = serde_json::from_slice(&out.stdout).expect("calibration JSON");
+    // At least the first step holds (the 2-core reference machine holds 2 Gbit/s when quiet,
+    // bench/RESULTS.md; a debug build on a slower one received 831 Mbit/s of 1 Gbit/s). A machine
+    // too busy for even that is measured again (`--force`), as the other timing tests try again
+    // when the emulator says it fell behind; three calibrations below it fail the test.
+    let mut tries = Vec::new();
+    let (c, took) = loop {
+        let started = Instant::now();
+        let args: &[&str] = if tries.is_empty() {
+            &["calibrate", "--json"]
+        } else {
+            &["calibrate", "--force", "--json"]
+        };
+        let out = run(args);
+        assert!(out.status.success());
+        let took = started.elapsed();
+        let c: Value = serde_json::from_slice(&out.stdout).expect("calibration JSON");
+        if c["held_bps"].as_u64().unwrap() >= 250_000_000 {
+            break (c, took);
+        }
+        tries.push(c.to_string());
+        assert!(
+            tries.len() < 3,
+            "three calibrations held less than 250 Mbit/s (the machine was too busy to \
+             emulate, or the emulator got slower):\n{}",
+            tries.join("\n")
+        );
+        std::thread::sleep(Duration::from_secs(5));
+    };
     let held = c["held_bps"].as_u64().unwrap();
     let steps = c["steps"].as_array().unwrap();
-    // At least the first step holds (the 2-core reference machine holds 2 Gbit/s when quiet,
-    // bench/RESULTS.md; a debug build on a slower one received 831 Mbit/s of 1 Gbit/s).
-    assert!(held >= 250_000_000, "{c}");
     for st in steps {
         let rate = st["rate_bps"].as_u64().unwrap();
         let ok = st["problems"].as_array().unwrap().is_empty();
