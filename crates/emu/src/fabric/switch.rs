@@ -491,19 +491,8 @@ impl Switch {
             Ok(HopAction::Forward) | Err(_) => true,
             Ok(HopAction::TimeExceeded) => {
                 w.stats.hop_time_exceeded += 1;
-                // Back to the sender over the links the packet came by.
-                let back: Vec<Step> = p.path[..p.pos].iter().rev().map(|s| s.reversed()).collect();
-                let reply = Packet {
-                    bytes: std::mem::take(&mut w.reply),
-                    parsed: None,
-                    path: Arc::from(back),
-                    pos: 0,
-                    src: p.src,
-                    dst: p.src,
-                    to_router: None,
-                };
                 w.pool.put(std::mem::take(&mut p.bytes));
-                self.step(w, at, reply, monotonic_now_ns());
+                self.send_back(w, at, &p.path[..p.pos], p.src);
                 false
             }
             Ok(HopAction::Drop) => {
@@ -512,6 +501,22 @@ impl Switch {
                 false
             }
         }
+    }
+
+    /// A router's answer (in `w.reply`) leaves at `at` for host `to`, back over the links
+    /// `crossed` (the way the packet it answers came).
+    fn send_back(&self, w: &mut Work, at: u64, crossed: &[Step], to: usize) {
+        let back: Vec<Step> = crossed.iter().rev().map(|s| s.reversed()).collect();
+        let reply = Packet {
+            bytes: std::mem::take(&mut w.reply),
+            parsed: None,
+            path: Arc::from(back),
+            pos: 0,
+            src: to,
+            dst: to,
+            to_router: None,
+        };
+        self.step(w, at, reply, monotonic_now_ns());
     }
 
     /// Router `r` receives `p`, addressed to it, at `at`: a ping is answered back over the links
@@ -523,17 +528,7 @@ impl Switch {
         match outcome {
             Ok(Echo::Reply) => {
                 w.stats.echo_replies += 1;
-                let back: Vec<Step> = p.path.iter().rev().map(|s| s.reversed()).collect();
-                let reply = Packet {
-                    bytes: std::mem::take(&mut w.reply),
-                    parsed: None,
-                    path: Arc::from(back),
-                    pos: 0,
-                    src: p.src,
-                    dst: p.src,
-                    to_router: None,
-                };
-                self.step(w, at, reply, monotonic_now_ns());
+                self.send_back(w, at, &p.path, p.src);
             }
             Ok(Echo::BadChecksum) => w.stats.echo_bad_checksum += 1,
             Ok(Echo::Ignored) | Err(_) => w.stats.to_router_ignored += 1,
