@@ -72,7 +72,7 @@ pub(crate) fn emulate(args: &[&str]) -> Output {
 }
 
 /// How many times a timing test runs its path before it gives up on a busy machine.
-const ATTEMPTS: usize = 4;
+pub(crate) const ATTEMPTS: usize = 4;
 
 /// Runs `longhaul emulate ARGS` and `check`s the output, up to [`ATTEMPTS`] times. A check that
 /// fails on a run the emulator trusted fails the test at once: the path itself was wrong. A run the

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::emulate::ATTEMPTS;
 use crate::transfer_session::Relay;
 use crate::util::{DownOnDrop, KillOnDrop, ServerProc, bin};
 
@@ -1147,6 +1148,53 @@ impl Testbed {
         Self(DownOnDrop(name))
     }
 
+    /// Brings a testbed up with `args` and runs `check` on it, up to [`ATTEMPTS`] times, each on a
+    /// fresh testbed: the rule of `emulate_checked` for a testbed that stays up. A check that fails
+    /// while the emulator kept time fails the test at once; one that fails while the emulator fell
+    /// behind its schedule (`emulate status`: NOT TRUSTWORTHY) says nothing about the transfer
+    /// and is run again.
+    fn checked(args: &[&str], check: impl Fn(&Testbed) -> Result<(), String>) {
+        let mut flagged = Vec::new();
+        for attempt in 1..=ATTEMPTS {
+            let bed = Self::up(args);
+            let problem = match check(&bed) {
+                Ok(()) => return,
+                Err(problem) => problem,
+            };
+            let verdict = bed.fidelity_problems();
+            assert!(
+                !verdict.is_empty(),
+                "attempt {attempt}: {problem} (and the emulator trusted this run)"
+            );
+            println!(
+                "attempt {attempt}: {problem}; the emulator flagged the run ({verdict}), again"
+            );
+            flagged.push(format!("attempt {attempt}: {problem} [{verdict}]"));
+            drop(bed);
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        panic!(
+            "every attempt was flagged NOT TRUSTWORTHY: the machine was too busy to measure the path\n{}",
+            flagged.join("\n")
+        );
+    }
+
+    /// What `emulate status` says made the testbed's timing untrustworthy since it came up; empty
+    /// when it kept time.
+    fn fidelity_problems(&self) -> String {
+        let out = Command::new(bin())
+            .args(["emulate", "status", "--json", "--name", &self.0.0])
+            .output()
+            .expect("run longhaul emulate status");
+        assert!(out.status.success(), "emulate status: {}", stderr(&out));
+        let status: Value = serde_json::from_slice(&out.stdout).expect("status as JSON");
+        let fidelity = &status["testbeds"][0]["fidelity"];
+        match fidelity["ok"].as_bool().expect("fidelity.ok") {
+            true => String::new(),
+            false => format!("NOT TRUSTWORTHY {}", fidelity["problems"]),
+        }
+    }
+
     /// `longhaul emulate exec --name NAME HOST -- ARGS...` as a command.
     fn exec(&self, host: &str, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
@@ -1359,96 +1407,108 @@ fn send_and_get_with_pace_auto_over_a_small_queue_path() {
     let _machine = crate::util::machine_alone();
     let t = Scratch::new("pace");
     let key = t.key("key");
-    let root = t.dir("root");
     const SIZE: u64 = 256 << 20;
     let src = t.join("src/big.dat");
     random_file(&src, SIZE);
-    let bed = Testbed::up(&["--rtt", "120ms", "--rate", "1G", "--queue", "1500K"]);
-    let (_server, log) = bed.server(&root, &key, &[]);
-    let wait_log = |needle: &str| log.wait_for(needle);
-    let run = |args: &[&str]| -> Value {
-        let out = bed.exec("a", args).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-        serde_json::from_slice(&out.stdout).expect("the summary as JSON")
-    };
+    Testbed::checked(
+        &["--rtt", "120ms", "--rate", "1G", "--queue", "1500K"],
+        |bed| {
+            // Each attempt into empty directories: nothing to resume from the last one.
+            let root = t.join("root");
+            let back = t.join("back");
+            for d in [&root, &back] {
+                let _ = std::fs::remove_dir_all(d);
+                std::fs::create_dir_all(d).unwrap();
+            }
+            let (_server, log) = bed.server(&root, &key, &[]);
+            let run = |args: &[&str]| -> Value {
+                let out = bed.exec("a", args).output().unwrap();
+                assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+                serde_json::from_slice(&out.stdout).expect("the summary as JSON")
+            };
 
-    let sent = run(&[
-        bin(),
-        "send",
-        s(&src),
-        "10.201.0.2:in",
-        "--key",
-        s(&key),
-        "--pace",
-        "auto",
-        "--json",
-    ]);
-    assert!(same_bytes(&src, &root.join("in/big.dat")));
-    assert_eq!(sent["verified"], true, "{sent}");
-    let pa = &sent["pace_auto"];
-    let found = pa["estimate"]["rate_bps"].as_f64().unwrap_or(0.0);
-    assert!((0.5e9..=1.5e9).contains(&found), "{pa}");
-    assert_eq!(pa["estimate"]["timing"], "forward", "{pa}");
-    assert!(pa["governor"]["rounds"].as_u64().unwrap_or(0) > 5, "{pa}");
-    let retransmits = u(&sent, "retransmits");
-    let segments = SIZE / 1448;
-    println!(
-        "send --pace auto: {:.1} Mbit/s, {retransmits} retransmits of {segments} segments; {}",
-        sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
-        pa["governor"]
-    );
-    assert!(
-        (retransmits as f64) < 0.001 * segments as f64,
-        "{retransmits} retransmits"
-    );
-
-    let back = t.dir("back");
-    let got = run(&[
-        bin(),
-        "get",
-        "10.201.0.2:in/big.dat",
-        s(&back),
-        "--key",
-        s(&key),
-        "--pace",
-        "auto",
-        "--json",
-    ]);
-    assert!(same_bytes(&src, &back.join("big.dat")));
-    assert_eq!(got["verified"], true, "{got}");
-    assert_eq!(
-        got["pace_auto"]["estimate"]["timing"], "round_trip",
-        "{got}"
-    );
-    assert!(
-        got["pace_auto"]["governor"].is_null(),
-        "the server governs a get"
-    );
-    let governed = wait_log("--pace auto governed this get");
-    println!("get --pace auto: {governed}");
-
-    // `--pace` of a transfer takes only auto.
-    let out = bed
-        .exec(
-            "a",
-            &[
+            let sent = run(&[
                 bin(),
                 "send",
                 s(&src),
-                "10.201.0.2:x",
+                "10.201.0.2:in",
                 "--key",
                 s(&key),
                 "--pace",
-                "900M",
-            ],
-        )
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--pace takes \"auto\""),
-        "{}",
-        stderr(&out)
+                "auto",
+                "--json",
+            ]);
+            assert!(same_bytes(&src, &root.join("in/big.dat")));
+            assert_eq!(sent["verified"], true, "{sent}");
+            let pa = &sent["pace_auto"];
+            assert_eq!(pa["estimate"]["timing"], "forward", "{pa}");
+            assert!(pa["governor"]["rounds"].as_u64().unwrap_or(0) > 5, "{pa}");
+            let found = pa["estimate"]["rate_bps"].as_f64().unwrap_or(0.0);
+            let retransmits = u(&sent, "retransmits");
+            let segments = SIZE / 1448;
+            println!(
+                "send --pace auto: {:.1} Mbit/s, {retransmits} retransmits of {segments} segments; {}",
+                sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+                pa["governor"]
+            );
+            if !(0.5e9..=1.5e9).contains(&found) {
+                return Err(format!(
+                    "the trains found {found} bit/s on a 1 Gbit/s path: {pa}"
+                ));
+            }
+            if retransmits as f64 >= 0.001 * segments as f64 {
+                return Err(format!("{retransmits} retransmits of {segments} segments"));
+            }
+
+            let got = run(&[
+                bin(),
+                "get",
+                "10.201.0.2:in/big.dat",
+                s(&back),
+                "--key",
+                s(&key),
+                "--pace",
+                "auto",
+                "--json",
+            ]);
+            assert!(same_bytes(&src, &back.join("big.dat")));
+            assert_eq!(got["verified"], true, "{got}");
+            assert_eq!(
+                got["pace_auto"]["estimate"]["timing"], "round_trip",
+                "{got}"
+            );
+            assert!(
+                got["pace_auto"]["governor"].is_null(),
+                "the server governs a get"
+            );
+            let governed = log.wait_for("--pace auto governed this get");
+            println!("get --pace auto: {governed}");
+
+            // `--pace` of a transfer takes only auto.
+            let out = bed
+                .exec(
+                    "a",
+                    &[
+                        bin(),
+                        "send",
+                        s(&src),
+                        "10.201.0.2:x",
+                        "--key",
+                        s(&key),
+                        "--pace",
+                        "900M",
+                    ],
+                )
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+            assert!(
+                stderr(&out).contains("--pace takes \"auto\""),
+                "{}",
+                stderr(&out)
+            );
+            Ok(())
+        },
     );
 }
 
@@ -1466,115 +1526,125 @@ fn send_with_a_fast_start_on_a_dedicated_path() {
     let _machine = crate::util::machine_alone();
     let t = Scratch::new("dedicated");
     let key = t.key("key");
-    let root = t.dir("root");
     const SIZE: u64 = 1 << 30;
     let src = t.join("src/big.dat");
     random_file(&src, SIZE);
-    let bed = Testbed::up(&["--rtt", "120ms", "--rate", "2G"]);
-    let (_server, _log) = bed.server(&root, &key, &[]);
-    let routes = || {
-        let out = Command::new("ip")
-            .args(["-n", &format!("lh-{}-a", bed.0.0), "route", "show"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
-    let before = routes();
-    let send = |dest: &str, extra: &[&str]| -> Output {
-        let mut args = vec![bin(), "send", s(&src), dest, "--key", s(&key), "--json"];
-        args.extend_from_slice(extra);
-        bed.exec("a", &args).output().unwrap()
-    };
-    let summary = |out: &Output| -> Value {
-        assert!(out.status.success(), "{}", stderr(out));
-        serde_json::from_slice(&out.stdout).expect("the summary as JSON")
-    };
+    Testbed::checked(&["--rtt", "120ms", "--rate", "2G"], |bed| {
+        // Each attempt into an empty directory: nothing to resume from the last one.
+        let root = t.join("root");
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let (_server, _log) = bed.server(&root, &key, &[]);
+        let routes = || {
+            let out = Command::new("ip")
+                .args(["-n", &format!("lh-{}-a", bed.0.0), "route", "show"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).to_string()
+        };
+        let before = routes();
+        let send = |dest: &str, extra: &[&str]| -> Output {
+            let mut args = vec![bin(), "send", s(&src), dest, "--key", s(&key), "--json"];
+            args.extend_from_slice(extra);
+            bed.exec("a", &args).output().unwrap()
+        };
+        let summary = |out: &Output| -> Value {
+            assert!(out.status.success(), "{}", stderr(out));
+            serde_json::from_slice(&out.stdout).expect("the summary as JSON")
+        };
 
-    let slow = summary(&send("10.201.0.2:slow", &["--rate", "1.93G"]));
-    let fast = summary(&send(
-        "10.201.0.2:fast",
-        &["--rate", "1.93G", "--dedicated"],
-    ));
-    assert!(same_bytes(&src, &root.join("fast/big.dat")));
-    assert_eq!(u(&fast, "bytes_moved"), SIZE, "{fast}");
-    assert_eq!(fast["verified"], true, "{fast}");
-    let rate = |v: &Value| v["bits_per_second"].as_f64().unwrap_or(0.0);
-    let f = &fast["fast_start"];
-    let rtt_ms = f["rtt_ms"].as_f64().unwrap_or(0.0);
-    let to_rate = f["to_rate_ms"].as_f64().unwrap_or(f64::MAX);
-    println!(
-        "send 1 GiB over 120 ms, 2 Gbit/s at --rate 1.93G: {:.2} Gbit/s, {} retransmits \
+        let slow = summary(&send("10.201.0.2:slow", &["--rate", "1.93G"]));
+        let fast = summary(&send(
+            "10.201.0.2:fast",
+            &["--rate", "1.93G", "--dedicated"],
+        ));
+        assert!(same_bytes(&src, &root.join("fast/big.dat")));
+        assert_eq!(u(&fast, "bytes_moved"), SIZE, "{fast}");
+        assert_eq!(fast["verified"], true, "{fast}");
+        let rate = |v: &Value| v["bits_per_second"].as_f64().unwrap_or(0.0);
+        let f = &fast["fast_start"];
+        let rtt_ms = f["rtt_ms"].as_f64().unwrap_or(0.0);
+        let to_rate = f["to_rate_ms"].as_f64().unwrap_or(f64::MAX);
+        println!(
+            "send 1 GiB over 120 ms, 2 Gbit/s at --rate 1.93G: {:.2} Gbit/s, {} retransmits \
          without --dedicated; {:.2} Gbit/s, {} retransmits with it, 90 % of the rate after \
          {to_rate:.0} ms ({:.1} RTTs), {} segments per stream",
-        rate(&slow) / 1e9,
-        u(&slow, "retransmits"),
-        rate(&fast) / 1e9,
-        u(&fast, "retransmits"),
-        to_rate / rtt_ms.max(1e-3),
-        f["initial_window_segments"]
-    );
-    assert!(rate(&fast) >= 1.6e9, "{fast}");
-    assert!((100.0..=140.0).contains(&rtt_ms), "{f}");
-    assert!(to_rate <= 5.0 * rtt_ms, "{f}");
-    assert!(
-        (u(&fast, "retransmits") as f64) < 0.001 * (SIZE / 1448) as f64,
-        "{fast}"
-    );
-    assert!(slow["fast_start"].is_null(), "{slow}");
-    assert_eq!(routes(), before, "the host route is back as it was");
+            rate(&slow) / 1e9,
+            u(&slow, "retransmits"),
+            rate(&fast) / 1e9,
+            u(&fast, "retransmits"),
+            to_rate / rtt_ms.max(1e-3),
+            f["initial_window_segments"]
+        );
+        assert!(slow["fast_start"].is_null(), "{slow}");
+        assert_eq!(routes(), before, "the host route is back as it was");
+        if rate(&fast) < 1.6e9 {
+            return Err(format!("--dedicated averaged {} bit/s", rate(&fast)));
+        }
+        if !(100.0..=140.0).contains(&rtt_ms) {
+            return Err(format!("an RTT of {rtt_ms} ms on a 120 ms path: {f}"));
+        }
+        if to_rate > 5.0 * rtt_ms {
+            return Err(format!("90 % of the rate after {to_rate} ms: {f}"));
+        }
+        if u(&fast, "retransmits") as f64 >= 0.001 * (SIZE / 1448) as f64 {
+            return Err(format!("{} retransmits", u(&fast, "retransmits")));
+        }
 
-    // Refused, each with one line and nothing changed.
-    let back = t.dir("back");
-    let get = bed
-        .exec(
-            "a",
-            &[
-                bin(),
-                "get",
-                "10.201.0.2:fast/big.dat",
-                s(&back),
-                "--key",
-                s(&key),
-                "--rate",
-                "1.93G",
-                "--dedicated",
-            ],
-        )
-        .output()
-        .unwrap();
-    assert!(!get.status.success());
-    assert!(
-        stderr(&get).contains("on a get the server sends"),
-        "{}",
-        stderr(&get)
-    );
-    let no_rate = send("10.201.0.2:x", &["--dedicated"]);
-    assert_eq!(no_rate.status.code(), Some(2), "{}", stderr(&no_rate));
-    assert!(stderr(&no_rate).contains("--rate"), "{}", stderr(&no_rate));
-    // A host route with an attribute it could not restore exactly (rto_min): left alone.
-    let ns = format!("lh-{}-a", bed.0.0);
-    let held = Command::new("ip")
-        .args(["-n", &ns, "route", "replace", "10.201.0.2", "dev", "lh0"])
-        .args([
-            "proto",
-            "kernel",
-            "scope",
-            "link",
-            "src",
-            "10.201.0.1",
-            "rto_min",
-            "50ms",
-        ])
-        .status()
-        .unwrap();
-    assert!(held.success());
-    let theirs = routes();
-    let refused = send("10.201.0.2:x", &["--rate", "1.93G", "--dedicated"]);
-    assert!(!refused.status.success());
-    assert!(
-        stderr(&refused).contains("cannot restore exactly"),
-        "{}",
-        stderr(&refused)
-    );
-    assert_eq!(routes(), theirs, "left alone");
+        // Refused, each with one line and nothing changed.
+        let back = t.dir("back");
+        let get = bed
+            .exec(
+                "a",
+                &[
+                    bin(),
+                    "get",
+                    "10.201.0.2:fast/big.dat",
+                    s(&back),
+                    "--key",
+                    s(&key),
+                    "--rate",
+                    "1.93G",
+                    "--dedicated",
+                ],
+            )
+            .output()
+            .unwrap();
+        assert!(!get.status.success());
+        assert!(
+            stderr(&get).contains("on a get the server sends"),
+            "{}",
+            stderr(&get)
+        );
+        let no_rate = send("10.201.0.2:x", &["--dedicated"]);
+        assert_eq!(no_rate.status.code(), Some(2), "{}", stderr(&no_rate));
+        assert!(stderr(&no_rate).contains("--rate"), "{}", stderr(&no_rate));
+        // A host route with an attribute it could not restore exactly (rto_min): left alone.
+        let ns = format!("lh-{}-a", bed.0.0);
+        let held = Command::new("ip")
+            .args(["-n", &ns, "route", "replace", "10.201.0.2", "dev", "lh0"])
+            .args([
+                "proto",
+                "kernel",
+                "scope",
+                "link",
+                "src",
+                "10.201.0.1",
+                "rto_min",
+                "50ms",
+            ])
+            .status()
+            .unwrap();
+        assert!(held.success());
+        let theirs = routes();
+        let refused = send("10.201.0.2:x", &["--rate", "1.93G", "--dedicated"]);
+        assert!(!refused.status.success());
+        assert!(
+            stderr(&refused).contains("cannot restore exactly"),
+            "{}",
+            stderr(&refused)
+        );
+        assert_eq!(routes(), theirs, "left alone");
+        Ok(())
+    });
 }

@@ -50,6 +50,9 @@ pub const STALE_AFTER: u32 = 4;
 /// Below this share of the rate delivered, the streams are limited by something other than the
 /// pacing, and a queue alone does not lower it (a loss still does).
 pub const LIMITED_ELSEWHERE: f64 = 0.6;
+/// Rounds over which the lowest queueing delay is the hosts' own (their scheduling, an emulator's
+/// timer): a queue is forming when the delay climbs above that floor, not above the best sample.
+pub const FLOOR_ROUNDS: usize = 8;
 /// The shortest round the governor acts on.
 pub const MIN_ROUND_NS: u64 = 10_000_000;
 /// Most rounds a summary keeps in its timeline (a longer run's are thinned evenly).
@@ -322,9 +325,14 @@ impl Governor {
             Step::Hold
         } else if delivered as f64 >= 0.9 * self.rate_bps as f64 {
             let rate = self.rate_bps as f64;
-            // A queue starting to form (a quarter of the threshold): the smallest step, and the
-            // steps start growing again from it.
-            let forming = queue_us > queue_threshold_us(r.min_rtt_us) / 4;
+            // A queue starting to form (a quarter of the threshold above the floor of the last
+            // rounds): the smallest step, and the steps start growing again from it.
+            let floor_us = self.rounds[self.rounds.len().saturating_sub(FLOOR_ROUNDS)..]
+                .iter()
+                .map(|r| r.queue_us)
+                .min()
+                .unwrap_or(0);
+            let forming = queue_us > floor_us + queue_threshold_us(r.min_rtt_us) / 4;
             if forming {
                 self.gain = MIN_GAIN;
                 self.clear_raises = 0;
@@ -528,6 +536,9 @@ mod tests {
         queue_bytes: f64,
         queued: f64,
         rtt_us: u32,
+        /// Delay the hosts add to every round trip (scheduling, an emulator's timer), µs: the
+        /// smoothed RTT carries it, the minimum RTT (its best sample) does not.
+        host_delay_us: u32,
         acked: u64,
         retrans: u64,
         at_ns: u64,
@@ -547,13 +558,13 @@ mod tests {
             let delivered = (self.queued + offered - q).min(served);
             self.queued = q;
             self.acked += delivered as u64;
-            self.at_ns += u64::from(self.rtt_us) * 1_000;
+            self.at_ns += u64::from(self.rtt_us + self.host_delay_us) * 1_000;
             let queue_us = (q / (self.cap_bps as f64 / 8.0) * 1e6) as u32;
             Reading {
                 at_ns: self.at_ns,
                 acked_bytes: self.acked,
                 retransmits: self.retrans,
-                srtt_us: self.rtt_us + queue_us,
+                srtt_us: self.rtt_us + self.host_delay_us + queue_us,
                 min_rtt_us: self.rtt_us,
             }
         }
@@ -565,6 +576,7 @@ mod tests {
             queue_bytes: 0.1 * cap_bps as f64 / 8.0 * 0.12,
             queued: 0.0,
             rtt_us: 120_000,
+            host_delay_us: 0,
             acked: 0,
             retrans: 0,
             at_ns: 0,
@@ -624,6 +636,30 @@ mod tests {
         p.cap_bps = 965_000_000; // and leaves
         let free = run(&mut p, &mut g, 40);
         assert!(free > 900_000_000, "{free}");
+    }
+
+    /// Rounds from `from_bps` until the rate passes `to_bps` on a 965 Mbit/s path.
+    fn rounds_to_climb(host_delay_us: u32, from_bps: u64, to_bps: u64) -> usize {
+        let mut p = path(965_000_000);
+        p.host_delay_us = host_delay_us;
+        let mut g = Governor::new(from_bps, 10_000_000_000);
+        (0..200)
+            .position(|_| {
+                let r = p.round(g.rate_bps());
+                g.observe(r);
+                g.rate_bps() > to_bps
+            })
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Hosts that add a steady 0.9 ms to every round trip (a busy machine, an emulator's timer)
+    /// slow no climb: a queue forms when the delay grows, not when it sits above the best sample.
+    #[test]
+    fn a_steady_delay_of_the_hosts_is_not_taken_for_a_forming_queue() {
+        let clean = rounds_to_climb(0, 600_000_000, 900_000_000);
+        let busy = rounds_to_climb(900, 600_000_000, 900_000_000);
+        assert!(clean < 40, "{clean}");
+        assert!(busy <= clean + 2, "{busy} rounds against {clean}");
     }
 
     #[test]
