@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use longhaul_proto::wire::{Preamble, encode_frame};
-use longhaul_proto::{Direction, EndCondition, Message, TestParams, WindowRequest};
+use longhaul_proto::{Direction, EndCondition, Message, TestParams, Transport, WindowRequest};
 use serde_json::Value;
 
 use crate::util::{ServerProc, bin, json_test, read_all, test_cmd};
@@ -56,6 +56,7 @@ pub(crate) fn params() -> TestParams {
         rtt_ns: 100_000,
         omit_ns: 0,
         udp: None,
+        transport: Transport::Tcp,
     }
 }
 

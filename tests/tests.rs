@@ -28,5 +28,6 @@ mod testbed_ui;
 mod transfer;
 mod transfer_hostile;
 mod transfer_session;
+mod transport;
 mod udp;
 mod util;

@@ -43,6 +43,24 @@ impl Pace {
     }
 }
 
+/// `--transport`: what carries the data connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TransportArg {
+    /// The kernel's TCP.
+    Tcp,
+    /// QUIC over UDP in user space (docs/transport.md).
+    Udp,
+}
+
+impl From<TransportArg> for longhaul_proto::Transport {
+    fn from(t: TransportArg) -> Self {
+        match t {
+            TransportArg::Tcp => Self::Tcp,
+            TransportArg::Udp => Self::Quic,
+        }
+    }
+}
+
 /// `--pace auto` or `--pace RATE`.
 pub(crate) fn pace(s: &str) -> Result<Pace, String> {
     if s.eq_ignore_ascii_case("auto") {

@@ -126,6 +126,11 @@ pub(crate) struct TestArgs {
     /// Zero-copy send (sendfile; see docs/test.md for the measurement behind the choice).
     #[arg(short = 'Z', long)]
     zerocopy: bool,
+    /// What carries the data: the kernel's TCP, or reliable, encrypted QUIC streams over UDP in
+    /// user space, one connection per stream, with -C cubic (default), newreno or bbr and windows
+    /// sized from the path, needing no root (docs/transport.md).
+    #[arg(long, value_enum, default_value = "tcp", conflicts_with_all = ["udp", "zerocopy", "dedicated", "pace"])]
+    transport: args::TransportArg,
     #[command(flatten)]
     json: args::Json,
     /// Print one JSON event per line as the test runs (start, interval, end, error).
@@ -330,12 +335,14 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         rtt_ns: 0,
         omit_ns: a.omit.0,
         udp,
+        transport: a.transport.into(),
     };
     p.validate_request()?;
     Ok(p)
 }
 
 pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::to_stderr("warn");
     let params = params(a)?;
     if a.pace == Some(args::Pace::Auto) {
         anyhow::ensure!(
@@ -684,6 +691,20 @@ fn print_start(s: &Start) {
     if s.test_start.protocol == "UDP" {
         println!("RTT {:.3} ms (control connection)", x.rtt_ms);
         print_udp_start(s);
+        return;
+    }
+    if let Some(q) = &x.quic {
+        let bdp = x.local_plan.window.bdp_per_stream.max(1);
+        println!(
+            "RTT {:.3} ms (control connection); target {}; transport QUIC over UDP, {} controller; \
+             flow-control window {} per stream = {:.1}× BDP; packets up to {} B of UDP payload",
+            x.rtt_ms,
+            fmt_rate_iperf(x.target_rate_bps),
+            q.controller,
+            fmt_size_iperf(q.window_bytes),
+            q.window_bytes as f64 / bdp as f64,
+            q.max_udp_payload
+        );
         return;
     }
     println!(

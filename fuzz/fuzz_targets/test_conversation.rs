@@ -31,7 +31,7 @@ use longhaul_proto::msg::{
 use longhaul_proto::udp::DelaySpread;
 use longhaul_proto::window::{self, KernelLimits};
 use longhaul_proto::wire::encode_frame;
-use longhaul_proto::{Direction, EndCondition, Message, TestParams, WindowRequest};
+use longhaul_proto::{Direction, EndCondition, Message, TestParams, Transport, WindowRequest};
 use longhaul_units::Nanos;
 
 /// Most messages a machine may hold to send after one call.
@@ -101,6 +101,16 @@ fn params(b: &mut Bytes) -> TestParams {
             0
         },
         udp,
+        transport: Transport::Tcp,
+    };
+    // The conversation is the same over either transport; the parameters say which.
+    let p = TestParams {
+        transport: if p.udp.is_none() && p.pace_auto.is_none() && b.u8() & 1 == 1 {
+            Transport::Quic
+        } else {
+            Transport::Tcp
+        },
+        ..p
     };
     // The driver validates before it connects; a test it would refuse never starts.
     p.validate()

@@ -40,6 +40,7 @@ mod fast_start;
 mod iperf3;
 mod pacer;
 mod payload;
+mod quic;
 mod random;
 mod run;
 mod socket;

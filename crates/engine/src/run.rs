@@ -6,7 +6,6 @@
 //! ends the omit period (`-O`) it reads every stream's counters, senders' and receivers' alike, and hands
 //! them to the stream's statistics as the baseline of its totals.
 
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -27,7 +26,6 @@ use crate::EngineError;
 use crate::channel::Channel;
 use crate::clock::Clock;
 use crate::pacer::{self, PacedSocket, Pacer};
-use crate::socket::tcp_sample;
 use crate::stream::{Flow, Job, StreamState, Worker};
 use crate::udp::UdpSend;
 use crate::zerocopy::SendMethod;
@@ -101,6 +99,8 @@ pub(crate) struct Run {
     udp_rate_bps: u64,
     /// `--pace auto`'s governor of this side's senders.
     pacer: Option<Pacer>,
+    /// With QUIC streams: the CPU time of the QUIC runtime's threads at the start.
+    quic_cpu_before: Option<CpuTime>,
 }
 
 impl Run {
@@ -117,6 +117,10 @@ impl Run {
         let mut tracked = Vec::with_capacity(streams.len());
         let mut paced: Vec<Arc<dyn PacedSocket>> = Vec::new();
         let mut pace_mss = None;
+        let quic_cpu_before = streams
+            .iter()
+            .any(|s| matches!(s.sock, Flow::Quic(_)))
+            .then(crate::quic::runtime_cpu);
         for s in streams {
             let udp = matches!(s.sock, Flow::Udp(_));
             let state = StreamState::new(s.index, s.sender, s.sock);
@@ -163,6 +167,7 @@ impl Run {
             report_receivers: recv.report,
             udp_rate_bps: send.udp.as_ref().map_or(0, |u| u.rate_bps),
             pacer,
+            quic_cpu_before,
         })
     }
 
@@ -225,7 +230,7 @@ impl Run {
                 }
                 (self.report_receivers, None, None)
             } else {
-                let sample = st.sock.tcp().and_then(|c| tcp_sample(c.as_fd()));
+                let sample = st.sock.sample();
                 let tcp = sample.map(|s| {
                     t.stats.observe(&s);
                     tcp_interval(t.prev.as_ref(), &s)
@@ -362,13 +367,7 @@ impl Run {
     pub(crate) fn finish(mut self) -> (Vec<StreamTotals>, CpuTime, f64, Option<EngineError>) {
         // A last TCP_INFO snapshot of each sender, so totals include the final retransmits.
         for t in self.streams.iter_mut().filter(|t| t.worker.state.sender) {
-            if let Some(s) = t
-                .worker
-                .state
-                .sock
-                .tcp()
-                .and_then(|c| tcp_sample(c.as_fd()))
-            {
+            if let Some(s) = t.worker.state.sock.sample() {
                 t.stats.observe(&s);
             }
         }
@@ -411,6 +410,10 @@ impl Run {
             let mut stream_totals = t.stats.finish(state.bytes(), end_ns);
             stream_totals.udp = udp;
             totals.push(stream_totals);
+        }
+        // QUIC's packets are built, sealed and opened on the runtime's threads, not the workers'.
+        if let Some(before) = self.quic_cpu_before {
+            cpu = cpu + (crate::quic::runtime_cpu() - before);
         }
         (totals, cpu, wall_ns as f64 / 1e9, first_error)
     }

@@ -13,19 +13,23 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use longhaul_proto::interval::TcpSample;
 use longhaul_sys::{self as sys, CpuTime};
 
 use crate::channel::Channel;
 use crate::clock::Clock;
 use crate::payload::AlignedBuf;
+use crate::quic::QuicFlow;
 use crate::udp::{UdpCounters, UdpEnd, UdpLive, UdpSend};
 use crate::zerocopy::SendMethod;
 
-/// A stream's socket: a TCP connection (plain or TLS), or a connected UDP socket (`-u`).
+/// A stream's socket: a TCP connection (plain or TLS), a connected UDP socket (`-u`), or a QUIC
+/// connection (`--transport udp`).
 #[derive(Debug)]
 pub(crate) enum Flow {
     Tcp(Box<Channel>),
     Udp(UdpSocket),
+    Quic(Box<QuicFlow>),
 }
 
 impl Flow {
@@ -33,15 +37,28 @@ impl Flow {
     pub(crate) fn tcp(&self) -> Option<&Channel> {
         match self {
             Flow::Tcp(c) => Some(c),
+            Flow::Udp(_) | Flow::Quic(_) => None,
+        }
+    }
+
+    /// The sender's congestion state as a `TCP_INFO` reading (TCP and QUIC streams).
+    pub(crate) fn sample(&self) -> Option<TcpSample> {
+        match self {
+            Flow::Tcp(c) => crate::socket::tcp_sample(c.as_fd()),
+            Flow::Quic(q) => Some(q.sample()),
             Flow::Udp(_) => None,
         }
     }
 
-    /// Wakes a worker blocked on the socket: a TCP socket is shut down under it; a UDP worker wakes
-    /// by itself within its receive tick and sees its stop flag.
+    /// Wakes a worker blocked on the socket: a TCP socket is shut down under it, a QUIC connection
+    /// closed; a UDP worker wakes by itself within its receive tick and sees its stop flag.
     pub(crate) fn shut_down(&self) {
-        if let Flow::Tcp(c) = self {
-            let _ = c.shutdown(Shutdown::Both);
+        match self {
+            Flow::Tcp(c) => {
+                let _ = c.shutdown(Shutdown::Both);
+            }
+            Flow::Quic(q) => q.shut_down(),
+            Flow::Udp(_) => {}
         }
     }
 }
@@ -155,6 +172,21 @@ impl Worker {
                     (Job::Recv { read_len, window }, Flow::Tcp(c)) => {
                         recv_loop(&st, c, read_len, window)
                     }
+                    (
+                        Job::Send {
+                            method,
+                            write_len,
+                            budget,
+                        },
+                        Flow::Quic(q),
+                    ) => {
+                        let payload = match &method {
+                            SendMethod::Copy(buf) => Arc::clone(buf),
+                            SendMethod::ZeroCopy(src) => src.payload(),
+                        };
+                        q.send_loop(&st, payload.as_slice(), write_len, budget)
+                    }
+                    (Job::Recv { .. }, Flow::Quic(q)) => q.recv_loop(&st),
                     (Job::SendUdp(cfg), Flow::Udp(s)) => {
                         crate::udp::send_loop(s, &cfg, &st.counters())
                     }

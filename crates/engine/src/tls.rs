@@ -122,6 +122,11 @@ impl ServerTls {
         })
     }
 
+    /// The rustls configuration, for the QUIC transport's handshakes.
+    pub(crate) fn rustls_config(&self) -> &Arc<rustls::ServerConfig> {
+        &self.config
+    }
+
     /// Whether plaintext connections are refused.
     pub fn required(&self) -> bool {
         self.required
@@ -228,6 +233,26 @@ impl Connector {
 }
 
 impl Pinned {
+    /// The rustls configuration, for the QUIC transport's handshakes.
+    pub(crate) fn rustls_config(&self) -> &Arc<rustls::ClientConfig> {
+        &self.config
+    }
+
+    /// A client configuration that accepts any server certificate whose holder proves its key:
+    /// what a session without `--encrypt` has for the QUIC transport (encrypted, and as
+    /// unauthenticated as a plain test).
+    pub(crate) fn any() -> Result<Self, EngineError> {
+        let config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| EngineError::Tls(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCert::new(None)))
+            .with_no_client_auth();
+        Ok(Self {
+            config: Arc::new(config),
+        })
+    }
+
     /// Opens TLS on one of the session's further connections.
     pub(crate) fn connect(
         &self,

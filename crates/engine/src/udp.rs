@@ -409,17 +409,10 @@ pub(crate) fn open_flows(
     plan: &WindowPlan,
     timeout: Duration,
 ) -> Result<Vec<UdpSocket>, EngineError> {
-    let local = bind.unwrap_or(match server {
-        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-    });
     let mut socks = Vec::with_capacity(hellos.len());
     for (i, (_, sender)) in hellos.iter().enumerate() {
-        let s = UdpSocket::bind(SocketAddr::new(local, 0))
-            .map_err(|e| EngineError::io(format!("bind a UDP socket on {local}"), e))?;
+        let s = flow_socket(server, bind, i as u32)?;
         apply_buffers(&s, plan, *sender, i as u32)?;
-        s.connect(server)
-            .map_err(|e| EngineError::io(format!("connect UDP stream {i} to {server}"), e))?;
         s.set_nonblocking(true)
             .map_err(|e| EngineError::io("set a UDP socket non-blocking", e))?;
         socks.push(s);
@@ -461,6 +454,24 @@ pub(crate) fn open_flows(
             .map_err(|e| EngineError::io("set a UDP socket blocking", e))?;
     }
     Ok(socks)
+}
+
+/// A client's socket for flow `index`: bound to `bind` (or any address of the server's family)
+/// and connected to `server`.
+pub(crate) fn flow_socket(
+    server: SocketAddr,
+    bind: Option<IpAddr>,
+    index: u32,
+) -> Result<UdpSocket, EngineError> {
+    let local = bind.unwrap_or(match server {
+        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    });
+    let s = UdpSocket::bind(SocketAddr::new(local, 0))
+        .map_err(|e| EngineError::io(format!("bind a UDP socket on {local}"), e))?;
+    s.connect(server)
+        .map_err(|e| EngineError::io(format!("connect UDP stream {index} to {server}"), e))?;
+    Ok(s)
 }
 
 /// The server's socket for a flow whose hello came from `peer` to this server's `local` address:

@@ -365,6 +365,7 @@ pub fn read_params(json: &[u8]) -> Result<ClientRequest, Refusal> {
             counters_64bit: m.contains_key("udp_counters_64bit"),
             no_offload: false,
         }),
+        transport: crate::Transport::Tcp,
     };
     params.validate().map_err(|e| {
         let code = match e.to_string() {

@@ -41,7 +41,7 @@ pub mod udp;
 pub mod window;
 pub mod wire;
 
-pub use msg::{Direction, EndCondition, Message, TestParams, WindowRequest};
+pub use msg::{Direction, EndCondition, Message, TestParams, Transport, WindowRequest};
 
 /// Everything that can be wrong with bytes or messages from a peer.
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -314,7 +314,32 @@ pub struct TestParams {
     /// TCP (also from peers that predate UDP tests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpParams>,
+    /// What carries the data connections (`--transport`). Absent: TCP (also from older peers).
+    #[serde(default, skip_serializing_if = "Transport::is_tcp")]
+    pub transport: Transport,
 }
+
+/// What carries a test's or a transfer's data (`--transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// The kernel's TCP, one connection per stream (the default).
+    #[default]
+    Tcp,
+    /// QUIC over UDP in user space, one connection per stream: reliable, encrypted, with its own
+    /// congestion control ([`QUIC_CONTROLLERS`]) and windows sized from the path.
+    Quic,
+}
+
+impl Transport {
+    /// Whether this is TCP.
+    pub fn is_tcp(&self) -> bool {
+        *self == Transport::Tcp
+    }
+}
+
+/// The congestion controllers of the QUIC transport (`-C` with `--transport udp`).
+pub const QUIC_CONTROLLERS: [&str; 3] = ["cubic", "newreno", "bbr"];
 
 /// How a UDP test sends (`-u`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -445,6 +470,37 @@ impl TestParams {
         }
         if let Some(udp) = &self.udp {
             self.validate_udp(udp)?;
+        }
+        if self.transport == Transport::Quic {
+            self.validate_quic()?;
+        }
+        Ok(())
+    }
+
+    fn validate_quic(&self) -> Result<(), ProtoError> {
+        let bad = |m: &str| Err(ProtoError::Invalid(m.into()));
+        if self.udp.is_some() {
+            return bad(
+                "-u sends unreliable datagrams; --transport udp carries reliable streams: \
+                 one or the other",
+            );
+        }
+        if let Some(cc) = &self.congestion
+            && !QUIC_CONTROLLERS.contains(&cc.as_str())
+        {
+            return Err(ProtoError::Invalid(format!(
+                "congestion control {cc:?} is not one of the UDP transport's: {}",
+                QUIC_CONTROLLERS.join(", ")
+            )));
+        }
+        if self.zerocopy {
+            return bad("zero-copy (-Z) sends from the kernel's TCP; not with --transport udp");
+        }
+        if self.fast_start {
+            return bad("--dedicated opens a TCP route's window; not with --transport udp");
+        }
+        if self.pace_total_bps.is_some() || self.pace_auto.is_some() {
+            return bad("--pace paces TCP sockets; the UDP transport paces by its controller");
         }
         Ok(())
     }
@@ -621,6 +677,7 @@ pub(crate) mod tests {
             rtt_ns: 120_000_000,
             omit_ns: 0,
             udp: None,
+            transport: Transport::Tcp,
         }
     }
 
@@ -636,6 +693,71 @@ pub(crate) mod tests {
             }),
             ..params()
         }
+    }
+
+    /// The QUIC transport carries reliable streams with its own controllers: a UDP test, a kernel
+    /// controller's name, zero-copy, --dedicated and --pace are refused with it, each by name.
+    #[test]
+    fn the_quic_transport_refuses_what_only_tcp_or_datagrams_do() {
+        let quic = TestParams {
+            transport: Transport::Quic,
+            ..params()
+        };
+        quic.validate().unwrap();
+        for cc in QUIC_CONTROLLERS {
+            let p = TestParams {
+                congestion: Some(cc.into()),
+                ..quic.clone()
+            };
+            p.validate().unwrap();
+        }
+        let refused = |p: TestParams, word: &str| {
+            let e = p.validate().unwrap_err().to_string();
+            assert!(e.contains(word), "{e}");
+        };
+        refused(
+            TestParams {
+                congestion: Some("htcp".into()),
+                ..quic.clone()
+            },
+            "not one of the UDP transport's",
+        );
+        refused(
+            TestParams {
+                transport: Transport::Quic,
+                ..udp_params()
+            },
+            "-u",
+        );
+        refused(
+            TestParams {
+                zerocopy: true,
+                ..quic.clone()
+            },
+            "-Z",
+        );
+        refused(
+            TestParams {
+                pace_total_bps: Some(1_000_000_000),
+                fast_start: true,
+                ..quic.clone()
+            },
+            "--dedicated",
+        );
+        refused(
+            TestParams {
+                pace_total_bps: Some(1_000_000_000),
+                ..quic.clone()
+            },
+            "--pace",
+        );
+        // On the wire a TCP test carries no transport at all (older peers read it), a QUIC one
+        // says so.
+        let tcp = serde_json::to_string(&params()).unwrap();
+        assert!(!tcp.contains("transport"), "{tcp}");
+        let q = serde_json::to_string(&quic).unwrap();
+        assert!(q.contains(r#""transport":"quic""#), "{q}");
+        assert_eq!(serde_json::from_str::<TestParams>(&tcp).unwrap(), params());
     }
 
     /// A fast start opens at a known rate: asked without one (a peer that could then open

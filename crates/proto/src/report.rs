@@ -137,6 +137,20 @@ pub struct StartExtra {
     /// reports no intervals, plans or sockets of its own, only its totals).
     #[serde(default = "longhaul_protocol")]
     pub server_protocol: String,
+    /// `--transport udp`: how the QUIC connections are set up (absent: TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicStart>,
+}
+
+/// How a test's QUIC connections (`--transport udp`) are set up, the same on both ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuicStart {
+    /// The congestion controller (quinn's cubic, newreno or bbr).
+    pub controller: String,
+    /// Flow-control window of each stream and connection, and the sender's buffer, bytes.
+    pub window_bytes: u64,
+    /// The largest UDP payload a packet starts at and MTU discovery may reach, bytes.
+    pub max_udp_payload: u16,
 }
 
 fn longhaul_protocol() -> String {

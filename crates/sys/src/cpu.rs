@@ -86,6 +86,50 @@ pub fn process_cpu_time() -> Result<CpuTime> {
     rusage(libc::RUSAGE_SELF, "RUSAGE_SELF")
 }
 
+/// The calling thread's kernel thread id (`gettid`), to read its CPU time from another thread
+/// with [`task_cpu_time`].
+pub fn thread_id() -> i32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// CPU time used so far by thread `tid` of this process, from `/proc/self/task/TID/stat` (in
+/// clock ticks: 10 ms on most kernels).
+pub fn task_cpu_time(tid: i32) -> Result<CpuTime> {
+    let path = format!("/proc/self/task/{tid}/stat");
+    let stat = std::fs::read_to_string(&path).map_err(|e| SysError::new(path.clone(), e))?;
+    parse_task_stat(&stat).ok_or_else(|| {
+        SysError::new(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "no utime and stime in it"),
+        )
+    })
+}
+
+/// utime and stime (fields 14 and 15) of a `stat` line; the name (field 2) may hold spaces and
+/// parentheses, so fields are counted from its last `)`.
+fn parse_task_stat(stat: &str) -> Option<CpuTime> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    let hz = clock_ticks_per_second();
+    let ticks = |t: u64| Duration::from_nanos(t.saturating_mul(1_000_000_000 / hz));
+    Some(CpuTime {
+        user: ticks(user),
+        system: ticks(system),
+    })
+}
+
+/// The unit of `/proc`'s CPU times (`sysconf(_SC_CLK_TCK)`, 100 on most kernels).
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf only reads system configuration.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&h| h > 0)
+        .unwrap_or(100)
+}
+
 /// Number of CPUs currently online (`sysconf(_SC_NPROCESSORS_ONLN)`), at
 /// least 1.
 ///
@@ -128,6 +172,42 @@ pub fn pin_thread_to_cpu(cpu: usize) -> Result<()> {
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    #[test]
+    fn a_task_stat_line_gives_its_times_even_with_a_name_of_spaces_and_parentheses() {
+        let line = "4242 (lh quic (2)) S 1 2 3 4 5 6 7 8 9 10 250 75 0 0 20 0 3 0 100";
+        let t = parse_task_stat(line).unwrap();
+        let hz = clock_ticks_per_second();
+        assert_eq!(t.user, Duration::from_nanos(250 * (1_000_000_000 / hz)));
+        assert_eq!(t.system, Duration::from_nanos(75 * (1_000_000_000 / hz)));
+        assert_eq!(parse_task_stat("4242 (x) S 1 2"), None);
+        assert_eq!(parse_task_stat("no parenthesis"), None);
+    }
+
+    #[test]
+    fn another_threads_cpu_time_is_read_from_proc() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let spun = spin_cpu(Duration::from_millis(200));
+            tx.send((thread_id(), spun)).unwrap();
+            // Alive (its task entry readable) until the reading is taken.
+            let _ = done_rx.recv();
+        });
+        let (tid, spun) = rx.recv().unwrap();
+        let read = task_cpu_time(tid).unwrap();
+        done_tx.send(()).unwrap();
+        worker.join().unwrap();
+        // Ticks of 10 ms against getrusage's microseconds.
+        let slack = Duration::from_millis(30);
+        assert!(read.total() + slack >= spun.total(), "{read:?} {spun:?}");
+        assert!(
+            read.total() <= spun.total() + slack + Duration::from_millis(50),
+            "{read:?} {spun:?}"
+        );
+        let me = task_cpu_time(thread_id()).unwrap();
+        assert!(me.total() <= thread_cpu_time().unwrap().total() + Duration::from_millis(20));
+    }
 
     /// Burns CPU on this thread until its own CPU clock has advanced by `want` (not wall time, so a
     /// loaded machine only makes it slower, never wrong); panics if that takes over 60 s of wall time.

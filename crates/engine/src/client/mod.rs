@@ -21,7 +21,7 @@ use longhaul_proto::msg::{CpuUse, SidePlan, SideResults, SocketSetup};
 use longhaul_proto::msg::{MAX_RATE_BPS, MIN_PACE_BPS, PaceAuto};
 use longhaul_proto::report::{Report, Start};
 use longhaul_proto::wire::{Cookie, Preamble};
-use longhaul_proto::{Direction, TestParams};
+use longhaul_proto::{Direction, TestParams, Transport};
 use longhaul_sys as sys;
 use longhaul_units::Nanos;
 
@@ -192,7 +192,9 @@ fn run_longhaul(cfg: &ClientConfig, obs: &mut dyn Observer) -> Result<Report, En
                 .into(),
         ));
     }
-    if let Some(cc) = &params.congestion {
+    if let Some(cc) = &params.congestion
+        && params.transport.is_tcp()
+    {
         socket::check_congestion(cc)?;
     }
     if params.fast_start && params.direction != Direction::Forward {
@@ -321,6 +323,8 @@ fn flush(conv: &mut Client, ctrl: &mut Control) -> Result<(), EngineError> {
 /// What the client learns during set-up and keeps for the report and the run.
 struct Test {
     params: TestParams,
+    /// `--transport udp`: how the QUIC connections are set up.
+    quic: Option<longhaul_proto::report::QuicStart>,
     cookie_text: String,
     server_plan: Box<SidePlan>,
     local_plan: SidePlan,
@@ -424,8 +428,18 @@ impl Driver<'_> {
                     )?;
                     self.route = Some(route);
                 }
-                let (socks, local_setups, local_plan) = self.open_streams(&params, cookie)?;
+                let quic = (params.transport == Transport::Quic).then(|| {
+                    crate::quic::FlowPlan::new(
+                        &socket::side_plan(&params),
+                        params.congestion.as_deref(),
+                        ctrl.socket().as_fd(),
+                        self.server.is_ipv6(),
+                    )
+                });
+                let (socks, local_setups, local_plan) =
+                    self.open_streams(&params, cookie, quic.as_ref())?;
                 self.test = Some(Test {
+                    quic: quic.as_ref().map(crate::quic::FlowPlan::report),
                     params,
                     cookie_text,
                     server_plan,
@@ -454,6 +468,7 @@ impl Driver<'_> {
                     &sockets,
                 );
                 start.longhaul.pace_auto = self.pace_estimate.clone();
+                start.longhaul.quic = t.quic.clone();
                 // Everything is set up: only the start is left to do at the common instant.
                 if let Some(at) = self.cfg.start_at {
                     hold_until(at);
@@ -553,9 +568,13 @@ impl Driver<'_> {
         &self,
         params: &TestParams,
         cookie: Cookie,
+        quic: Option<&crate::quic::FlowPlan>,
     ) -> Result<(Vec<Flow>, Vec<SocketSetup>, SidePlan), EngineError> {
         let local_plan = socket::side_plan(params);
         let total = params.direction.connections(params.streams);
+        if let Some(plan) = quic {
+            return self.open_quic_streams(params, cookie, plan, local_plan);
+        }
         if params.is_udp() {
             let hellos: Vec<([u8; 32], bool)> = (0..total)
                 .map(|i| {
@@ -607,6 +626,47 @@ impl Driver<'_> {
             socks.push(Flow::Tcp(Box::new(s)));
         }
         Ok((socks, local_setups, local_plan))
+    }
+}
+
+impl Driver<'_> {
+    /// `--transport udp`: each stream's socket says hello as a `-u` flow's does, then carries a
+    /// QUIC connection to the server's socket that the hello set up.
+    fn open_quic_streams(
+        &self,
+        params: &TestParams,
+        cookie: Cookie,
+        plan: &crate::quic::FlowPlan,
+        local_plan: SidePlan,
+    ) -> Result<(Vec<Flow>, Vec<SocketSetup>, SidePlan), EngineError> {
+        let total = params.direction.connections(params.streams);
+        let mut flows = Vec::with_capacity(total as usize);
+        let mut described = Vec::with_capacity(total as usize);
+        for i in 0..total {
+            let sock = crate::udp::flow_socket(self.server, self.cfg.bind, i)?;
+            crate::quic::size_buffers(&sock, plan.privileged)?;
+            let sender = params.direction.client_sends(i, params.streams);
+            described.push(crate::udp::describe(&sock, i, sender));
+            flows.push((sock, Preamble::data(cookie, i).encode()));
+        }
+        let tls = match &self.pinned {
+            Some(p) => p.clone(),
+            None => Pinned::any()?,
+        };
+        let flows = crate::quic::QuicFlow::connect_all(
+            flows,
+            self.server,
+            tls.rustls_config(),
+            plan,
+            self.cfg.timeout,
+        )?;
+        let setups = flows
+            .iter()
+            .zip(&described)
+            .map(|(f, d)| f.describe(d))
+            .collect();
+        let flows = flows.into_iter().map(|f| Flow::Quic(Box::new(f))).collect();
+        Ok((flows, setups, local_plan))
     }
 }
 

@@ -231,6 +231,7 @@ pub(crate) fn start_report(
                 "iperf3"
             }
             .into(),
+            quic: None,
         },
     }
 }

@@ -37,18 +37,19 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::Message;
 use longhaul_proto::conversation::server::{Event, Server as TestSession, ServerSettings};
 use longhaul_proto::msg::{CpuUse, MAX_STREAMS, SidePlan, SideResults, SocketSetup};
 use longhaul_proto::window::BufferAction;
 use longhaul_proto::wire::{
     ConnKind, Cookie, PREAMBLE_LEN, PROTOCOL_VERSION, Preamble, encode_frame,
 };
+use longhaul_proto::{Message, Transport};
 use longhaul_sys as sys;
 use tracing::{info, warn};
 
 use crate::channel::Channel;
 use crate::control::{Control, read_preamble};
+use crate::quic::{FlowPlan, QuicListener};
 use crate::run::{Run, RunStream, recv_config, send_config, wake_at};
 use crate::socket::{self, SocketOptions};
 use crate::stream::Flow;
@@ -721,6 +722,8 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
         listener_use: None,
         side: None,
         socks: Vec::new(),
+        quic: Vec::new(),
+        quic_plan: None,
         streams: Vec::new(),
         run: None,
         moved: None,
@@ -758,6 +761,10 @@ struct Session<'a> {
     /// Data connections (or UDP flows) as they arrive, by stream index (while the machine expects
     /// them).
     socks: Vec<Option<Flow>>,
+    /// `--transport udp`: each flow's QUIC endpoint, listening from its hello on, and the plan
+    /// they share.
+    quic: Vec<Option<QuicListener>>,
+    quic_plan: Option<FlowPlan>,
     /// Set-up data connections, until the start.
     streams: Vec<RunStream>,
     run: Option<Run>,
@@ -849,11 +856,13 @@ impl Session<'_> {
                 }
             }
             Event::Plan(params) => {
-                if let Some(cc) = &params.congestion {
+                if let Some(cc) = &params.congestion
+                    && params.transport.is_tcp()
+                {
                     socket::check_congestion(cc)?;
                 }
-                if params.is_udp() {
-                    if ctrl.channel().is_encrypted() {
+                if params.is_udp() || params.transport == Transport::Quic {
+                    if params.is_udp() && ctrl.channel().is_encrypted() {
                         return Err(EngineError::Unsupported(
                             "a UDP test (-u) cannot be encrypted: its datagrams are random \
                              filler; run it without --encrypt"
@@ -879,6 +888,17 @@ impl Session<'_> {
             Event::ExpectStreams { count } if self.udp_hellos.is_some() => {
                 // UDP flows hold no TCP handshake slot and need no window scale.
                 self.socks = (0..count).map(|_| None).collect();
+                let params = self.conv.params().expect("params before the streams");
+                if params.transport == Transport::Quic {
+                    let side = self.side.as_ref().expect("a plan before the streams");
+                    self.quic_plan = Some(FlowPlan::new(
+                        side,
+                        params.congestion.as_deref(),
+                        ctrl.socket().as_fd(),
+                        ctrl.socket().peer_addr().is_ok_and(|a| a.is_ipv6()),
+                    ));
+                    self.quic = (0..count).map(|_| None).collect();
+                }
             }
             Event::ExpectStreams { count } => {
                 self.expecting = Expecting::new(self.shared, ctrl.socket().peer_addr().ok(), count);
@@ -965,6 +985,9 @@ impl Session<'_> {
     fn set_up_streams(&mut self) -> Result<Vec<SocketSetup>, EngineError> {
         let params = self.conv.params().expect("params before the streams");
         let side = self.side.as_ref().expect("a plan before the streams");
+        if params.transport == Transport::Quic {
+            return self.accept_quic_streams();
+        }
         let opts = SocketOptions {
             plan: &side.window,
             congestion: params.congestion.as_deref(),
@@ -983,6 +1006,12 @@ impl Session<'_> {
                     setups.push(setup);
                     continue;
                 }
+                // Made only by `accept_quic_streams`, from the flows' sockets.
+                Flow::Quic(_) => {
+                    return Err(EngineError::Closed(format!(
+                        "stream {i}: a QUIC connection before its set-up"
+                    )));
+                }
             };
             socket::apply(s.as_fd(), &opts, sender, i)?;
             let pace = socket::pacing_for(side, i, params.streams, sender);
@@ -999,6 +1028,27 @@ impl Session<'_> {
 }
 
 impl Session<'_> {
+    /// `--transport udp`: each flow's endpoint (listening since its hello) has its client's QUIC
+    /// connection.
+    fn accept_quic_streams(&mut self) -> Result<Vec<SocketSetup>, EngineError> {
+        let listeners = std::mem::take(&mut self.quic);
+        // Every flow is in: from here on the control connection is read again.
+        self.socks.clear();
+        let mut setups = Vec::with_capacity(listeners.len());
+        for (i, listener) in listeners.into_iter().enumerate() {
+            let Some(listener) = listener else {
+                return Err(EngineError::Closed(format!(
+                    "UDP transport stream {i} never said hello"
+                )));
+            };
+            let (flow, setup) = listener.established(self.shared.cfg.handshake_timeout)?;
+            self.streams
+                .push(RunStream::new(Flow::Quic(Box::new(flow)), &setup));
+            setups.push(setup);
+        }
+        Ok(setups)
+    }
+
     /// Waits (until `wake` at the latest) for a UDP flow's hello and sets the flow up: a socket bound
     /// to the address and port the client reached (the control connection's), connected to where
     /// the hello came from, with the planned buffer, answering the hello. A repeated hello is
@@ -1013,6 +1063,10 @@ impl Session<'_> {
                 let hello = Preamble::data(self.cookie, index).encode();
                 if let Some(Some(Flow::Udp(s))) = self.socks.get(index as usize) {
                     let _ = s.send(&hello);
+                    return Ok(());
+                }
+                if let Some(Some(_)) = self.quic.get(index as usize) {
+                    // A repeat from before its QUIC handshake reached the endpoint.
                     return Ok(());
                 }
                 self.conv.data_connection(index)?;
@@ -1030,6 +1084,20 @@ impl Session<'_> {
                 let sock = crate::udp::accept_flow(local, from).map_err(|e| {
                     EngineError::io(format!("open UDP stream {index} to {from}"), e)
                 })?;
+                if let Some(quic) = &self.quic_plan {
+                    // The client needs no answer: its QUIC handshake is one.
+                    let listener = QuicListener::listen(
+                        sock,
+                        self.shared.tls.rustls_config(),
+                        quic,
+                        index,
+                        sender,
+                    )?;
+                    if let Some(slot) = self.quic.get_mut(index as usize) {
+                        *slot = Some(listener);
+                    }
+                    return Ok(());
+                }
                 crate::udp::apply_buffers(&sock, plan, sender, index)?;
                 sock.send(&hello)
                     .map_err(|e| EngineError::io(format!("answer UDP stream {index}"), e))?;

@@ -1,0 +1,501 @@
+//! `--transport udp`: a test's data connections as QUIC connections over UDP (quinn), one per
+//! stream, so each has its own congestion controller as a TCP stream does.
+//!
+//! The flows are set up as a `-u` test's are (`crate::udp`): the client's socket says hello with
+//! the session's cookie, the server answers from a socket of its own bound to its port and
+//! connected to the client's address and port. Each pair of sockets then carries one QUIC
+//! connection: TLS 1.3 with the server's certificate (pinned to the control connection's with
+//! `--encrypt`; without it, as a plain test, encrypted but not authenticated), one unidirectional
+//! stream from the sending side, flow-control windows of the plan's 2 × BDP per stream (never
+//! quinn's defaults, which cap a long path), UDP GSO/GRO and batched system calls from quinn-udp,
+//! and pacing by quinn from the controller's window.
+//!
+//! quinn is asynchronous; the engine is threads. One small tokio runtime per process drives every
+//! endpoint (packet I/O, encryption, timers), and each stream's worker thread blocks on its own
+//! stream's reads or writes (`Runtime::block_on`), so a worker's loop reads as a TCP worker's does.
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use longhaul_proto::interval::TcpSample;
+use longhaul_proto::msg::{SidePlan, SocketSetup};
+use longhaul_proto::report::QuicStart;
+use longhaul_sys as sys;
+use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{
+    ClientConfig, Connection, Endpoint, EndpointConfig, IdleTimeout, MtuDiscoveryConfig,
+    ServerConfig, TransportConfig, VarInt,
+};
+
+use crate::EngineError;
+use crate::stream::StreamState;
+
+/// The application protocol both ends name in the TLS handshake.
+pub(crate) const ALPN: &[u8] = b"longhaul-data/1";
+
+/// Each flow's UDP socket buffers, both ways (the kernel caps them at `rmem_max`/`wmem_max` for
+/// a user without CAP_NET_ADMIN): a QUIC flow's window lives in user space, the socket only
+/// absorbs the bursts between two reads.
+const SOCKET_BUFFER: u64 = 8 << 20;
+
+/// The smallest flow-control window a stream gets, whatever the plan: a short path's BDP is tiny,
+/// and a window below a few hundred packets starves a sender between two window updates.
+const MIN_WINDOW: u64 = 4 << 20;
+
+/// The largest IP packet a flow sends: a jumbo frame.
+const MAX_MTU: u32 = 9000;
+
+/// How long a connection may stay silent (no packet either way) before it is given up.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Keep-alives while a connection waits for its test to start.
+const KEEP_ALIVE: Duration = Duration::from_secs(1);
+
+/// The error code of a connection closed by the end of its test.
+const DONE: u32 = 0;
+
+/// The kernel thread ids of the runtime's threads, for their CPU time.
+static RUNTIME_THREADS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// CPU time the QUIC runtime's threads have used so far (all of this process's QUIC
+/// connections: a server running tests at once charges each with all of them).
+pub(crate) fn runtime_cpu() -> sys::CpuTime {
+    let threads = RUNTIME_THREADS
+        .lock()
+        .expect("runtime threads lock")
+        .clone();
+    threads
+        .into_iter()
+        .filter_map(|tid| sys::task_cpu_time(tid).ok())
+        .fold(sys::CpuTime::default(), |a, b| a + b)
+}
+
+/// The tokio runtime that drives every QUIC endpoint of this process.
+fn runtime() -> Result<&'static tokio::runtime::Runtime, EngineError> {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("lh-quic")
+        .on_thread_start(|| {
+            RUNTIME_THREADS
+                .lock()
+                .expect("runtime threads lock")
+                .push(sys::thread_id());
+        })
+        .on_thread_stop(|| {
+            let me = sys::thread_id();
+            RUNTIME_THREADS
+                .lock()
+                .expect("runtime threads lock")
+                .retain(|&t| t != me);
+        })
+        .enable_all()
+        .build()
+        .map_err(|e| EngineError::io("start the QUIC runtime", e))?;
+    Ok(RUNTIME.get_or_init(|| rt))
+}
+
+/// How each flow of a test is configured: its windows, the controller, the first RTT guess and
+/// the packet size.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowPlan {
+    /// Flow-control window of the stream and the connection, and the sender's buffer, bytes.
+    pub(crate) window: u64,
+    /// `-C`: cubic (the default), newreno or bbr.
+    pub(crate) controller: String,
+    /// The RTT the client measured on the control connection.
+    pub(crate) initial_rtt: Duration,
+    /// UDP payload of a full-sized packet on this path (from the control connection's path MTU).
+    pub(crate) max_udp_payload: u16,
+    /// Whether the sockets may exceed the kernel's buffer caps (SO_*BUFFORCE).
+    pub(crate) privileged: bool,
+}
+
+impl FlowPlan {
+    /// The plan of a test's flows from this side's plan (its windows), `-C` and the control
+    /// connection (whose path MTU sets the packet size).
+    pub(crate) fn new(
+        side: &SidePlan,
+        congestion: Option<&str>,
+        control: std::os::fd::BorrowedFd<'_>,
+        ipv6: bool,
+    ) -> Self {
+        let plan = &side.window;
+        // The path's MTU as TCP found it, up to a jumbo frame's: loopback's 64 KiB would make
+        // every lost packet cost 64 KiB and send MTU discovery down to 1,200 bytes.
+        let mtu = sys::tcp_info(control).map_or(1500, |i| i.pmtu).min(MAX_MTU);
+        let headers = if ipv6 { 48 } else { 28 };
+        let payload = mtu.saturating_sub(headers).max(1200);
+        Self {
+            window: plan.wanted.max(MIN_WINDOW),
+            controller: congestion.unwrap_or("cubic").to_string(),
+            initial_rtt: Duration::from_nanos(plan.rtt_ns).max(Duration::from_millis(1)),
+            max_udp_payload: u16::try_from(payload).unwrap_or(u16::MAX),
+            privileged: side.privileged,
+        }
+    }
+
+    /// The plan as the start of the report shows it.
+    pub(crate) fn report(&self) -> QuicStart {
+        QuicStart {
+            controller: self.controller.clone(),
+            window_bytes: self.window,
+            max_udp_payload: self.max_udp_payload,
+        }
+    }
+
+    fn transport(&self) -> Result<TransportConfig, EngineError> {
+        let window = VarInt::from_u64(self.window).unwrap_or(VarInt::MAX);
+        let mut t = TransportConfig::default();
+        t.stream_receive_window(window)
+            .receive_window(window)
+            .send_window(self.window)
+            .max_concurrent_bidi_streams(VarInt::from_u32(0))
+            .max_concurrent_uni_streams(VarInt::from_u32(1))
+            .datagram_receive_buffer_size(None)
+            .initial_rtt(self.initial_rtt)
+            .max_idle_timeout(Some(
+                IdleTimeout::try_from(IDLE_TIMEOUT).expect("30 s is a valid idle timeout"),
+            ))
+            .keep_alive_interval(Some(KEEP_ALIVE))
+            .initial_mtu(self.max_udp_payload)
+            .congestion_controller_factory(controller(
+                &self.controller,
+                initial_window(self.max_udp_payload),
+            )?);
+        let mut mtu = MtuDiscoveryConfig::default();
+        mtu.upper_bound(self.max_udp_payload);
+        t.mtu_discovery_config(Some(mtu));
+        Ok(t)
+    }
+}
+
+/// RFC 9002's initial window (§7.2) for datagrams of `max_udp_payload` bytes: quinn's controllers
+/// start at 14,720 bytes whatever the packet size, which on a path of large packets (loopback's
+/// 64 KiB) is less than one packet and sends nothing at all.
+fn initial_window(max_udp_payload: u16) -> u64 {
+    let size = u64::from(max_udp_payload);
+    (10 * size).min(14_720.max(2 * size))
+}
+
+/// The controller `-C` names, starting at `window` bytes, with quinn's defaults otherwise.
+fn controller(
+    name: &str,
+    window: u64,
+) -> Result<Arc<dyn ControllerFactory + Send + Sync>, EngineError> {
+    Ok(match name {
+        "cubic" => Arc::new(CubicConfig::default().initial_window(window).clone()),
+        "newreno" => Arc::new(NewRenoConfig::default().initial_window(window).clone()),
+        "bbr" => Arc::new(BbrConfig::default().initial_window(window).clone()),
+        other => {
+            return Err(EngineError::Unsupported(format!(
+                "congestion control {other:?} is not one of the UDP transport's: {}",
+                longhaul_proto::msg::QUIC_CONTROLLERS.join(", ")
+            )));
+        }
+    })
+}
+
+/// Sets a flow socket's buffers both ways (a QUIC sender receives acknowledgements, a receiver
+/// sends them).
+pub(crate) fn size_buffers(sock: &UdpSocket, privileged: bool) -> Result<(), EngineError> {
+    let fd = sock.as_fd();
+    let io = |e: sys::SysError| EngineError::io("size a UDP transport socket", e.into_io());
+    sys::set_send_buffer(fd, SOCKET_BUFFER, privileged).map_err(io)?;
+    sys::set_recv_buffer(fd, SOCKET_BUFFER, privileged).map_err(io)?;
+    Ok(())
+}
+
+/// One stream of a test: a QUIC connection on its own pair of sockets.
+#[derive(Debug)]
+pub(crate) struct QuicFlow {
+    endpoint: Endpoint,
+    conn: Connection,
+    controller: String,
+}
+
+impl QuicFlow {
+    /// The client's side of every flow at once: each socket (bound, connected to `server`) says
+    /// its `hello` (the session's cookie and the stream's index) and then carries a QUIC
+    /// connection to the server's socket the hello set up, with `tls` (pinned to the control
+    /// connection's certificate, or any). The hello is repeated, from a second handle on the same
+    /// socket, until the handshake completes: a lost hello costs one repeat, not the test.
+    pub(crate) fn connect_all(
+        flows: Vec<(UdpSocket, [u8; 32])>,
+        server: SocketAddr,
+        tls: &Arc<rustls::ClientConfig>,
+        plan: &FlowPlan,
+        timeout: Duration,
+    ) -> Result<Vec<Self>, EngineError> {
+        let rt = runtime()?;
+        let mut tls = (**tls).clone();
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        let crypto = QuicClientConfig::try_from(tls)
+            .map_err(|e| EngineError::Tls(format!("QUIC client configuration: {e}")))?;
+        let mut config = ClientConfig::new(Arc::new(crypto));
+        config.transport_config(Arc::new(plan.transport()?));
+        let mut waiting = Vec::with_capacity(flows.len());
+        for (sock, hello) in flows {
+            let hello_sock = sock
+                .try_clone()
+                .map_err(|e| EngineError::io("share a UDP transport socket", e))?;
+            hello_sock
+                .send(&hello)
+                .map_err(|e| EngineError::io(format!("say hello to {server}"), e))?;
+            let endpoint = endpoint(rt, sock, None, plan.max_udp_payload)?;
+            let _inside = rt.enter();
+            let connecting = endpoint
+                .connect_with(config.clone(), server, "longhaul")
+                .map_err(|e| EngineError::Tls(format!("QUIC connect to {server}: {e}")))?;
+            let handshake = rt.spawn(async move {
+                tokio::pin!(connecting);
+                loop {
+                    tokio::select! {
+                        conn = &mut connecting => return conn,
+                        () = tokio::time::sleep(crate::udp::HELLO_REPEAT) => {
+                            let _ = hello_sock.send(&hello);
+                        }
+                    }
+                }
+            });
+            waiting.push((endpoint, handshake));
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut out = Vec::with_capacity(waiting.len());
+        for (endpoint, handshake) in waiting {
+            let conn = rt
+                .block_on(async { tokio::time::timeout_at(deadline, handshake).await })
+                .map_err(|_| EngineError::Timeout(format!("the QUIC handshake with {server}")))?
+                .map_err(|e| EngineError::Tls(format!("the QUIC handshake with {server}: {e}")))?
+                .map_err(|e| EngineError::Tls(format!("the QUIC handshake with {server}: {e}")))?;
+            out.push(Self {
+                endpoint,
+                conn,
+                controller: plan.controller.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The sending worker: one stream, written with `payload` (`write_len` at a time, no copy:
+    /// quinn keeps the bytes until they are acknowledged) until stopped or the budget is spent,
+    /// then finished and held until the peer has every byte.
+    pub(crate) fn send_loop(
+        &self,
+        st: &StreamState,
+        payload: &[u8],
+        write_len: usize,
+        budget: Option<u64>,
+    ) -> io::Result<()> {
+        let rt = runtime().map_err(|e| io::Error::other(e.to_string()))?;
+        let chunk = Bytes::copy_from_slice(&payload[..write_len.min(payload.len())]);
+        rt.block_on(async {
+            let mut stream = self.conn.open_uni().await.map_err(io::Error::other)?;
+            let mut sent = 0u64;
+            while !st.stop.load(Ordering::Relaxed) {
+                let len = match budget {
+                    Some(b) if b <= sent => break,
+                    Some(b) => (b - sent).min(chunk.len() as u64) as usize,
+                    None => chunk.len(),
+                };
+                match stream.write_chunk(chunk.slice(..len)).await {
+                    Ok(()) => {
+                        sent += len as u64;
+                        st.bytes.fetch_add(len as u64, Ordering::Relaxed);
+                    }
+                    // A stop that had to close the connection under a blocked write.
+                    Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),
+                    Err(e) => return Err(io::Error::other(e)),
+                }
+            }
+            let _ = stream.finish();
+            // Every byte acknowledged (or the connection gone): the receiver has its end.
+            let _ = stream.stopped().await;
+            Ok(())
+        })
+    }
+
+    /// The receiving worker: the peer's one stream, read to its end.
+    pub(crate) fn recv_loop(&self, st: &StreamState) -> io::Result<()> {
+        let rt = runtime().map_err(|e| io::Error::other(e.to_string()))?;
+        rt.block_on(async {
+            let mut stream = match self.conn.accept_uni().await {
+                Ok(s) => s,
+                Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),
+                Err(e) => return Err(io::Error::other(e)),
+            };
+            loop {
+                match stream.read_chunk(usize::MAX, true).await {
+                    Ok(Some(chunk)) => {
+                        st.bytes
+                            .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+                    }
+                    Ok(None) => return Ok(()),
+                    Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),
+                    Err(e) => return Err(io::Error::other(e)),
+                }
+            }
+        })
+    }
+
+    /// Wakes a worker blocked on the connection: it is closed under it.
+    pub(crate) fn shut_down(&self) {
+        self.conn.close(VarInt::from_u32(DONE), b"stopped");
+    }
+
+    /// The connection's state as a `TCP_INFO` reading: losses as retransmits, the controller's
+    /// window, the RTT estimates and the packet size.
+    pub(crate) fn sample(&self) -> TcpSample {
+        let path = self.conn.stats().path;
+        let mtu = u32::from(path.current_mtu).max(1);
+        TcpSample {
+            total_retrans: u32::try_from(path.lost_packets).unwrap_or(u32::MAX),
+            snd_cwnd: u32::try_from(path.cwnd / u64::from(mtu)).unwrap_or(u32::MAX),
+            snd_mss: mtu,
+            snd_wnd: None,
+            rtt_us: u32::try_from(path.rtt.as_micros()).unwrap_or(u32::MAX),
+            rttvar_us: 0,
+            min_rtt_us: Some(u32::try_from(path.min_rtt.as_micros()).unwrap_or(u32::MAX)),
+            pmtu: mtu,
+            pacing_rate: None,
+            delivery_rate: None,
+            busy_us: None,
+            rwnd_limited_us: None,
+            sndbuf_limited_us: None,
+            bytes_retrans: Some(path.lost_bytes),
+        }
+    }
+
+    /// How the flow was set up, for the report: the socket's buffers, the controller and the
+    /// packet size.
+    pub(crate) fn describe(&self, sock: &SocketSetup) -> SocketSetup {
+        SocketSetup {
+            congestion: format!("quic-{}", self.controller),
+            mss: u32::from(self.conn.stats().path.current_mtu),
+            ..sock.clone()
+        }
+    }
+}
+
+impl Drop for QuicFlow {
+    fn drop(&mut self) {
+        self.conn.close(VarInt::from_u32(DONE), b"done");
+        self.endpoint.close(VarInt::from_u32(DONE), b"done");
+    }
+}
+
+/// A server flow waiting for its client's QUIC connection: its endpoint is up from the hello on,
+/// so the client's handshake completes while the rest of the test is set up.
+#[derive(Debug)]
+pub(crate) struct QuicListener {
+    endpoint: Endpoint,
+    accepted: Option<tokio::task::JoinHandle<Result<Connection, String>>>,
+    controller: String,
+    peer: SocketAddr,
+    /// The flow socket as the kernel set it up.
+    setup: SocketSetup,
+}
+
+impl QuicListener {
+    /// An endpoint on the flow's own socket (bound to the server's port and connected to the
+    /// client that said hello, so it hears no one else) that takes one connection and then no
+    /// more.
+    pub(crate) fn listen(
+        sock: UdpSocket,
+        tls: &Arc<rustls::ServerConfig>,
+        plan: &FlowPlan,
+        index: u32,
+        sender: bool,
+    ) -> Result<Self, EngineError> {
+        let rt = runtime()?;
+        size_buffers(&sock, plan.privileged)?;
+        let setup = crate::udp::describe(&sock, index, sender);
+        let peer = sock
+            .peer_addr()
+            .map_err(|e| EngineError::io("read a UDP flow's peer", e))?;
+        let mut tls = (**tls).clone();
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        let crypto = QuicServerConfig::try_from(tls)
+            .map_err(|e| EngineError::Tls(format!("QUIC server configuration: {e}")))?;
+        let mut config = ServerConfig::with_crypto(Arc::new(crypto));
+        config.transport_config(Arc::new(plan.transport()?));
+        config.max_incoming(1);
+        let endpoint = endpoint(rt, sock, Some(config), plan.max_udp_payload)?;
+        let ep = endpoint.clone();
+        let accepted = rt.spawn(async move {
+            let incoming = ep
+                .accept()
+                .await
+                .ok_or_else(|| "the endpoint closed before a connection".to_string())?;
+            let conn = incoming.await.map_err(|e| e.to_string())?;
+            // One connection per flow: the endpoint takes no other.
+            ep.set_server_config(None);
+            Ok(conn)
+        });
+        Ok(Self {
+            endpoint,
+            accepted: Some(accepted),
+            controller: plan.controller.clone(),
+            peer,
+            setup,
+        })
+    }
+
+    /// The flow once its client's handshake is complete (by `timeout`), and how it is set up.
+    pub(crate) fn established(
+        mut self,
+        timeout: Duration,
+    ) -> Result<(QuicFlow, SocketSetup), EngineError> {
+        let rt = runtime()?;
+        let peer = self.peer;
+        let accepted = self.accepted.take().expect("accepted once");
+        let conn = rt
+            .block_on(async { tokio::time::timeout(timeout, accepted).await })
+            .map_err(|_| EngineError::Timeout(format!("the QUIC handshake from {peer}")))?
+            .map_err(|e| EngineError::Tls(format!("the QUIC handshake from {peer}: {e}")))?
+            .map_err(|e| EngineError::Tls(format!("the QUIC handshake from {peer}: {e}")))?;
+        let flow = QuicFlow {
+            endpoint: self.endpoint.clone(),
+            conn,
+            controller: std::mem::take(&mut self.controller),
+        };
+        let setup = flow.describe(&self.setup);
+        Ok((flow, setup))
+    }
+}
+
+impl Drop for QuicListener {
+    fn drop(&mut self) {
+        if let Some(task) = self.accepted.take() {
+            task.abort();
+            self.endpoint.close(VarInt::from_u32(DONE), b"not set up");
+        }
+    }
+}
+
+/// An endpoint of the shared runtime on `sock` (made non-blocking, as the runtime needs).
+fn endpoint(
+    rt: &tokio::runtime::Runtime,
+    sock: UdpSocket,
+    server: Option<ServerConfig>,
+    max_udp_payload: u16,
+) -> Result<Endpoint, EngineError> {
+    sock.set_nonblocking(true)
+        .map_err(|e| EngineError::io("set a UDP transport socket non-blocking", e))?;
+    let _inside = rt.enter();
+    let mut config = EndpointConfig::default();
+    config.max_udp_payload_size(max_udp_payload).map_err(|e| {
+        EngineError::Unsupported(format!("a UDP payload of {max_udp_payload}: {e}"))
+    })?;
+    Endpoint::new(config, server, sock, Arc::new(quinn::TokioRuntime))
+        .map_err(|e| EngineError::io("open a QUIC endpoint", e))
+}

@@ -1,0 +1,138 @@
+//! `--transport udp`: tests whose data connections are QUIC connections over UDP (issue 19),
+//! on loopback; the emulated long paths are in `transport_path.rs`.
+
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{ServerProc, json_test, test_cmd};
+
+/// The streams of every interval of a report, flattened.
+fn interval_streams(j: &Value) -> Vec<&Value> {
+    j["intervals"]
+        .as_array()
+        .expect("intervals")
+        .iter()
+        .flat_map(|i| i["streams"].as_array().expect("streams").iter())
+        .collect()
+}
+
+/// A forward test over QUIC reports as a TCP test does: intervals with the sender's RTT, window and
+/// losses, the end totals on both sides, the controller on every socket, and the QUIC plan (a
+/// flow-control window of at least 4 MiB) in the start.
+#[test]
+fn a_test_over_quic_reports_in_the_shape_of_a_tcp_test() {
+    let server = ServerProc::start(&[]);
+    let j = json_test(
+        "127.0.0.1",
+        server.port,
+        &["--transport", "udp", "-t", "2", "-i", "0.5"],
+    );
+    let quic = &j["start"]["longhaul"]["quic"];
+    assert_eq!(quic["controller"], "cubic", "{quic}");
+    assert!(quic["window_bytes"].as_u64().unwrap() >= 4 << 20, "{quic}");
+    for side in ["local_sockets", "remote_sockets"] {
+        let socks = j["start"]["longhaul"][side].as_array().unwrap();
+        assert_eq!(socks.len(), 1, "{side}");
+        assert_eq!(socks[0]["congestion"], "quic-cubic", "{side}");
+    }
+    let streams = interval_streams(&j);
+    assert!(streams.len() >= 3, "{}", j["intervals"]);
+    for s in &streams {
+        assert!(s["rtt"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["snd_cwnd"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["pmtu"].as_u64().unwrap() >= 1200, "{s}");
+        assert!(s["retransmits"].is_u64(), "{s}");
+    }
+    let sent = j["end"]["sum_sent"]["bytes"].as_u64().unwrap();
+    let received = j["end"]["sum_received"]["bytes"].as_u64().unwrap();
+    assert!(sent > 1 << 20, "{}", j["end"]);
+    assert_eq!(sent, received, "a reliable stream delivers what was sent");
+}
+
+/// A byte count moves exactly that many bytes, in each direction and with parallel streams, with
+/// each controller.
+#[test]
+fn byte_counts_arrive_exactly_in_every_direction_with_every_controller() {
+    let server = ServerProc::start(&[]);
+    for (dir, cc) in [
+        (None, "cubic"),
+        (Some("-R"), "newreno"),
+        (Some("--bidir"), "bbr"),
+    ] {
+        let mut args = vec!["--transport", "udp", "-n", "24M", "-P", "2", "-C", cc];
+        args.extend(dir);
+        let j = json_test("127.0.0.1", server.port, &args);
+        let socks = j["start"]["longhaul"]["local_sockets"].as_array().unwrap();
+        let expected = if dir == Some("--bidir") { 4 } else { 2 };
+        assert_eq!(socks.len(), expected, "{args:?}");
+        assert!(
+            socks
+                .iter()
+                .all(|s| s["congestion"] == format!("quic-{cc}")),
+            "{args:?}: {socks:?}"
+        );
+        let mut sums = vec!["sum_sent", "sum_received"];
+        if dir == Some("--bidir") {
+            sums.extend(["sum_sent_bidir_reverse", "sum_received_bidir_reverse"]);
+        }
+        for sum in sums {
+            assert_eq!(
+                j["end"][sum]["bytes"].as_u64(),
+                Some(24 << 20),
+                "{args:?} {sum}: {}",
+                j["end"]
+            );
+        }
+    }
+}
+
+/// What only TCP or only datagrams do is refused with one line naming the conflict, before any
+/// connection: a kernel controller's name, `-u`, `-Z`, `--pace`.
+#[test]
+fn what_only_tcp_or_datagrams_do_is_refused_with_the_udp_transport() {
+    for (args, says) in [
+        (&["-C", "htcp"][..], "not one of the UDP transport's"),
+        (&["-u"][..], "--udp"),
+        (&["-Z"][..], "--zerocopy"),
+        (&["--pace", "100M"][..], "--pace"),
+    ] {
+        let mut all = vec!["--transport", "udp"];
+        all.extend_from_slice(args);
+        let out = test_cmd("127.0.0.1", 9, &all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{all:?}");
+        assert!(err.contains(says), "{all:?}: {err}");
+        assert!(err.lines().count() <= 5, "{all:?}: {err}");
+    }
+}
+
+/// A peer that sends QUIC handshakes (or anything else) to the server's port without a test's
+/// hello gets nothing back: no answer to amplify, no reflection; the server keeps serving.
+#[test]
+fn datagrams_without_a_hello_are_never_answered() {
+    let server = ServerProc::start(&[]);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", server.port)).unwrap();
+    // A QUIC Initial's first bytes (long header, version 1), padded as a client pads it, and a
+    // short-header packet: both would draw a response from a QUIC server listening here.
+    let mut initial = vec![0xc3, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+    initial.resize(1200, 0);
+    let mut short = vec![0x40];
+    short.resize(100, 7);
+    for _ in 0..200 {
+        sock.send(&initial).unwrap();
+        sock.send(&short).unwrap();
+    }
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    assert!(sock.recv(&mut buf).is_err(), "the server answered");
+    let j = json_test(
+        "127.0.0.1",
+        server.port,
+        &["--transport", "udp", "-n", "4M"],
+    );
+    assert_eq!(j["end"]["sum_received"]["bytes"], 4 << 20);
+}
