@@ -57,6 +57,15 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Keep-alives while a connection waits for its test to start.
 const KEEP_ALIVE: Duration = Duration::from_secs(1);
 
+/// The most a sender hands quinn in one write: its stop flag is seen between two.
+const PIECE: usize = 64 << 10;
+
+/// How much data, in time at the controller's rate, a sender keeps queued beyond its window.
+const BACKLOG_TIME: Duration = Duration::from_millis(20);
+
+/// The least a sender keeps queued beyond its window.
+const MIN_BACKLOG: u64 = 256 << 10;
+
 /// The error code of a connection closed by the end of its test.
 const DONE: u32 = 0;
 
@@ -286,9 +295,14 @@ impl QuicFlow {
         Ok(out)
     }
 
-    /// The sending worker: one stream, written with `payload` (`write_len` at a time, no copy:
-    /// quinn keeps the bytes until they are acknowledged) until stopped or the budget is spent,
-    /// then finished and held until the peer has every byte.
+    /// The sending worker: one stream, written with `payload` (`write_len` at a time, in pieces of
+    /// at most [`PIECE`], no copy: quinn keeps the bytes until they are acknowledged) until stopped
+    /// or the budget is spent, then finished and held until the peer has every byte.
+    ///
+    /// What the stream holds unacknowledged is kept to the controller's window plus
+    /// [`BACKLOG_TIME`] at its rate, as `TCP_NOTSENT_LOWAT` keeps a TCP sender's queue: so bytes
+    /// count as sent when they are about to leave, not seconds ahead, and a stopped sender's last
+    /// bytes drain in about a round trip even on a path that crawls.
     pub(crate) fn send_loop(
         &self,
         st: &StreamState,
@@ -298,23 +312,30 @@ impl QuicFlow {
     ) -> io::Result<()> {
         let rt = runtime().map_err(|e| io::Error::other(e.to_string()))?;
         let chunk = Bytes::copy_from_slice(&payload[..write_len.min(payload.len())]);
+        let piece = chunk.len().min(PIECE);
         rt.block_on(async {
-            let mut stream = self.conn.open_uni().await.map_err(io::Error::other)?;
+            let mut stream = self.conn.open_uni().await.map_err(|e| described(&e))?;
             let mut sent = 0u64;
+            let mut at = 0;
             while !st.stop.load(Ordering::Relaxed) {
                 let len = match budget {
                     Some(b) if b <= sent => break,
-                    Some(b) => (b - sent).min(chunk.len() as u64) as usize,
-                    None => chunk.len(),
+                    Some(b) => (b - sent).min(piece as u64) as usize,
+                    None => piece,
                 };
-                match stream.write_chunk(chunk.slice(..len)).await {
+                if at + len > chunk.len() {
+                    at = 0;
+                }
+                self.bound_backlog();
+                match stream.write_chunk(chunk.slice(at..at + len)).await {
                     Ok(()) => {
+                        at += len;
                         sent += len as u64;
                         st.bytes.fetch_add(len as u64, Ordering::Relaxed);
                     }
                     // A stop that had to close the connection under a blocked write.
                     Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),
-                    Err(e) => return Err(io::Error::other(e)),
+                    Err(e) => return Err(described(&e)),
                 }
             }
             let _ = stream.finish();
@@ -324,24 +345,37 @@ impl QuicFlow {
         })
     }
 
-    /// The receiving worker: the peer's one stream, read to its end.
+    /// Sets how much the connection may hold unacknowledged: its congestion window and
+    /// [`BACKLOG_TIME`] at the window's rate (at least [`MIN_BACKLOG`]).
+    fn bound_backlog(&self) {
+        let path = self.conn.stats().path;
+        let rtt = path.rtt.max(Duration::from_micros(100));
+        let rate = path.cwnd as f64 / rtt.as_secs_f64();
+        let backlog = ((rate * BACKLOG_TIME.as_secs_f64()) as u64).max(MIN_BACKLOG);
+        self.conn.set_send_window(path.cwnd.saturating_add(backlog));
+    }
+
+    /// The receiving worker: the peer's one stream, read to its end, in any order.
     pub(crate) fn recv_loop(&self, st: &StreamState) -> io::Result<()> {
         let rt = runtime().map_err(|e| io::Error::other(e.to_string()))?;
         rt.block_on(async {
             let mut stream = match self.conn.accept_uni().await {
                 Ok(s) => s,
                 Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),
-                Err(e) => return Err(io::Error::other(e)),
+                Err(e) => return Err(described(&e)),
             };
             loop {
-                match stream.read_chunk(usize::MAX, true).await {
+                // Unordered: a test counts bytes, so each packet's data is taken as it comes
+                // instead of waiting behind a loss (quinn holds at most 1,024 out-of-order pieces
+                // per stream, fewer than a long lossy path leaves between a loss and its repair).
+                match stream.read_chunk(usize::MAX, false).await {
                     Ok(Some(chunk)) => {
                         st.bytes
                             .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
                     }
                     Ok(None) => return Ok(()),
                     Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),
-                    Err(e) => return Err(io::Error::other(e)),
+                    Err(e) => return Err(described(&e)),
                 }
             }
         })
@@ -480,6 +514,18 @@ impl Drop for QuicListener {
             self.endpoint.close(VarInt::from_u32(DONE), b"not set up");
         }
     }
+}
+
+/// An error of quinn's with its causes (a lost connection says why it was lost).
+fn described(e: &dyn std::error::Error) -> io::Error {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    io::Error::other(text)
 }
 
 /// An endpoint of the shared runtime on `sock` (made non-blocking, as the runtime needs).
