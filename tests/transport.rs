@@ -2,11 +2,12 @@
 //! on loopback; the emulated long paths are in `transport_path.rs`.
 
 use std::net::UdpSocket;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{ServerProc, json_test, test_cmd};
+use crate::util::{DownOnDrop, KillOnDrop, ServerProc, bin, json_test, read_lines, test_cmd};
 
 /// The streams of every interval of a report, flattened.
 fn interval_streams(j: &Value) -> Vec<&Value> {
@@ -135,4 +136,115 @@ fn datagrams_without_a_hello_are_never_answered() {
         &["--transport", "udp", "-n", "4M"],
     );
     assert_eq!(j["end"]["sum_received"]["bytes"], 4 << 20);
+}
+
+/// `longhaul emulate exec --name NAME HOST -- ARGS...`.
+fn exec(name: &str, host: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["emulate", "exec", "--name", name, host, "--"])
+        .args(args);
+    c
+}
+
+/// A client whose QUIC handshakes never reach the server (its hellos do: a firewall in the
+/// server's namespace drops every UDP datagram of 1,000 bytes or more, as a QUIC Initial is): both
+/// ends name the handshake that timed out, the server stays up, and once the firewall is gone the
+/// same test runs.
+#[test]
+fn a_handshake_that_never_arrives_is_named_and_the_server_serves_the_next_test() {
+    if !crate::util::program("iptables", "iptables") {
+        return;
+    }
+    let Some(_machine) = crate::util::netns_alone() else {
+        return;
+    };
+    let name = format!("q{}", std::process::id() % 100_000);
+    let up = Command::new(bin())
+        .args(["emulate", "up", "--name", &name, "--no-server"])
+        .args(["--rtt", "10ms", "--rate", "200M"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let _down = DownOnDrop(name.clone());
+    let mut server = KillOnDrop(
+        exec(
+            &name,
+            "b",
+            &[bin(), "server", "--log", "info", "--handshake-timeout", "3"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    let log = read_lines(server.0.stderr.take().unwrap(), None, |_| true);
+    let wait_for = |needle: &str| loop {
+        let line = log
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("the server never logged {needle:?}"));
+        if line.contains(needle) {
+            return line;
+        }
+    };
+    wait_for("longhaul server listening on");
+    let firewall = |op: &str| {
+        let ok = exec(
+            &name,
+            "b",
+            &[
+                "iptables",
+                op,
+                "INPUT",
+                "-p",
+                "udp",
+                "-m",
+                "length",
+                "--length",
+                "1000:65535",
+                "-j",
+                "DROP",
+            ],
+        )
+        .status()
+        .unwrap();
+        assert!(ok.success(), "iptables {op}");
+    };
+    firewall("-I");
+    let test = || {
+        exec(
+            &name,
+            "a",
+            &[
+                bin(),
+                "test",
+                "10.201.0.2",
+                "--transport",
+                "udp",
+                "-n",
+                "8M",
+                "--connect-timeout",
+                "3",
+            ],
+        )
+        .output()
+        .unwrap()
+    };
+    let refused = test();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{err}");
+    assert!(err.contains("QUIC handshake"), "{err}");
+    let logged = wait_for("test ended with an error");
+    assert!(logged.contains("QUIC handshake from"), "{logged}");
+    firewall("-D");
+    let served = test();
+    assert!(
+        served.status.success(),
+        "{}",
+        String::from_utf8_lossy(&served.stderr)
+    );
 }
