@@ -26,7 +26,7 @@ use longhaul_proto::interval::TcpSample;
 use longhaul_proto::msg::{SidePlan, SocketSetup};
 use longhaul_proto::report::QuicStart;
 use longhaul_sys as sys;
-use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
+use quinn::congestion::{ControllerFactory, CubicConfig, NewRenoConfig};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{
     ClientConfig, Connection, Endpoint, EndpointConfig, IdleTimeout, MtuDiscoveryConfig,
@@ -35,6 +35,8 @@ use quinn::{
 
 use crate::EngineError;
 use crate::stream::StreamState;
+
+mod model;
 
 /// The application protocol both ends name in the TLS handshake.
 pub(crate) const ALPN: &[u8] = b"longhaul-data/1";
@@ -119,7 +121,7 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, EngineError> {
 pub(crate) struct FlowPlan {
     /// Flow-control window of the stream and the connection, and the sender's buffer, bytes.
     pub(crate) window: u64,
-    /// `-C`: cubic (the default), newreno or bbr.
+    /// `-C`: cubic (the default), newreno (quinn's) or bbr (ours, [`model`]).
     pub(crate) controller: String,
     /// The RTT the client measured on the control connection.
     pub(crate) initial_rtt: Duration,
@@ -204,7 +206,9 @@ fn controller(
     Ok(match name {
         "cubic" => Arc::new(CubicConfig::default().initial_window(window).clone()),
         "newreno" => Arc::new(NewRenoConfig::default().initial_window(window).clone()),
-        "bbr" => Arc::new(BbrConfig::default().initial_window(window).clone()),
+        "bbr" => Arc::new(model::ModelFactory {
+            initial_window: window,
+        }),
         other => {
             return Err(EngineError::Unsupported(format!(
                 "congestion control {other:?} is not one of the UDP transport's: {}",

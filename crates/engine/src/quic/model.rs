@@ -1,0 +1,421 @@
+//! `-C bbr` of the UDP transport: a model-based controller after BBR (Cardwell, Cheng, Gunn,
+//! Hassas Yeganeh and Jacobson, "BBR: Congestion-Based Congestion Control", ACM Queue 14(5), 2016).
+//!
+//! It keeps a model of the path: the bottleneck's rate (the highest delivery rate of the last
+//! [`BW_ROUNDS`] rounds) and the round trip without a queue (the lowest RTT seen), and holds one
+//! bandwidth-delay product in flight, probing for more one round in eight ([`GAINS`]). A loss alone
+//! says nothing to it: on a long path with random loss (a dirty fibre, a radio hop) a loss-based
+//! controller falls as Mathis's model says, this one keeps the rate the path delivers. Only a round
+//! that loses more than [`LOSS_THRESHOLD`] of what it sent (BBRv2's 2 %: a queue overflowing, not
+//! noise) brings the model down to what that round delivered.
+//!
+//! quinn paces every connection at 1.25 × window ÷ smoothed RTT, so the window is the one knob: set
+//! to gain × rate × lowest RTT, the connection carries gain × rate while no queue builds, and less
+//! as one does. quinn's own `BbrConfig` (its startup gain of 2.89 with a window of twice the BDP)
+//! lost a third of its packets on an emulated 120 ms, 1 Gbit/s path with 1 % loss; see
+//! docs/transport.md.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn::congestion::{Controller, ControllerFactory};
+use quinn_proto::RttEstimator;
+
+/// Rounds over which the highest delivery rate is the bottleneck's (BBR's 10).
+pub(crate) const BW_ROUNDS: usize = 10;
+/// The window's gain in each round of a probing cycle: one round above the model to find more
+/// room, one below to drain what it queued, six at the model.
+pub(crate) const GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// The share of a round's packets it may lose before the model comes down (BBRv2's `loss_thresh`).
+pub(crate) const LOSS_THRESHOLD: f64 = 0.02;
+/// The fewest packets a round must lose to count as lossy: with a few dozen packets in flight, one
+/// random loss is already above [`LOSS_THRESHOLD`].
+const MIN_LOSSES: u64 = 8;
+/// Startup ends when three rounds in a row raised the rate by less than this factor (BBR's 1.25).
+const STARTUP_GROWTH: f64 = 1.25;
+const STARTUP_FLAT_ROUNDS: u32 = 3;
+/// Packets a startup round must deliver before its rate counts for the growth check.
+const STARTUP_MIN_PACKETS: u64 = 200;
+/// Startup's window is at most this many times the model's bandwidth-delay product.
+const STARTUP_GAIN: f64 = 2.0;
+/// The most a lossy round lowers the model (BBRv2's `beta` is 0.7 of the window in flight).
+const BETA: f64 = 0.85;
+/// Packets the window holds beyond the model, for acknowledgements that come in batches.
+const HEADROOM_PACKETS: u64 = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Doubling each round (the window grows by what is acknowledged) until the rate stops growing.
+    Startup,
+    /// One round below the model, to drain what startup queued.
+    Drain,
+    /// Cycling through [`GAINS`].
+    Cruise { cycle: usize },
+}
+
+/// The controller's state, independent of quinn's types so that it can be driven by a model of a
+/// path in the tests.
+#[derive(Debug, Clone)]
+pub(crate) struct Model {
+    mtu: u64,
+    initial_window: u64,
+    window: u64,
+    phase: Phase,
+    /// The highest delivery rate of each of the last rounds, bytes/s.
+    rates: Vec<f64>,
+    /// Bytes acknowledged since the start.
+    delivered: u64,
+    round_start: Option<Instant>,
+    round_delivered: u64,
+    round_lost: u64,
+    /// The rate at the last growth check of startup, and rounds since it grew.
+    full_rate: f64,
+    flat_rounds: u32,
+    min_rtt: Option<Duration>,
+}
+
+impl Model {
+    pub(crate) fn new(initial_window: u64, mtu: u16) -> Self {
+        Self {
+            mtu: u64::from(mtu),
+            initial_window,
+            window: initial_window,
+            phase: Phase::Startup,
+            rates: Vec::with_capacity(BW_ROUNDS),
+            delivered: 0,
+            round_start: None,
+            round_delivered: 0,
+            round_lost: 0,
+            full_rate: 0.0,
+            flat_rounds: 0,
+            min_rtt: None,
+        }
+    }
+
+    /// The bottleneck's rate as the model has it, bytes/s.
+    pub(crate) fn rate(&self) -> f64 {
+        self.rates.iter().copied().fold(0.0, f64::max)
+    }
+
+    fn bdp(&self) -> f64 {
+        self.rate() * self.min_rtt.map_or(0.0, |r| r.as_secs_f64())
+    }
+
+    /// Bytes acknowledged (`bytes`, sent at `sent`), with the RTT estimates now.
+    pub(crate) fn on_ack(&mut self, now: Instant, bytes: u64, min_rtt: Duration) {
+        self.delivered += bytes;
+        self.min_rtt = Some(self.min_rtt.map_or(min_rtt, |m| m.min(min_rtt)));
+        self.round_start.get_or_insert(now);
+        if self.phase == Phase::Startup {
+            // Doubling each round, but never past twice what the model says the path holds:
+            // the model lags a round behind, so that is still a doubling until the rate stops
+            // growing.
+            let cap = STARTUP_GAIN * self.bdp();
+            self.window += bytes;
+            if cap > 0.0 {
+                self.window = self.window.min(cap as u64).max(self.initial_window);
+            }
+        }
+    }
+
+    /// Bytes declared lost.
+    pub(crate) fn on_loss(&mut self, bytes: u64, persistent: bool) {
+        self.round_lost += bytes;
+        if persistent {
+            // Everything in flight for a while was lost: the model is void, start again.
+            *self = Self::new(self.initial_window, self.mtu as u16);
+        }
+    }
+
+    /// The end of a batch of acknowledgements: a round ends once one smoothed RTT has passed
+    /// since it began.
+    pub(crate) fn on_end_acks(&mut self, now: Instant, srtt: Duration, app_limited: bool) {
+        let Some(start) = self.round_start else {
+            return;
+        };
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed < srtt.max(Duration::from_millis(1)) {
+            return;
+        }
+        let delivered = self.delivered - self.round_delivered;
+        let rate = delivered as f64 / elapsed.as_secs_f64();
+        let lost = self.round_lost;
+        let lost_share = lost as f64 / (delivered + lost).max(1) as f64;
+        self.round_start = Some(now);
+        self.round_delivered = self.delivered;
+        self.round_lost = 0;
+        self.end_round(rate, delivered, lost, lost_share, app_limited);
+        tracing::debug!(rate, lost_share, app_limited, elapsed = ?elapsed, model = self.rate(), window = self.window, phase = ?self.phase, "round");
+    }
+
+    fn end_round(
+        &mut self,
+        rate: f64,
+        delivered: u64,
+        lost: u64,
+        lost_share: f64,
+        app_limited: bool,
+    ) {
+        let lossy = lost_share > LOSS_THRESHOLD && lost >= MIN_LOSSES * self.mtu;
+        if lossy {
+            // A queue overflowed: the model comes down to what this round delivered, by at most
+            // BETA a round (a round recovering its losses delivers less than the path holds).
+            let model = rate.max(BETA * self.rate());
+            self.rates.clear();
+            self.rates.push(model);
+        } else if !app_limited || rate > self.rate() {
+            if self.rates.len() == BW_ROUNDS {
+                self.rates.remove(0);
+            }
+            self.rates.push(rate);
+        }
+        self.phase = match self.phase {
+            Phase::Startup if lossy => Phase::Drain,
+            // A round of a few dozen packets says little (one burst acknowledged early reads
+            // as a high rate): the growth check starts once a round carries enough.
+            Phase::Startup if delivered < STARTUP_MIN_PACKETS * self.mtu => Phase::Startup,
+            Phase::Startup => {
+                let best = self.rate();
+                if best >= self.full_rate * STARTUP_GROWTH {
+                    self.full_rate = best;
+                    self.flat_rounds = 0;
+                } else {
+                    self.flat_rounds += 1;
+                }
+                if self.flat_rounds >= STARTUP_FLAT_ROUNDS {
+                    Phase::Drain
+                } else {
+                    Phase::Startup
+                }
+            }
+            Phase::Drain => Phase::Cruise { cycle: 2 },
+            Phase::Cruise { cycle } => Phase::Cruise {
+                cycle: (cycle + 1) % GAINS.len(),
+            },
+        };
+        let gain = match self.phase {
+            Phase::Startup => return,
+            Phase::Drain => GAINS[1],
+            Phase::Cruise { cycle } => GAINS[cycle],
+        };
+        let headroom = HEADROOM_PACKETS * self.mtu;
+        self.window = ((gain * self.bdp()) as u64 + headroom).max(self.initial_window);
+    }
+
+    pub(crate) fn window(&self) -> u64 {
+        self.window
+    }
+}
+
+/// [`Model`] as quinn's controller.
+#[derive(Debug, Clone)]
+pub(crate) struct ModelController(Model);
+
+impl Controller for ModelController {
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        _sent: Instant,
+        bytes: u64,
+        _app_limited: bool,
+        rtt: &RttEstimator,
+    ) {
+        self.0.on_ack(now, bytes, rtt.min());
+    }
+
+    fn on_end_acks(
+        &mut self,
+        now: Instant,
+        _in_flight: u64,
+        app_limited: bool,
+        _largest_packet_num_acked: Option<u64>,
+    ) {
+        // The smoothed RTT is not given here; the model's lowest RTT with the queue it allows
+        // (a quarter) bounds a round well enough.
+        let srtt = self.0.min_rtt.unwrap_or(Duration::from_millis(100));
+        self.0.on_end_acks(now, srtt, app_limited);
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        _now: Instant,
+        _sent: Instant,
+        is_persistent_congestion: bool,
+        lost_bytes: u64,
+    ) {
+        self.0.on_loss(lost_bytes, is_persistent_congestion);
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.0.mtu = u64::from(new_mtu);
+    }
+
+    fn window(&self) -> u64 {
+        self.0.window()
+    }
+
+    fn clone_box(&self) -> Box<dyn Controller> {
+        Box::new(self.clone())
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.0.initial_window
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// Makes a [`ModelController`] per connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ModelFactory {
+    pub(crate) initial_window: u64,
+}
+
+impl ControllerFactory for ModelFactory {
+    fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        Box::new(ModelController(Model::new(
+            self.initial_window,
+            current_mtu,
+        )))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A path of `capacity` bytes/s with `rtt` of propagation, a `queue` of bytes and random loss
+    /// `loss`, run one round at a time: the controller's window is sent (at most the capacity and
+    /// the queue's room), a share `loss` of it is lost at random (deterministically spread), the
+    /// rest acknowledged at the round's end.
+    pub(crate) struct Path {
+        pub(crate) capacity: f64,
+        pub(crate) rtt: Duration,
+        pub(crate) queue: f64,
+        pub(crate) loss: f64,
+        pub(crate) queued: f64,
+        pub(crate) now: Instant,
+        /// Bytes delivered and lost over all rounds.
+        pub(crate) delivered: f64,
+        pub(crate) lost: f64,
+    }
+
+    impl Path {
+        pub(crate) fn new(capacity: f64, rtt_ms: u64, queue_bdp: f64, loss: f64) -> Self {
+            let rtt = Duration::from_millis(rtt_ms);
+            Self {
+                capacity,
+                rtt,
+                queue: queue_bdp * capacity * rtt.as_secs_f64(),
+                loss,
+                queued: 0.0,
+                now: Instant::now(),
+                delivered: 0.0,
+                lost: 0.0,
+            }
+        }
+
+        /// One round of the controller's window: beyond the pipe's bandwidth-delay product it
+        /// queues, beyond the queue it is dropped; a share `loss` of what passes is lost at random
+        /// and the rest acknowledged over the round, which lasts the RTT and the queue's delay.
+        /// Returns the round's delivery rate, bytes/s.
+        pub(crate) fn round(&mut self, m: &mut Model) -> f64 {
+            let window = m.window() as f64;
+            let bdp = self.capacity * self.rtt.as_secs_f64();
+            self.queued = (window - bdp).clamp(0.0, self.queue);
+            let overflow = (window - bdp - self.queue).max(0.0);
+            let through = window - overflow;
+            let random = through * self.loss;
+            let delivered = through - random;
+            let srtt = self.rtt + Duration::from_secs_f64(self.queued / self.capacity);
+            for _ in 0..4 {
+                self.now += srtt / 4;
+                m.on_ack(self.now, (delivered / 4.0) as u64, self.rtt);
+            }
+            m.on_loss((overflow + random) as u64, false);
+            m.on_end_acks(self.now, srtt, false);
+            self.delivered += delivered;
+            self.lost += overflow + random;
+            delivered / srtt.as_secs_f64()
+        }
+    }
+
+    const GBIT: f64 = 125_000_000.0;
+
+    fn run(p: &mut Path, m: &mut Model, rounds: usize) -> f64 {
+        let mut last = 0.0;
+        for _ in 0..rounds {
+            last = p.round(m);
+        }
+        last
+    }
+
+    /// The mean rate over `rounds` rounds, bytes/s.
+    fn mean(p: &mut Path, m: &mut Model, rounds: usize) -> f64 {
+        (0..rounds).map(|_| p.round(m)).sum::<f64>() / rounds as f64
+    }
+
+    #[test]
+    fn from_the_first_window_it_fills_a_clean_long_path() {
+        let mut p = Path::new(GBIT, 120, 1.0, 0.0);
+        let mut m = Model::new(14_720, 1472);
+        run(&mut p, &mut m, 30);
+        let held = mean(&mut p, &mut m, 40);
+        assert!(held > 0.95 * GBIT, "{held} of {GBIT}");
+        assert!((m.rate() / GBIT - 1.0).abs() < 0.05, "{}", m.rate());
+        // Cruising, it keeps the queue to what one probing round adds.
+        assert!(p.queued < 0.3 * GBIT * 0.12, "{}", p.queued);
+    }
+
+    #[test]
+    fn startup_overflows_a_one_bdp_queue_by_little() {
+        let mut p = Path::new(GBIT, 120, 1.0, 0.0);
+        let mut m = Model::new(14_720, 1472);
+        run(&mut p, &mut m, 40);
+        let lost = p.lost / (p.lost + p.delivered);
+        assert!(lost < 0.03, "lost {lost} of what startup sent");
+    }
+
+    #[test]
+    fn one_percent_of_random_loss_costs_about_one_percent() {
+        let mut p = Path::new(GBIT, 120, 1.0, 0.01);
+        let mut m = Model::new(14_720, 1472);
+        run(&mut p, &mut m, 40);
+        (p.delivered, p.lost) = (0.0, 0.0);
+        let held = mean(&mut p, &mut m, 40);
+        assert!(held > 0.93 * GBIT, "{held} of {GBIT}");
+        // Cruising, it loses the path's 1 % and what its probing rounds overflow, little more.
+        let lost = p.lost / (p.lost + p.delivered);
+        assert!(lost < 0.015, "lost {lost}");
+    }
+
+    #[test]
+    fn it_follows_the_bottleneck_down_and_up() {
+        let mut p = Path::new(GBIT, 120, 0.5, 0.0);
+        let mut m = Model::new(14_720, 1472);
+        run(&mut p, &mut m, 40);
+        p.capacity = 0.4 * GBIT;
+        run(&mut p, &mut m, 12);
+        let down = mean(&mut p, &mut m, 16);
+        assert!((down / (0.4 * GBIT) - 1.0).abs() < 0.08, "{down}");
+        assert!(m.rate() < 0.5 * GBIT, "{}", m.rate());
+        p.capacity = GBIT;
+        run(&mut p, &mut m, 60);
+        let up = mean(&mut p, &mut m, 16);
+        assert!(up > 0.9 * GBIT, "{up}");
+    }
+
+    #[test]
+    fn persistent_congestion_starts_it_again() {
+        let mut p = Path::new(GBIT, 120, 1.0, 0.0);
+        let mut m = Model::new(14_720, 1472);
+        run(&mut p, &mut m, 30);
+        assert!(m.window() > 1 << 20);
+        m.on_loss(1 << 20, true);
+        assert_eq!(m.window(), 14_720);
+        assert_eq!(m.rate(), 0.0);
+    }
+}
