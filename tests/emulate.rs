@@ -407,7 +407,7 @@ fn traceroute_lists_the_router_hops() {
         return;
     }
     let _serial = serial();
-    let out = emulate_checked(
+    let out = traceroute_checked(
         &[
             "--rtt",
             "40ms",
@@ -462,8 +462,9 @@ fn traceroute_lists_the_router_hops() {
     assert!(stderr.contains("hop time-exceeded"), "{stderr}");
 }
 
-/// The hops whose time is off what was expected by more than 2 ms, or later than that by more than
-/// 0.5 ms plus the lateness the emulator reported in both directions (`out`'s stderr), as one line.
+/// The hops later than expected by more than 2 ms, or by more than 0.5 ms plus the lateness the
+/// emulator reported in both directions (`out`'s stderr), as one line; a hop more than 2 ms early
+/// fails the test at once.
 fn hop_times_off(
     out: &Output,
     got: &[(String, f64)],
@@ -475,13 +476,42 @@ fn hop_times_off(
         .map(|dir| p99_lateness_ms(&stderr, dir))
         .sum();
     let slack = 2.0f64.max(0.5 + late);
-    got.iter()
-        .zip(expected)
-        .filter(|((_, ms), expect)| *ms < expect - 2.0 || *ms > expect + slack)
-        .map(|((addr, ms), expect)| {
-            format!("{addr}: {ms} ms, expected {expect} - 2 .. + {slack:.3}; ")
-        })
-        .collect()
+    let mut problems = String::new();
+    for ((addr, ms), expect) in got.iter().zip(expected) {
+        // Early is the emulator's fault whatever the machine did: it fails at once.
+        assert!(
+            *ms >= expect - 2.0,
+            "{addr}: {ms} ms, early for a {expect} ms round trip"
+        );
+        if *ms > expect + slack {
+            problems += &format!("{addr}: {ms} ms, expected {expect} - 2 .. + {slack:.3}; ");
+        }
+    }
+    problems
+}
+
+/// [`emulate_checked`] for a traceroute: a late hop is tried again (up to [`ATTEMPTS`]) even when
+/// the emulator kept time, since traceroute's own timestamps include its wake-up in the namespace
+/// and on a loaded 2-core machine that alone can add 2 ms; a wrong hop list or an early hop fails
+/// at once (the check asserts them), and the test fails when no attempt has every hop on time.
+fn traceroute_checked(args: &[&str], check: impl Fn(&Output) -> Result<(), String>) -> Output {
+    let mut late = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let out = emulate(args);
+        match check(&out) {
+            Ok(()) => return out,
+            Err(problem) => {
+                let verdict = match fidelity_problems(&out) {
+                    v if v.is_empty() => "the emulator kept time".to_string(),
+                    v => v,
+                };
+                println!("attempt {attempt}: {problem} [{verdict}], again");
+                late.push(format!("attempt {attempt}: {problem} [{verdict}]"));
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+    }
+    panic!("no attempt had every hop on time\n{}", late.join("\n"));
 }
 
 #[test]
@@ -499,7 +529,7 @@ fn traceroute_through_a_preset_lists_its_routers() {
         .map(|i| format!("10.201.1.{i}"))
         .chain(["10.201.0.2".to_string()])
         .collect();
-    emulate_checked(
+    traceroute_checked(
         &[
             "ipv6-lsr-2004",
             "--rate",

@@ -106,6 +106,14 @@ impl StreamState {
         }
     }
 
+    /// What a QUIC worker updates and watches.
+    fn quic_counters(&self) -> crate::quic::Counters<'_> {
+        crate::quic::Counters {
+            stop: &self.stop,
+            bytes: &self.bytes,
+        }
+    }
+
     pub(crate) fn finished(&self) -> Option<u64> {
         match self.finished_ns.load(Ordering::Acquire) {
             0 => None,
@@ -184,9 +192,9 @@ impl Worker {
                             SendMethod::Copy(buf) => Arc::clone(buf),
                             SendMethod::ZeroCopy(src) => src.payload(),
                         };
-                        q.send_loop(&st, payload.as_slice(), write_len, budget)
+                        q.send_loop(&st.quic_counters(), payload.as_slice(), write_len, budget)
                     }
-                    (Job::Recv { .. }, Flow::Quic(q)) => q.recv_loop(&st),
+                    (Job::Recv { .. }, Flow::Quic(q)) => q.recv_loop(&st.quic_counters()),
                     (Job::SendUdp(cfg), Flow::Udp(s)) => {
                         crate::udp::send_loop(s, &cfg, &st.counters())
                     }

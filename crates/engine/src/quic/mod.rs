@@ -17,7 +17,7 @@
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -34,7 +34,6 @@ use quinn::{
 };
 
 use crate::EngineError;
-use crate::stream::StreamState;
 
 mod model;
 
@@ -228,6 +227,13 @@ pub(crate) fn size_buffers(sock: &UdpSocket, privileged: bool) -> Result<(), Eng
     Ok(())
 }
 
+/// What a stream's worker shares with the control thread: the stop flag it watches and the bytes
+/// it counts.
+pub(crate) struct Counters<'a> {
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) bytes: &'a AtomicU64,
+}
+
 /// One stream of a test: a QUIC connection on its own pair of sockets.
 #[derive(Debug)]
 pub(crate) struct QuicFlow {
@@ -309,7 +315,7 @@ impl QuicFlow {
     /// bytes drain in about a round trip even on a path that crawls.
     pub(crate) fn send_loop(
         &self,
-        st: &StreamState,
+        st: &Counters<'_>,
         payload: &[u8],
         write_len: usize,
         budget: Option<u64>,
@@ -360,7 +366,7 @@ impl QuicFlow {
     }
 
     /// The receiving worker: the peer's one stream, read to its end, in any order.
-    pub(crate) fn recv_loop(&self, st: &StreamState) -> io::Result<()> {
+    pub(crate) fn recv_loop(&self, st: &Counters<'_>) -> io::Result<()> {
         let rt = runtime().map_err(|e| io::Error::other(e.to_string()))?;
         rt.block_on(async {
             let mut stream = match self.conn.accept_uni().await {

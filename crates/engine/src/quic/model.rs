@@ -106,7 +106,11 @@ impl Model {
     pub(crate) fn on_ack(&mut self, now: Instant, bytes: u64, min_rtt: Duration) {
         self.delivered += bytes;
         self.min_rtt = Some(self.min_rtt.map_or(min_rtt, |m| m.min(min_rtt)));
-        self.round_start.get_or_insert(now);
+        if self.round_start.is_none() {
+            // The first acknowledgement opens the first round; what it acknowledged came before.
+            self.round_start = Some(now);
+            self.round_delivered = self.delivered;
+        }
         if self.phase == Phase::Startup {
             // Doubling each round, but never past twice what the model says the path holds:
             // the model lags a round behind, so that is still a doubling until the rate stops
