@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::emulate::ATTEMPTS;
 use crate::util::{bin, netns_alone};
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -68,8 +69,10 @@ fn assert_plot_files(dir: &Path) -> Vec<String> {
 /// The reduced frame-size sweep (trials of 0.5 s, the search down to 10 % of the 1 Gbit/s line):
 /// jumbo frames are carried at the line rate, and the smallest frames, whose packet rate is beyond
 /// the hosts and the emulator here, at far less: the per-packet limit a frame-size sweep exists to
-/// show.
-fn frame_sweep_shows_the_line_rate_and_the_packet_limit(doc: &serde_json::Value) {
+/// show. An error says which figure was off and whether the emulator flagged the points judged.
+fn frame_sweep_shows_the_line_rate_and_the_packet_limit(
+    doc: &serde_json::Value,
+) -> Result<(), (String, bool)> {
     let points = doc["points"].as_array().expect("points");
     let at = |frame: u64| {
         let p = points
@@ -78,17 +81,62 @@ fn frame_sweep_shows_the_line_rate_and_the_packet_limit(doc: &serde_json::Value)
             .unwrap_or_else(|| panic!("a point for {frame}-byte frames"));
         let found = p["summary"]["mean_bps"].as_f64().unwrap_or(0.0);
         let line = p["prediction"]["expected_bps"].as_f64().unwrap_or(0.0);
-        (found, line)
+        let flagged = p["repetitions"]
+            .as_array()
+            .expect("repetitions")
+            .iter()
+            .any(|r| r["fidelity"]["untrustworthy"] == true);
+        (found, line, flagged)
     };
-    let (jumbo, line) = at(9000);
-    assert!(
-        jumbo >= 0.85 * line && jumbo <= 1.02 * line,
-        "9000-byte frames: {jumbo} bit/s found, line rate {line}"
-    );
-    let (small, _) = at(64);
-    assert!(
-        small < 0.5 * jumbo,
-        "64-byte frames: {small} bit/s found against {jumbo} for jumbo frames"
+    let (jumbo, line, jumbo_flagged) = at(9000);
+    if !(jumbo >= 0.85 * line && jumbo <= 1.02 * line) {
+        return Err((
+            format!("9000-byte frames: {jumbo} bit/s found, line rate {line}"),
+            jumbo_flagged,
+        ));
+    }
+    let (small, _, small_flagged) = at(64);
+    if small >= 0.5 * jumbo {
+        return Err((
+            format!("64-byte frames: {small} bit/s found against {jumbo} for jumbo frames"),
+            small_flagged || jumbo_flagged,
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `lab run NAME --reduced` and checks its result file; a frame-size sweep whose figures
+/// are off is run again (up to [`ATTEMPTS`]) only when the emulator flagged the points judged
+/// NOT TRUSTWORTHY, the rule of `emulate_checked`; off figures on a trusted run fail at once.
+fn run_builtin(name: &str, archive: &str) -> (serde_json::Value, String, serde_json::Value) {
+    let mut flagged = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let out = lab(&["run", name, "--reduced", "--archive", archive, "--json"]);
+        assert!(out.status.success(), "lab run {name} failed");
+        let o = json_of(&out);
+        assert_eq!(o["complete"], true, "{o}");
+        let file = o["file"].as_str().expect("file").to_owned();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).expect("result file"))
+                .expect("JSON");
+        if doc["experiment"]["spec"]["find_rate"].is_null() {
+            return (o, file, doc);
+        }
+        match frame_sweep_shows_the_line_rate_and_the_packet_limit(&doc) {
+            Ok(()) => return (o, file, doc),
+            Err((problem, false)) => {
+                panic!("attempt {attempt}: {problem} (and the emulator trusted those points)")
+            }
+            Err((problem, true)) => {
+                println!("attempt {attempt}: {problem}; the emulator flagged those points, again");
+                flagged.push(format!("attempt {attempt}: {problem}"));
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+    }
+    panic!(
+        "every attempt was flagged NOT TRUSTWORTHY: the machine was too busy\n{}",
+        flagged.join("\n")
     );
 }
 
@@ -105,14 +153,7 @@ fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report(
         let t0 = Instant::now();
         // Every point of the reduced variant (45 points, about 5 minutes in all here);
         // `--points N` would trim further.
-        let out = lab(&["run", b.name, "--reduced", "--archive", a, "--json"]);
-        assert!(out.status.success(), "lab run {} failed", b.name);
-        let o = json_of(&out);
-        assert_eq!(o["complete"], true, "{o}");
-        let file = o["file"].as_str().expect("file").to_owned();
-        let doc: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&file).expect("result file"))
-                .expect("JSON");
+        let (o, file, doc) = run_builtin(b.name, a);
         longhaul_experiments::result::validate(&doc)
             .unwrap_or_else(|e| panic!("{file} fails the schema: {e}"));
         assert_eq!(doc["complete"], true);
@@ -129,9 +170,6 @@ fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report(
                     b.name
                 );
             }
-        }
-        if find_rate {
-            frame_sweep_shows_the_line_rate_and_the_packet_limit(&doc);
         }
         assert!(!doc["host"]["kernel"].as_str().unwrap_or("").is_empty());
         let id = o["run_id"].as_str().expect("run_id").to_owned();
