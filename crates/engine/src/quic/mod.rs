@@ -64,6 +64,13 @@ const PIECE: usize = 64 << 10;
 /// How much data, in time at the controller's rate, a sender keeps queued beyond its window.
 const BACKLOG_TIME: Duration = Duration::from_millis(20);
 
+/// How many congestion windows a sender's stream may hold (in flight, waiting behind a loss, or
+/// queued). quinn counts a stream's bytes as held from the first one not yet acknowledged: one
+/// loss keeps everything sent after it held until its repair is acknowledged, one to two round
+/// trips later, so on a lossy path (1 % of a 10,000-packet window is a loss every few hundred
+/// microseconds) a sender held to one window would stall for most of every round trip.
+const HELD_WINDOWS: u64 = 3;
+
 /// The least a sender keeps queued beyond its window.
 const MIN_BACKLOG: u64 = 256 << 10;
 
@@ -309,10 +316,10 @@ impl QuicFlow {
     /// at most [`PIECE`], no copy: quinn keeps the bytes until they are acknowledged) until stopped
     /// or the budget is spent, then finished and held until the peer has every byte.
     ///
-    /// What the stream holds unacknowledged is kept to the controller's window plus
+    /// What the stream holds is kept to [`HELD_WINDOWS`] of the controller's window plus
     /// [`BACKLOG_TIME`] at its rate, as `TCP_NOTSENT_LOWAT` keeps a TCP sender's queue: so bytes
     /// count as sent when they are about to leave, not seconds ahead, and a stopped sender's last
-    /// bytes drain in about a round trip even on a path that crawls.
+    /// bytes drain in a few round trips even on a path that crawls.
     pub(crate) fn send_loop(
         &self,
         st: &Counters<'_>,
@@ -355,14 +362,18 @@ impl QuicFlow {
         })
     }
 
-    /// Sets how much the connection may hold unacknowledged: its congestion window and
+    /// Sets how much the stream may hold: [`HELD_WINDOWS`] congestion windows and
     /// [`BACKLOG_TIME`] at the window's rate (at least [`MIN_BACKLOG`]).
     fn bound_backlog(&self) {
         let path = self.conn.stats().path;
         let rtt = path.rtt.max(Duration::from_micros(100));
         let rate = path.cwnd as f64 / rtt.as_secs_f64();
         let backlog = ((rate * BACKLOG_TIME.as_secs_f64()) as u64).max(MIN_BACKLOG);
-        self.conn.set_send_window(path.cwnd.saturating_add(backlog));
+        self.conn.set_send_window(
+            path.cwnd
+                .saturating_mul(HELD_WINDOWS)
+                .saturating_add(backlog),
+        );
     }
 
     /// The receiving worker: the peer's one stream, read to its end, in any order.

@@ -43,6 +43,12 @@ const STARTUP_GAIN: f64 = 2.0;
 const BETA: f64 = 0.85;
 /// Packets the window holds beyond the model, for acknowledgements that come in batches.
 const HEADROOM_PACKETS: u64 = 4;
+/// The share of the bandwidth-delay product the window holds beyond the model. quinn paces at
+/// the window over the smoothed RTT, so the window is also the rate: a round trip a few percent
+/// longer than the lowest (the hosts' own delay, acknowledgements held back, a busy CPU) would
+/// carry as many percent less. BBR holds twice the product for the same reason; a tenth costs a
+/// queue of at most a tenth of the RTT where the bottleneck is full.
+const HEADROOM_SHARE: f64 = 0.1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -132,12 +138,26 @@ impl Model {
         }
     }
 
-    /// The end of a batch of acknowledgements: a round ends once one smoothed RTT has passed
-    /// since it began.
-    pub(crate) fn on_end_acks(&mut self, now: Instant, srtt: Duration, app_limited: bool) {
+    /// The end of a batch of acknowledgements, with `in_flight` bytes unacknowledged: a round
+    /// ends once one smoothed RTT has passed since it began. A draining round (gain below one)
+    /// ends as soon as the flight is down to the model's bandwidth-delay product, as BBR's does:
+    /// a whole round at three quarters of the rate would cost a quarter of a round's data each
+    /// cycle once the queue is gone.
+    pub(crate) fn on_end_acks(
+        &mut self,
+        now: Instant,
+        srtt: Duration,
+        in_flight: u64,
+        app_limited: bool,
+    ) {
         let Some(start) = self.round_start else {
             return;
         };
+        if self.gain() < 1.0 && (in_flight as f64) <= self.bdp() {
+            self.phase = self.next_phase(false, 0);
+            self.set_window();
+            return;
+        }
         let elapsed = now.saturating_duration_since(start);
         if elapsed < srtt.max(Duration::from_millis(1)) {
             return;
@@ -174,7 +194,22 @@ impl Model {
             }
             self.rates.push(rate);
         }
-        self.phase = match self.phase {
+        self.phase = self.next_phase(lossy, delivered);
+        self.set_window();
+    }
+
+    /// The window's gain in the current phase (none in startup).
+    fn gain(&self) -> f64 {
+        match self.phase {
+            Phase::Startup => 1.0,
+            Phase::Drain => GAINS[1],
+            Phase::Cruise { cycle } => GAINS[cycle],
+        }
+    }
+
+    /// The phase after a round that was `lossy` and `delivered` bytes.
+    fn next_phase(&mut self, lossy: bool, delivered: u64) -> Phase {
+        match self.phase {
             Phase::Startup if lossy => Phase::Drain,
             // A round of a few dozen packets says little (one burst acknowledged early reads
             // as a high rate): the growth check starts once a round carries enough.
@@ -197,14 +232,17 @@ impl Model {
             Phase::Cruise { cycle } => Phase::Cruise {
                 cycle: (cycle + 1) % GAINS.len(),
             },
-        };
-        let gain = match self.phase {
-            Phase::Startup => return,
-            Phase::Drain => GAINS[1],
-            Phase::Cruise { cycle } => GAINS[cycle],
-        };
-        let headroom = HEADROOM_PACKETS * self.mtu;
-        self.window = ((gain * self.bdp()) as u64 + headroom).max(self.initial_window);
+        }
+    }
+
+    /// The window of the phase: its gain times the model's bandwidth-delay product (startup's
+    /// grows as it is acknowledged instead).
+    fn set_window(&mut self) {
+        if self.phase == Phase::Startup {
+            return;
+        }
+        let headroom = (HEADROOM_PACKETS * self.mtu).max((HEADROOM_SHARE * self.bdp()) as u64);
+        self.window = ((self.gain() * self.bdp()) as u64 + headroom).max(self.initial_window);
     }
 
     pub(crate) fn window(&self) -> u64 {
@@ -231,14 +269,14 @@ impl Controller for ModelController {
     fn on_end_acks(
         &mut self,
         now: Instant,
-        _in_flight: u64,
+        in_flight: u64,
         app_limited: bool,
         _largest_packet_num_acked: Option<u64>,
     ) {
         // The smoothed RTT is not given here; the model's lowest RTT with the queue it allows
         // (a quarter) bounds a round well enough.
         let srtt = self.0.min_rtt.unwrap_or(Duration::from_millis(100));
-        self.0.on_end_acks(now, srtt, app_limited);
+        self.0.on_end_acks(now, srtt, in_flight, app_limited);
     }
 
     fn on_congestion_event(
@@ -340,7 +378,9 @@ pub(crate) mod tests {
                 m.on_ack(self.now, (delivered / 4.0) as u64, self.rtt);
             }
             m.on_loss((overflow + random) as u64, false);
-            m.on_end_acks(self.now, srtt, false);
+            // In flight at the round's end: the pipe and the queue (a draining round ends early
+            // only once the queue is gone).
+            m.on_end_acks(self.now, srtt, (window.min(bdp + self.queued)) as u64, false);
             self.delivered += delivered;
             self.lost += overflow + random;
             delivered / srtt.as_secs_f64()
