@@ -58,8 +58,13 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Keep-alives while a connection waits for its test to start.
 const KEEP_ALIVE: Duration = Duration::from_secs(1);
 
-/// The most a sender hands quinn in one write: its stop flag is seen between two.
-const PIECE: usize = 64 << 10;
+/// What a sender hands quinn in one write: [`PIECE_TIME`] at the window's rate, between
+/// [`MIN_PIECE`] and [`MAX_PIECE`]. Its stop flag is seen between two writes; and quinn finds the
+/// bytes of each packet by walking the stream's buffered writes from the oldest (a window of
+/// 64 KiB writes at 2 Gbit/s and 120 ms is 2,000 of them, a tenth of the sender's CPU).
+const PIECE_TIME: Duration = Duration::from_millis(10);
+const MIN_PIECE: usize = 64 << 10;
+const MAX_PIECE: usize = 4 << 20;
 
 /// How much data, in time at the controller's rate, a sender keeps queued beyond its window.
 const BACKLOG_TIME: Duration = Duration::from_millis(20);
@@ -313,7 +318,7 @@ impl QuicFlow {
     }
 
     /// The sending worker: one stream, written with `payload` (`write_len` at a time, in pieces of
-    /// at most [`PIECE`], no copy: quinn keeps the bytes until they are acknowledged) until stopped
+    /// [`PIECE_TIME`] at its rate, no copy: quinn keeps the bytes until they are acknowledged) until stopped
     /// or the budget is spent, then finished and held until the peer has every byte.
     ///
     /// What the stream holds is kept to [`HELD_WINDOWS`] of the controller's window plus
@@ -328,13 +333,14 @@ impl QuicFlow {
         budget: Option<u64>,
     ) -> io::Result<()> {
         let rt = runtime().map_err(|e| io::Error::other(e.to_string()))?;
-        let chunk = Bytes::copy_from_slice(&payload[..write_len.min(payload.len())]);
-        let piece = chunk.len().min(PIECE);
+        let pattern = &payload[..write_len.min(payload.len()).max(1)];
+        let chunk = Bytes::from(pattern.repeat(MAX_PIECE.div_ceil(pattern.len())));
         rt.block_on(async {
             let mut stream = self.conn.open_uni().await.map_err(|e| described(&e))?;
             let mut sent = 0u64;
             let mut at = 0;
             while !st.stop.load(Ordering::Relaxed) {
+                let piece = self.bound_backlog();
                 let len = match budget {
                     Some(b) if b <= sent => break,
                     Some(b) => (b - sent).min(piece as u64) as usize,
@@ -343,7 +349,6 @@ impl QuicFlow {
                 if at + len > chunk.len() {
                     at = 0;
                 }
-                self.bound_backlog();
                 match stream.write_chunk(chunk.slice(at..at + len)).await {
                     Ok(()) => {
                         at += len;
@@ -363,8 +368,9 @@ impl QuicFlow {
     }
 
     /// Sets how much the stream may hold: [`HELD_WINDOWS`] congestion windows and
-    /// [`BACKLOG_TIME`] at the window's rate (at least [`MIN_BACKLOG`]).
-    fn bound_backlog(&self) {
+    /// [`BACKLOG_TIME`] at the window's rate (at least [`MIN_BACKLOG`]); returns the size of the
+    /// next write.
+    fn bound_backlog(&self) -> usize {
         let path = self.conn.stats().path;
         let rtt = path.rtt.max(Duration::from_micros(100));
         let rate = path.cwnd as f64 / rtt.as_secs_f64();
@@ -374,6 +380,7 @@ impl QuicFlow {
                 .saturating_mul(HELD_WINDOWS)
                 .saturating_add(backlog),
         );
+        ((rate * PIECE_TIME.as_secs_f64()) as usize).clamp(MIN_PIECE, MAX_PIECE)
     }
 
     /// The receiving worker: the peer's one stream, read to its end, in any order.

@@ -380,7 +380,12 @@ pub(crate) mod tests {
             m.on_loss((overflow + random) as u64, false);
             // In flight at the round's end: the pipe and the queue (a draining round ends early
             // only once the queue is gone).
-            m.on_end_acks(self.now, srtt, (window.min(bdp + self.queued)) as u64, false);
+            m.on_end_acks(
+                self.now,
+                srtt,
+                (window.min(bdp + self.queued)) as u64,
+                false,
+            );
             self.delivered += delivered;
             self.lost += overflow + random;
             delivered / srtt.as_secs_f64()
