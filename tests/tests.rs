@@ -29,5 +29,6 @@ mod transfer;
 mod transfer_hostile;
 mod transfer_session;
 mod transport;
+mod transport_path;
 mod udp;
 mod util;

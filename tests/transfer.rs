@@ -19,9 +19,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::emulate::ATTEMPTS;
 use crate::transfer_session::Relay;
-use crate::util::{DownOnDrop, KillOnDrop, ServerProc, bin};
+use crate::util::{KillOnDrop, ServerProc, Testbed, bin};
 
 /// A scratch directory under the system's temp dir, removed when dropped.
 pub(crate) struct Scratch(PathBuf);
@@ -1132,77 +1131,7 @@ impl ServerLog {
     }
 }
 
-/// A named emulated testbed, taken down when dropped.
-struct Testbed(DownOnDrop);
-
 impl Testbed {
-    fn up(args: &[&str]) -> Self {
-        let name = format!("x{}", std::process::id() % 100_000);
-        let out = Command::new(bin())
-            .args(["emulate", "up", "--name", &name, "--no-server"])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run longhaul emulate up");
-        assert!(out.status.success(), "emulate up: {}", stderr(&out));
-        Self(DownOnDrop(name))
-    }
-
-    /// Brings a testbed up with `args` and runs `check` on it, up to [`ATTEMPTS`] times, each on a
-    /// fresh testbed: the rule of `emulate_checked` for a testbed that stays up. A check that fails
-    /// while the emulator kept time fails the test at once; one that fails while the emulator fell
-    /// behind its schedule (`emulate status`: NOT TRUSTWORTHY) says nothing about the transfer
-    /// and is run again.
-    fn checked(args: &[&str], check: impl Fn(&Testbed) -> Result<(), String>) {
-        let mut flagged = Vec::new();
-        for attempt in 1..=ATTEMPTS {
-            let bed = Self::up(args);
-            let problem = match check(&bed) {
-                Ok(()) => return,
-                Err(problem) => problem,
-            };
-            let verdict = bed.fidelity_problems();
-            assert!(
-                !verdict.is_empty(),
-                "attempt {attempt}: {problem} (and the emulator trusted this run)"
-            );
-            println!(
-                "attempt {attempt}: {problem}; the emulator flagged the run ({verdict}), again"
-            );
-            flagged.push(format!("attempt {attempt}: {problem} [{verdict}]"));
-            drop(bed);
-            std::thread::sleep(Duration::from_secs(2));
-        }
-        panic!(
-            "every attempt was flagged NOT TRUSTWORTHY: the machine was too busy to measure the path\n{}",
-            flagged.join("\n")
-        );
-    }
-
-    /// What `emulate status` says made the testbed's timing untrustworthy since it came up; empty
-    /// when it kept time.
-    fn fidelity_problems(&self) -> String {
-        let out = Command::new(bin())
-            .args(["emulate", "status", "--json", "--name", &self.0.0])
-            .output()
-            .expect("run longhaul emulate status");
-        assert!(out.status.success(), "emulate status: {}", stderr(&out));
-        let status: Value = serde_json::from_slice(&out.stdout).expect("status as JSON");
-        let fidelity = &status["testbeds"][0]["fidelity"];
-        match fidelity["ok"].as_bool().expect("fidelity.ok") {
-            true => String::new(),
-            false => format!("NOT TRUSTWORTHY {}", fidelity["problems"]),
-        }
-    }
-
-    /// `longhaul emulate exec --name NAME HOST -- ARGS...` as a command.
-    fn exec(&self, host: &str, args: &[&str]) -> Command {
-        let mut c = Command::new(bin());
-        c.args(["emulate", "exec", "--name", &self.0.0, host, "--"])
-            .args(args);
-        c
-    }
-
     /// `longhaul server --root ROOT --key KEY EXTRA...` in host b, logging at info; returns once it
     /// listens, with its log.
     fn server(&self, root: &Path, key: &Path, extra: &[&str]) -> (KillOnDrop, ServerLog) {

@@ -21,7 +21,7 @@ fn interval_streams(j: &Value) -> Vec<&Value> {
 
 /// A forward test over QUIC reports as a TCP test does: intervals with the sender's RTT, window and
 /// losses, the end totals on both sides, the controller on every socket, and the QUIC plan (a
-/// flow-control window of at least 4 MiB) in the start.
+/// flow-control window of at least 4 MiB) in the start, and no socket buffer judged as a window.
 #[test]
 fn a_test_over_quic_reports_in_the_shape_of_a_tcp_test() {
     let server = ServerProc::start(&[]);
@@ -33,6 +33,15 @@ fn a_test_over_quic_reports_in_the_shape_of_a_tcp_test() {
     let quic = &j["start"]["longhaul"]["quic"];
     assert_eq!(quic["controller"], "cubic", "{quic}");
     assert!(quic["window_bytes"].as_u64().unwrap() >= 4 << 20, "{quic}");
+    // No socket buffer is judged as a TCP window would be (a user's 4 MiB cap would read as a
+    // 280 Mbit/s ceiling at 120 ms that QUIC does not have).
+    for side in ["local_buffers", "remote_buffers"] {
+        let judged = &j["start"]["longhaul"][side];
+        assert!(
+            judged.as_array().is_some_and(Vec::is_empty),
+            "{side}: {judged}"
+        );
+    }
     for side in ["local_sockets", "remote_sockets"] {
         let socks = j["start"]["longhaul"][side].as_array().unwrap();
         assert_eq!(socks.len(), 1, "{side}");

@@ -371,3 +371,84 @@ pub(crate) fn closed_while_trickling(
     }
     false
 }
+
+/// A named emulated testbed, taken down when dropped.
+pub(crate) struct Testbed(pub(crate) DownOnDrop);
+
+impl Testbed {
+    pub(crate) fn up(args: &[&str]) -> Self {
+        let name = format!("x{}", std::process::id() % 100_000);
+        let out = Command::new(bin())
+            .args(["emulate", "up", "--name", &name, "--no-server"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run longhaul emulate up");
+        assert!(
+            out.status.success(),
+            "emulate up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(DownOnDrop(name))
+    }
+
+    /// Brings a testbed up with `args` and runs `check` on it, up to [`crate::emulate::ATTEMPTS`] times, each on a
+    /// fresh testbed: the rule of `emulate_checked` for a testbed that stays up. A check that fails
+    /// while the emulator kept time fails the test at once; one that fails while the emulator fell
+    /// behind its schedule (`emulate status`: NOT TRUSTWORTHY) says nothing about the transfer
+    /// and is run again.
+    pub(crate) fn checked(args: &[&str], check: impl Fn(&Testbed) -> Result<(), String>) {
+        let mut flagged = Vec::new();
+        for attempt in 1..=crate::emulate::ATTEMPTS {
+            let bed = Self::up(args);
+            let problem = match check(&bed) {
+                Ok(()) => return,
+                Err(problem) => problem,
+            };
+            let verdict = bed.fidelity_problems();
+            assert!(
+                !verdict.is_empty(),
+                "attempt {attempt}: {problem} (and the emulator trusted this run)"
+            );
+            println!(
+                "attempt {attempt}: {problem}; the emulator flagged the run ({verdict}), again"
+            );
+            flagged.push(format!("attempt {attempt}: {problem} [{verdict}]"));
+            drop(bed);
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        panic!(
+            "every attempt was flagged NOT TRUSTWORTHY: the machine was too busy to measure the path\n{}",
+            flagged.join("\n")
+        );
+    }
+
+    /// What `emulate status` says made the testbed's timing untrustworthy since it came up; empty
+    /// when it kept time.
+    pub(crate) fn fidelity_problems(&self) -> String {
+        let out = Command::new(bin())
+            .args(["emulate", "status", "--json", "--name", &self.0.0])
+            .output()
+            .expect("run longhaul emulate status");
+        assert!(
+            out.status.success(),
+            "emulate status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let status: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("status as JSON");
+        let fidelity = &status["testbeds"][0]["fidelity"];
+        match fidelity["ok"].as_bool().expect("fidelity.ok") {
+            true => String::new(),
+            false => format!("NOT TRUSTWORTHY {}", fidelity["problems"]),
+        }
+    }
+
+    /// `longhaul emulate exec --name NAME HOST -- ARGS...` as a command.
+    pub(crate) fn exec(&self, host: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(["emulate", "exec", "--name", &self.0.0, host, "--"])
+            .args(args);
+        c
+    }
+}

@@ -469,6 +469,12 @@ impl Driver<'_> {
                 );
                 start.longhaul.pace_auto = self.pace_estimate.clone();
                 start.longhaul.quic = t.quic.clone();
+                if t.quic.is_some() {
+                    // A QUIC flow's window is its flow-control window, in user space: the socket
+                    // buffers judged as a TCP window's would report limits that do not exist.
+                    start.longhaul.local_buffers.clear();
+                    start.longhaul.remote_buffers.clear();
+                }
                 // Everything is set up: only the start is left to do at the common instant.
                 if let Some(at) = self.cfg.start_at {
                     hold_until(at);

@@ -238,6 +238,10 @@ pub(crate) fn start_report(
 
 /// Buffer outcomes that limit the run, with their fixes, plus the plans' notes.
 pub(crate) fn window_warnings(x: &StartExtra) -> Vec<String> {
+    if x.quic.is_some() {
+        // The plans' notes are about TCP windows (RFC 7323's 1 GiB, the buffer caps).
+        return Vec::new();
+    }
     let mut w: Vec<String> = x.local_plan.window.notes.clone();
     for (side, list) in [("client", &x.local_buffers), ("server", &x.remote_buffers)] {
         for b in list.iter().filter(|b| b.limited) {
