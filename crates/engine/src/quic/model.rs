@@ -41,6 +41,11 @@ const STARTUP_MIN_PACKETS: u64 = 200;
 const STARTUP_GAIN: f64 = 2.0;
 /// The most a lossy round lowers the model (BBRv2's `beta` is 0.7 of the window in flight).
 const BETA: f64 = 0.85;
+/// Rounds over which the lowest RTT is the path's ([`Model::path_rtt`]): two probing cycles.
+const RTT_ROUNDS: usize = 2 * GAINS.len();
+/// A round whose lowest RTT is this many times the connection's lowest ran behind a standing
+/// queue: a loss in it is the queue overflowing, not noise.
+const QUEUED_RTT: f64 = 1.25;
 /// Packets the window holds beyond the model, for acknowledgements that come in batches.
 const HEADROOM_PACKETS: u64 = 4;
 /// The share of the bandwidth-delay product the window holds beyond the model. quinn paces at
@@ -75,10 +80,16 @@ pub(crate) struct Model {
     round_start: Option<Instant>,
     round_delivered: u64,
     round_lost: u64,
+    /// Whether quinn declared a congestion event (a loss after the last one's recovery) in the
+    /// round.
+    round_congested: bool,
     /// The rate at the last growth check of startup, and rounds since it grew.
     full_rate: f64,
     flat_rounds: u32,
     min_rtt: Option<Duration>,
+    /// The lowest RTT sample of the round under way, and of each of the last [`RTT_ROUNDS`].
+    round_min_rtt: Option<Duration>,
+    rtt_mins: std::collections::VecDeque<Duration>,
 }
 
 impl Model {
@@ -93,9 +104,12 @@ impl Model {
             round_start: None,
             round_delivered: 0,
             round_lost: 0,
+            round_congested: false,
             full_rate: 0.0,
             flat_rounds: 0,
             min_rtt: None,
+            round_min_rtt: None,
+            rtt_mins: std::collections::VecDeque::with_capacity(RTT_ROUNDS),
         }
     }
 
@@ -104,13 +118,28 @@ impl Model {
         self.rates.iter().copied().fold(0.0, f64::max)
     }
 
+    /// The bandwidth-delay product of the model: its rate over the path's RTT without this
+    /// flow's queue ([`Self::path_rtt`]).
     fn bdp(&self) -> f64 {
-        self.rate() * self.min_rtt.map_or(0.0, |r| r.as_secs_f64())
+        self.rate() * self.path_rtt().map_or(0.0, |r| r.as_secs_f64())
     }
 
-    /// Bytes acknowledged (`bytes`, sent at `sent`), with the RTT estimates now.
-    pub(crate) fn on_ack(&mut self, now: Instant, bytes: u64, min_rtt: Duration) {
+    /// The lowest RTT of the last [`RTT_ROUNDS`] rounds. Each probing cycle drains this flow's
+    /// own queue, so alone on a path this is the bare RTT; behind a queue this flow did not make
+    /// (a loss-based flow beside it keeps the bottleneck's buffer full) it is that queue's RTT, and
+    /// the window covers it: quinn paces at the window over the smoothed RTT, so a window of the
+    /// bare product would halve the rate behind a queue of one RTT, the rounds would deliver half,
+    /// and the model would follow them down to nothing. (BBR's minimum RTT expires after 10 s for
+    /// the same reason.)
+    fn path_rtt(&self) -> Option<Duration> {
+        self.rtt_mins.iter().copied().min().or(self.min_rtt)
+    }
+
+    /// Bytes acknowledged (`bytes`, sent at `sent`), with the lowest RTT of the connection.
+    pub(crate) fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, min_rtt: Duration) {
         self.delivered += bytes;
+        let sample = now.saturating_duration_since(sent);
+        self.round_min_rtt = Some(self.round_min_rtt.map_or(sample, |m| m.min(sample)));
         self.min_rtt = Some(self.min_rtt.map_or(min_rtt, |m| m.min(min_rtt)));
         if self.round_start.is_none() {
             // The first acknowledgement opens the first round; what it acknowledged came before.
@@ -132,6 +161,7 @@ impl Model {
     /// Bytes declared lost.
     pub(crate) fn on_loss(&mut self, bytes: u64, persistent: bool) {
         self.round_lost += bytes;
+        self.round_congested = true;
         if persistent {
             // Everything in flight for a while was lost: the model is void, start again.
             *self = Self::new(self.initial_window, self.mtu as u16);
@@ -169,7 +199,19 @@ impl Model {
         self.round_start = Some(now);
         self.round_delivered = self.delivered;
         self.round_lost = 0;
-        self.end_round(rate, delivered, lost, lost_share, app_limited);
+        let congested = std::mem::take(&mut self.round_congested);
+        let mut queued = false;
+        if let Some(rtt) = self.round_min_rtt.take() {
+            queued = self
+                .min_rtt
+                .is_some_and(|min| rtt.as_secs_f64() > QUEUED_RTT * min.as_secs_f64());
+            if self.rtt_mins.len() == RTT_ROUNDS {
+                self.rtt_mins.pop_front();
+            }
+            self.rtt_mins.push_back(rtt);
+        }
+        let overflowed = congested && queued;
+        self.end_round(rate, delivered, lost, lost_share, overflowed, app_limited);
         tracing::debug!(rate, lost_share, app_limited, elapsed = ?elapsed, model = self.rate(), window = self.window, phase = ?self.phase, "round");
     }
 
@@ -179,9 +221,13 @@ impl Model {
         delivered: u64,
         lost: u64,
         lost_share: f64,
+        overflowed: bool,
         app_limited: bool,
     ) {
-        let lossy = lost_share > LOSS_THRESHOLD && lost >= MIN_LOSSES * self.mtu;
+        // A round is lossy when it lost more than random loss would (BBRv2's threshold), or lost
+        // anything behind a standing queue (a loss-based flow beside this one filled the buffer:
+        // coming down as it does leaves it its share).
+        let lossy = (lost_share > LOSS_THRESHOLD && lost >= MIN_LOSSES * self.mtu) || overflowed;
         if lossy {
             // A queue overflowed: the model comes down to what this round delivered, by at most
             // BETA a round (a round recovering its losses delivers less than the path holds).
@@ -258,12 +304,12 @@ impl Controller for ModelController {
     fn on_ack(
         &mut self,
         now: Instant,
-        _sent: Instant,
+        sent: Instant,
         bytes: u64,
         _app_limited: bool,
         rtt: &RttEstimator,
     ) {
-        self.0.on_ack(now, bytes, rtt.min());
+        self.0.on_ack(now, sent, bytes, rtt.min());
     }
 
     fn on_end_acks(
@@ -375,7 +421,12 @@ pub(crate) mod tests {
             let srtt = self.rtt + Duration::from_secs_f64(self.queued / self.capacity);
             for _ in 0..4 {
                 self.now += srtt / 4;
-                m.on_ack(self.now, (delivered / 4.0) as u64, self.rtt);
+                m.on_ack(
+                    self.now,
+                    self.now - srtt,
+                    (delivered / 4.0) as u64,
+                    self.rtt,
+                );
             }
             m.on_loss((overflow + random) as u64, false);
             // In flight at the round's end: the pipe and the queue (a draining round ends early
@@ -455,6 +506,21 @@ pub(crate) mod tests {
         run(&mut p, &mut m, 60);
         let up = mean(&mut p, &mut m, 16);
         assert!(up > 0.9 * GBIT, "{up}");
+    }
+
+    /// A round trip that doubles (a route change, or a queue that another flow keeps full) is
+    /// followed: with the lowest RTT ever seen, the window would carry half the rate, the rounds
+    /// would deliver half, and the model would follow them down (to 5 Mbit/s beside a CUBIC flow
+    /// on an emulated 120 ms, 1 Gbit/s path).
+    #[test]
+    fn it_keeps_the_rate_when_the_round_trip_grows() {
+        let mut p = Path::new(GBIT, 120, 1.0, 0.0);
+        let mut m = Model::new(14_720, 1472);
+        run(&mut p, &mut m, 40);
+        p.rtt = Duration::from_millis(240);
+        run(&mut p, &mut m, 3 * RTT_ROUNDS);
+        let held = mean(&mut p, &mut m, 16);
+        assert!(held > 0.9 * GBIT, "{held} of {GBIT}");
     }
 
     #[test]
