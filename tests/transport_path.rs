@@ -199,3 +199,88 @@ fn without_privileges_the_udp_transport_is_not_capped_by_the_socket_buffers() {
         },
     );
 }
+
+/// The fairness target: one UDP-transport flow (`-C bbr`) and one CUBIC TCP flow (iperf3,
+/// started a second later) share a 120 ms, 1 Gbit/s bottleneck with a buffer of one BDP for a
+/// minute; the TCP flow keeps at least a third of what both carry.
+#[test]
+fn a_cubic_flow_beside_the_udp_transport_keeps_a_third_of_the_bottleneck() {
+    if !program("iperf3", "iperf3") {
+        return;
+    }
+    let Some(_alone) = netns_alone() else {
+        return;
+    };
+    Testbed::checked(&["--rtt", "120ms", "--rate", "1G"], |bed| {
+        let mut server = KillOnDrop(
+            bed.exec("b", &[bin(), "server", "--log", "info"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start the server"),
+        );
+        let log = read_lines(server.0.stderr.take().unwrap(), None, |_| true);
+        while !log
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the server starts")
+            .contains("listening on")
+        {}
+        let udp = bed
+            .exec(
+                "a",
+                &[
+                    bin(),
+                    "test",
+                    "10.201.0.2",
+                    "--transport",
+                    "udp",
+                    "-C",
+                    "bbr",
+                    "-t",
+                    "60",
+                    "--json",
+                ],
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the UDP-transport test");
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let tcp = bed
+            .exec(
+                "a",
+                &[
+                    "iperf3",
+                    "-c",
+                    "10.201.0.2",
+                    "-C",
+                    "cubic",
+                    "-t",
+                    "58",
+                    "-J",
+                ],
+            )
+            .stdin(Stdio::null())
+            .output()
+            .expect("run iperf3");
+        let udp = received_bps(&udp.wait_with_output().expect("the UDP-transport test"))?;
+        let tcp = received_bps(&tcp)?;
+        let share = tcp / (tcp + udp);
+        println!(
+            "60 s on 120 ms, 1 Gbit/s: UDP transport {:.1} Mbit/s, CUBIC {:.1} Mbit/s ({:.0} %)",
+            udp / 1e6,
+            tcp / 1e6,
+            100.0 * share
+        );
+        if share < 1.0 / 3.0 {
+            return Err(format!(
+                "CUBIC kept {:.0} % (UDP {:.1} Mbit/s, CUBIC {:.1} Mbit/s)",
+                100.0 * share,
+                udp / 1e6,
+                tcp / 1e6
+            ));
+        }
+        Ok(())
+    });
+}
