@@ -257,3 +257,93 @@ fn a_handshake_that_never_arrives_is_named_and_the_server_serves_the_next_test()
         String::from_utf8_lossy(&served.stderr)
     );
 }
+
+/// A client that stops acknowledging in the middle of a reverse test (a firewall in its namespace
+/// drops every UDP datagram it sends; the control connection, TCP, still works): the server's
+/// sender, whose stream holds at most three windows, is blocked, not growing. Today the client
+/// gives up waiting for the server's results after the drain timeout (15 s + 20 RTT; 21.8 s in
+/// all for a 6 s test, "timed out waiting for the server's results") because the server's sender
+/// waits for its blocked write and then for every byte to be acknowledged; the test holds that
+/// bound and that the server serves the next test once the firewall is gone.
+#[test]
+fn a_client_that_stops_acknowledging_does_not_hold_the_server() {
+    if !crate::util::program("iptables", "iptables") {
+        return;
+    }
+    let Some(_machine) = crate::util::netns_alone() else {
+        return;
+    };
+    let bed = crate::util::Testbed::up(&["--rtt", "20ms", "--rate", "200M"]);
+    let mut server = KillOnDrop(
+        bed.exec("b", &[bin(), "server", "--log", "info"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let log = read_lines(server.0.stderr.take().unwrap(), None, |_| true);
+    while !log
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server starts")
+        .contains("listening on")
+    {}
+    let firewall = |op: &str| {
+        let ok = bed
+            .exec("a", &["iptables", op, "OUTPUT", "-p", "udp", "-j", "DROP"])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "iptables {op}");
+    };
+    let test = |seconds: &str| {
+        bed.exec(
+            "a",
+            &[
+                bin(),
+                "test",
+                "10.201.0.2",
+                "--transport",
+                "udp",
+                "-R",
+                "-t",
+                seconds,
+                "--json",
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    let started = std::time::Instant::now();
+    let silent = test("6");
+    std::thread::sleep(Duration::from_secs(3));
+    firewall("-I");
+    let out = silent.wait_with_output().unwrap();
+    let took = started.elapsed();
+    firewall("-D");
+    let report = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "{took:?}: {}\n{report}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took < Duration::from_secs(6 + 24),
+        "a 6 s test took {took:?}: the server held on to a peer that went silent"
+    );
+    if out.status.success() {
+        // What arrived before the firewall; the sender counts at most what its stream held more.
+        let j: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+        let received = j["end"]["sum_received"]["bytes"].as_u64().unwrap();
+        assert!(received > 0, "{}", j["end"]);
+    } else {
+        let j: Value = serde_json::from_slice(&out.stdout).expect("a JSON report with the error");
+        assert!(j["error"].as_str().is_some_and(|e| !e.is_empty()), "{j}");
+    }
+    let next = test("2").wait_with_output().unwrap();
+    assert!(
+        next.status.success(),
+        "the next test: {}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+}
