@@ -274,19 +274,7 @@ fn a_client_that_stops_acknowledging_does_not_hold_the_server() {
         return;
     };
     let bed = crate::util::Testbed::up(&["--rtt", "20ms", "--rate", "200M"]);
-    let mut server = KillOnDrop(
-        bed.exec("b", &[bin(), "server", "--log", "info"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let log = read_lines(server.0.stderr.take().unwrap(), None, |_| true);
-    while !log
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the server starts")
-        .contains("listening on")
-    {}
+    let (_server, _log) = bed.serve(&[bin(), "server", "--log", "info"]);
     let firewall = |op: &str| {
         let ok = bed
             .exec("a", &["iptables", op, "OUTPUT", "-p", "udp", "-j", "DROP"])

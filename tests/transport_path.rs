@@ -9,7 +9,7 @@ use std::process::{Output, Stdio};
 use serde_json::Value;
 
 use crate::emulate::{emulate, emulate_checked};
-use crate::util::{KillOnDrop, Testbed, bin, netns_alone, program, read_lines};
+use crate::util::{Testbed, bin, netns_alone, program};
 
 /// The rate received after the omitted seconds, bit/s, from a `--json` report on stdout.
 fn received_bps(out: &Output) -> Result<f64, String> {
@@ -156,19 +156,7 @@ fn without_privileges_the_udp_transport_is_not_capped_by_the_socket_buffers() {
                 all.extend_from_slice(args);
                 all
             };
-            let mut server = KillOnDrop(
-                bed.exec("b", &as_nobody(&["server", "--log", "info"]))
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("start the server as nobody"),
-            );
-            let log = read_lines(server.0.stderr.take().unwrap(), None, |_| true);
-            while !log
-                .recv_timeout(std::time::Duration::from_secs(30))
-                .expect("the server starts")
-                .contains("listening on")
-            {}
+            let (_server, _log) = bed.serve(&as_nobody(&["server", "--log", "info"]));
             let run = |extra: &[&'static str]| -> Result<f64, String> {
                 let mut args = vec!["test", "10.201.0.2", "-t", "15", "-O", "5", "--json"];
                 args.extend_from_slice(extra);
@@ -212,19 +200,7 @@ fn a_cubic_flow_beside_the_udp_transport_keeps_a_third_of_the_bottleneck() {
         return;
     };
     Testbed::checked(&["--rtt", "120ms", "--rate", "1G"], |bed| {
-        let mut server = KillOnDrop(
-            bed.exec("b", &[bin(), "server", "--log", "info"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start the server"),
-        );
-        let log = read_lines(server.0.stderr.take().unwrap(), None, |_| true);
-        while !log
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("the server starts")
-            .contains("listening on")
-        {}
+        let (_server, _log) = bed.serve(&[bin(), "server", "--log", "info"]);
         let udp = bed
             .exec(
                 "a",

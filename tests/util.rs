@@ -444,6 +444,26 @@ impl Testbed {
         }
     }
 
+    /// Runs ARGS (a `longhaul server` command line) in host b and returns once its log says it
+    /// listens; the server is killed when the handle is dropped. The log's receiver must be kept
+    /// as long as the server runs: the server dies writing to a log no one reads.
+    pub(crate) fn serve(&self, args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
+        let mut server = KillOnDrop(
+            self.exec("b", args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start the server in host b"),
+        );
+        let log = read_lines(server.0.stderr.take().unwrap(), None, |_| true);
+        while !log
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server starts")
+            .contains("listening on")
+        {}
+        (server, log)
+    }
+
     /// `longhaul emulate exec --name NAME HOST -- ARGS...` as a command.
     pub(crate) fn exec(&self, host: &str, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
