@@ -95,9 +95,13 @@ pub(crate) fn emulate_checked(
             !verdict.is_empty(),
             "attempt {attempt}: {problem} (and the emulator trusted this run)"
         );
-        println!("attempt {attempt}: {problem}; the emulator flagged the run ({verdict}), again");
-        flagged.push(format!("attempt {attempt}: {problem} [{verdict}]"));
-        std::thread::sleep(Duration::from_secs(2));
+        let machine = crate::util::settle_after_a_flagged_run();
+        println!(
+            "attempt {attempt}: {problem}; the emulator flagged the run ({verdict}; {machine}), again"
+        );
+        flagged.push(format!(
+            "attempt {attempt}: {problem} [{verdict}; {machine}]"
+        ));
     }
     panic!(
         "every attempt was flagged NOT TRUSTWORTHY: the machine was too busy to measure the path\n{}",
@@ -505,9 +509,11 @@ fn traceroute_checked(args: &[&str], check: impl Fn(&Output) -> Result<(), Strin
                     v if v.is_empty() => "the emulator kept time".to_string(),
                     v => v,
                 };
-                println!("attempt {attempt}: {problem} [{verdict}], again");
-                late.push(format!("attempt {attempt}: {problem} [{verdict}]"));
-                std::thread::sleep(Duration::from_secs(2));
+                let machine = crate::util::settle_after_a_flagged_run();
+                println!("attempt {attempt}: {problem} [{verdict}; {machine}], again");
+                late.push(format!(
+                    "attempt {attempt}: {problem} [{verdict}; {machine}]"
+                ));
             }
         }
     }

@@ -128,9 +128,11 @@ fn run_builtin(name: &str, archive: &str) -> (serde_json::Value, String, serde_j
                 panic!("attempt {attempt}: {problem} (and the emulator trusted those points)")
             }
             Err((problem, true)) => {
-                println!("attempt {attempt}: {problem}; the emulator flagged those points, again");
-                flagged.push(format!("attempt {attempt}: {problem}"));
-                std::thread::sleep(Duration::from_secs(2));
+                let machine = crate::util::settle_after_a_flagged_run();
+                println!(
+                    "attempt {attempt}: {problem}; the emulator flagged those points ({machine}), again"
+                );
+                flagged.push(format!("attempt {attempt}: {problem} [{machine}]"));
             }
         }
     }
