@@ -352,6 +352,8 @@ fn a_ticket_holder_cannot_send_another_stripes_chunks_or_another_stripe() {
             rate_bps: 1_000_000_000,
             pace_auto_bps: None,
             fast_start: false,
+            transport: longhaul_proto::msg::Transport::Tcp,
+            controller: None,
         });
     };
 

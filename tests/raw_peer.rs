@@ -271,6 +271,8 @@ impl RawPeer {
             rate_bps: 1_000_000_000,
             pace_auto_bps: None,
             fast_start: false,
+            transport: longhaul_proto::msg::Transport::Tcp,
+            controller: None,
         });
         self.send(&Message::ManifestBatch {
             entries,

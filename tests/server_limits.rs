@@ -546,6 +546,8 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         rate_bps: 1_000_000_000,
         pace_auto_bps: None,
         fast_start: false,
+        transport: longhaul_proto::msg::Transport::Tcp,
+        controller: None,
     });
     let err = peer.recv().expect_err("the plan is refused");
     assert!(err.contains("over the 512 MiB limit"), "{err}");
@@ -561,6 +563,8 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         rate_bps: 0,
         pace_auto_bps: None,
         fast_start: false,
+        transport: longhaul_proto::msg::Transport::Tcp,
+        controller: None,
     });
     let err = peer.recv().expect_err("the plan's rtt is refused");
     assert!(err.contains("rtt"), "{err}");
@@ -577,6 +581,8 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         rate_bps: 1_000_000_000,
         pace_auto_bps: Some(5),
         fast_start: false,
+        transport: longhaul_proto::msg::Transport::Tcp,
+        controller: None,
     });
     let err = peer.recv().expect_err("the plan's bottleneck is refused");
     assert!(err.contains("--pace auto's bottleneck"), "{err}");
@@ -592,6 +598,8 @@ fn a_key_holder_cannot_exceed_the_transfer_memory_bound_or_forge_have() {
         rate_bps: 1_000_000_000,
         pace_auto_bps: None,
         fast_start: false,
+        transport: longhaul_proto::msg::Transport::Tcp,
+        controller: None,
     });
     peer.recv_until(|m| matches!(m, Xfer::ManifestBatch { last: true, .. }))
         .expect("the manifest");

@@ -498,6 +498,8 @@ fn a_sender_leaves_reserved_names_out() {
         rate_bps: 1_000_000_000,
         pace_auto_bps: None,
         fast_start: false,
+        transport: longhaul_proto::msg::Transport::Tcp,
+        controller: None,
     });
     let mut listed = Vec::new();
     loop {

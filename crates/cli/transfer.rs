@@ -54,6 +54,12 @@ pub(crate) struct CommonArgs {
     /// the route is removed afterwards (docs/pacing.md). `send` only; needs --rate.
     #[arg(long, requires = "rate", conflicts_with = "pace")]
     pub(crate) dedicated: bool,
+    /// What carries the data: the kernel's TCP, or reliable, encrypted QUIC flows over UDP in
+    /// user space, one per stream, with -C cubic (default), newreno or bbr and windows sized from
+    /// the path, needing no root; the same chunks, verification and resume either way, so a
+    /// transfer begun over one finishes over the other (docs/transport.md).
+    #[arg(long, value_enum, default_value = "tcp", conflicts_with_all = ["pace", "dedicated"])]
+    pub(crate) transport: args::TransportArg,
 }
 
 /// `--pace` of a transfer: only `auto` (a transfer's fixed pacing rate is `--rate`).
@@ -298,6 +304,7 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
         stripe: None,
         pace_auto: c.pace == Some(args::Pace::Auto),
         fast_start: c.dedicated,
+        transport: c.transport.into(),
     })
 }
 
@@ -498,8 +505,10 @@ buffers), RTT {:.3} ms{}{}; {}",
         fmt_size(s.chunk_size),
         fmt_size(s.memory_bound),
         s.rtt_ns as f64 / 1e6,
-        s.retransmits
-            .map_or_else(String::new, |r| format!(", {r} retransmits")),
+        s.retransmits.map_or_else(String::new, |r| match s.udp {
+            Some(_) => format!(", {r} packets lost and resent"),
+            None => format!(", {r} retransmits"),
+        }),
         if s.chunks_resent > 0 {
             format!(
                 ", {} chunks re-sent after failing verification",
@@ -523,6 +532,9 @@ buffers), RTT {:.3} ms{}{}; {}",
         + &s.fast_start
             .as_ref()
             .map_or_else(String::new, fast_start_text)
+        + &s.udp.as_ref().map_or_else(String::new, |u| {
+            format!("; over QUIC/UDP ({} controller)", u.controller)
+        })
 }
 
 /// `--dedicated` in a transfer's summary line: the window it opened with and how soon it carried

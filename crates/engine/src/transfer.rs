@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::auto_pace::{BottleneckEstimate, TrainTiming};
-use longhaul_proto::msg::{MAX_RATE_BPS, MIN_PACE_BPS};
+use longhaul_proto::msg::{MAX_RATE_BPS, MIN_PACE_BPS, QUIC_CONTROLLERS, Transport};
 use longhaul_proto::wire::Preamble;
 use longhaul_transfer::auth::TicketId;
 use longhaul_transfer::journal::JOURNAL_KEY_CONTEXT;
@@ -43,8 +43,10 @@ use crate::socket::{self, SocketOptions};
 use crate::tls::Pinned;
 
 pub(crate) mod conn;
+mod data;
 mod dest;
 mod journals;
+mod over_udp;
 pub mod root;
 mod side;
 mod sink;
@@ -54,9 +56,11 @@ pub(crate) mod ticket;
 
 pub use conn::Endpoint;
 use conn::{Ctl, unexpected};
+use data::DataConn;
 use dest::SinkOptions;
 pub use longhaul_transfer::report::{Event, Summary};
-use longhaul_transfer::report::{FastStartSummary, PaceAutoSummary};
+use longhaul_transfer::report::{FastStartSummary, PaceAutoSummary, UdpSummary};
+pub(crate) use over_udp::Accept as UdpAccept;
 use root::Root;
 use side::Side;
 use sink::{Sink, recv_manifest};
@@ -110,6 +114,8 @@ pub struct TransferConfig {
     /// first round trip ([`longhaul_proto::fast_start`]): an initial window on a route of this
     /// host's own to the server, buffers set before the handshake on both sides.
     pub fast_start: bool,
+    /// `--transport udp`: the data connections are QUIC flows over UDP (`-C`: their controller).
+    pub transport: Transport,
 }
 
 /// This process's umask, for [`ModePolicy::umask`]: read from `/proc/self/status` (Linux ≥ 4.7),
@@ -161,8 +167,14 @@ fn summary(
         encryption: ctl.channel().encryption(),
         pace_auto: None,
         fast_start: None,
+        udp: plan.controller.map(|c| UdpSummary {
+            controller: c.to_string(),
+        }),
     }
 }
+
+/// The UDP transport's congestion controller when `-C` names none.
+const DEFAULT_UDP_CONTROLLER: &str = "cubic";
 
 /// Streams and chunk size for a transfer.
 #[derive(Debug, Clone, Copy)]
@@ -175,6 +187,10 @@ struct Plan {
     pace_auto_bps: Option<u64>,
     /// `--dedicated`: buffers set before the handshake; the sending client opens at `rate_bps`.
     fast_start: bool,
+    /// What carries the data.
+    transport: Transport,
+    /// Over QUIC: the sending side's controller, one of [`QUIC_CONTROLLERS`] (`None` over TCP).
+    controller: Option<&'static str>,
 }
 
 impl Plan {
@@ -187,6 +203,8 @@ impl Plan {
             rate_bps: self.rate_bps,
             pace_auto_bps: self.pace_auto_bps,
             fast_start: self.fast_start,
+            transport: self.transport,
+            controller: self.controller.map(str::to_string),
         }
     }
 
@@ -265,6 +283,10 @@ fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
         .unwrap_or_else(|| choose_chunk_size(cfg.rate_bps, rtt_ns, streams));
     longhaul_transfer::msg::check_plan(streams, chunk_size, rtt_ns, cfg.rate_bps)
         .map_err(EngineError::Transfer)?;
+    let controller = match cfg.transport {
+        Transport::Tcp => None,
+        Transport::Quic => Some(udp_controller(cfg)?),
+    };
     Ok(Plan {
         streams,
         chunk_size,
@@ -272,7 +294,30 @@ fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
         rate_bps: cfg.rate_bps,
         pace_auto_bps: None,
         fast_start: cfg.fast_start,
+        transport: cfg.transport,
+        controller,
     })
+}
+
+/// `--transport udp`: the controller `-C` names (or the default), if the UDP transport has it;
+/// the kernel TCP's steering (`--pace auto`, `--dedicated`) does not apply.
+fn udp_controller(cfg: &TransferConfig) -> Result<&'static str, EngineError> {
+    if cfg.pace_auto || cfg.fast_start {
+        return Err(EngineError::Unsupported(
+            "--pace auto and --dedicated steer the kernel's TCP; the UDP transport paces itself"
+                .into(),
+        ));
+    }
+    let name = cfg.congestion.as_deref().unwrap_or(DEFAULT_UDP_CONTROLLER);
+    QUIC_CONTROLLERS
+        .into_iter()
+        .find(|c| *c == name)
+        .ok_or_else(|| {
+            EngineError::Unsupported(format!(
+                "congestion control {name:?} is not one of the UDP transport's: {}",
+                QUIC_CONTROLLERS.join(", ")
+            ))
+        })
 }
 
 /// This host's window plan for a transfer's streams (the test engine's rule: 2 × BDP per stream).
@@ -307,14 +352,20 @@ fn fast_start_route(
 }
 
 /// Opens the client's data connections, buffers set before connect; each sends its preamble and the
-/// proof of the session key for its cookie and stream index.
+/// proof of the session key for its cookie and stream index. Over the UDP transport: its flows
+/// (`over_udp`), whose packets are sized from the control connection's path.
 fn open_streams(
     cfg: &TransferConfig,
+    ctl: &Ctl,
     session: &Session,
     keys: &SessionKeys,
     p: &Plan,
     sender: bool,
-) -> Result<Vec<Channel>, EngineError> {
+) -> Result<Vec<DataConn>, EngineError> {
+    if p.transport == Transport::Quic {
+        let plan = over_udp::flow_plan(p, ctl.socket().as_fd(), ctl.channel().is_ipv6());
+        return over_udp::open(cfg, session, keys, &plan, p.streams);
+    }
     let cookie = session.cookie;
     let window = window_plan(p);
     let opts = SocketOptions {
@@ -331,7 +382,7 @@ fn open_streams(
         hello.extend_from_slice(&keys.sending(Role::Client).data_proof(&cookie, i).0);
         s.write_all(&hello)
             .map_err(|e| EngineError::io(format!("send preamble of stream {i}"), e))?;
-        out.push(s);
+        out.push(DataConn::Tcp(Box::new(s)));
     }
     if sender && p.pace_auto_bps.is_none() {
         pace(&out, p)?;
@@ -342,29 +393,41 @@ fn open_streams(
 /// Caps each sending stream at its share of the target rate (`SO_MAX_PACING_RATE`), so that
 /// together they send no faster than `--rate`: with the rate of the path's bottleneck, the streams
 /// stop overrunning its queue in bursts (the seeds' hand-set pacing, done from the plan).
-fn pace(socks: &[Channel], p: &Plan) -> Result<(), EngineError> {
+fn pace(socks: &[DataConn], p: &Plan) -> Result<(), EngineError> {
     let shares = longhaul_proto::pacing::split_pacing(p.rate_bps, p.streams);
-    for (s, bytes_per_sec) in socks.iter().zip(shares) {
+    for (s, bytes_per_sec) in socks.iter().filter_map(DataConn::tcp).zip(shares) {
         socket::apply_pacing(s.as_fd(), bytes_per_sec)?;
     }
     Ok(())
 }
 
-/// The data connections' sockets again, for `TCP_INFO` while the streams use them (the governor)
-/// and once they are done with them.
-fn probes(socks: &[Channel]) -> Vec<Arc<TcpStream>> {
-    socks
-        .iter()
-        .filter_map(|s| s.socket().try_clone().ok().map(Arc::new))
-        .collect()
+/// The data connections again, to read while the streams use them (the governor) and once
+/// they are done with them: the TCP sockets for `TCP_INFO`, the QUIC flows for their losses.
+struct Probes {
+    tcp: Vec<Arc<TcpStream>>,
+    quic: Vec<crate::quic::FlowHandle>,
 }
 
-fn retransmits(socks: &[Arc<TcpStream>]) -> u64 {
-    socks
+fn probes(socks: &[DataConn]) -> Probes {
+    Probes {
+        tcp: socks
+            .iter()
+            .filter_map(DataConn::tcp)
+            .filter_map(|s| s.socket().try_clone().ok().map(Arc::new))
+            .collect(),
+        quic: socks.iter().filter_map(DataConn::flow).collect(),
+    }
+}
+
+/// TCP's retransmits, or the packets QUIC declared lost and sent again.
+fn retransmits(p: &Probes) -> u64 {
+    let tcp: u64 = p
+        .tcp
         .iter()
         .filter_map(|s| longhaul_sys::tcp_info(s.as_fd()).ok())
         .map(|t| u64::from(t.total_retrans))
-        .sum()
+        .sum();
+    tcp + p.quic.iter().map(|f| f.lost_packets()).sum::<u64>()
 }
 
 /// Where a client's transfer opens its data connections: the server's address, the cookie, and
@@ -458,12 +521,12 @@ fn send_sources(
     src.send_manifest(&ctl)?;
     let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
     let route = fast_start_route(&p, &ctl, session.server)?;
-    let socks = open_streams(cfg, &session, &keys, &p, true)?;
+    let socks = open_streams(cfg, &ctl, &session, &keys, &p, true)?;
     let probe = probes(&socks);
-    let governor = p.governor(&probe)?;
+    let governor = p.governor(&probe.tcp)?;
     let ramp = route
         .is_some()
-        .then(|| RampWatch::start(probe.clone(), p.rate_bps, p.rtt_ns))
+        .then(|| RampWatch::start(probe.tcp.clone(), p.rate_bps, p.rtt_ns))
         .transpose()?;
     let skipped = std::mem::take(&mut src.skipped);
     let mut side = Side::new(on_event, cfg.idle_timeout);
@@ -549,7 +612,7 @@ pub fn get(
     )?;
     sink.prepare_all(manifest, p.chunk_size)?;
     sink.send_have(&ctl)?;
-    let socks = open_streams(cfg, &session, &keys, &p, false)?;
+    let socks = open_streams(cfg, &ctl, &session, &keys, &p, false)?;
     let mut side = Side::new(on_event, cfg.idle_timeout);
     let chunk_key = keys.receiving(Role::Client);
     sink::run(&mut ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
@@ -657,6 +720,11 @@ pub(crate) struct Admission<'a> {
     /// Tells the server how many data connections the client will open (it admits them even while
     /// strangers hold its other handshake slots).
     pub(crate) expect: &'a dyn Fn(u32),
+    /// `--transport udp`: routes the flows' hellos from the client to this transfer, and returns
+    /// where they arrive.
+    pub(crate) udp_hellos: &'a dyn Fn() -> Receiver<(u32, std::net::SocketAddr)>,
+    /// The server's TLS, which the UDP transport's flows use.
+    pub(crate) tls: &'a Arc<rustls::ServerConfig>,
 }
 
 /// Serves one transfer on an accepted control connection (after its preamble). A client that
@@ -811,8 +879,7 @@ fn serve_authenticated(
             let mut sink = Sink::new(dest_root, opts)?;
             sink.prepare_all(manifest, p.chunk_size)?;
             sink.send_have(ctl)?;
-            let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
-            setup_accepted(&socks, &p, false)?;
+            let socks = accept_data(ctl, adm, keys, &p, false)?;
             let mut side = Side::new(&mut log, files.idle_timeout);
             side.limit_time(grant.map(|g| Duration::from_nanos(g.limits.max_duration.0)));
             let chunk_key = keys.receiving(Role::Server);
@@ -831,10 +898,9 @@ fn serve_authenticated(
             }
             src.send_manifest(ctl)?;
             let have = source::recv_have(ctl, &src, p.chunk_size)?;
-            let socks = accept_streams(adm.data, p.streams, timeout, ctl.peer())?;
-            setup_accepted(&socks, &p, true)?;
+            let socks = accept_data(ctl, adm, keys, &p, true)?;
             let probe = probes(&socks);
-            let governor = p.governor(&probe)?;
+            let governor = p.governor(&probe.tcp)?;
             let skipped = std::mem::take(&mut src.skipped);
             let mut side = Side::new(&mut log, files.idle_timeout);
             let chunk_key = keys.sending(Role::Server);
@@ -877,7 +943,19 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
             rate_bps,
             pace_auto_bps,
             fast_start,
+            transport,
+            controller,
         } => {
+            // Validated on receipt: one of the UDP transport's controllers, and only with it.
+            let controller = match transport {
+                Transport::Tcp => None,
+                Transport::Quic => Some(
+                    QUIC_CONTROLLERS
+                        .into_iter()
+                        .find(|c| Some(*c) == controller.as_deref())
+                        .unwrap_or(DEFAULT_UDP_CONTROLLER),
+                ),
+            };
             let p = Plan {
                 streams,
                 chunk_size,
@@ -885,6 +963,8 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
                 rate_bps,
                 pace_auto_bps,
                 fast_start,
+                transport,
+                controller,
             };
             if let longhaul_proto::window::BufferAction::Set { request, force } =
                 window_plan(&p).recv.action
@@ -898,14 +978,45 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
     }
 }
 
+/// The server's data connections for the plan, set up for this side's role (`sender`): TCP
+/// connections routed here by cookie (proven by the server's connection threads), or the UDP
+/// transport's flows, each proven here.
+fn accept_data(
+    ctl: &Ctl,
+    adm: &Admission<'_>,
+    keys: &SessionKeys,
+    p: &Plan,
+    sender: bool,
+) -> Result<Vec<DataConn>, EngineError> {
+    if p.transport == Transport::Quic {
+        let local = ctl
+            .socket()
+            .local_addr()
+            .map_err(|e| EngineError::io("read the control connection's address", e))?;
+        let accept = UdpAccept {
+            hellos: (adm.udp_hellos)(),
+            tls: adm.tls,
+            local,
+            key: keys.receiving(Role::Server),
+            cookie: adm.cookie,
+        };
+        let plan = over_udp::flow_plan(p, ctl.socket().as_fd(), ctl.channel().is_ipv6());
+        return over_udp::accept(&accept, &plan, p.streams, sender, adm.timeout);
+    }
+    let socks = accept_streams(adm.data, p.streams, adm.timeout, ctl.peer())?;
+    let socks: Vec<DataConn> = socks.into_iter().map(|s| DataConn::Tcp(Box::new(s))).collect();
+    setup_accepted(&socks, p, sender)?;
+    Ok(socks)
+}
+
 /// Sets up the accepted data connections for this side's role, as the client does before connect.
-fn setup_accepted(socks: &[Channel], p: &Plan, sender: bool) -> Result<(), EngineError> {
+fn setup_accepted(socks: &[DataConn], p: &Plan, sender: bool) -> Result<(), EngineError> {
     let window = window_plan(p);
     let opts = SocketOptions {
         plan: &window,
         congestion: None,
     };
-    for (i, s) in socks.iter().enumerate() {
+    for (i, s) in socks.iter().filter_map(DataConn::tcp).enumerate() {
         socket::apply(s.as_fd(), &opts, sender, i as u32)?;
     }
     if sender && p.rate_bps > 0 && p.pace_auto_bps.is_none() {

@@ -43,6 +43,7 @@ use crate::relpath::RelPath;
 pub use longhaul_proto::frame::MAX_FRAME_LEN;
 use longhaul_proto::frame::{self, FrameError, Framed};
 pub use longhaul_proto::msg::{MAX_RATE_BPS, MAX_RTT_NS};
+use longhaul_proto::msg::{QUIC_CONTROLLERS, Transport};
 
 /// Version of the transfer protocol spoken by this build.
 ///
@@ -165,6 +166,14 @@ pub enum Message {
         /// clients).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         fast_start: bool,
+        /// What carries the data: TCP connections, or QUIC connections over UDP (`--transport
+        /// udp`; absent: TCP, also from older clients).
+        #[serde(default, skip_serializing_if = "Transport::is_tcp")]
+        transport: Transport,
+        /// Over QUIC: the sending side's congestion controller, one of
+        /// [`longhaul_proto::msg::QUIC_CONTROLLERS`] (absent: the transport's default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        controller: Option<String>,
     },
     /// Part of the manifest. Each entry is validated on parsing; the receiver adds them in order to a
     /// [`crate::manifest::Manifest`], which enforces the tree rules (unique ids and paths, parents first).
@@ -321,6 +330,29 @@ impl Message {
                 "a fast start (--dedicated) opens at a known rate: --rate RATE, not --pace auto"
                     .into(),
             ),
+            Message::Plan {
+                transport: Transport::Quic,
+                pace_auto_bps,
+                fast_start,
+                ..
+            } if pace_auto_bps.is_some() || *fast_start => invalid(
+                "--pace auto and --dedicated steer the kernel's TCP; the UDP transport paces \
+                 itself"
+                    .into(),
+            ),
+            Message::Plan {
+                transport: Transport::Tcp,
+                controller: Some(_),
+                ..
+            } => invalid("a congestion controller in the plan is for the UDP transport".into()),
+            Message::Plan {
+                controller: Some(c),
+                ..
+            } if !QUIC_CONTROLLERS.contains(&c.as_str()) => invalid(format!(
+                "the UDP transport's congestion controllers are {}, not {:?}",
+                QUIC_CONTROLLERS.join(", "),
+                c.chars().take(40).collect::<String>()
+            )),
             Message::Plan {
                 streams,
                 chunk_size,
@@ -716,6 +748,8 @@ pub(crate) mod tests {
             rate_bps,
             pace_auto_bps: None,
             fast_start: false,
+            transport: Transport::Tcp,
+            controller: None,
         }
     }
 
@@ -758,6 +792,8 @@ pub(crate) mod tests {
             rate_bps,
             pace_auto_bps,
             fast_start: true,
+            transport: Transport::Tcp,
+            controller: None,
         };
         for m in [fast(0, None), fast(1_930_000_000, Some(2_000_000_000))] {
             let err = m.validate().unwrap_err().to_string();
@@ -765,6 +801,52 @@ pub(crate) mod tests {
             assert!(decode_frame(&m.encode_frame()).is_err(), "{m:?} decodes");
         }
         fast(1_930_000_000, None).validate().unwrap();
+    }
+
+    /// A UDP plan names one of the QUIC controllers (or none), and none of the kernel TCP's
+    /// steering; a TCP plan names no controller.
+    #[test]
+    fn a_udp_plan_names_a_quic_controller_and_no_tcp_steering() {
+        let udp = |controller: Option<&str>, pace_auto_bps, fast_start| Message::Plan {
+            streams: 4,
+            chunk_size: MIB,
+            rtt_ns: 120_000_000,
+            rate_bps: 1_000_000_000,
+            pace_auto_bps,
+            fast_start,
+            transport: Transport::Quic,
+            controller: controller.map(str::to_string),
+        };
+        for (m, needle) in [
+            (udp(Some("bbr2"), None, false), "not \"bbr2\""),
+            (udp(Some(&"x".repeat(5000)), None, false), "controllers are"),
+            (udp(None, Some(900_000_000), false), "paces itself"),
+            (udp(Some("bbr"), None, true), "paces itself"),
+        ] {
+            let err = m.validate().unwrap_err().to_string();
+            assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+            assert!(err.len() < 200, "{err}");
+            assert!(decode_frame(&m.encode_frame()).is_err(), "{m:?} decodes");
+        }
+        let Message::Plan { transport, .. } = &mut (plan(4, MIB, 0, 0)) else {
+            unreachable!()
+        };
+        assert_eq!(*transport, Transport::Tcp);
+        let mut tcp_with_controller = plan(4, MIB, 0, 0);
+        if let Message::Plan { controller, .. } = &mut tcp_with_controller {
+            *controller = Some("bbr".into());
+        }
+        assert!(tcp_with_controller.validate().is_err());
+        for c in QUIC_CONTROLLERS {
+            udp(Some(c), None, false).validate().unwrap();
+        }
+        udp(None, None, false).validate().unwrap();
+        // TCP plans look as they did to an older peer: no transport, no controller.
+        let json = String::from_utf8(plan(4, MIB, 0, 0).encode_frame()[4..].to_vec()).unwrap();
+        assert!(
+            !json.contains("transport") && !json.contains("controller"),
+            "{json}"
+        );
     }
 
     fn have(file: u32, ranges: &[(u64, u64)]) -> HaveFile {
@@ -878,6 +960,8 @@ pub(crate) mod tests {
                 rate_bps: 10_000_000_000,
                 pace_auto_bps: Some(980_000_000),
                 fast_start: false,
+                transport: Transport::Tcp,
+                controller: None,
             },
             Message::SendTo {
                 dest: Some(RelPath::parse("incoming").unwrap()),
@@ -930,6 +1014,16 @@ pub(crate) mod tests {
                 direction: Direction::Send,
                 client_nonce: [3; 32],
                 ticket: Some(TicketId([5; 16])),
+            },
+            Message::Plan {
+                streams: 4,
+                chunk_size: 8 * MIB,
+                rtt_ns: 120_000_000,
+                rate_bps: 1_000_000_000,
+                pace_auto_bps: None,
+                fast_start: false,
+                transport: Transport::Quic,
+                controller: Some("bbr".into()),
             },
         ]
     }

@@ -99,7 +99,8 @@ pub struct Summary {
     /// Chunks the receiver verified (BLAKE3 against the sender's hash) in this run.
     #[serde(default)]
     pub chunks_verified: u64,
-    /// TCP retransmits on the data connections (known when this side sends).
+    /// Retransmits on the data connections, known when this side sends: TCP's, or over the UDP
+    /// transport the packets QUIC declared lost and sent again.
     pub retransmits: Option<u64>,
     /// Whether every file was verified end to end (file digests equal).
     pub verified: bool,
@@ -117,6 +118,17 @@ pub struct Summary {
     /// in place. `files` then counts this stripe's parts of files verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stripe: Option<StripeSummary>,
+    /// `--transport udp`: the data went over QUIC flows, each with this congestion controller
+    /// (the sending side's; absent: over TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpSummary>,
+}
+
+/// How the UDP transport carried a transfer ([`Summary::udp`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpSummary {
+    /// The sending side's congestion controller (`-C`): cubic, newreno or bbr.
+    pub controller: String,
 }
 
 /// A stripe's end ([`Summary::stripe`]).

@@ -176,6 +176,8 @@ pub(super) fn send(
         // A copy's parameters come from its controller, which asks for no packet trains.
         pace_auto: false,
         fast_start: false,
+        // A copy's data goes over TCP (a job spec names no transport yet).
+        transport: longhaul_proto::msg::Transport::Tcp,
         endpoint: Endpoint {
             host,
             port,

@@ -36,6 +36,9 @@ use quinn::{
 use crate::EngineError;
 
 mod model;
+mod stream;
+
+pub(crate) use stream::{FlowHandle, QuicStream};
 
 /// The application protocol both ends name in the TLS handshake.
 pub(crate) const ALPN: &[u8] = b"longhaul-data/1";
@@ -140,6 +143,10 @@ pub(crate) struct FlowPlan {
     pub(crate) max_udp_payload: u16,
     /// Whether the sockets may exceed the kernel's buffer caps (SO_*BUFFORCE).
     pub(crate) privileged: bool,
+    /// A transfer's flow: one bidirectional stream the client opens (it carries the client's
+    /// data proof, then the data either way), instead of a test's one unidirectional stream from
+    /// the sending side.
+    pub(crate) bidi: bool,
 }
 
 impl FlowPlan {
@@ -163,6 +170,27 @@ impl FlowPlan {
             initial_rtt: Duration::from_nanos(plan.rtt_ns).max(Duration::from_millis(1)),
             max_udp_payload: u16::try_from(payload).unwrap_or(u16::MAX),
             privileged: side.privileged,
+            bidi: false,
+        }
+    }
+
+    /// The plan of a transfer's flows: windows from this side's window plan, `controller` (or
+    /// the default), one bidirectional stream each.
+    pub(crate) fn for_transfer(
+        window: &longhaul_proto::window::WindowPlan,
+        privileged: bool,
+        controller: Option<&str>,
+        control: std::os::fd::BorrowedFd<'_>,
+        ipv6: bool,
+    ) -> Self {
+        let side = SidePlan {
+            window: window.clone(),
+            pacing_per_stream: Vec::new(),
+            privileged,
+        };
+        Self {
+            bidi: true,
+            ..Self::new(&side, controller, control, ipv6)
         }
     }
 
@@ -181,8 +209,8 @@ impl FlowPlan {
         t.stream_receive_window(window)
             .receive_window(window)
             .send_window(self.window)
-            .max_concurrent_bidi_streams(VarInt::from_u32(0))
-            .max_concurrent_uni_streams(VarInt::from_u32(1))
+            .max_concurrent_bidi_streams(VarInt::from_u32(u32::from(self.bidi)))
+            .max_concurrent_uni_streams(VarInt::from_u32(u32::from(!self.bidi)))
             .datagram_receive_buffer_size(None)
             .initial_rtt(self.initial_rtt)
             .max_idle_timeout(Some(

@@ -405,8 +405,9 @@ fn handle(
                 }
             };
             let gate = DataGate::default();
-            let (_registration, rx) =
+            let (registration, rx) =
                 Registration::new(shared, cookie, Some(gate.clone()), conn.is_encrypted());
+            let udp_hellos = || registration.accept_udp(peer.ip());
             let listener_use = ListenerUse::new(shared);
             let widen = |request, force| listener_use.widen(request, force);
             let expecting = std::cell::RefCell::new(Vec::new());
@@ -422,6 +423,8 @@ fn handle(
                 timeout: shared.cfg.handshake_timeout,
                 widen: &widen,
                 expect: &expect,
+                udp_hellos: &udp_hellos,
+                tls: shared.tls.rustls_config(),
             };
             match crate::transfer::serve(
                 conn,

@@ -39,13 +39,13 @@ use longhaul_transfer::{
 use rustix::fs::FallocateFlags;
 
 use super::conn::{Ctl, Writer, unexpected};
+use super::data::DataConn;
 use super::dest::{PlacedFile, SinkOptions, inode_of, place_symlink, replaced};
 use super::journals::{self, Journals};
 use super::root::{Inode, Kind, Root, RootError};
 use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use super::stripes;
 use crate::EngineError;
-use crate::channel::Channel;
 use longhaul_transfer::report::Event;
 
 /// One file being received.
@@ -446,7 +446,7 @@ impl Shared {
 /// carry `key`'s tags (the session's key of the data's direction); one that does not ends the transfer.
 pub(crate) fn run(
     ctl: &mut Ctl,
-    socks: Vec<Channel>,
+    socks: Vec<DataConn>,
     sink: Sink,
     chunk_size: u64,
     key: &MacKey,
@@ -510,7 +510,7 @@ pub(crate) fn run(
 
 fn stream(
     index: u32,
-    sock: Channel,
+    sock: DataConn,
     mut opener: ChunkOpener,
     shared: &Shared,
     chunk_size: u64,
@@ -520,9 +520,7 @@ fn stream(
     let mut open: Option<(u32, File)> = None;
     let mut hdr = [0u8; CHUNK_HEADER_LEN];
     // Reads time out now and then so that a stop (an error elsewhere) is noticed.
-    let _ = sock
-        .socket()
-        .set_read_timeout(Some(Duration::from_millis(500)));
+    sock.set_read_tick(Duration::from_millis(500));
     let stream_err = |e: std::io::Error| EngineError::Stream {
         stream: index,
         source: e,
@@ -613,7 +611,7 @@ enum Fill {
 }
 
 /// Fills `buf` from `sock`; EOF before the first byte is a clean end, within it an error.
-fn read_full(sock: &Channel, buf: &mut [u8], stop: &AtomicBool) -> std::io::Result<Fill> {
+fn read_full(sock: &DataConn, buf: &mut [u8], stop: &AtomicBool) -> std::io::Result<Fill> {
     let mut got = 0;
     while got < buf.len() {
         match sock.read(&mut buf[got..]) {

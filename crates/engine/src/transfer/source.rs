@@ -26,10 +26,10 @@ use longhaul_transfer::{
 use tracing::warn;
 
 use super::conn::{Ctl, unexpected};
+use super::data::DataConn;
 use super::root::{Kind, Root, join};
 use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use crate::EngineError;
-use crate::channel::Channel;
 use longhaul_transfer::report::Event;
 
 /// Where a manifest file's bytes come from.
@@ -256,7 +256,7 @@ impl Shared {
 /// file.
 pub(crate) fn run(
     ctl: &mut Ctl,
-    socks: Vec<Channel>,
+    socks: Vec<DataConn>,
     mut src: Sources,
     chunk_size: u64,
     key: &MacKey,
@@ -302,10 +302,7 @@ pub(crate) fn run(
         error: Mutex::new(None),
         bytes: AtomicU64::new(0),
     });
-    let wake: Vec<std::net::TcpStream> = socks
-        .iter()
-        .filter_map(|s| s.socket().try_clone().ok())
-        .collect();
+    let wake: Vec<_> = socks.iter().filter_map(DataConn::waker).collect();
     let mut threads = Vec::new();
     for (i, sock) in socks.into_iter().enumerate() {
         let (mine, src) = (Arc::clone(&shared), Arc::clone(&src));
@@ -325,10 +322,10 @@ pub(crate) fn run(
     let result = control(ctl, &shared, &src, side);
     if let Err(e) = result {
         shared.fail(e);
-        // A stream thread may be blocked writing to a path that went silent: shutting its socket
-        // down makes the write fail at once.
-        for s in &wake {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        // A stream thread may be blocked writing to a path that went silent: shutting its
+        // connection down makes the write fail at once.
+        for w in &wake {
+            w.wake();
         }
     }
     shared.stop.store(true, Ordering::Release);
@@ -353,7 +350,7 @@ pub(crate) fn run(
 /// memory bound `streams × chunk × 2`.
 fn stream(
     index: u32,
-    sock: Channel,
+    sock: DataConn,
     mut sealer: ChunkSealer,
     shared: &Shared,
     src: &Sources,
@@ -394,6 +391,9 @@ fn stream(
         let read = reader
             .join()
             .unwrap_or_else(|_| Err(EngineError::Transfer("a reader thread panicked".into())));
+        if sent.is_ok() && read.is_ok() {
+            sock.finish_sending();
+        }
         sent.and(read)
     })
 }

@@ -1,0 +1,135 @@
+//! `--transport udp` for transfers: the data connections as QUIC flows (`crate::quic`), set up as
+//! a test's are, and authenticated as a TCP data connection is.
+//!
+//! Each flow's client socket says hello with the transfer's cookie and the stream's index
+//! (`crate::udp`); the server's hello socket routes it to the transfer that issued the cookie, if
+//! it came from that transfer's client, and the transfer answers with a QUIC endpoint on a socket
+//! of its own, connected to where the hello came from. The client then opens the flow's one
+//! bidirectional stream and writes the data proof of its stream index first, as a TCP data
+//! connection writes it after its preamble; the server checks the proof before the stream carries
+//! a byte of data. A flow that does not prove the key ends the transfer (the client's own flows
+//! cannot fail it: a stranger's hello is answered only if it came from the client's address).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use longhaul_proto::wire::Preamble;
+use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
+use longhaul_transfer::{MacKey, Role, SessionKeys};
+
+use super::data::DataConn;
+use super::{Plan, Session, TransferConfig, window_plan};
+use crate::EngineError;
+use crate::quic::{FlowPlan, QuicFlow, QuicListener, QuicStream};
+use crate::socket;
+use crate::tls::Pinned;
+
+/// The flows' plan on this side: windows from the transfer's window plan, the plan's controller,
+/// packets sized from the control connection's path MTU.
+pub(super) fn flow_plan(p: &Plan, control: std::os::fd::BorrowedFd<'_>, ipv6: bool) -> FlowPlan {
+    FlowPlan::for_transfer(
+        &window_plan(p),
+        socket::kernel_limits().privileged,
+        p.controller,
+        control,
+        ipv6,
+    )
+}
+
+/// The client's flows: one socket per stream saying hello until its QUIC handshake completes,
+/// then each stream opened with its proof.
+pub(super) fn open(
+    cfg: &TransferConfig,
+    session: &Session,
+    keys: &SessionKeys,
+    plan: &FlowPlan,
+    streams: u32,
+) -> Result<Vec<DataConn>, EngineError> {
+    let mut flows = Vec::with_capacity(streams as usize);
+    for i in 0..streams {
+        let sock = crate::udp::flow_socket(session.server, cfg.endpoint.bind, i)?;
+        crate::quic::size_buffers(&sock, plan.privileged)?;
+        flows.push((sock, Preamble::data(session.cookie, i).encode()));
+    }
+    let tls = match &session.pinned {
+        Some(p) => p.clone(),
+        None => Pinned::any()?,
+    };
+    let flows = QuicFlow::connect_all(
+        flows,
+        session.server,
+        tls.rustls_config(),
+        plan,
+        cfg.endpoint.timeout,
+    )?;
+    let key = keys.sending(Role::Client);
+    flows
+        .into_iter()
+        .enumerate()
+        .map(|(i, flow)| {
+            let proof = key.data_proof(&session.cookie, i as u32).0;
+            QuicStream::open(flow, &proof, cfg.endpoint.timeout)
+                .map(|s| DataConn::Quic(Box::new(s)))
+                .map_err(|e| EngineError::io(format!("open UDP transport stream {i}"), e))
+        })
+        .collect()
+}
+
+/// What the server's side of the set-up needs: where the flows' hellos arrive, the server's TLS,
+/// its address as the client reached it, and the key and cookie the proofs are checked against.
+pub(crate) struct Accept<'a> {
+    pub(crate) hellos: Receiver<(u32, SocketAddr)>,
+    pub(crate) tls: &'a Arc<rustls::ServerConfig>,
+    pub(crate) local: SocketAddr,
+    pub(crate) key: &'a MacKey,
+    pub(crate) cookie: [u8; 16],
+}
+
+/// The server's flows: an endpoint for each stream index from its first hello, each flow's
+/// handshake and proof, all by `timeout`; in stream order. `sender`: whether this side sends
+/// the data (a `get`).
+pub(super) fn accept(
+    a: &Accept<'_>,
+    plan: &FlowPlan,
+    streams: u32,
+    sender: bool,
+    timeout: Duration,
+) -> Result<Vec<DataConn>, EngineError> {
+    let deadline = Instant::now() + timeout;
+    let mut listeners: Vec<Option<QuicListener>> = (0..streams).map(|_| None).collect();
+    while listeners.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (index, from) = a.hellos.recv_timeout(left).map_err(|_| {
+            let missing = listeners.iter().filter(|l| l.is_none()).count();
+            EngineError::Timeout(format!(
+                "{missing} of {streams} UDP transport streams to say hello"
+            ))
+        })?;
+        // A repeat of a hello already answered, or an index the plan does not have: the client's
+        // own flows repeat hellos until their handshake is through.
+        let Some(slot @ None) = listeners.get_mut(index as usize) else {
+            continue;
+        };
+        let sock = crate::udp::accept_flow(a.local, from)
+            .map_err(|e| EngineError::io(format!("open UDP stream {index} to {from}"), e))?;
+        *slot = Some(QuicListener::listen(sock, a.tls, plan, index, sender)?);
+    }
+    let mut out = Vec::with_capacity(streams as usize);
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let i = i as u32;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (flow, _) = listener
+            .expect("every stream said hello")
+            .established(left)?;
+        let mut proof = [0u8; DATA_PROOF_LEN];
+        let left = deadline.saturating_duration_since(Instant::now());
+        let stream = QuicStream::accept(flow, &mut proof, left).map_err(|e| {
+            EngineError::io(format!("the stream and proof of UDP transport flow {i}"), e)
+        })?;
+        verify_data_proof(a.key, &a.cookie, i, &proof)?;
+        out.push(DataConn::Quic(Box::new(stream)));
+    }
+    Ok(out)
+}
