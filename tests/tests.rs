@@ -28,6 +28,7 @@ mod testbed_ui;
 mod transfer;
 mod transfer_hostile;
 mod transfer_session;
+mod transfer_udp;
 mod transport;
 mod transport_path;
 mod udp;

@@ -1114,11 +1114,11 @@ fn a_second_transfer_into_the_same_dest_is_refused_while_the_first_runs() {
 }
 
 /// A server's log lines, read on a thread.
-struct ServerLog(std::sync::mpsc::Receiver<String>);
+pub(crate) struct ServerLog(std::sync::mpsc::Receiver<String>);
 
 impl ServerLog {
     /// The next line that contains `needle` (within a minute of the one before).
-    fn wait_for(&self, needle: &str) -> String {
+    pub(crate) fn wait_for(&self, needle: &str) -> String {
         loop {
             let line = self
                 .0
@@ -1134,7 +1134,12 @@ impl ServerLog {
 impl Testbed {
     /// `longhaul server --root ROOT --key KEY EXTRA...` in host b, logging at info; returns once it
     /// listens, with its log.
-    fn server(&self, root: &Path, key: &Path, extra: &[&str]) -> (KillOnDrop, ServerLog) {
+    pub(crate) fn server(
+        &self,
+        root: &Path,
+        key: &Path,
+        extra: &[&str],
+    ) -> (KillOnDrop, ServerLog) {
         let mut args = vec![
             bin(),
             "server",

@@ -1004,7 +1004,10 @@ fn accept_data(
         return over_udp::accept(&accept, &plan, p.streams, sender, adm.timeout);
     }
     let socks = accept_streams(adm.data, p.streams, adm.timeout, ctl.peer())?;
-    let socks: Vec<DataConn> = socks.into_iter().map(|s| DataConn::Tcp(Box::new(s))).collect();
+    let socks: Vec<DataConn> = socks
+        .into_iter()
+        .map(|s| DataConn::Tcp(Box::new(s)))
+        .collect();
     setup_accepted(&socks, p, sender)?;
     Ok(socks)
 }
