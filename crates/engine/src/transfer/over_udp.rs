@@ -133,3 +133,98 @@ pub(super) fn accept(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::sync::mpsc;
+
+    use longhaul_transfer::Key;
+    use longhaul_transfer::msg::Direction;
+
+    use std::os::fd::AsFd;
+
+    use super::*;
+    use crate::tls::{ServerTls, ServerTlsConfig};
+
+    fn plan() -> FlowPlan {
+        let window = longhaul_proto::window::plan(
+            longhaul_units::Nanos(1_000_000),
+            1_000_000_000,
+            1,
+            None,
+            &socket::kernel_limits(),
+        );
+        // Not a connected TCP socket: the packet size falls back to a 1,500-byte path's.
+        let control = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        FlowPlan::for_transfer(&window, false, Some("cubic"), control.as_fd(), false)
+    }
+
+    /// A flow whose stream opens with `proof` for stream 0, against a server expecting `key`'s.
+    fn accept_with(proof: [u8; DATA_PROOF_LEN], key: &MacKey) -> Result<usize, EngineError> {
+        let plan = plan();
+        // The server's hello socket (its port) and the client's flow socket.
+        let acceptor = {
+            use socket2::{Domain, Protocol, Socket, Type};
+            let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+            s.set_reuse_address(true).unwrap();
+            s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+                .unwrap();
+            UdpSocket::from(s)
+        };
+        let local = acceptor.local_addr().unwrap();
+        let client = crate::udp::flow_socket(local, None, 0).unwrap();
+        let (tx, hellos) = mpsc::sync_channel(4);
+        tx.send((0, client.local_addr().unwrap())).unwrap();
+        let tls = ServerTls::new(&ServerTlsConfig::default()).unwrap();
+        let cookie = [7u8; 16];
+        let server = std::thread::scope(|scope| {
+            let server = scope.spawn(|| {
+                let a = Accept {
+                    hellos,
+                    tls: tls.rustls_config(),
+                    local,
+                    key,
+                    cookie,
+                };
+                accept(&a, &plan, 1, false, Duration::from_secs(10))
+            });
+            let flows = QuicFlow::connect_all(
+                vec![(client, Preamble::data(cookie, 0).encode())],
+                local,
+                Pinned::any().unwrap().rustls_config(),
+                &plan,
+                Duration::from_secs(10),
+            )
+            .unwrap();
+            let flow = flows.into_iter().next().unwrap();
+            let stream = QuicStream::open(flow, &proof, Duration::from_secs(10)).unwrap();
+            let accepted = server.join().unwrap();
+            drop(stream);
+            accepted
+        });
+        drop(acceptor);
+        server.map(|conns| conns.len())
+    }
+
+    /// A flow proves the session's key for its stream before it carries data: the right proof
+    /// is taken, a wrong one (a stranger who learned the cookie, or another session's key) ends
+    /// the set-up naming the stream.
+    #[test]
+    fn a_flow_is_taken_only_with_the_proof_of_the_session_key() {
+        let keys = Key::from_bytes([3; 32]).session(Direction::Send, &[1; 32], &[2; 32]);
+        let other = Key::from_bytes([4; 32]).session(Direction::Send, &[1; 32], &[2; 32]);
+        let key = keys.receiving(Role::Server);
+        let cookie = [7u8; 16];
+        let right = keys.sending(Role::Client).data_proof(&cookie, 0).0;
+        assert_eq!(accept_with(right, key).unwrap(), 1);
+        for wrong in [
+            other.sending(Role::Client).data_proof(&cookie, 0).0,
+            keys.sending(Role::Client).data_proof(&cookie, 1).0,
+            [0; DATA_PROOF_LEN],
+        ] {
+            let err = accept_with(wrong, key).unwrap_err().to_string();
+            assert!(err.contains("stream 0"), "{err}");
+        }
+    }
+}
