@@ -88,6 +88,33 @@ pub(crate) fn netns_alone() -> Option<Machine> {
 struct CpuShare {
     busy: f64,
     steal: f64,
+    /// The processes that used the most CPU over the span: (jiffies, pid, name).
+    top: Vec<(u64, u32, String)>,
+}
+
+/// CPU time (user + system, in clock ticks) of every process now, by pid, with its name.
+fn process_times() -> std::collections::HashMap<u32, (u64, String)> {
+    let mut out = std::collections::HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ... utime stime: fields 14 and 15, counted after the comm.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let time = |i: usize| rest.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        out.insert(pid, (time(11) + time(12), name));
+    }
+    out
 }
 
 fn cpu_times() -> Vec<u64> {
@@ -102,8 +129,18 @@ fn cpu_times() -> Vec<u64> {
 
 fn cpu_share(span: Duration) -> CpuShare {
     let before = cpu_times();
+    let procs_before = process_times();
     std::thread::sleep(span);
     let after = cpu_times();
+    let mut top: Vec<(u64, u32, String)> = process_times()
+        .into_iter()
+        .filter_map(|(pid, (t, name))| {
+            let used = t.saturating_sub(procs_before.get(&pid).map_or(0, |b| b.0));
+            (used > 0).then_some((used, pid, name))
+        })
+        .collect();
+    top.sort_by(|a, b| b.cmp(a));
+    top.truncate(3);
     let d: Vec<u64> = after
         .iter()
         .zip(before.iter().chain(std::iter::repeat(&0)))
@@ -115,7 +152,61 @@ fn cpu_share(span: Duration) -> CpuShare {
     CpuShare {
         busy: (total - field(3) - field(4)) / total,
         steal: field(7) / total,
+        top,
     }
+}
+
+impl CpuShare {
+    /// "50 % busy, 2 % stolen (rustc 120 ticks, ...)".
+    fn describe(&self) -> String {
+        let top: Vec<String> = self
+            .top
+            .iter()
+            .map(|(t, pid, name)| format!("{name}[{pid}] {t} ticks"))
+            .collect();
+        format!(
+            "{:.0} % busy, {:.0} % stolen{}",
+            100.0 * self.busy,
+            100.0 * self.steal,
+            if top.is_empty() {
+                String::new()
+            } else {
+                format!(" (busiest: {})", top.join(", "))
+            }
+        )
+    }
+}
+
+/// The diagnostic of a flagged run names what burned the CPU: a thread of this process spinning
+/// for the whole span puts this process first.
+#[test]
+fn the_busiest_processes_are_named() {
+    let _machine = machine_alone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spin = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let share = cpu_share(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spin.join().unwrap();
+    let me = std::process::id();
+    assert_eq!(
+        share.top.first().map(|t| t.1),
+        Some(me),
+        "{}",
+        share.describe()
+    );
+    assert!(share.busy > 0.3, "{}", share.describe());
+    assert!(
+        share.describe().contains(&format!("[{me}]")),
+        "{}",
+        share.describe()
+    );
 }
 
 /// Most a timing check waits, after a run the emulator flagged, for the machine to calm down.
@@ -129,21 +220,27 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 pub(crate) fn settle_after_a_flagged_run() -> String {
     let started = Instant::now();
     let first = cpu_share(Duration::from_secs(1));
-    let mut last = CpuShare {
-        busy: first.busy,
-        steal: first.steal,
-    };
-    while (last.busy >= 0.25 || last.steal >= 0.05) && started.elapsed() < SETTLE_LIMIT {
-        last = cpu_share(Duration::from_secs(1));
+    let quiet = |c: &CpuShare| c.busy < 0.25 && c.steal < 0.05;
+    let mut last = None;
+    if !quiet(&first) {
+        loop {
+            let now = cpu_share(Duration::from_secs(1));
+            let done = quiet(&now) || started.elapsed() >= SETTLE_LIMIT;
+            last = Some(now);
+            if done {
+                break;
+            }
+        }
     }
-    format!(
-        "machine after the run: {:.0} % busy, {:.0} % stolen; {:.0} % busy, {:.0} % stolen {:.0} s later",
-        100.0 * first.busy,
-        100.0 * first.steal,
-        100.0 * last.busy,
-        100.0 * last.steal,
-        started.elapsed().as_secs_f64()
-    )
+    let mut text = format!("machine after the run: {}", first.describe());
+    if let Some(l) = last {
+        text.push_str(&format!(
+            "; {} {:.0} s later",
+            l.describe(),
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    text
 }
 
 /// Whether `program` is installed (on `PATH`); when not, the test cannot run and says which Debian
