@@ -1,7 +1,8 @@
 //! `send` / `get --transport udp` (issue 19): a tree goes there and back over QUIC flows
 //! bit-identical, with every controller; a transfer killed over UDP resumes over TCP and one
 //! killed over TCP resumes over UDP, each moving only the chunks the receiver's journal lacks
-//! (the journal does not depend on the transport).
+//! (the journal does not depend on the transport); a stranger's hellos with a transfer's cookie
+//! from another address get no answer, and the server serves the next transfer.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -171,4 +172,89 @@ fn a_transfer_killed_over_udp_resumes_over_tcp_and_back_moving_only_what_is_miss
     log.wait_for("transfer done");
     assert!(same_bytes(&src, &root.join("in/big.dat")), "not identical");
     assert!(!root.join("in/.longhaul-journal").exists());
+}
+
+/// A stranger who learned a transfer's cookie (the control connection is plaintext without
+/// `--encrypt`) says the UDP flows' hellos from another address: the server answers none of them
+/// (no reflection towards the address the stranger names), logs each, ends that transfer by its
+/// set-up deadline naming the flows that never came, and serves the next transfer.
+#[test]
+fn hellos_with_a_transfers_cookie_from_another_address_get_no_answer() {
+    use longhaul_transfer::Message;
+    use longhaul_transfer::msg::Direction;
+
+    use crate::raw_peer::{RawPeer, file_entry, key_of};
+
+    let t = Scratch::new("udp-spoofed-hello");
+    let key = t.key("key");
+    let root = t.dir("root");
+    let mut server = crate::util::ServerProc::start(&[
+        "--root",
+        s(&root),
+        "--key",
+        s(&key),
+        "--handshake-timeout",
+        "3",
+    ]);
+    // The client's control connection (from 127.0.0.1) asks for one UDP flow.
+    let mut peer = RawPeer::connect(server.port, &key_of(&key), Direction::Send);
+    peer.send(&Message::SendTo {
+        dest: None,
+        overwrite: false,
+        fsync: false,
+        stripe: None,
+    });
+    peer.send(&Message::Plan {
+        streams: 1,
+        chunk_size: 1 << 20,
+        rtt_ns: 100_000,
+        rate_bps: 1_000_000_000,
+        pace_auto_bps: None,
+        fast_start: false,
+        transport: longhaul_proto::msg::Transport::Quic,
+        controller: Some("bbr".into()),
+    });
+    peer.send(&Message::ManifestBatch {
+        entries: vec![file_entry(0, "f", 0o644, 5)],
+        last: true,
+    });
+    peer.recv_until(|m| matches!(m, Message::Have { last: true, .. }))
+        .expect("the server's have");
+    // The stranger, on another address, with the right cookie.
+    let stranger = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+    stranger
+        .set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    let hello = longhaul_proto::wire::Preamble::data(peer.cookie, 0).encode();
+    let mut buf = [0u8; 2048];
+    for _ in 0..5 {
+        stranger
+            .send_to(&hello, ("127.0.0.1", server.port))
+            .unwrap();
+        if let Ok((n, from)) = stranger.recv_from(&mut buf) {
+            panic!("the server answered a stranger's hello with {n} bytes from {from}");
+        }
+    }
+    let refused = peer
+        .recv()
+        .expect_err("the transfer ends without its flows");
+    assert!(
+        refused.contains("UDP transport streams to say hello"),
+        "{refused}"
+    );
+    server.wait_for("UDP stream hello from another host");
+    server.wait_for("transfer ended with an error");
+    assert!(!root.join("f").exists(), "nothing written");
+
+    // The next transfer, over UDP, is served.
+    let src = t.join("src.bin");
+    std::fs::write(&src, random_bytes(3 << 20)).unwrap();
+    let v = xfer_ok(
+        "send",
+        server.port,
+        &key,
+        &[s(&src), "127.0.0.1:", "--transport", "udp"],
+    );
+    assert_eq!(u(&v, "bytes_moved"), 3 << 20, "{v}");
+    assert!(same_bytes(&src, &root.join("src.bin")));
 }
