@@ -258,3 +258,30 @@ fn hellos_with_a_transfers_cookie_from_another_address_get_no_answer() {
     assert_eq!(u(&v, "bytes_moved"), 3 << 20, "{v}");
     assert!(same_bytes(&src, &root.join("src.bin")));
 }
+
+/// `--rate` caps a transfer over UDP as it does over TCP, whichever side sends: loopback carries
+/// QUIC at gigabits, the transfer keeps to 40 Mbit/s.
+#[test]
+fn a_udp_transfer_keeps_to_its_rate_both_ways() {
+    let t = Scratch::new("udp-rate");
+    let key = t.key("key");
+    let root = t.dir("root");
+    let server = serve(&root, &key);
+    let src = t.join("paced.bin");
+    std::fs::write(&src, random_bytes(10 << 20)).unwrap();
+    const RATE: f64 = 40e6;
+    let rate = ["--transport", "udp", "--rate", "40M"];
+    let mut args = vec![s(&src), "127.0.0.1:"];
+    args.extend(rate);
+    let sent = xfer_ok("send", server.port, &key, &args);
+    let back = t.join("back");
+    let mut args = vec!["127.0.0.1:paced.bin", s(&back)];
+    args.extend(rate);
+    let got = xfer_ok("get", server.port, &key, &args);
+    for v in [&sent, &got] {
+        assert_eq!(u(v, "bytes_moved"), 10 << 20, "{v}");
+        let bps = v["bits_per_second"].as_f64().unwrap();
+        assert!(bps <= 1.05 * RATE, "{bps} bit/s above --rate 40M: {v}");
+    }
+    assert!(same_bytes(&src, &back.join("paced.bin")));
+}

@@ -362,10 +362,26 @@ fn open_streams(
     p: &Plan,
     sender: bool,
 ) -> Result<Vec<DataConn>, EngineError> {
-    if p.transport == Transport::Quic {
+    let out = if p.transport == Transport::Quic {
         let plan = over_udp::flow_plan(p, ctl.socket().as_fd(), ctl.channel().is_ipv6());
-        return over_udp::open(cfg, session, keys, &plan, p.streams);
+        over_udp::open(cfg, session, keys, &plan, p.streams)?
+    } else {
+        open_tcp_streams(cfg, session, keys, p, sender)?
+    };
+    if sender && p.pace_auto_bps.is_none() {
+        pace(&out, p)?;
     }
+    Ok(out)
+}
+
+/// The client's TCP data connections.
+fn open_tcp_streams(
+    cfg: &TransferConfig,
+    session: &Session,
+    keys: &SessionKeys,
+    p: &Plan,
+    sender: bool,
+) -> Result<Vec<DataConn>, EngineError> {
     let cookie = session.cookie;
     let window = window_plan(p);
     let opts = SocketOptions {
@@ -384,19 +400,17 @@ fn open_streams(
             .map_err(|e| EngineError::io(format!("send preamble of stream {i}"), e))?;
         out.push(DataConn::Tcp(Box::new(s)));
     }
-    if sender && p.pace_auto_bps.is_none() {
-        pace(&out, p)?;
-    }
     Ok(out)
 }
 
-/// Caps each sending stream at its share of the target rate (`SO_MAX_PACING_RATE`), so that
-/// together they send no faster than `--rate`: with the rate of the path's bottleneck, the streams
-/// stop overrunning its queue in bursts (the seeds' hand-set pacing, done from the plan).
+/// Caps each sending stream at its share of the target rate (`SO_MAX_PACING_RATE`, or a QUIC
+/// stream's writes held to it), so that together they send no faster than `--rate`: with the rate
+/// of the path's bottleneck, the streams stop overrunning its queue in bursts (the seeds'
+/// hand-set pacing, done from the plan).
 fn pace(socks: &[DataConn], p: &Plan) -> Result<(), EngineError> {
     let shares = longhaul_proto::pacing::split_pacing(p.rate_bps, p.streams);
-    for (s, bytes_per_sec) in socks.iter().filter_map(DataConn::tcp).zip(shares) {
-        socket::apply_pacing(s.as_fd(), bytes_per_sec)?;
+    for (s, bytes_per_sec) in socks.iter().zip(shares) {
+        s.set_pacing(bytes_per_sec)?;
     }
     Ok(())
 }
@@ -1001,7 +1015,11 @@ fn accept_data(
             cookie: adm.cookie,
         };
         let plan = over_udp::flow_plan(p, ctl.socket().as_fd(), ctl.channel().is_ipv6());
-        return over_udp::accept(&accept, &plan, p.streams, sender, adm.timeout);
+        let socks = over_udp::accept(&accept, &plan, p.streams, sender, adm.timeout)?;
+        if sender && p.rate_bps > 0 {
+            pace(&socks, p)?;
+        }
+        return Ok(socks);
     }
     let socks = accept_streams(adm.data, p.streams, adm.timeout, ctl.peer())?;
     let socks: Vec<DataConn> = socks

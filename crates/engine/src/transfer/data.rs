@@ -7,6 +7,9 @@ use std::io;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use std::os::fd::AsFd;
+
+use crate::EngineError;
 use crate::channel::Channel;
 use crate::quic::{FlowHandle, QuicStream};
 
@@ -83,6 +86,18 @@ impl DataConn {
                 let _ = c.socket().set_read_timeout(Some(tick));
             }
             DataConn::Quic(q) => q.set_read_tick(Some(tick)),
+        }
+    }
+
+    /// Caps what this side sends at `bytes_per_sec`: TCP's `SO_MAX_PACING_RATE`, or the QUIC
+    /// stream's writes held to the rate.
+    pub(crate) fn set_pacing(&self, bytes_per_sec: u64) -> Result<(), EngineError> {
+        match self {
+            DataConn::Tcp(c) => crate::socket::apply_pacing(c.as_fd(), bytes_per_sec),
+            DataConn::Quic(q) => {
+                q.set_pacing(bytes_per_sec);
+                Ok(())
+            }
         }
     }
 
