@@ -129,7 +129,7 @@ pub(crate) struct TestArgs {
     /// What carries the data: the kernel's TCP, or reliable, encrypted QUIC streams over UDP in
     /// user space, one connection per stream, with -C cubic (default), newreno or bbr and windows
     /// sized from the path, needing no root (docs/transport.md).
-    #[arg(long, value_enum, default_value = "tcp", conflicts_with_all = ["udp", "zerocopy", "dedicated", "pace"])]
+    #[arg(long, value_enum, default_value = "tcp", conflicts_with_all = ["udp", "zerocopy", "dedicated"])]
     transport: args::TransportArg,
     #[command(flatten)]
     json: args::Json,
@@ -348,6 +348,10 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
         anyhow::ensure!(
             !a.udp && a.bitrate.is_none(),
             "--pace auto paces TCP streams: not with -u or -b"
+        );
+        anyhow::ensure!(
+            a.transport == args::TransportArg::Tcp,
+            "--pace auto governs TCP streams' pacing: with --transport udp give --pace RATE"
         );
         anyhow::ensure!(
             a.to.is_none(),

@@ -499,8 +499,10 @@ impl TestParams {
         if self.fast_start {
             return bad("--dedicated opens a TCP route's window; not with --transport udp");
         }
-        if self.pace_total_bps.is_some() || self.pace_auto.is_some() {
-            return bad("--pace paces TCP sockets; the UDP transport paces by its controller");
+        if self.pace_auto.is_some() {
+            return bad(
+                "--pace auto governs TCP sockets' pacing; with --transport udp give --pace RATE",
+            );
         }
         Ok(())
     }
@@ -696,7 +698,8 @@ pub(crate) mod tests {
     }
 
     /// The QUIC transport carries reliable streams with its own controllers: a UDP test, a kernel
-    /// controller's name, zero-copy, --dedicated and --pace are refused with it, each by name.
+    /// controller's name, zero-copy, --dedicated and --pace auto are refused with it, each by
+    /// name; --pace RATE is taken.
     #[test]
     fn the_quic_transport_refuses_what_only_tcp_or_datagrams_do() {
         let quic = TestParams {
@@ -744,12 +747,21 @@ pub(crate) mod tests {
             },
             "--dedicated",
         );
+        // --pace RATE caps QUIC flows as it caps TCP sockets; --pace auto governs TCP sockets.
+        TestParams {
+            pace_total_bps: Some(1_000_000_000),
+            ..quic.clone()
+        }
+        .validate()
+        .unwrap();
         refused(
             TestParams {
-                pace_total_bps: Some(1_000_000_000),
+                pace_auto: Some(PaceAuto {
+                    bottleneck_bps: 1_000_000_000,
+                }),
                 ..quic.clone()
             },
-            "--pace",
+            "--pace auto",
         );
         // On the wire a TCP test carries no transport at all (older peers read it), a QUIC one
         // says so.

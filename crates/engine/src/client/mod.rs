@@ -666,6 +666,13 @@ impl Driver<'_> {
             plan,
             self.cfg.timeout,
         )?;
+        // `--pace RATE`: each sending flow's share.
+        for (i, f) in flows.iter().enumerate() {
+            let sender = params.direction.client_sends(i as u32, params.streams);
+            if let Some(p) = socket::pacing_for(&local_plan, i as u32, params.streams, sender) {
+                f.set_pacing(p);
+            }
+        }
         let setups = flows
             .iter()
             .zip(&described)

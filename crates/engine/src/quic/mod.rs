@@ -19,7 +19,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use longhaul_proto::interval::TcpSample;
@@ -78,6 +78,11 @@ const BACKLOG_TIME: Duration = Duration::from_millis(20);
 /// trips later, so on a lossy path (1 % of a 10,000-packet window is a loss every few hundred
 /// microseconds) a sender held to one window would stall for most of every round trip.
 const HELD_WINDOWS: u64 = 3;
+
+/// A capped sender (`--pace RATE` of a test, `--rate` of a transfer) writes pieces of this long
+/// at its cap, and of at least [`MIN_PACE_PIECE`].
+const PACE_PIECE: Duration = Duration::from_millis(10);
+const MIN_PACE_PIECE: usize = 16 << 10;
 
 /// The least a sender keeps queued beyond its window.
 const MIN_BACKLOG: u64 = 256 << 10;
@@ -280,6 +285,18 @@ pub(crate) struct QuicFlow {
     endpoint: Endpoint,
     conn: Connection,
     controller: String,
+    /// The sender's cap, if any.
+    pace: Mutex<Option<Pace>>,
+}
+
+/// A cap on what a sender writes: `rate` bytes/s since `start`. The controller's pacing is
+/// quinn's (window ÷ RTT); this only holds the writes back, pieces of [`PACE_PIECE`] at the cap
+/// apart, as `SO_MAX_PACING_RATE` holds a TCP sender.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    rate: u64,
+    start: Instant,
+    written: u64,
 }
 
 impl QuicFlow {
@@ -340,6 +357,7 @@ impl QuicFlow {
                 endpoint,
                 conn,
                 controller: plan.controller.clone(),
+                pace: Mutex::new(None),
             });
         }
         Ok(out)
@@ -374,6 +392,10 @@ impl QuicFlow {
                     Some(b) => (b - sent).min(piece as u64) as usize,
                     None => piece,
                 };
+                let (len, wait) = self.paced(len);
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
                 if at + len > chunk.len() {
                     at = 0;
                 }
@@ -393,6 +415,30 @@ impl QuicFlow {
             let _ = stream.stopped().await;
             Ok(())
         })
+    }
+
+    /// Caps what this flow sends at `bytes_per_sec` from now on.
+    pub(crate) fn set_pacing(&self, bytes_per_sec: u64) {
+        *self.pace.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pace {
+            rate: bytes_per_sec.max(1),
+            start: Instant::now(),
+            written: 0,
+        });
+    }
+
+    /// The next write under the cap, if there is one: at most `piece` bytes (and at most
+    /// [`PACE_PIECE`] at the cap), and how long to wait before writing it (until the cap allows
+    /// what was written before). Counts it as written.
+    fn paced(&self, piece: usize) -> (usize, Duration) {
+        let mut pace = self.pace.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(p) = pace.as_mut() else {
+            return (piece, Duration::ZERO);
+        };
+        let most = ((p.rate as f64 * PACE_PIECE.as_secs_f64()) as usize).max(MIN_PACE_PIECE);
+        let piece = piece.min(most);
+        let due = p.start + Duration::from_secs_f64(p.written as f64 / p.rate as f64);
+        p.written += piece as u64;
+        (piece, due.saturating_duration_since(Instant::now()))
     }
 
     /// Sets how much the stream may hold: [`HELD_WINDOWS`] congestion windows and
@@ -557,6 +603,7 @@ impl QuicListener {
             endpoint: self.endpoint.clone(),
             conn,
             controller: std::mem::take(&mut self.controller),
+            pace: Mutex::new(None),
         };
         let setup = flow.describe(&self.setup);
         Ok((flow, setup))

@@ -9,7 +9,7 @@
 
 use std::io;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use quinn::{Connection, RecvStream, SendStream, VarInt};
 
@@ -19,10 +19,6 @@ use super::{DONE, QuicFlow, described, runtime};
 /// closes the connection anyway (the transfer's own verdicts say whether they arrived).
 const FINISH_WAIT: Duration = Duration::from_secs(30);
 
-/// A capped sender writes pieces of this long at its cap, and of at least [`MIN_PACE_PIECE`].
-const PACE_PIECE: Duration = Duration::from_millis(10);
-const MIN_PACE_PIECE: usize = 16 << 10;
-
 /// One stream of a flow, both halves.
 pub(crate) struct QuicStream {
     flow: QuicFlow,
@@ -30,18 +26,6 @@ pub(crate) struct QuicStream {
     recv: Mutex<RecvStream>,
     /// How long a read blocks before it returns `TimedOut`, so its caller sees a stop.
     tick: Mutex<Option<Duration>>,
-    /// The sender's cap (`--rate`, its share of it), if any.
-    pace: Mutex<Option<Pace>>,
-}
-
-/// A cap on what a sender writes: `rate` bytes/s since `start`. The controller's own pacing is
-/// quinn's (window ÷ RTT); this only holds the writes back, [`QuicStream::write_all`]'s pieces
-/// (10 ms at the window's rate) apart, as `SO_MAX_PACING_RATE` holds a TCP sender.
-#[derive(Debug, Clone, Copy)]
-struct Pace {
-    rate: u64,
-    start: Instant,
-    written: u64,
 }
 
 impl std::fmt::Debug for QuicStream {
@@ -107,7 +91,6 @@ impl QuicStream {
             send: Mutex::new(send),
             recv: Mutex::new(recv),
             tick: Mutex::new(None),
-            pace: Mutex::new(None),
         }
     }
 
@@ -121,19 +104,13 @@ impl QuicStream {
     pub(crate) fn write_all(&self, buf: &[u8]) -> io::Result<()> {
         let rt = runtime().map_err(|e| io::Error::other(e.to_string()))?;
         let mut send = self.send.lock().unwrap_or_else(|e| e.into_inner());
-        let mut pace = self.pace.lock().unwrap_or_else(|e| e.into_inner());
         let mut at = 0;
         while at < buf.len() {
-            let mut piece = self.flow.bound_backlog().min(buf.len() - at);
-            if let Some(p) = pace.as_mut() {
-                // Pieces of 10 ms at the cap, so the writes run at most one piece ahead of it.
-                piece = piece
-                    .min(((p.rate as f64 * PACE_PIECE.as_secs_f64()) as usize).max(MIN_PACE_PIECE));
-                // Not before the cap allows what was written so far.
-                let due = p.start + Duration::from_secs_f64(p.written as f64 / p.rate as f64);
-                std::thread::sleep(due.saturating_duration_since(Instant::now()));
-                p.written += piece as u64;
-            }
+            // Under a cap (`--rate`), pieces of 10 ms at it, each once the cap allows it.
+            let (piece, wait) = self
+                .flow
+                .paced(self.flow.bound_backlog().min(buf.len() - at));
+            std::thread::sleep(wait);
             rt.block_on(send.write_all(&buf[at..at + piece]))
                 .map_err(|e| described(&e))?;
             at += piece;
@@ -143,11 +120,7 @@ impl QuicStream {
 
     /// Caps what this stream sends at `bytes_per_sec` from now on (`--rate`'s share).
     pub(crate) fn set_pacing(&self, bytes_per_sec: u64) {
-        *self.pace.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pace {
-            rate: bytes_per_sec.max(1),
-            start: Instant::now(),
-            written: 0,
-        });
+        self.flow.set_pacing(bytes_per_sec);
     }
 
     /// Reads what has arrived in order: `Ok(0)` at the end of the stream, `TimedOut` after the

@@ -1045,6 +1045,14 @@ impl Session<'_> {
                 )));
             };
             let (flow, setup) = listener.established(self.shared.cfg.handshake_timeout)?;
+            // `--pace RATE`: each sending flow's share.
+            let params = self.conv.params().expect("params before the streams");
+            let sender = !params.direction.client_sends(i as u32, params.streams);
+            if let Some(side) = &self.side
+                && let Some(p) = socket::pacing_for(side, i as u32, params.streams, sender)
+            {
+                flow.set_pacing(p);
+            }
             self.streams
                 .push(RunStream::new(Flow::Quic(Box::new(flow)), &setup));
             setups.push(setup);
