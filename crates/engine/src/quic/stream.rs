@@ -15,8 +15,8 @@ use quinn::{Connection, RecvStream, SendStream, VarInt};
 
 use super::{DONE, QuicFlow, described, runtime};
 
-/// How long a finished sender waits for the receiver to acknowledge its last bytes before it
-/// closes the connection anyway (the transfer's own verdicts say whether they arrived).
+/// How long a finished sender waits for the receiver to read to the end and close the
+/// connection before it closes it anyway (the transfer's own verdicts say whether all arrived).
 const FINISH_WAIT: Duration = Duration::from_secs(30);
 
 /// One stream of a flow, both halves.
