@@ -363,8 +363,20 @@ fn open_streams(
     sender: bool,
 ) -> Result<Vec<DataConn>, EngineError> {
     let out = if p.transport == Transport::Quic {
-        let plan = over_udp::flow_plan(p, ctl.socket().as_fd(), ctl.channel().is_ipv6());
-        over_udp::open(cfg, session, keys, &plan, p.streams)?
+        let plan = over_udp::flow_plan(
+            &window_plan(p),
+            p.controller,
+            ctl.socket().as_fd(),
+            ctl.channel().is_ipv6(),
+        );
+        let dial = over_udp::Dial {
+            server: session.server,
+            bind: cfg.endpoint.bind,
+            cookie: session.cookie,
+            pinned: session.pinned.as_ref(),
+            timeout: cfg.endpoint.timeout,
+        };
+        over_udp::open(&dial, keys, &plan, p.streams)?
     } else {
         open_tcp_streams(cfg, session, keys, p, sender)?
     };
@@ -1014,7 +1026,12 @@ fn accept_data(
             key: keys.receiving(Role::Server),
             cookie: adm.cookie,
         };
-        let plan = over_udp::flow_plan(p, ctl.socket().as_fd(), ctl.channel().is_ipv6());
+        let plan = over_udp::flow_plan(
+            &window_plan(p),
+            p.controller,
+            ctl.socket().as_fd(),
+            ctl.channel().is_ipv6(),
+        );
         let socks = over_udp::accept(&accept, &plan, p.streams, sender, adm.timeout)?;
         if sender && p.rate_bps > 0 {
             pace(&socks, p)?;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use quinn::{Connection, RecvStream, SendStream, VarInt};
 
-use super::{DONE, QuicFlow, described, runtime};
+use super::flow::{DONE, QuicFlow, described, runtime};
 
 /// How long a finished sender waits for the receiver to read to the end and close the
 /// connection before it closes it anyway (the transfer's own verdicts say whether all arrived).

@@ -10,7 +10,7 @@
 //! a byte of data. A flow that does not prove the key ends the transfer (the client's own flows
 //! cannot fail it: a stranger's hello is answered only if it came from the client's address).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -20,57 +20,65 @@ use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
 use longhaul_transfer::{MacKey, Role, SessionKeys};
 
 use super::data::DataConn;
-use super::{Plan, Session, TransferConfig, window_plan};
 use crate::EngineError;
 use crate::quic::{FlowPlan, QuicFlow, QuicListener, QuicStream};
 use crate::socket;
 use crate::tls::Pinned;
 
-/// The flows' plan on this side: windows from the transfer's window plan, the plan's controller,
-/// packets sized from the control connection's path MTU.
-pub(super) fn flow_plan(p: &Plan, control: std::os::fd::BorrowedFd<'_>, ipv6: bool) -> FlowPlan {
+/// The flows' plan on this side: windows from the transfer's window plan, its controller,
+/// packets sized from the control connection's (`control`) path MTU.
+pub(super) fn flow_plan(
+    window: &longhaul_proto::window::WindowPlan,
+    controller: Option<&str>,
+    control: std::os::fd::BorrowedFd<'_>,
+    ipv6: bool,
+) -> FlowPlan {
     FlowPlan::for_transfer(
-        &window_plan(p),
+        window,
         socket::kernel_limits().privileged,
-        p.controller,
+        controller,
         control,
         ipv6,
     )
 }
 
+/// Where the client's flows go: the server, this host's address to bind (if asked), the
+/// transfer's cookie, the certificate the control connection was shown (`--encrypt`), and the
+/// set-up deadline.
+pub(super) struct Dial<'a> {
+    pub(super) server: SocketAddr,
+    pub(super) bind: Option<IpAddr>,
+    pub(super) cookie: [u8; 16],
+    pub(super) pinned: Option<&'a Pinned>,
+    pub(super) timeout: Duration,
+}
+
 /// The client's flows: one socket per stream saying hello until its QUIC handshake completes,
 /// then each stream opened with its proof.
 pub(super) fn open(
-    cfg: &TransferConfig,
-    session: &Session,
+    dial: &Dial<'_>,
     keys: &SessionKeys,
     plan: &FlowPlan,
     streams: u32,
 ) -> Result<Vec<DataConn>, EngineError> {
     let mut flows = Vec::with_capacity(streams as usize);
     for i in 0..streams {
-        let sock = crate::udp::flow_socket(session.server, cfg.endpoint.bind, i)?;
+        let sock = crate::udp::flow_socket(dial.server, dial.bind, i)?;
         crate::quic::size_buffers(&sock, plan.privileged)?;
-        flows.push((sock, Preamble::data(session.cookie, i).encode()));
+        flows.push((sock, Preamble::data(dial.cookie, i).encode()));
     }
-    let tls = match &session.pinned {
+    let tls = match dial.pinned {
         Some(p) => p.clone(),
         None => Pinned::any()?,
     };
-    let flows = QuicFlow::connect_all(
-        flows,
-        session.server,
-        tls.rustls_config(),
-        plan,
-        cfg.endpoint.timeout,
-    )?;
+    let flows = QuicFlow::connect_all(flows, dial.server, tls.rustls_config(), plan, dial.timeout)?;
     let key = keys.sending(Role::Client);
     flows
         .into_iter()
         .enumerate()
         .map(|(i, flow)| {
-            let proof = key.data_proof(&session.cookie, i as u32).0;
-            QuicStream::open(flow, &proof, cfg.endpoint.timeout)
+            let proof = key.data_proof(&dial.cookie, i as u32).0;
+            QuicStream::open(flow, &proof, dial.timeout)
                 .map(|s| DataConn::Quic(Box::new(s)))
                 .map_err(|e| EngineError::io(format!("open UDP transport stream {i}"), e))
         })
