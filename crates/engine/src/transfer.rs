@@ -872,6 +872,10 @@ fn serve_authenticated(
                 }
             }
             let p = recv_plan(ctl, adm)?;
+            // The UDP flows' hellos are routed here from now on: the client's first hello, sent
+            // as soon as it has the `have`, is taken (a lost one would wait for its repeat, and
+            // the flow's QUIC handshake for its backed-off retransmission).
+            let hellos = udp_hellos(adm, &p);
             if let Some(s) = &stripe
                 && s.chunk_size != p.chunk_size
             {
@@ -905,7 +909,7 @@ fn serve_authenticated(
             let mut sink = Sink::new(dest_root, opts)?;
             sink.prepare_all(manifest, p.chunk_size)?;
             sink.send_have(ctl)?;
-            let socks = accept_data(ctl, adm, keys, &p, false)?;
+            let socks = accept_data(ctl, adm, hellos, keys, &p, false)?;
             let mut side = Side::new(&mut log, files.idle_timeout);
             side.limit_time(grant.map(|g| Duration::from_nanos(g.limits.max_duration.0)));
             let chunk_key = keys.receiving(Role::Server);
@@ -918,13 +922,17 @@ fn serve_authenticated(
                 m => return Err(unexpected(&m, "request")),
             };
             let p = recv_plan(ctl, adm)?;
+            // The UDP flows' hellos are routed here from now on: the client's first hello, sent
+            // as soon as it has the `have`, is taken (a lost one would wait for its repeat, and
+            // the flow's QUIC handshake for its backed-off retransmission).
+            let hellos = udp_hellos(adm, &p);
             let mut src = Sources::default();
             for p in &paths {
                 src.add(Root::open(&files.root)?, p.as_str(), p.file_name())?;
             }
             src.send_manifest(ctl)?;
             let have = source::recv_have(ctl, &src, p.chunk_size)?;
-            let socks = accept_data(ctl, adm, keys, &p, true)?;
+            let socks = accept_data(ctl, adm, hellos, keys, &p, true)?;
             let probe = probes(&socks);
             let governor = p.governor(&probe.tcp)?;
             let skipped = std::mem::take(&mut src.skipped);
@@ -1010,17 +1018,18 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
 fn accept_data(
     ctl: &Ctl,
     adm: &Admission<'_>,
+    hellos: Option<Receiver<(u32, std::net::SocketAddr)>>,
     keys: &SessionKeys,
     p: &Plan,
     sender: bool,
 ) -> Result<Vec<DataConn>, EngineError> {
-    if p.transport == Transport::Quic {
+    if let Some(hellos) = hellos {
         let local = ctl
             .socket()
             .local_addr()
             .map_err(|e| EngineError::io("read the control connection's address", e))?;
         let accept = UdpAccept {
-            hellos: (adm.udp_hellos)(),
+            hellos,
             tls: adm.tls,
             local,
             key: keys.receiving(Role::Server),
@@ -1045,6 +1054,12 @@ fn accept_data(
         .collect();
     setup_accepted(&socks, p, sender)?;
     Ok(socks)
+}
+
+/// Over the UDP transport, where the flows' hellos from the client arrive (routed from the
+/// moment this is called).
+fn udp_hellos(adm: &Admission<'_>, p: &Plan) -> Option<Receiver<(u32, std::net::SocketAddr)>> {
+    (p.transport == Transport::Quic).then(|| (adm.udp_hellos)())
 }
 
 /// Sets up the accepted data connections for this side's role, as the client does before connect.
