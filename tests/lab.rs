@@ -110,7 +110,7 @@ fn frame_sweep_shows_the_line_rate_and_the_packet_limit(
 /// flagged the points, and how busy the machine was after). A trusted point is retried too: the
 /// emulator watches its own schedule, not the endpoints', and the reduced sweep's trials last
 /// half a second, so one probe lost to a starved receiver drops the bisection a whole step (625
-/// of 997 Mbit/s for jumbo frames, twice in the CI runs of session 20, once with the emulator
+/// and 437.5 of 997 Mbit/s for jumbo frames in two CI runs of session 20, both with the emulator
 /// on time). Four sweeps in a row off fail the test.
 fn run_builtin(name: &str, archive: &str) -> (serde_json::Value, String, serde_json::Value) {
     let mut tried = Vec::new();
