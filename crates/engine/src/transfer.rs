@@ -60,7 +60,6 @@ use data::DataConn;
 use dest::SinkOptions;
 pub use longhaul_transfer::report::{Event, Summary};
 use longhaul_transfer::report::{FastStartSummary, PaceAutoSummary, UdpSummary};
-pub(crate) use over_udp::Accept as UdpAccept;
 use root::Root;
 use side::Side;
 use sink::{Sink, recv_manifest};
@@ -1028,7 +1027,7 @@ fn accept_data(
             .socket()
             .local_addr()
             .map_err(|e| EngineError::io("read the control connection's address", e))?;
-        let accept = UdpAccept {
+        let accept = over_udp::Accept {
             hellos,
             tls: adm.tls,
             local,
