@@ -72,7 +72,7 @@ PY
 tools() { # PATH HOST
     local p=$1 h=$2 run
     for run in $(seq 1 "$REPS"); do
-        for cc in cubic newreno bbr; do
+        for cc in cubic newreno bbr udt; do
             measure "$p" "$run" "quic-$cc" "$LH" test "$h" -p "$PORT" --transport udp -C "$cc" -t "$SECS" -O 5 --json
         done
         for cc in cubic bbr; do

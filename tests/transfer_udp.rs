@@ -56,7 +56,7 @@ fn a_tree_goes_there_and_back_over_the_udp_transport_bit_identical() {
     server.wait_for("transfer done");
     assert_same_tree(&want, &snapshot(&root.join("in/tree")), "sent over UDP");
 
-    for controller in ["bbr", "newreno"] {
+    for controller in ["bbr", "newreno", "udt"] {
         let back = t.join(&format!("back-{controller}"));
         let v = xfer_ok(
             "get",

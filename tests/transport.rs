@@ -70,6 +70,7 @@ fn byte_counts_arrive_exactly_in_every_direction_with_every_controller() {
         (None, "cubic"),
         (Some("-R"), "newreno"),
         (Some("--bidir"), "bbr"),
+        (Some("-R"), "udt"),
     ] {
         let mut args = vec!["--transport", "udp", "-n", "24M", "-P", "2", "-C", cc];
         args.extend(dir);

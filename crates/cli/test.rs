@@ -127,7 +127,7 @@ pub(crate) struct TestArgs {
     #[arg(short = 'Z', long)]
     zerocopy: bool,
     /// What carries the data: the kernel's TCP, or reliable, encrypted QUIC streams over UDP in
-    /// user space, one connection per stream, with -C cubic (default), newreno or bbr and windows
+    /// user space, one connection per stream, with -C cubic (default), newreno, bbr or udt and windows
     /// sized from the path, needing no root (docs/transport.md).
     #[arg(long, value_enum, default_value = "tcp", conflicts_with_all = ["udp", "zerocopy", "dedicated"])]
     transport: args::TransportArg,

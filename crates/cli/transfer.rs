@@ -55,7 +55,7 @@ pub(crate) struct CommonArgs {
     #[arg(long, requires = "rate", conflicts_with = "pace")]
     pub(crate) dedicated: bool,
     /// What carries the data: the kernel's TCP, or reliable, encrypted QUIC flows over UDP in
-    /// user space, one per stream, with -C cubic (default), newreno or bbr and windows sized from
+    /// user space, one per stream, with -C cubic (default), newreno, bbr or udt and windows sized from
     /// the path, needing no root; the same chunks, verification and resume either way, so a
     /// transfer begun over one finishes over the other (docs/transport.md).
     #[arg(long, value_enum, default_value = "tcp", conflicts_with_all = ["pace", "dedicated"])]

@@ -339,7 +339,7 @@ impl Transport {
 }
 
 /// The congestion controllers of the QUIC transport (`-C` with `--transport udp`).
-pub const QUIC_CONTROLLERS: [&str; 3] = ["cubic", "newreno", "bbr"];
+pub const QUIC_CONTROLLERS: [&str; 4] = ["cubic", "newreno", "bbr", "udt"];
 
 /// How a UDP test sends (`-u`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -145,7 +145,7 @@ pub struct StartExtra {
 /// How a test's QUIC connections (`--transport udp`) are set up, the same on both ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuicStart {
-    /// The congestion controller (quinn's cubic, newreno or bbr).
+    /// The congestion controller (quinn's cubic or newreno, our bbr or udt).
     pub controller: String,
     /// Flow-control window of each stream and connection, and the sender's buffer, bytes.
     pub window_bytes: u64,

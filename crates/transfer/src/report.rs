@@ -127,7 +127,7 @@ pub struct Summary {
 /// How the UDP transport carried a transfer ([`Summary::udp`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UdpSummary {
-    /// The sending side's congestion controller (`-C`): cubic, newreno or bbr.
+    /// The sending side's congestion controller (`-C`): cubic, newreno, bbr or udt.
     pub controller: String,
 }
 

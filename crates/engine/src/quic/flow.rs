@@ -124,7 +124,8 @@ pub(super) fn runtime() -> Result<&'static tokio::runtime::Runtime, EngineError>
 pub(crate) struct FlowPlan {
     /// Flow-control window of the stream and the connection, and the sender's buffer, bytes.
     pub(crate) window: u64,
-    /// `-C`: cubic (the default), newreno (quinn's) or bbr (ours, [`model`]).
+    /// `-C`: cubic (the default), newreno (quinn's), bbr (ours, `model`) or udt (UDT's DAIMD,
+    /// `udt`).
     pub(crate) controller: String,
     /// The RTT the client measured on the control connection.
     pub(crate) initial_rtt: Duration,
@@ -210,6 +211,7 @@ impl FlowPlan {
             .congestion_controller_factory(controller(
                 &self.controller,
                 initial_window(self.max_udp_payload),
+                self.window,
             )?);
         let mut mtu = MtuDiscoveryConfig::default();
         mtu.upper_bound(self.max_udp_payload);
@@ -226,16 +228,22 @@ fn initial_window(max_udp_payload: u16) -> u64 {
     (10 * size).min(14_720.max(2 * size))
 }
 
-/// The controller `-C` names, starting at `window` bytes, with quinn's defaults otherwise.
+/// The controller `-C` names, starting at `window` bytes and holding at most `max_window` in
+/// flight, with quinn's defaults otherwise.
 fn controller(
     name: &str,
     window: u64,
+    max_window: u64,
 ) -> Result<Arc<dyn ControllerFactory + Send + Sync>, EngineError> {
     Ok(match name {
         "cubic" => Arc::new(CubicConfig::default().initial_window(window).clone()),
         "newreno" => Arc::new(NewRenoConfig::default().initial_window(window).clone()),
         "bbr" => Arc::new(super::model::ModelFactory {
             initial_window: window,
+        }),
+        "udt" => Arc::new(super::udt::UdtFactory {
+            initial_window: window,
+            max_window,
         }),
         other => {
             return Err(EngineError::Unsupported(format!(

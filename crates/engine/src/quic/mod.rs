@@ -17,6 +17,7 @@
 mod flow;
 mod model;
 mod stream;
+mod udt;
 
 pub(crate) use flow::{Counters, FlowPlan, QuicFlow, QuicListener, runtime_cpu, size_buffers};
 pub(crate) use stream::{FlowHandle, QuicStream};
