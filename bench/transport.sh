@@ -27,7 +27,7 @@ echo "path,run,tool,gbps,lost_or_retransmitted,cpu_s_per_gbit,fidelity,command" 
 
 cleanup() {
     pkill -f "longhaul server --port $PORT" 2>/dev/null || true
-    pkill -f "iperf3 -s -p $PORT" 2>/dev/null || true
+    pkill -f "iperf3 -s -p $((PORT + 1))" 2>/dev/null || true
     "$LH" emulate down --name trb >/dev/null 2>&1 || true
 }
 trap cleanup EXIT

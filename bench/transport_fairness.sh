@@ -24,6 +24,8 @@ echo "run,controller,udp_mbps,cubic_mbps,cubic_share,udp_command,cubic_command" 
 NAME=lh-fair
 
 cleanup() {
+    pkill -f "longhaul server --port $PORT" 2>/dev/null || true
+    pkill -f "iperf3 -s -p $((PORT + 1))" 2>/dev/null || true
     "$LH" emulate down --name "$NAME" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
