@@ -496,7 +496,8 @@ fn draw_loss_summary<DB: DrawingBackend>(
         hi = hi.max(k / smallest.sqrt());
     }
     let hi = hi.max(goodput).max(1e-3) * 3.0;
-    let lo = if lo.is_finite() { lo / 5.0 } else { hi / 1e4 };
+    // Room below the lowest figure for the legend.
+    let lo = if lo.is_finite() { lo / 20.0 } else { hi / 1e4 };
     let x0 = x_of(0.0) - 0.4;
     let mut chart = ChartBuilder::on(root)
         .margin(12)
