@@ -14,6 +14,7 @@
 //! endpoint (packet I/O, encryption, timers), and each stream's worker thread blocks on its own
 //! stream's reads or writes (`Runtime::block_on`), so a worker's loop reads as a TCP worker's does.
 
+mod controller;
 mod flow;
 mod model;
 mod stream;

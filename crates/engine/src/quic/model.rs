@@ -15,12 +15,13 @@
 //! lost a third of its packets on an emulated 120 ms, 1 Gbit/s path with 1 % loss; see
 //! docs/transport.md.
 
-use std::any::Any;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quinn::congestion::{Controller, ControllerFactory};
 use quinn_proto::RttEstimator;
+
+use super::controller::{Quinn, WindowControl};
 
 /// Rounds over which the highest delivery rate is the bottleneck's (BBR's 10).
 pub(crate) const BW_ROUNDS: usize = 10;
@@ -328,67 +329,36 @@ impl Model {
     }
 }
 
-/// [`Model`] as quinn's controller.
-#[derive(Debug, Clone)]
-pub(crate) struct ModelController(Model);
-
-impl Controller for ModelController {
-    fn on_ack(
-        &mut self,
-        now: Instant,
-        sent: Instant,
-        bytes: u64,
-        _app_limited: bool,
-        rtt: &RttEstimator,
-    ) {
-        self.0.on_ack(now, sent, bytes, rtt.min(), rtt.get());
+impl WindowControl for Model {
+    fn acked(&mut self, now: Instant, sent: Instant, bytes: u64, rtt: &RttEstimator) {
+        self.on_ack(now, sent, bytes, rtt.min(), rtt.get());
     }
 
-    fn on_end_acks(
-        &mut self,
-        now: Instant,
-        in_flight: u64,
-        app_limited: bool,
-        _largest_packet_num_acked: Option<u64>,
-    ) {
+    fn acks_ended(&mut self, now: Instant, in_flight: u64, app_limited: bool) {
         // The smoothed RTT is not given here; the model's lowest RTT with the queue it allows
         // (a quarter) bounds a round well enough.
-        let srtt = self.0.min_rtt.unwrap_or(Duration::from_millis(100));
-        self.0.on_end_acks(now, srtt, in_flight, app_limited);
+        let srtt = self.min_rtt.unwrap_or(Duration::from_millis(100));
+        self.on_end_acks(now, srtt, in_flight, app_limited);
     }
 
-    fn on_congestion_event(
-        &mut self,
-        _now: Instant,
-        _sent: Instant,
-        is_persistent_congestion: bool,
-        lost_bytes: u64,
-    ) {
-        self.0.on_loss(lost_bytes, is_persistent_congestion);
+    fn congested(&mut self, _now: Instant, _sent: Instant, persistent: bool, lost_bytes: u64) {
+        self.on_loss(lost_bytes, persistent);
     }
 
-    fn on_mtu_update(&mut self, new_mtu: u16) {
-        self.0.mtu = u64::from(new_mtu);
+    fn mtu_changed(&mut self, mtu: u16) {
+        self.mtu = u64::from(mtu);
     }
 
-    fn window(&self) -> u64 {
-        self.0.window()
+    fn current_window(&self) -> u64 {
+        self.window()
     }
 
-    fn clone_box(&self) -> Box<dyn Controller> {
-        Box::new(self.clone())
-    }
-
-    fn initial_window(&self) -> u64 {
-        self.0.initial_window
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
+    fn first_window(&self) -> u64 {
+        self.initial_window
     }
 }
 
-/// Makes a [`ModelController`] per connection.
+/// Makes a [`Model`] per connection, as quinn's controller.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ModelFactory {
     pub(crate) initial_window: u64,
@@ -396,10 +366,7 @@ pub(crate) struct ModelFactory {
 
 impl ControllerFactory for ModelFactory {
     fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        Box::new(ModelController(Model::new(
-            self.initial_window,
-            current_mtu,
-        )))
+        Box::new(Quinn(Model::new(self.initial_window, current_mtu)))
     }
 }
 

@@ -32,13 +32,14 @@
 //!   more than the window per round trip, so a window of rate × smoothed RTT (plus the hosts' own
 //!   delay) sends at the rate whatever queue builds, never more than the flow window.
 
-use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quinn::congestion::{Controller, ControllerFactory};
 use quinn_proto::RttEstimator;
+
+use super::controller::{Quinn, WindowControl};
 
 /// UDT's rate-control interval.
 pub(crate) const SYN: Duration = Duration::from_millis(10);
@@ -269,11 +270,11 @@ impl Udt {
 
     fn leave_slow_start(&mut self) {
         if self.slow_start.take().is_some() {
-            let by_window = self.flow_window / (self.srtt + SYN).as_secs_f64();
+            // The arrival rate, or before a round was measured the flow window's rate.
             self.rate = if self.arrival > 0.0 {
                 self.arrival
             } else {
-                by_window
+                self.flow_window / (self.srtt + SYN).as_secs_f64()
             };
         }
     }
@@ -324,64 +325,33 @@ impl Udt {
     }
 }
 
-/// [`Udt`] as quinn's controller.
-#[derive(Debug, Clone)]
-pub(crate) struct UdtController(Udt);
-
-impl Controller for UdtController {
-    fn on_ack(
-        &mut self,
-        now: Instant,
-        sent: Instant,
-        bytes: u64,
-        _app_limited: bool,
-        rtt: &RttEstimator,
-    ) {
-        self.0.on_ack(now, sent, bytes, rtt.get());
+impl WindowControl for Udt {
+    fn acked(&mut self, now: Instant, sent: Instant, bytes: u64, rtt: &RttEstimator) {
+        self.on_ack(now, sent, bytes, rtt.get());
     }
 
-    fn on_end_acks(
-        &mut self,
-        now: Instant,
-        _in_flight: u64,
-        _app_limited: bool,
-        _largest_packet_num_acked: Option<u64>,
-    ) {
-        self.0.on_end_acks(now);
+    fn acks_ended(&mut self, now: Instant, _in_flight: u64, _app_limited: bool) {
+        self.on_end_acks(now);
     }
 
-    fn on_congestion_event(
-        &mut self,
-        now: Instant,
-        sent: Instant,
-        is_persistent_congestion: bool,
-        _lost_bytes: u64,
-    ) {
-        self.0.on_loss(now, sent, is_persistent_congestion);
+    fn congested(&mut self, now: Instant, sent: Instant, persistent: bool, _lost_bytes: u64) {
+        self.on_loss(now, sent, persistent);
     }
 
-    fn on_mtu_update(&mut self, new_mtu: u16) {
-        self.0.mss = f64::from(new_mtu);
+    fn mtu_changed(&mut self, mtu: u16) {
+        self.mss = f64::from(mtu);
     }
 
-    fn window(&self) -> u64 {
-        self.0.window()
+    fn current_window(&self) -> u64 {
+        self.window()
     }
 
-    fn clone_box(&self) -> Box<dyn Controller> {
-        Box::new(self.clone())
-    }
-
-    fn initial_window(&self) -> u64 {
-        self.0.initial_window
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
+    fn first_window(&self) -> u64 {
+        self.initial_window
     }
 }
 
-/// Makes a [`UdtController`] per connection.
+/// Makes a [`Udt`] per connection, as quinn's controller.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct UdtFactory {
     pub(crate) initial_window: u64,
@@ -391,7 +361,7 @@ pub(crate) struct UdtFactory {
 
 impl ControllerFactory for UdtFactory {
     fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        Box::new(UdtController(Udt::new(
+        Box::new(Quinn(Udt::new(
             self.initial_window,
             self.max_window,
             current_mtu,
