@@ -91,7 +91,10 @@ fn frame_sweep_shows_the_line_rate_and_the_packet_limit(
     let (jumbo, line, jumbo_flagged) = at(9000);
     if !(jumbo >= 0.85 * line && jumbo <= 1.02 * line) {
         return Err((
-            format!("9000-byte frames: {jumbo} bit/s found, line rate {line}"),
+            format!(
+                "9000-byte frames: {jumbo} bit/s found, line rate {line}; {}",
+                evidence(points, 9000)
+            ),
             jumbo_flagged,
         ));
     }
@@ -103,6 +106,30 @@ fn frame_sweep_shows_the_line_rate_and_the_packet_limit(
         ));
     }
     Ok(())
+}
+
+/// What a failed frame-size point shows: the emulator's drops and lateness, and each trial's
+/// rate, what the sender offered and the datagrams lost.
+fn evidence(points: &[serde_json::Value], frame: u64) -> String {
+    let Some(p) = points
+        .iter()
+        .find(|p| p["point"]["frame"].as_u64() == Some(frame))
+    else {
+        return String::new();
+    };
+    let mut out = Vec::new();
+    for r in p["repetitions"].as_array().into_iter().flatten() {
+        out.push(format!("emulator {}", r["fidelity"]));
+        for t in r["report"]["trials"].as_array().into_iter().flatten() {
+            out.push(format!(
+                "trial {} Mbit/s: offered {:.0}, lost {}",
+                t["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                t["offered_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                t["lost"],
+            ));
+        }
+    }
+    out.join("; ")
 }
 
 /// Runs `lab run NAME --reduced` and checks its result file; a frame-size sweep whose figures are
