@@ -22,6 +22,7 @@ mod server_cmd;
 mod server_faults;
 mod server_limits;
 mod test_cmd;
+mod test_path;
 mod testbed;
 mod testbed_api_fuzz;
 mod testbed_ui;

@@ -209,8 +209,13 @@ impl Channel {
         };
         let mut conn = lock(&tls.conn);
         let n = conn.writer().write(buf)?;
-        flush(&mut conn, &self.sock)?;
-        Ok(n)
+        match flush(&mut conn, &self.sock) {
+            // The socket's write timeout (a sender looking at its stop flag) after rustls took the
+            // bytes: their records wait in rustls and go out with the next write.
+            Err(e) if n > 0 && is_timeout(&e) => Ok(n),
+            Err(e) => Err(e),
+            Ok(()) => Ok(n),
+        }
     }
 
     /// Writes all of `buf`; with TLS, every record is on the socket when it returns.
@@ -233,7 +238,14 @@ impl Channel {
         if let Some(tls) = &self.tls {
             let mut conn = lock(&tls.conn);
             conn.send_close_notify();
-            let _ = flush(&mut conn, &self.sock);
+            if let Err(e) = flush(&mut conn, &self.sock)
+                && is_timeout(&e)
+            {
+                // Records still wait in rustls (a sender stopped on a path that crawls): a FIN
+                // now would cut one in half, which the peer reads as a truncation. Its receiver
+                // is cut after the tail grace instead.
+                return Ok(());
+            }
         }
         self.sock.shutdown(Shutdown::Write)
     }
@@ -292,6 +304,14 @@ fn flush(conn: &mut rustls::Connection, mut sock: &TcpStream) -> io::Result<()> 
         conn.write_tls(&mut sock)?;
     }
     Ok(())
+}
+
+/// A socket timeout (`SO_SNDTIMEO`/`SO_RCVTIMEO` expired).
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -347,6 +347,28 @@ impl Run {
         }
     }
 
+    /// Waits until all streams ended or `deadline` passed, cutting at `tail` the receivers told to
+    /// stop whose end of stream has not come ([`longhaul_proto::conversation::tail_grace`]: the
+    /// sender's queue drains through a crawling path); a cut receiver keeps the count of what
+    /// arrived. Returns whether all ended.
+    pub(crate) fn end_streams(&self, tail: Instant, deadline: Instant) -> bool {
+        if self.wait_all(tail.min(deadline)) {
+            return true;
+        }
+        for t in &self.streams {
+            let st = &t.worker.state;
+            if !st.sender && st.stop.load(Ordering::Relaxed) && st.finished().is_none() {
+                tracing::debug!(
+                    "stream {}: no end of stream in the tail grace; the receiver keeps the {} bytes that arrived",
+                    st.index,
+                    st.bytes.load(Ordering::Relaxed)
+                );
+                st.sock.shut_down();
+            }
+        }
+        self.wait_all(deadline)
+    }
+
     /// Shuts every socket down, waking any worker stuck in a read or write (the peer died or the path
     /// stalled). Workers stopped this way do not report errors.
     pub(crate) fn abort(&self) {

@@ -227,6 +227,9 @@ impl Worker {
     }
 }
 
+/// The longest a sender's write blocks before it looks at its stop flag again.
+const STOP_CHECK: Duration = Duration::from_millis(100);
+
 fn send_loop(
     st: &StreamState,
     sock: &Channel,
@@ -244,6 +247,9 @@ fn send_loop(
         SendMethod::ZeroCopy(src) => Some(src.sender(sock.as_fd())?),
         SendMethod::Copy(_) => None,
     };
+    // A write the path drains slowly returns (what it copied, or `WouldBlock`) at least this often,
+    // so that a stop is seen within it, not when a crawling path has taken the whole write.
+    sock.socket().set_write_timeout(Some(STOP_CHECK))?;
     while !st.stop.load(Ordering::Relaxed) {
         let len = match budget {
             Some(b) if b <= sent => break,
@@ -263,6 +269,12 @@ fn send_loop(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // A stop that had to shut the socket down under a blocked write is not an error.
             Err(_) if st.stop.load(Ordering::Relaxed) => break,
+            // The write timeout ([`STOP_CHECK`]) with nothing copied: look at the stop flag again.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => return Err(e),
         }
     }

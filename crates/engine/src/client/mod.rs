@@ -524,11 +524,15 @@ impl Driver<'_> {
                 self.conv.senders_drained();
             }
             Event::ServerResults { drain_by } => {
+                let tail = Instant::now()
+                    + self.test.as_ref().map_or(Duration::ZERO, |t| {
+                        longhaul_proto::conversation::tail_grace(&t.params)
+                    });
                 let ended = self
                     .run
                     .as_ref()
                     .expect("running")
-                    .wait_all(self.origin + drain_by);
+                    .end_streams(tail, self.origin + drain_by);
                 self.conv.streams_ended(ended)?;
                 let mut run = self.run.take().expect("running");
                 let pace_auto = run.pace_summary();

@@ -942,6 +942,7 @@ impl Session<'_> {
                 // The client's senders have stopped (it sent Stop after them).
                 let params = self.conv.params().expect("params before the end");
                 run.drain_udp_receivers(crate::udp::receive_grace(params));
+                let tail_grace = longhaul_proto::conversation::tail_grace(params);
                 // Let each sender finish its last write before the last interval is read, so the
                 // intervals add up to the totals; a sender still stuck at the deadline is reported by
                 // `wait_all` below.
@@ -956,7 +957,8 @@ impl Session<'_> {
                     self.conv.local_interval(index, streams);
                 }
                 flush(&mut self.conv, ctrl)?;
-                let ended = udp_ended.unwrap_or_else(|| run.wait_all(deadline));
+                let tail = Instant::now() + tail_grace;
+                let ended = udp_ended.unwrap_or_else(|| run.end_streams(tail, deadline));
                 self.conv.streams_ended(ended)?;
                 let mut run = self.run.take().expect("running");
                 let pace_auto = run.pace_summary();

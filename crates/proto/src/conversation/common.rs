@@ -51,6 +51,15 @@ pub fn drain_timeout(params: &TestParams) -> Duration {
     Duration::from_secs(15) + Duration::from_nanos(params.rtt_ns.saturating_mul(20))
 }
 
+/// How long a TCP receiver waits after the stop for its sender's end of stream before it is cut and
+/// keeps the count of what arrived (1 s plus 4 RTT). On a path that moves, the sender's queued bytes
+/// and its FIN arrive within about an RTT; on one that crawls (Reno at 1 % loss moves about a
+/// megabit a second at 120 ms) they would take minutes, and what is still queued at the sender is
+/// not what the path carried in the test's time.
+pub fn tail_grace(params: &TestParams) -> Duration {
+    Duration::from_secs(1) + Duration::from_nanos(params.rtt_ns.saturating_mul(4))
+}
+
 /// Lower-case hex of a cookie, as it travels in JSON.
 pub fn cookie_hex(cookie: &Cookie) -> String {
     cookie.iter().map(|b| format!("{b:02x}")).collect()

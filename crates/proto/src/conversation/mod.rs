@@ -38,7 +38,7 @@ pub mod client;
 mod common;
 pub mod server;
 
-pub use common::{Error, Time, cookie_hex, drain_timeout, parse_cookie};
+pub use common::{Error, Time, cookie_hex, drain_timeout, parse_cookie, tail_grace};
 
 #[cfg(test)]
 mod tests;
