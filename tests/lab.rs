@@ -183,7 +183,7 @@ fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report(
     let mut ids = Vec::new();
     for b in longhaul_experiments::builtin::builtins() {
         let t0 = Instant::now();
-        // Every point of the reduced variant (45 points, about 5 minutes in all here);
+        // Every point of the reduced variant (73 points, about 10 minutes in all here);
         // `--points N` would trim further.
         let (o, file, doc) = run_builtin(b.name, a);
         longhaul_experiments::result::validate(&doc)

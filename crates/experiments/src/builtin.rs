@@ -34,7 +34,7 @@ macro_rules! builtin {
     };
 }
 
-const BUILTINS: [Builtin; 7] = [
+const BUILTINS: [Builtin; 8] = [
     builtin!("window-sweep"),
     builtin!("streams-sweep"),
     builtin!("loss-recovery"),
@@ -42,6 +42,7 @@ const BUILTINS: [Builtin; 7] = [
     builtin!("message-size"),
     builtin!("cc-compare"),
     builtin!("frame-size"),
+    builtin!("transport-loss"),
 ];
 
 /// All built-in experiments, in the order `longhaul lab list` shows them.
@@ -67,7 +68,7 @@ mod tests {
 
     #[test]
     fn every_builtin_parses_documents_itself_and_is_named_as_its_file() {
-        assert_eq!(builtins().len(), 7);
+        assert_eq!(builtins().len(), 8);
         for b in builtins() {
             let s = b.spec().unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(s.name, b.name);
@@ -201,6 +202,61 @@ mod tests {
         let path = s.points()[0].compile(&topo).unwrap();
         assert_eq!(path.rtt, Nanos::from_millis(264));
         assert_eq!(s.points().len(), 3);
+    }
+
+    /// Seed 002's UDT against TCP, with the loss the seed could not test: each kernel TCP
+    /// and each controller of the UDP transport at every loss, on a long path, with the Mathis
+    /// ceiling predicted per lossy point; `quic-NAME` runs `--transport udp -C NAME`.
+    #[test]
+    fn transport_loss_runs_tcp_and_quic_at_every_loss_with_mathis() {
+        let s = spec("transport-loss");
+        let ccs = [
+            "reno",
+            "cubic",
+            "bbr",
+            "quic-cubic",
+            "quic-newreno",
+            "quic-bbr",
+            "quic-udt",
+        ];
+        assert_eq!(
+            s.sweep,
+            vec![
+                Axis::Congestion(ccs.iter().map(|c| (*c).to_owned()).collect()),
+                Axis::Loss(vec![0.0, 1e-4, 1e-3, 1e-2]),
+            ]
+        );
+        assert_eq!(s.streams, 1);
+        let topo = s.topology(None).unwrap();
+        let points = s.points();
+        assert_eq!(points.len(), 28);
+        assert_eq!(points[0].id, "cc=reno,loss=0%");
+        assert_eq!(points[27].id, "cc=quic-udt,loss=1%");
+        for p in &points {
+            let path = p.compile(&topo).unwrap();
+            assert!(path.rtt >= Nanos::from_millis(100), "{}", p.id);
+            let pr = predict(p, &path);
+            assert_eq!(pr.loss, p.path.loss.unwrap());
+            assert_eq!(pr.mathis_bps.is_some(), pr.loss > 0.0, "{}", p.id);
+            let args = p.test_args();
+            let cc = p.congestion.as_deref().unwrap();
+            let quic = args.windows(2).any(|w| w == ["--transport", "udp"]);
+            assert_eq!(quic, cc.starts_with("quic-"), "{}: {args:?}", p.id);
+            let c = args.iter().position(|a| a == "-C").unwrap();
+            assert_eq!(args[c + 1], cc.trim_start_matches("quic-"), "{}", p.id);
+            let e = p.emulate_args();
+            let l = e.iter().position(|a| a == "--loss").unwrap();
+            assert_eq!(e[l + 1].parse::<f64>().unwrap(), pr.loss);
+        }
+        // Mathis at 1 % is about 1.1 Mbit/s at 127 ms: far below the 500 Mbit/s bottleneck.
+        let lossiest = predict(&points[3], &points[3].compile(&topo).unwrap());
+        let m = lossiest.mathis_bps.unwrap();
+        assert!((1.0e6..1.3e6).contains(&m), "{m}");
+        assert!(s.test_time() <= Nanos::from_secs(15 * 60));
+        // The reduced variant keeps all 28 points within a minute of tests.
+        let r = s.reduced();
+        assert_eq!(r.duration, Nanos::from_millis(2100));
+        assert_eq!(r.points().len(), 28);
     }
 
     #[test]

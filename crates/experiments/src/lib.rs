@@ -7,8 +7,9 @@
 //! - [`spec`]: the experiment file format (TOML), checked with errors that name
 //!   the file, line and field, and expanded into sweep [`Point`]s with their
 //!   `longhaul test` and `longhaul emulate` arguments;
-//! - [`builtin`]: the built-in experiments (seed 002 Figs. 4, 6, 7, 9, 10 and
-//!   seed 003's congestion-control comparison) scaled to one machine;
+//! - [`builtin`]: the built-in experiments (seed 002 Figs. 4, 6, 7, 9, 10, its
+//!   UDT comparison with loss added, and seed 003's congestion-control
+//!   comparison) scaled to one machine;
 //! - [`predict`]: the models beside the measurements (window ÷ RTT ceiling,
 //!   BDP knee, Mathis, responsiveness);
 //! - [`result`]: the versioned result-file schema and its validator;

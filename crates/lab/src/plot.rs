@@ -2,7 +2,8 @@
 //! `plotters` crate: per point a time series of the first repetition (throughput per stream and
 //! summed, cwnd, RTT, retransmits per interval), and one summary per experiment: throughput vs
 //! window with the model line and the BDP knee when the window is swept, recovery times per point
-//! when the experiment has a burst, else measured vs predicted throughput per point. A line
+//! when the experiment has a burst, throughput vs random loss per congestion control with the
+//! Mathis ceiling when the loss is swept, else measured vs predicted throughput per point. A line
 //! characterisation (`[find_rate]`) plots per point its search's trials, and as its summary the
 //! loss-free rate against the line rate and the datagrams per second it means.
 //!
@@ -17,8 +18,8 @@ use std::sync::OnceLock;
 use anyhow::{Context, anyhow};
 use longhaul_experiments::Axis;
 use longhaul_experiments::result::{PointResult, ResultFile};
+use longhaul_experiments::spec::loss_flag;
 use plotters::coord::Shift;
-use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
@@ -304,11 +305,19 @@ fn window_axis(rf: &ResultFile) -> bool {
         .any(|a| matches!(a, Axis::Window(_)))
 }
 
-/// The point id without its window part (the group a window-sweep curve belongs to).
-fn group_of(id: &str) -> String {
+/// The loss axis's values, if the experiment sweeps it.
+fn loss_axis(rf: &ResultFile) -> Option<&[f64]> {
+    rf.experiment.spec.sweep.iter().find_map(|a| match a {
+        Axis::Loss(v) => Some(v.as_slice()),
+        _ => None,
+    })
+}
+
+/// The point id without its `axis=` part (the group a summary's curve belongs to).
+fn group_of(id: &str, axis: &str) -> String {
     let g: Vec<&str> = id
         .split(',')
-        .filter(|p| !p.starts_with("window="))
+        .filter(|p| p.split_once('=').is_none_or(|(k, _)| k != axis))
         .collect();
     if g.is_empty() {
         "measured".into()
@@ -336,6 +345,8 @@ fn draw_summary<DB: DrawingBackend>(
         draw_window_summary(&root, rf)
     } else if rf.experiment.spec.event.is_some() {
         draw_recovery_summary(&root, rf)
+    } else if let Some(losses) = loss_axis(rf) {
+        draw_loss_summary(&root, rf, losses)
     } else {
         draw_points_summary(&root, rf)
     }
@@ -359,7 +370,7 @@ fn draw_window_summary<DB: DrawingBackend>(
         let Some(w) = p.point.window else { continue };
         let x = w as f64 / 1048576.0;
         xmax = xmax.max(x * 1.1);
-        let g = group_of(&p.point.id);
+        let g = group_of(&p.point.id, "window");
         let i = match groups.iter().position(|(n, _, _)| *n == g) {
             Some(i) => i,
             None => {
@@ -429,9 +440,141 @@ fn draw_window_summary<DB: DrawingBackend>(
     legend_and_present(&mut chart, root, SeriesLabelPosition::LowerRight)
 }
 
+/// Throughput against random loss, one curve per group of the other axes (per congestion
+/// control), on log scales: the loss as a decade scale with loss 0 a decade left of the smallest
+/// loss swept, the rate from below the lowest figure to above the bottleneck. Beside them, dashed:
+/// the Mathis ceiling 1.22·MSS/(RTT·√p) (each point's prediction at its loss, drawn between the
+/// losses as the 1/√p it is) and the bottleneck's goodput.
+fn draw_loss_summary<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rf: &ResultFile,
+    losses: &[f64],
+) -> anyhow::Result<()> {
+    let lossy = || losses.iter().copied().filter(|p| *p > 0.0);
+    let smallest = lossy().fold(f64::INFINITY, f64::min);
+    let smallest = if smallest.is_finite() { smallest } else { 1e-4 };
+    let largest = lossy().fold(smallest, f64::max);
+    let x_of = |p: f64| {
+        if p > 0.0 {
+            p.log10()
+        } else {
+            smallest.log10() - 1.0
+        }
+    };
+    let mut groups: Lines = Vec::new();
+    // The Mathis ceiling per distinct (MSS, RTT, streams): its constant m·√p, in Mbit/s.
+    let mut mathis: Vec<((u64, u64, u32), f64)> = Vec::new();
+    let mut goodput = 0.0_f64;
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0_f64);
+    for p in &rf.points {
+        let g = group_of(&p.point.id, "loss");
+        let i = match groups.iter().position(|(n, _)| *n == g) {
+            Some(i) => i,
+            None => {
+                groups.push((g, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        if let Some(m) = p.summary.mean_bps.filter(|m| *m > 0.0) {
+            let loss = p.point.path.loss.unwrap_or(0.0);
+            groups[i].1.push((x_of(loss), m / 1e6));
+            lo = lo.min(m / 1e6);
+            hi = hi.max(m / 1e6);
+        }
+        if let Some(pr) = &p.prediction {
+            goodput = goodput.max(pr.goodput_bps as f64 / 1e6);
+            let key = (pr.mss, pr.rtt.as_nanos(), pr.streams);
+            if let Some(m) = pr.mathis_bps
+                && !mathis.iter().any(|(k, _)| *k == key)
+            {
+                mathis.push((key, m / 1e6 * pr.loss.sqrt()));
+            }
+        }
+    }
+    for (_, k) in &mathis {
+        lo = lo.min(k / largest.sqrt());
+        hi = hi.max(k / smallest.sqrt());
+    }
+    let hi = hi.max(goodput).max(1e-3) * 3.0;
+    // Room below the lowest figure for the legend.
+    let lo = if lo.is_finite() { lo / 20.0 } else { hi / 1e4 };
+    let x0 = x_of(0.0) - 0.4;
+    let mut chart = ChartBuilder::on(root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x_of(largest) + 0.4, (lo..hi).log_scale())
+        .map_err(err)?;
+    let label = |x: &f64| {
+        losses
+            .iter()
+            .find(|p| (x_of(**p) - x).abs() < 0.02)
+            .map_or_else(String::new, |p| loss_flag(*p))
+    };
+    // Ticks every tenth of a decade, labelled only at the losses swept.
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(((x_of(largest) - x0 + 0.4) * 10.0).round() as usize + 1)
+        .x_label_formatter(&label)
+        .x_desc("random loss (0 at the left, then a decade scale)")
+        .y_desc("throughput (Mbit/s, log scale)")
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(err)?;
+    let grey = RGBColor(90, 90, 90);
+    if goodput > 0.0 {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(x0, goodput), (x_of(largest) + 0.4, goodput)],
+                6,
+                4,
+                grey.stroke_width(1),
+            ))
+            .map_err(err)?
+            .label(format!("bottleneck goodput {goodput:.0} Mbit/s"))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], grey.stroke_width(1))
+            });
+    }
+    for ((mss, rtt, streams), k) in &mathis {
+        let curve: Vec<(f64, f64)> = (0..=100)
+            .map(|i| {
+                let x = smallest.log10() + (largest / smallest).log10() * f64::from(i) / 100.0;
+                (x, k / 10f64.powf(x).sqrt())
+            })
+            .collect();
+        chart
+            .draw_series(DashedLineSeries::new(curve, 3, 3, BLACK.stroke_width(2)))
+            .map_err(err)?
+            .label(format!(
+                "Mathis (Reno): 1.22·MSS/(RTT·√p), MSS {mss}, RTT {:.1} ms{}",
+                *rtt as f64 / 1e6,
+                if *streams > 1 {
+                    format!(", {streams} streams")
+                } else {
+                    String::new()
+                }
+            ))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
+    }
+    for (i, (name, pts)) in groups.iter().enumerate() {
+        let c = color(i);
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .map_err(err)?;
+    }
+    legend_and_present(&mut chart, root, SeriesLabelPosition::LowerLeft)
+}
+
 /// Draws the legend of a summary chart's series at `position` and writes the picture out.
-fn legend_and_present<'a, DB: DrawingBackend + 'a>(
-    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+fn legend_and_present<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
     root: &DrawingArea<DB, Shift>,
     position: SeriesLabelPosition,
 ) -> anyhow::Result<()> {
@@ -774,4 +917,104 @@ pub fn render(rf: &ResultFile, dir: &Path) -> anyhow::Result<Vec<Plot>> {
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use longhaul_experiments::builtin::builtin;
+    use longhaul_experiments::predict::predict;
+    use longhaul_experiments::result::{
+        Derived, Experiment, Fidelity, HostFacts, PointResult, Repetition,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    /// The reduced transport-loss run with synthetic figures: each control at its Mathis
+    /// ceiling (capped at the goodput) times its index, so every curve differs.
+    fn transport_loss() -> ResultFile {
+        let b = builtin("transport-loss").expect("builtin");
+        let spec = b.spec().expect("spec").reduced();
+        let topo = spec.topology(None).expect("topology");
+        let mut rf = ResultFile::new(
+            "20261128-120000-transport-loss",
+            Experiment {
+                name: spec.name.clone(),
+                file: "builtin/transport-loss.toml".into(),
+                text: b.toml.into(),
+                reduced: true,
+                spec: spec.clone(),
+            },
+            "2026-11-28T12:00:00Z",
+            HostFacts::default(),
+            "0.1.0",
+            BTreeMap::new(),
+        );
+        for p in spec.points() {
+            let pr = predict(&p, &p.compile(&topo).expect("path"));
+            let k = (p.index / 4 + 1) as f64;
+            let bps = pr.mathis_bps.map_or(pr.goodput_bps as f64, |m| {
+                (m * k).min(pr.goodput_bps as f64)
+            });
+            // A QUIC report's stream shape: the connection's window, RTT and losses.
+            let report = json!({"intervals": [{"sum": {"start": 0.0, "end": 1.0,
+                "bits_per_second": bps, "retransmits": 3, "omitted": false},
+                "streams": [{"bits_per_second": bps, "snd_cwnd": 8_000_000, "rtt": 127_500,
+                "retransmits": 3}]}], "start": {}, "end": {}});
+            rf.push_point(PointResult {
+                prediction: Some(pr),
+                repetitions: vec![Repetition {
+                    repetition: 0,
+                    started: "2026-11-28T12:00:01Z".into(),
+                    report,
+                    error: None,
+                    fidelity: Fidelity {
+                        ok: true,
+                        ..Fidelity::default()
+                    },
+                    derived: Derived {
+                        mean_bps: Some(bps),
+                        ..Derived::default()
+                    },
+                }],
+                summary: Derived::default(),
+                point: p,
+            });
+        }
+        rf
+    }
+
+    #[test]
+    fn a_loss_sweep_plots_throughput_against_loss_per_control_with_mathis() {
+        let rf = transport_loss();
+        assert_eq!(loss_axis(&rf), Some(&[0.0, 1e-4, 1e-3, 1e-2][..]));
+        assert_eq!(group_of("cc=quic-bbr,loss=0.1%", "loss"), "cc=quic-bbr");
+        assert_eq!(group_of("loss=1%", "loss"), "measured");
+        let s = series(&rf.points[27].repetitions[0].report, 0.0);
+        assert_eq!(s.cwnd[0].1, vec![(1.0, 8_000_000.0 / 1048576.0)]);
+        assert_eq!(s.rtt[0].1, vec![(1.0, 127.5)]);
+        let dir = std::env::temp_dir().join(format!("lh-lab-plot-{}", std::process::id()));
+        let plots = render(&rf, &dir).expect("render");
+        assert_eq!(plots.len(), 1 + 28);
+        let svg = std::fs::read_to_string(dir.join("summary.svg")).expect("summary.svg");
+        // Each label is a text element of its own: one line of the SVG.
+        let lines: Vec<&str> = svg.lines().map(str::trim).collect();
+        for text in ["cc=reno", "cc=quic-udt", "0%", "0.01%", "0.1%", "1%"] {
+            assert!(lines.contains(&text), "{text} not in the summary");
+        }
+        for text in [
+            "Mathis (Reno): 1.22·MSS/(RTT·√p), MSS 1460, RTT 127.2 ms",
+            "bottleneck goodput 483 Mbit/s",
+        ] {
+            assert!(svg.contains(text), "{text} not in the summary");
+        }
+        assert!(
+            std::fs::read(dir.join("summary.png"))
+                .expect("summary.png")
+                .starts_with(b"\x89PNG")
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -239,6 +239,7 @@ pub fn trim(spec: &mut Spec, max: usize) {
             Axis::Length(v) => drop(v.remove(i)),
             Axis::Mtu(v) => drop(v.remove(i)),
             Axis::Rate(v) => drop(v.remove(i)),
+            Axis::Loss(v) => drop(v.remove(i)),
             Axis::Frame(v) => drop(v.remove(i)),
         }
     }

@@ -26,6 +26,13 @@ pub fn rate_flag(bps: u64) -> String {
     bps.to_string()
 }
 
+/// A loss probability as a percentage for labels and point ids: "0%", "0.01%", "1%" (at most
+/// six decimals of a percent, trailing zeros dropped); it parses back as a loss.
+pub fn loss_flag(p: f64) -> String {
+    let pct = format!("{:.6}", p * 100.0);
+    format!("{}%", pct.trim_end_matches('0').trim_end_matches('.'))
+}
+
 /// A duration as a flag value with a unit: "127ms", "30s", "1500us", "7ns".
 pub fn duration_flag(d: Nanos) -> String {
     let ns = d.as_nanos();
@@ -53,8 +60,8 @@ pub fn secs_flag(d: Nanos) -> String {
 impl Point {
     /// `longhaul test` arguments for this point, without the host (the
     /// runner appends the receiver's address): `-t`, `-O`, `-i`, `-P`, `-w`,
-    /// `-C`, `-l`, `--rate` (the bottleneck, for auto windows, when known)
-    /// and `--json`.
+    /// `-C` (`--transport udp -C NAME` for `quic-NAME`), `-l`, `--rate` (the
+    /// bottleneck, for auto windows, when known) and `--json`.
     pub fn test_args(&self) -> Vec<String> {
         if let Some(f) = &self.find_rate {
             return self.find_rate_args(f);
@@ -69,8 +76,10 @@ impl Point {
             "-w".into(),
             self.window.map_or_else(|| "auto".to_owned(), size_flag),
         ]);
-        if let Some(cc) = &self.congestion {
-            a.extend(["-C".into(), cc.clone()]);
+        match (self.quic_controller(), &self.congestion) {
+            (Some(c), _) => a.extend(["--transport".into(), "udp".into(), "-C".into(), c.into()]),
+            (None, Some(cc)) => a.extend(["-C".into(), cc.clone()]),
+            (None, None) => {}
         }
         if let Some(l) = self.length {
             a.extend(["-l".into(), size_flag(l)]);
@@ -181,6 +190,54 @@ mod tests {
     }
 
     #[test]
+    fn quic_congestion_runs_the_udp_transport_and_tcp_names_the_kernels() {
+        let s = parse(&format!(
+            "{}congestion = [\"cubic\", \"quic-newreno\"]\nloss = [0.01]\n",
+            BASE.replace("window = [\"1M\", \"4M\"]", "window = [\"auto\"]")
+        ))
+        .unwrap();
+        let p = s.points();
+        assert_eq!(p[0].id, "cc=cubic,loss=1%,window=auto");
+        assert_eq!(p[0].quic_controller(), None);
+        assert_eq!(
+            p[0].test_args(),
+            [
+                "-t", "10", "-i", "1", "-P", "1", "-w", "auto", "-C", "cubic", "--rate", "500M",
+                "--json"
+            ]
+        );
+        assert_eq!(p[1].id, "cc=quic-newreno,loss=1%,window=auto");
+        assert_eq!(p[1].quic_controller(), Some("newreno"));
+        assert_eq!(
+            p[1].test_args(),
+            [
+                "-t",
+                "10",
+                "-i",
+                "1",
+                "-P",
+                "1",
+                "-w",
+                "auto",
+                "--transport",
+                "udp",
+                "-C",
+                "newreno",
+                "--rate",
+                "500M",
+                "--json"
+            ]
+        );
+        // The path is the same for both: the loss goes to the emulator, not to the test.
+        for q in &p {
+            assert_eq!(
+                q.emulate_args(),
+                ["cern-starlight", "--rate", "500M", "--loss", "0.01"]
+            );
+        }
+    }
+
+    #[test]
     fn a_frame_sweep_runs_find_rate_with_the_frames_payload() {
         let text = "name = \"f\"\nduration = \"2s\"\n[path]\npreset = \"amsterdam-geneva\"\n\
                     rate = \"1G\"\nmtu = 9000\n[find_rate]\nloss_threshold = \"0.1%\"\n\
@@ -242,5 +299,17 @@ mod tests {
         assert_eq!(size_flag(4 << 20), "4M");
         assert_eq!(rate_flag(500_000_000), "500M");
         assert_eq!(secs_flag(Nanos::from_millis(1500)), "1.5");
+        for (p, text) in [
+            (0.0, "0%"),
+            (1e-6, "0.0001%"),
+            (1e-4, "0.01%"),
+            (1e-3, "0.1%"),
+            (0.01, "1%"),
+            (0.125, "12.5%"),
+        ] {
+            assert_eq!(loss_flag(p), text);
+            let back: f64 = text.trim_end_matches('%').parse().unwrap();
+            assert!((back / 100.0 - p).abs() < 1e-12, "{text}");
+        }
     }
 }

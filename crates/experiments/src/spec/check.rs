@@ -78,6 +78,9 @@ impl Spec {
         if let Some(v) = cx.list(&s.rate, "rate", |cx, v, f| cx.rate(v, f))? {
             sweep.push(Axis::Rate(v));
         }
+        if let Some(v) = cx.list(&s.loss, "loss", |cx, v, f| cx.loss(v, f))? {
+            sweep.push(Axis::Loss(v));
+        }
         if let Some(v) = cx.list(&s.streams, "streams", |cx, v, f| cx.streams(v, f))? {
             sweep.push(Axis::Streams(v));
         }
@@ -94,7 +97,7 @@ impl Spec {
             return Err(cx.err(
                 &raw.sweep.span(),
                 "sweep",
-                "no axes: give at least one of window, streams, congestion, length, mtu, rate, frame \
+                "no axes: give at least one of window, streams, congestion, length, mtu, rate, loss, frame \
                  (a single point is an axis with one value, e.g. streams = [1])",
             ));
         }
@@ -402,7 +405,7 @@ impl Spec {
         let loss = p
             .loss
             .as_ref()
-            .map(|v| cx.probability(v, "path.loss"))
+            .map(|v| cx.loss(v, "path.loss"))
             .transpose()?;
         let mtu = p.mtu.as_ref().map(|v| cx.mtu(v, "path.mtu")).transpose()?;
         let queue = match &p.queue {
@@ -432,8 +435,8 @@ impl Spec {
         })
     }
 
-    /// Compiles the preset with the path overrides and with each mtu and
-    /// rate value of the sweep, so that what the emulator would refuse is
+    /// Compiles the preset with the path overrides and with each mtu, rate
+    /// and loss value of the sweep, so that what the emulator would refuse is
     /// refused here, at the right line.
     fn check_preset_with_axes(
         cx: &Ctx<'_>,
@@ -468,6 +471,15 @@ impl Spec {
                         })
                         .collect(),
                     &s.rate,
+                ),
+                Axis::Loss(v) => (
+                    v.iter()
+                        .map(|p| Overrides {
+                            loss: Some(*p),
+                            ..base
+                        })
+                        .collect(),
+                    &s.loss,
                 ),
                 _ => continue,
             };
@@ -757,6 +769,110 @@ mod tests {
         );
         let e = refused(&format!("{BASE}congestion = [\"a_very_long_cc_name\"]\n"));
         assert!(e.contains("is not a congestion-control name"), "{e}");
+    }
+
+    #[test]
+    fn quic_congestion_names_pass_through_and_are_checked_after_the_prefix() {
+        let s = parse(&format!(
+            "{BASE}congestion = [\"cubic\", \"quic-bbr\", \"quic-udt\", \"quic-fancy_cc\"]\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            s.sweep[0],
+            Axis::Congestion(vec![
+                "cubic".into(),
+                "quic-bbr".into(),
+                "quic-udt".into(),
+                "quic-fancy_cc".into()
+            ])
+        );
+        // Only the controller the UDP transport does not know is worth a word.
+        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+        let w = s.warnings[0].to_string();
+        assert!(
+            w.contains("sweep.congestion[3]") && w.contains("quic-newreno"),
+            "{w}"
+        );
+        for bad in ["quic-", "quic-BBR", "quic-a_very_long_cc_name", "tcp-bbr"] {
+            let e = refused(&format!("{BASE}congestion = [\"{bad}\"]\n"));
+            assert!(
+                e.contains("sweep.congestion[0]") && e.contains("is not a congestion-control name"),
+                "{bad}: {e}"
+            );
+        }
+        let s = parse(&format!("{BASE}\n[test]\ncongestion = \"quic-cubic\"\n")).unwrap();
+        assert_eq!(s.points()[0].quic_controller(), Some("cubic"));
+    }
+
+    #[test]
+    fn loss_axis_sets_each_points_path_loss() {
+        let s = parse(&format!(
+            "{}loss = [0, 1e-4, \"0.1%\", 0.01]\n",
+            BASE.replace("window = [\"1M\", \"4M\"]", "window = [\"4M\"]")
+        ))
+        .unwrap();
+        assert_eq!(
+            s.sweep,
+            vec![
+                Axis::Loss(vec![0.0, 1e-4, 1e-3, 1e-2]),
+                Axis::Window(vec![Some(4 << 20)])
+            ]
+        );
+        let p = s.points();
+        let ids: Vec<&str> = p.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "loss=0%,window=4M",
+                "loss=0.01%,window=4M",
+                "loss=0.1%,window=4M",
+                "loss=1%,window=4M"
+            ]
+        );
+        let topo = s.topology(None).unwrap();
+        for (q, want) in p.iter().zip([0.0, 1e-4, 1e-3, 1e-2]) {
+            assert_eq!(q.path.loss, Some(want));
+            assert_eq!(q.overrides().loss, Some(want));
+            let pr = crate::predict::predict(q, &q.compile(&topo).unwrap());
+            assert_eq!(pr.loss, want);
+            assert_eq!(pr.mathis_bps.is_some(), want > 0.0);
+        }
+        // The axis wins over the path's own loss, point by point.
+        let s = parse(&format!(
+            "{}loss = [0.02]\n",
+            BASE.replace("rate = \"500M\"", "rate = \"500M\"\nloss = 0.5")
+        ))
+        .unwrap();
+        assert_eq!(s.path.loss, Some(0.5));
+        assert!(s.points().iter().all(|q| q.path.loss == Some(0.02)));
+    }
+
+    #[test]
+    fn loss_must_be_at_least_0_and_below_1() {
+        for (bad, shown) in [
+            ("1", "got 1"),
+            ("1.5", "got 1.5"),
+            ("-0.001", "got -0.001"),
+            ("\"100%\"", "got \"100%\""),
+            ("\"lots\"", "got \"lots\""),
+            ("true", "got true"),
+        ] {
+            let e = refused(&format!("{BASE}loss = [0, {bad}]\n"));
+            assert!(
+                e.starts_with(
+                    "lab/x.toml:10: sweep.loss[1]: loss must be a probability from 0 to below 1"
+                ) && e.ends_with(shown)
+                    && !e.contains('\n'),
+                "{bad}: {e}"
+            );
+        }
+        let e = refused(&format!("{BASE}loss = [0.01, \"1%\"]\n"));
+        assert!(e.contains("sweep.loss[1]: repeats sweep.loss[0]"), "{e}");
+        let e = refused(&format!("{BASE}loss = []\n"));
+        assert!(e.contains("sweep.loss: empty list"), "{e}");
+        let e = refused(&BASE.replace("rate = \"500M\"", "rate = \"500M\"\nloss = 1"));
+        assert!(e.contains("lab/x.toml:7: path.loss: loss must be"), "{e}");
+        assert!(parse(&format!("{BASE}loss = [0, 0.999999]\n")).is_ok());
     }
 
     #[test]

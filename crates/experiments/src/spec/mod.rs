@@ -10,15 +10,20 @@
 //!
 //! Decisions worth knowing:
 //! - Axes are expanded in a fixed order, outermost first: congestion, mtu,
-//!   rate, streams, length, window, frame (the order of the keys in the file does not
+//!   rate, loss, streams, length, window, frame (the order of the keys in the file does not
 //!   matter). A point's id lists only the swept axes in that order
-//!   (`mtu=9000,window=4M`).
+//!   (`mtu=9000,window=4M`, `cc=quic-bbr,loss=0.1%`). The path axes (mtu, rate,
+//!   loss) override the path's own values point by point, so each point's
+//!   testbed is brought up with its own `longhaul emulate` arguments.
 //! - Congestion-control names: any `[a-z0-9_]{1,15}` (the kernel's
 //!   `TCP_CA_NAME_MAX` is 16 with the NUL) is accepted, since what a kernel
-//!   offers is only known on the host (the runner checks
-//!   `tcp_available_congestion_control`, and `longhaul test -C` verifies);
+//!   offers is only known on the host (`longhaul test -C` verifies it);
 //!   names outside [`KNOWN_CONGESTION`] give a [`SpecWarning`], anything else
-//!   is an error.
+//!   is an error. `quic-NAME` runs the UDP transport instead
+//!   (`longhaul test --transport udp -C NAME`), NAME checked the same way
+//!   against [`KNOWN_QUIC_CONGESTION`].
+//! - Loss (path.loss and the loss axis): a probability or a percentage, at
+//!   least 0 and below 1.
 //! - Times: `duration` is `longhaul test -t`, `omit` is `-O` (left out of the
 //!   totals; the test runs omit + duration). An event's `at` counts from the
 //!   start of the test, omit period included, and must fall after the omit
@@ -41,9 +46,13 @@ mod check;
 mod model;
 mod raw;
 
-pub use args::{duration_flag, rate_flag, secs_flag, size_flag};
+pub use args::{duration_flag, loss_flag, rate_flag, secs_flag, size_flag};
 pub use model::*;
 use raw::{Ctx, RawSpec};
+
+/// What the tests of a reduced variant may take in all, at most (set-up and
+/// tear-down of each point's testbed not counted).
+const REDUCED_TEST_TIME: Nanos = Nanos::from_secs(60);
 
 impl Spec {
     /// Reads and checks the experiment in `text`; `file_name` names it in
@@ -114,6 +123,10 @@ impl Spec {
                             q.path.rate_bps = Some(v[i]);
                             rate_flag(v[i])
                         }
+                        Axis::Loss(v) => {
+                            q.path.loss = Some(v[i]);
+                            loss_flag(v[i])
+                        }
                         Axis::Frame(v) => {
                             q.frame = Some(v[i]);
                             v[i].to_string()
@@ -157,7 +170,8 @@ impl Spec {
     }
 
     /// The CI variant: one repetition, no omit period, at most 3 s per point
-    /// and 1-s intervals; an event moves to 2 s, lasts at most 1 s and the
+    /// and at most a minute of tests in all (so 60 s ÷ points per point, in
+    /// whole 100 ms, when there are more than 20 points) and 1-s intervals; an event moves to 2 s, lasts at most 1 s and the
     /// test runs 5 s after it. A line characterisation's trials last at most
     /// 0.5 s and its search stops at 10 % of the upper rate. Every point is kept,
     /// so every point runs in CI.
@@ -166,10 +180,12 @@ impl Spec {
         s.reduced = true;
         s.repetitions = 1;
         s.omit = Nanos::ZERO;
+        let points = self.sweep.iter().map(Axis::len).product::<usize>().max(1) as u64;
+        let share = Nanos::from_millis(REDUCED_TEST_TIME.as_millis() / points / 100 * 100);
         s.duration = s.duration.min(if s.find_rate.is_some() {
             Nanos::from_millis(500)
         } else {
-            Nanos::from_secs(3)
+            Nanos::from_secs(3).min(share.max(Nanos::SECOND))
         });
         if let Some(f) = &mut s.find_rate {
             f.resolution = f.resolution.max(0.1);

@@ -55,6 +55,12 @@ pub const KNOWN_CONGESTION: &[&str] = &[
     "dctcp",
     "prague",
 ];
+/// A congestion value `quic-<controller>` runs the UDP transport (`longhaul test --transport udp
+/// -C <controller>`, QUIC over UDP) instead of the kernel's TCP.
+pub const QUIC_PREFIX: &str = "quic-";
+/// The UDP transport's controllers (docs/transport.md); other well-formed names after
+/// [`QUIC_PREFIX`] are accepted with a warning and left to `longhaul test` to accept or refuse.
+pub const KNOWN_QUIC_CONGESTION: &[&str] = &["cubic", "newreno", "bbr", "udt"];
 
 /// Which path the experiment runs on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,7 +92,7 @@ pub struct PathSpec {
     pub rtt: Option<Nanos>,
     /// Bottleneck rate, bit/s.
     pub rate_bps: Option<u64>,
-    /// Forward random loss probability.
+    /// Forward random loss probability, in [0, 1).
     pub loss: Option<f64>,
     /// IP MTU, 1500 or 9000.
     pub mtu: Option<u32>,
@@ -102,7 +108,7 @@ pub enum Axis {
     Window(Vec<Option<u64>>),
     /// `longhaul test -P`.
     Streams(Vec<u32>),
-    /// `longhaul test -C`.
+    /// `longhaul test -C`; `quic-<controller>` is `--transport udp -C <controller>`.
     Congestion(Vec<String>),
     /// `longhaul test -l`, bytes per write.
     Length(Vec<u64>),
@@ -110,6 +116,8 @@ pub enum Axis {
     Mtu(Vec<u32>),
     /// `longhaul emulate --rate` (and `longhaul test --rate` for auto windows).
     Rate(Vec<u64>),
+    /// `longhaul emulate --loss`: the forward random loss probability, in [0, 1).
+    Loss(Vec<f64>),
     /// Ethernet frame sizes of a UDP line characterisation (`[find_rate]`): each point's datagrams
     /// fill frames of this many bytes (the payload is the frame less [`ETHERNET_OVERHEAD`] and
     /// [`UDP_IPV4_HEADERS`]).
@@ -126,6 +134,7 @@ impl Axis {
             Self::Length(_) => "length",
             Self::Mtu(_) => "mtu",
             Self::Rate(_) => "rate",
+            Self::Loss(_) => "loss",
             Self::Frame(_) => "frame",
         }
     }
@@ -139,6 +148,7 @@ impl Axis {
             Self::Length(v) => v.len(),
             Self::Mtu(v) => v.len(),
             Self::Rate(v) => v.len(),
+            Self::Loss(v) => v.len(),
             Self::Frame(v) => v.len(),
         }
     }
@@ -294,14 +304,15 @@ pub struct Point {
     pub index: usize,
     /// Stable label: the swept axes and their values (`mtu=9000,window=4M`).
     pub id: String,
-    /// The path and its overrides for this point (mtu and rate axes
+    /// The path and its overrides for this point (mtu, rate and loss axes
     /// applied).
     pub path: PathSpec,
     /// Window per stream, bytes; `None` = auto.
     pub window: Option<u64>,
     /// Parallel streams.
     pub streams: u32,
-    /// Congestion control; `None` = the host's default.
+    /// Congestion control; `None` = the host's default. `quic-<controller>`
+    /// runs the UDP transport with that controller ([`Point::quic_controller`]).
     pub congestion: Option<String>,
     /// Bytes per write; `None` = longhaul's default.
     pub length: Option<u64>,
@@ -336,8 +347,8 @@ pub(super) fn overrides(path: &PathSpec) -> Overrides {
 }
 
 impl Point {
-    /// The topology overrides for this point (path overrides with the mtu
-    /// and rate axes applied). A queue of "auto" is left to the topology.
+    /// The topology overrides for this point (path overrides with the mtu,
+    /// rate and loss axes applied). A queue of "auto" is left to the topology.
     pub fn overrides(&self) -> Overrides {
         overrides(&self.path)
     }
@@ -348,6 +359,12 @@ impl Point {
         topology: &Topology,
     ) -> Result<CompiledPath, longhaul_topology::TopologyError> {
         topology.compile(&self.overrides())
+    }
+
+    /// The UDP transport's controller when the point runs over QUIC
+    /// (`quic-bbr` → `bbr`); `None` for the kernel's TCP.
+    pub fn quic_controller(&self) -> Option<&str> {
+        self.congestion.as_deref()?.strip_prefix(QUIC_PREFIX)
     }
 
     /// The UDP payload of a line characterisation's datagrams, bytes: from the frame size, or the

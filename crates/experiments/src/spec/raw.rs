@@ -12,7 +12,10 @@ use toml::Spanned;
 use crate::error::{SpecError, SpecWarning, line_col};
 
 use super::args::rate_flag;
-use super::model::{KNOWN_CONGESTION, MAX_FRAME, MAX_RATE_BPS, MAX_STREAMS, MAX_WINDOW, MIN_FRAME};
+use super::model::{
+    KNOWN_CONGESTION, KNOWN_QUIC_CONGESTION, MAX_FRAME, MAX_RATE_BPS, MAX_STREAMS, MAX_WINDOW,
+    MIN_FRAME, QUIC_PREFIX,
+};
 
 pub(super) type V = Spanned<toml::Value>;
 
@@ -109,6 +112,8 @@ pub(super) struct RawSweep {
     pub(super) mtu: Values,
     #[serde(default)]
     pub(super) rate: Values,
+    #[serde(default)]
+    pub(super) loss: Values,
     #[serde(default)]
     pub(super) frame: Values,
 }
@@ -298,15 +303,7 @@ impl Ctx<'_> {
 
     /// A loss threshold: a probability, or a percentage ("0.1%").
     pub(super) fn probability(&self, v: &V, field: &str) -> Result<f64, SpecError> {
-        let x = match v.get_ref() {
-            toml::Value::Float(f) => *f,
-            toml::Value::Integer(i) => *i as f64,
-            toml::Value::String(s) => match s.strip_suffix('%') {
-                Some(n) => n.trim().parse::<f64>().map_or(f64::NAN, |x| x / 100.0),
-                None => s.trim().parse::<f64>().unwrap_or(f64::NAN),
-            },
-            _ => f64::NAN,
-        };
+        let x = probability_value(v);
         if !(0.0..=1.0).contains(&x) {
             return self.fail(
                 v,
@@ -320,6 +317,24 @@ impl Ctx<'_> {
         Ok(x)
     }
 
+    /// A path's random loss: a probability or a percentage ("0.1%"), at least 0 and below 1 (a
+    /// path that loses every packet carries nothing).
+    pub(super) fn loss(&self, v: &V, field: &str) -> Result<f64, SpecError> {
+        let p = probability_value(v);
+        if !(0.0..1.0).contains(&p) {
+            return self.fail(
+                v,
+                field,
+                format!(
+                    "loss must be a probability from 0 to below 1 (0.001) or a percentage below \
+                     100 % (\"0.1%\"), got {}",
+                    v.get_ref()
+                ),
+            );
+        }
+        Ok(p)
+    }
+
     pub(super) fn mtu(&self, v: &V, field: &str) -> Result<u32, SpecError> {
         let m = self.int(v, field, "an MTU")?;
         if m != 1500 && m != 9000 {
@@ -328,27 +343,52 @@ impl Ctx<'_> {
         Ok(m as u32)
     }
 
+    /// A congestion control: a kernel TCP module's name, or `quic-<controller>` for the UDP
+    /// transport's. Either name is `[a-z0-9_]{1,15}`; an unfamiliar one is a warning (the host or
+    /// `longhaul test` has the last word), a malformed one an error.
     pub(super) fn congestion(&mut self, v: &V, field: &str) -> Result<String, SpecError> {
         let s = self.string(v, field)?;
-        let well_formed = !s.is_empty()
-            && s.len() <= 15
-            && s.bytes()
+        let (prefix, name, known, runs) = match s.strip_prefix(QUIC_PREFIX) {
+            Some(c) => (
+                QUIC_PREFIX,
+                c,
+                KNOWN_QUIC_CONGESTION,
+                "it runs only if `longhaul test --transport udp -C` has it",
+            ),
+            None => (
+                "",
+                s,
+                KNOWN_CONGESTION,
+                "it runs only if the host's kernel has it",
+            ),
+        };
+        let well_formed = !name.is_empty()
+            && name.len() <= 15
+            && name
+                .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !well_formed {
             return self.fail(
                 v,
                 field,
-                format!("{s:?} is not a congestion-control name ([a-z0-9_], 1 to 15 characters)"),
+                format!(
+                    "{s:?} is not a congestion-control name ([a-z0-9_], 1 to 15 characters; \
+                     {QUIC_PREFIX}NAME for the UDP transport)"
+                ),
             );
         }
-        if !KNOWN_CONGESTION.contains(&s) {
+        if !known.contains(&name) {
             self.warnings.push(SpecWarning {
                 file: self.file.to_owned(),
                 line: self.line(&v.span()),
                 field: field.to_owned(),
                 message: format!(
-                    "{s:?} is not a congestion control longhaul knows ({}); it runs only if the host's kernel has it",
-                    KNOWN_CONGESTION.join(", ")
+                    "{s:?} is not a congestion control longhaul knows ({}); {runs}",
+                    known
+                        .iter()
+                        .map(|k| format!("{prefix}{k}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             });
         }
@@ -381,5 +421,18 @@ impl Ctx<'_> {
             out.push(x);
         }
         Ok(Some(out))
+    }
+}
+
+/// A probability as written: a number, or a string with or without `%`; NaN when it is neither.
+fn probability_value(v: &V) -> f64 {
+    match v.get_ref() {
+        toml::Value::Float(f) => *f,
+        toml::Value::Integer(i) => *i as f64,
+        toml::Value::String(s) => match s.strip_suffix('%') {
+            Some(n) => n.trim().parse::<f64>().map_or(f64::NAN, |x| x / 100.0),
+            None => s.trim().parse::<f64>().unwrap_or(f64::NAN),
+        },
+        _ => f64::NAN,
     }
 }
