@@ -700,6 +700,18 @@ mod tests {
         }
     }
 
+    /// A repetition whose test failed before its end keeps what ran (its start and intervals) with
+    /// the error, and the file still validates: a failed point must not make the whole result
+    /// unreadable.
+    #[test]
+    fn a_repetition_that_failed_before_its_end_validates() {
+        let mut v = serde_json::to_value(example()).unwrap();
+        let rep = v.pointer_mut("/points/0/repetitions/0").unwrap();
+        rep["report"]["end"] = Value::Null;
+        rep["error"] = Value::from("timed out waiting for the server's results");
+        validate(&v).unwrap();
+    }
+
     #[track_caller]
     fn refused(mutate: impl FnOnce(&mut Value)) -> SchemaError {
         let mut v = serde_json::to_value(example()).unwrap();
