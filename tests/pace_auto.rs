@@ -193,8 +193,26 @@ fn pace_auto_follows_cross_traffic_that_comes_and_goes() {
                 high_after / 1e6
             );
             if high_after < 0.85e9 {
+                // Every round after the low, as rate/delivered Mbit/s, queue ms and the step,
+                // so that a failure says why the governor held.
+                let after: Vec<String> = timeline
+                    .iter()
+                    .filter(|r| r["at_ms"].as_f64().unwrap_or(0.0) >= low_at)
+                    .map(|r| {
+                        format!(
+                            "{:.1}s {:.0}/{:.0} q{:.1} {}",
+                            r["at_ms"].as_f64().unwrap_or(0.0) / 1e3,
+                            r["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                            r["delivered_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                            r["queue_us"].as_f64().unwrap_or(0.0) / 1e3,
+                            r["step"].as_str().unwrap_or("?")
+                        )
+                    })
+                    .collect();
                 return Err(format!(
-                    "never went back up when it left (highest after the low {high_after})"
+                    "never went back up when it left (highest after the low {high_after}); \
+                     rounds from the low: {}",
+                    after.join(", ")
                 ));
             }
             Ok(())

@@ -261,6 +261,17 @@ impl Model {
             self.rates.clear();
             self.rates.push(model);
         } else if !app_limited || rate > self.rate() {
+            // Only the probing round and the two after it (whose acknowledgements carry what it
+            // sent above the model) may raise the model, as in BBR, whose pacing holds every other
+            // round to the model. Here the window is the only knob and holds a headroom above the
+            // model, so behind a queue that another flow keeps full (the path RTT includes it) a
+            // cruising round delivers up to the headroom more than the model: counted, the model
+            // would grow by it every round and take the buffer from a CUBIC flow beside it.
+            let rate = if self.probing() {
+                rate
+            } else {
+                rate.min(self.rate())
+            };
             if self.rates.len() == BW_ROUNDS {
                 self.rates.remove(0);
             }
@@ -268,6 +279,15 @@ impl Model {
         }
         self.phase = self.next_phase(lossy, delivered);
         self.set_window();
+    }
+
+    /// Whether a round ending now may raise the model: startup and its drain, and the probing
+    /// round of a cycle with the two after it.
+    fn probing(&self) -> bool {
+        match self.phase {
+            Phase::Startup | Phase::Drain => true,
+            Phase::Cruise { cycle } => cycle <= 2,
+        }
     }
 
     /// The window's gain in the current phase (none in startup).
@@ -387,6 +407,10 @@ pub(crate) mod tests {
         /// Delay the hosts add to every round trip but one acknowledgement in four (held-back
         /// acknowledgements, a scheduler's wake-up): not a queue, and not in the lowest RTT.
         pub(crate) host_delay: Duration,
+        /// Bytes another flow keeps in flight through the same bottleneck (a loss-based flow
+        /// between its losses): it shares the pipe and the queue with the controller's window,
+        /// each carrying in proportion to what it has in flight.
+        pub(crate) beside: f64,
         pub(crate) now: Instant,
         /// Bytes delivered and lost over all rounds.
         pub(crate) delivered: f64,
@@ -403,6 +427,7 @@ pub(crate) mod tests {
                 loss,
                 queued: 0.0,
                 host_delay: Duration::ZERO,
+                beside: 0.0,
                 now: Instant::now(),
                 delivered: 0.0,
                 lost: 0.0,
@@ -417,8 +442,9 @@ pub(crate) mod tests {
             let window = m.window() as f64;
             let round_trip = self.rtt + self.host_delay;
             let bdp = self.capacity * round_trip.as_secs_f64();
-            self.queued = (window - bdp).clamp(0.0, self.queue);
-            let overflow = (window - bdp - self.queue).max(0.0);
+            let total = window + self.beside;
+            self.queued = (total - bdp).clamp(0.0, self.queue);
+            let overflow = (total - bdp - self.queue).max(0.0) * window / total;
             let through = window - overflow;
             let random = through * self.loss;
             let delivered = through - random;
@@ -435,7 +461,10 @@ pub(crate) mod tests {
                     srtt,
                 );
             }
-            m.on_loss((overflow + random) as u64, false);
+            // quinn reports a congestion event only when packets were lost.
+            if overflow + random >= 1.0 {
+                m.on_loss((overflow + random) as u64, false);
+            }
             // In flight at the round's end: the pipe and the queue (a draining round ends early
             // only once the queue is gone).
             m.on_end_acks(
@@ -470,11 +499,19 @@ pub(crate) mod tests {
         let mut p = Path::new(GBIT, 120, 1.0, 0.0);
         let mut m = Model::new(14_720, 1472);
         run(&mut p, &mut m, 30);
-        let held = mean(&mut p, &mut m, 40);
+        let mut queued = 0.0;
+        let held = (0..40)
+            .map(|_| {
+                let rate = p.round(&mut m);
+                queued += p.queued / 40.0;
+                rate
+            })
+            .sum::<f64>()
+            / 40.0;
         assert!(held > 0.95 * GBIT, "{held} of {GBIT}");
         assert!((m.rate() / GBIT - 1.0).abs() < 0.05, "{}", m.rate());
-        // Cruising, it keeps the queue to what one probing round adds.
-        assert!(p.queued < 0.3 * GBIT * 0.12, "{}", p.queued);
+        // Cruising, it keeps the queue to its headroom and what one probing round in eight adds.
+        assert!(queued < 0.2 * GBIT * 0.12, "{queued}");
     }
 
     #[test]
@@ -483,7 +520,9 @@ pub(crate) mod tests {
         let mut m = Model::new(14_720, 1472);
         run(&mut p, &mut m, 40);
         let lost = p.lost / (p.lost + p.delivered);
-        assert!(lost < 0.03, "lost {lost} of what startup sent");
+        // Its last round doubles the window once the rate has stopped growing (the model lags a
+        // round); the buffer takes most of it.
+        assert!(lost < 0.05, "lost {lost} of what startup sent");
     }
 
     #[test]
@@ -513,6 +552,28 @@ pub(crate) mod tests {
         run(&mut p, &mut m, 60);
         let up = mean(&mut p, &mut m, 16);
         assert!(up > 0.9 * GBIT, "{up}");
+    }
+
+    /// Beside a loss-based flow (down to 0.7 of its window on a round that overflows the one-BDP
+    /// buffer, up 1 % a round otherwise, as CUBIC near its last maximum), it neither starves nor
+    /// takes more than two thirds. This round-by-round path does not reproduce the project CI's
+    /// 24–31 % for CUBIC (both before and after `Model::probing` it keeps about 45 % here); the
+    /// emulated path does (`transport_path::a_cubic_flow_beside_the_udp_transport_keeps_a_third`).
+    #[test]
+    fn beside_a_loss_based_flow_it_leaves_it_a_third() {
+        let mut p = Path::new(GBIT, 120, 1.0, 0.0);
+        let mut m = Model::new(14_720, 1472);
+        run(&mut p, &mut m, 40);
+        p.beside = 0.5 * GBIT * 0.12;
+        let rounds = 50 * GAINS.len();
+        let mut own = 0.0;
+        for _ in 0..rounds {
+            let lost = p.lost;
+            own += p.round(&mut m) / rounds as f64;
+            p.beside *= if p.lost > lost { 0.7 } else { 1.01 };
+        }
+        assert!(own < 2.0 / 3.0 * GBIT, "it kept {own} of {GBIT} bytes/s");
+        assert!(own > 0.2 * GBIT, "it kept {own} of {GBIT} bytes/s");
     }
 
     /// A round trip that doubles (a route change, or a queue that another flow keeps full) is
