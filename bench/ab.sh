@@ -9,6 +9,7 @@
 # Usage: bench/ab.sh REPS SECS BIG_MIB NFILES BINARY...
 #   e.g. git worktree add /tmp/base <old commit> && (cd /tmp/base && cargo build --release)
 #        bench/ab.sh 5 5 2048 5000 /tmp/base/target/release/longhaul target/release/longhaul
+#   TRANSPORT=udp runs every case over the UDP transport (`--transport udp`; default tcp).
 # Output: bench/runs/<UTC date>-ab/raw.csv (one row per run, with the exact command) and summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,7 @@ cd "$(dirname "$0")/.."
 reps=$1 secs=$2 big_mib=$3 nfiles=$4
 shift 4
 port=7399
+transport=${TRANSPORT:-tcp}
 out=bench/runs/$(date -u +%Y%m%dT%H%M%SZ)-ab
 mkdir -p "$out"
 raw=$out/raw.csv
@@ -62,14 +64,14 @@ for rep in $(seq "$reps"); do
         rm -rf "$dst" && mkdir -p "$dst"
         start_server "$bin" "$dst"
         for p in 1 4; do
-            cmd=("$bin" test 127.0.0.1 -p $port -t "$secs" -P $p --json)
+            cmd=("$bin" test 127.0.0.1 -p $port --transport "$transport" -t "$secs" -P $p --json)
             g=$("${cmd[@]}" | python3 -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9))')
             row "$bin" "$rep" "test -P $p" "$g" "$secs" "${cmd[@]}"
         done
         for w in big small; do
             if [ $w = big ]; then what=$data/src/big.bin; else what=$data/src/small; fi
             rm -rf "${dst:?}"/*
-            cmd=("$bin" send "$what" 127.0.0.1: -p $port --key "$key" --json)
+            cmd=("$bin" send "$what" 127.0.0.1: -p $port --transport "$transport" --key "$key" --json)
             read -r g s < <("${cmd[@]}" | python3 -c 'import json,sys; d = json.load(sys.stdin); assert d["verified"]; print("%.3f %.2f" % (d["bytes_moved"] * 8 / d["seconds"] / 1e9, d["seconds"]))')
             row "$bin" "$rep" "send $w" "$g" "$s" "${cmd[@]}"
         done

@@ -276,11 +276,12 @@ fn a_handshake_that_never_arrives_is_named_and_the_server_serves_the_next_test()
 
 /// A client that stops acknowledging in the middle of a reverse test (a firewall in its namespace
 /// drops every UDP datagram it sends; the control connection, TCP, still works): the server's
-/// sender, whose stream holds at most three windows, is blocked, not growing. Today the client
-/// gives up waiting for the server's results after the drain timeout (15 s + 20 RTT; 21.8 s in
-/// all for a 6 s test, "timed out waiting for the server's results") because the server's sender
-/// waits for its blocked write and then for every byte to be acknowledged; the test holds that
-/// bound and that the server serves the next test once the firewall is gone.
+/// sender, whose stream holds at most three windows, is blocked, not growing. It sees its stop
+/// while blocked and waits for the last acknowledgements at most 16 RTT (2 s at least); the
+/// client cuts the receivers whose end of stream does not come (1 s + 4 RTT after the stop). The
+/// 6 s test ends in 9.4 s measured; before, the server's sender waited for its blocked write and
+/// then for every byte, and the client gave up after the drain timeout (21.8 s, "timed out
+/// waiting for the server's results"). The server serves the next test once the firewall is gone.
 #[test]
 fn a_client_that_stops_acknowledging_does_not_hold_the_server() {
     if !crate::util::program("iptables", "iptables") {
@@ -332,7 +333,7 @@ fn a_client_that_stops_acknowledging_does_not_hold_the_server() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        took < Duration::from_secs(6 + 24),
+        took < Duration::from_secs(6 + 10),
         "a 6 s test took {took:?}: the server held on to a peer that went silent"
     );
     if out.status.success() {

@@ -71,6 +71,14 @@ const MIN_PACE_PIECE: usize = 16 << 10;
 /// The least a sender keeps queued beyond its window.
 const MIN_BACKLOG: u64 = 256 << 10;
 
+/// How long a stopped sender waits for the acknowledgement of its last bytes, in round trips and
+/// at least: a peer that stopped acknowledging is not waited for longer.
+const ACK_WAIT_RTTS: u32 = 16;
+const MIN_ACK_WAIT: Duration = Duration::from_secs(2);
+
+/// How often a sender blocked on a full stream looks at its stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(10);
+
 /// The error code of a connection closed by the end of its test.
 pub(super) const DONE: u32 = 0;
 
@@ -391,11 +399,19 @@ impl QuicFlow {
                 if at + len > chunk.len() {
                     at = 0;
                 }
-                match stream.write_chunk(chunk.slice(at..at + len)).await {
-                    Ok(()) => {
-                        at += len;
-                        sent += len as u64;
-                        st.bytes.fetch_add(len as u64, Ordering::Relaxed);
+                let mut bufs = [chunk.slice(at..at + len)];
+                // `write_chunks` is cancel-safe (if it does not resolve, no byte was written), so
+                // a stop seen while the stream is full (a peer that stopped acknowledging) leaves
+                // the count exact.
+                let written = tokio::select! {
+                    w = stream.write_chunks(&mut bufs) => w,
+                    () = stopped(st.stop) => break,
+                };
+                match written {
+                    Ok(w) => {
+                        at += w.bytes;
+                        sent += w.bytes as u64;
+                        st.bytes.fetch_add(w.bytes as u64, Ordering::Relaxed);
                     }
                     // A stop that had to close the connection under a blocked write.
                     Err(_) if st.stop.load(Ordering::Relaxed) => return Ok(()),
@@ -403,8 +419,11 @@ impl QuicFlow {
                 }
             }
             let _ = stream.finish();
-            // Every byte acknowledged (or the connection gone): the receiver has its end.
-            let _ = stream.stopped().await;
+            // Every byte acknowledged (or the connection gone): the receiver has its end. A peer
+            // that stopped acknowledging is not waited for past ACK_WAIT_RTTS round trips (at
+            // least MIN_ACK_WAIT); the connection stays up until the flow is dropped at the end.
+            let wait = (self.conn.stats().path.rtt * ACK_WAIT_RTTS).max(MIN_ACK_WAIT);
+            let _ = tokio::time::timeout(wait, stream.stopped()).await;
             Ok(())
         })
     }
@@ -639,4 +658,11 @@ fn endpoint(
     })?;
     Endpoint::new(config, server, sock, Arc::new(quinn::TokioRuntime))
         .map_err(|e| EngineError::io("open a QUIC endpoint", e))
+}
+
+/// Resolves once `stop` is raised (looked at every [`STOP_CHECK`]).
+async fn stopped(stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(STOP_CHECK).await;
+    }
 }
