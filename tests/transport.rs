@@ -163,6 +163,101 @@ fn datagrams_without_a_hello_are_never_answered() {
     assert_eq!(j["end"]["sum_received"]["bytes"], 4 << 20);
 }
 
+/// The resident memory of process `pid`, bytes (`VmRSS` of /proc/PID/status).
+fn resident(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kib << 10
+}
+
+/// A flood of QUIC handshakes from the test client's own address (16 sockets, 40,000 Initials
+/// of 1,200 bytes and as many short-header packets, about 50 MB) while a test over the UDP
+/// transport runs: nothing comes back to any of them (no amplification, no reflection), the
+/// server's memory grows by less than 32 MiB, and the running test ends with its bytes. The
+/// flows' sockets are connected to the client's own address and port, so the kernel gives them
+/// nothing of the flood; the server's port answers only hellos.
+#[test]
+fn a_flood_of_handshakes_during_a_test_gets_no_answer_and_costs_no_memory() {
+    let server = ServerProc::start(&[]);
+    let port = server.port.to_string();
+    let running = Command::new(bin())
+        .args(["test", "127.0.0.1", "-p", &port, "--transport", "udp"])
+        .args(["-t", "4", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = resident(server.pid());
+    let socks: Vec<UdpSocket> = (0..16)
+        .map(|_| {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.connect(("127.0.0.1", server.port)).unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        })
+        .collect();
+    let mut initial = vec![0xc3, 0, 0, 0, 1, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    initial.resize(1200, 0);
+    let mut short = vec![0x40];
+    short.resize(100, 7);
+    let mut sent = 0u64;
+    for i in 0..2_500u32 {
+        for (k, s) in socks.iter().enumerate() {
+            // A fresh connection id for every Initial, as a flood of new handshakes has.
+            initial[6..10].copy_from_slice(&i.to_be_bytes());
+            initial[10] = k as u8;
+            for packet in [&initial[..], &short[..]] {
+                if s.send(packet).is_ok() {
+                    sent += packet.len() as u64;
+                }
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let after = resident(server.pid());
+    let mut buf = [0u8; 2048];
+    let answered: usize = socks
+        .iter()
+        .map(|s| std::iter::from_fn(|| s.recv(&mut buf).ok()).count())
+        .sum();
+    let out = running.wait_with_output().unwrap();
+    println!(
+        "flood of {sent} bytes: {answered} datagrams answered; server memory {} -> {} MiB",
+        before >> 20,
+        after >> 20
+    );
+    assert!(sent > 40_000_000, "only {sent} bytes of flood left");
+    assert_eq!(answered, 0, "the server answered the flood");
+    assert!(
+        after < before + (32 << 20),
+        "the server grew from {before} to {after} bytes under the flood"
+    );
+    assert!(
+        out.status.success(),
+        "the test under the flood: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert!(
+        j["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0,
+        "{}",
+        j["end"]
+    );
+    // The server keeps serving.
+    let next = json_test(
+        "127.0.0.1",
+        server.port,
+        &["--transport", "udp", "-n", "4M"],
+    );
+    assert_eq!(next["end"]["sum_received"]["bytes"], 4 << 20);
+}
+
 /// `longhaul emulate exec --name NAME HOST -- ARGS...`.
 fn exec(name: &str, host: &str, args: &[&str]) -> Command {
     let mut c = Command::new(bin());

@@ -344,6 +344,11 @@ pub(crate) struct ServerProc {
 }
 
 impl ServerProc {
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `longhaul server -p 0` (unless `extra` gives `-p`) with extra arguments and waits for
     /// its listening line.
     pub(crate) fn start(extra: &[&str]) -> Self {
