@@ -209,10 +209,18 @@ fn pace_auto_follows_cross_traffic_that_comes_and_goes() {
                         )
                     })
                     .collect();
+                // The kernel's TCP memory against its limits: under pressure, TCP shrinks the
+                // send buffers and every sender is held below its pacing.
+                let sockstat = std::fs::read_to_string("/proc/net/sockstat").unwrap_or_default();
+                let tcp = sockstat.lines().find(|l| l.starts_with("TCP:")).unwrap_or("");
+                let tcp_mem =
+                    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_mem").unwrap_or_default();
                 return Err(format!(
                     "never went back up when it left (highest after the low {high_after}); \
-                     rounds from the low: {}",
-                    after.join(", ")
+                     rounds from the low (rate/delivered Mbit/s, queue ms): {}; kernel: {tcp} \
+                     (pages; tcp_mem {})",
+                    after.join(", "),
+                    tcp_mem.trim()
                 ));
             }
             Ok(())
