@@ -212,7 +212,10 @@ fn pace_auto_follows_cross_traffic_that_comes_and_goes() {
                 // The kernel's TCP memory against its limits: under pressure, TCP shrinks the
                 // send buffers and every sender is held below its pacing.
                 let sockstat = std::fs::read_to_string("/proc/net/sockstat").unwrap_or_default();
-                let tcp = sockstat.lines().find(|l| l.starts_with("TCP:")).unwrap_or("");
+                let tcp = sockstat
+                    .lines()
+                    .find(|l| l.starts_with("TCP:"))
+                    .unwrap_or("");
                 let tcp_mem =
                     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_mem").unwrap_or_default();
                 return Err(format!(
