@@ -162,20 +162,23 @@ fn pace_auto_follows_cross_traffic_that_comes_and_goes() {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            let rounds: Vec<(f64, f64)> = timeline
+            let rounds: Vec<(f64, f64, bool)> = timeline
                 .iter()
                 .map(|r| {
                     (
                         r["at_ms"].as_f64().unwrap_or(0.0),
                         r["rate_bps"].as_f64().unwrap_or(0.0),
+                        r["step"] == "lower",
                     )
                 })
                 .collect();
-            // Past the start: a rate set for the cross traffic, and a rate set after it that
-            // takes the room back.
-            let late: Vec<&(f64, f64)> = rounds.iter().filter(|r| r.0 > 2_000.0).collect();
-            let low = late.iter().find(|r| r.1 <= 0.75e9);
-            let Some(&&(low_at, low_bps)) = low else {
+            // Past the start: a rate lowered for the cross traffic (a start below it, as a busy
+            // machine's probe trains can give, is no answer to it), and a rate set after it
+            // that takes the room back.
+            let late: Vec<&(f64, f64, bool)> =
+                rounds.iter().filter(|r| r.0 > 2_000.0).collect();
+            let low = late.iter().find(|r| r.2 && r.1 <= 0.75e9);
+            let Some(&&(low_at, low_bps, _)) = low else {
                 let lowest = late.iter().map(|r| r.1).fold(f64::MAX, f64::min);
                 return Err(format!(
                     "never came down for the cross traffic (lowest {lowest})"
@@ -218,11 +221,39 @@ fn pace_auto_follows_cross_traffic_that_comes_and_goes() {
                     .unwrap_or("");
                 let tcp_mem =
                     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_mem").unwrap_or_default();
+                // And the sender's socket each second: what held it (window, buffer, peer).
+                let seconds: Vec<String> = a["intervals"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|i| i["streams"].get(0).cloned())
+                    .map(|s| {
+                        format!(
+                            "{:.0}s {:.0}Mb cwnd {:.1}MB wnd {:.1}MB rtt {:.0}ms pace {:.0}Mb \
+                             retr {} rwnd-lim {:.0}ms buf-lim {:.0}ms busy {:.0}ms",
+                            s["end"].as_f64().unwrap_or(0.0),
+                            s["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+                            s["snd_cwnd"].as_f64().unwrap_or(0.0) / 1e6,
+                            s["snd_wnd"].as_f64().unwrap_or(0.0) / 1e6,
+                            s["rtt"].as_f64().unwrap_or(0.0) / 1e3,
+                            s["pacing_rate"].as_f64().unwrap_or(0.0) / 1e6,
+                            s["retransmits"],
+                            s["rwnd_limited"].as_f64().unwrap_or(0.0) / 1e3,
+                            s["sndbuf_limited"].as_f64().unwrap_or(0.0) / 1e3,
+                            s["busy_time"].as_f64().unwrap_or(0.0) / 1e3,
+                        )
+                    })
+                    .collect();
+                let sndbuf = a["start"]["sndbuf_actual"].as_u64().unwrap_or(0);
+                let cc = &a["end"]["sender_tcp_congestion"];
                 return Err(format!(
                     "never went back up when it left (highest after the low {high_after}); \
-                     rounds from the low (rate/delivered Mbit/s, queue ms): {}; kernel: {tcp} \
+                     rounds from the low (rate/delivered Mbit/s, queue ms): {}; the sender's \
+                     socket each second ({cc}, sndbuf {sndbuf} at the start): {}; kernel: {tcp} \
                      (pages; tcp_mem {})",
                     after.join(", "),
+                    seconds.join("; "),
                     tcp_mem.trim()
                 ));
             }

@@ -16,6 +16,8 @@
 
 mod controller;
 mod flow;
+#[cfg(test)]
+mod hostile;
 mod model;
 mod stream;
 mod udt;
