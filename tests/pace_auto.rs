@@ -175,8 +175,7 @@ fn pace_auto_follows_cross_traffic_that_comes_and_goes() {
             // Past the start: a rate lowered for the cross traffic (a start below it, as a busy
             // machine's probe trains can give, is no answer to it), and a rate set after it
             // that takes the room back.
-            let late: Vec<&(f64, f64, bool)> =
-                rounds.iter().filter(|r| r.0 > 2_000.0).collect();
+            let late: Vec<&(f64, f64, bool)> = rounds.iter().filter(|r| r.0 > 2_000.0).collect();
             let low = late.iter().find(|r| r.2 && r.1 <= 0.75e9);
             let Some(&&(low_at, low_bps, _)) = low else {
                 let lowest = late.iter().map(|r| r.1).fold(f64::MAX, f64::min);

@@ -109,9 +109,7 @@ fn a_peer_announcing_absurd_windows_gets_no_more_than_the_senders_own_bound() {
     };
     let connecting = {
         let _inside = rt.enter();
-        client
-            .connect_with(config, relay.addr, "longhaul")
-            .unwrap()
+        client.connect_with(config, relay.addr, "longhaul").unwrap()
     };
     let conn = rt
         .block_on(async { tokio::time::timeout(Duration::from_secs(10), connecting).await })
