@@ -643,7 +643,7 @@ pub(super) fn described(e: &dyn std::error::Error) -> io::Error {
 }
 
 /// An endpoint of the shared runtime on `sock` (made non-blocking, as the runtime needs).
-fn endpoint(
+pub(super) fn endpoint(
     rt: &tokio::runtime::Runtime,
     sock: UdpSocket,
     server: Option<ServerConfig>,

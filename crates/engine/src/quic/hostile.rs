@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use quinn::crypto::rustls::QuicClientConfig;
-use quinn::{ClientConfig, Endpoint, EndpointConfig, TransportConfig, VarInt};
+use quinn::{ClientConfig, TransportConfig, VarInt};
 
-use super::flow::{ALPN, Counters, FlowPlan, QuicListener, runtime};
+use super::flow::{ALPN, Counters, FlowPlan, QuicListener, endpoint, runtime};
 use crate::tls::{Pinned, ServerTls, ServerTlsConfig};
 
 /// A UDP relay on loopback: everything from the client goes to the server; the server's packets
@@ -95,18 +95,13 @@ fn a_peer_announcing_absurd_windows_gets_no_more_than_the_senders_own_bound() {
         .stream_receive_window(VarInt::MAX);
     let mut config = ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto).unwrap()));
     config.transport_config(Arc::new(transport));
-    let client = {
-        let _inside = rt.enter();
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sock.set_nonblocking(true).unwrap();
-        Endpoint::new(
-            EndpointConfig::default(),
-            None,
-            sock,
-            Arc::new(quinn::TokioRuntime),
-        )
-        .unwrap()
-    };
+    let client = endpoint(
+        rt,
+        UdpSocket::bind("127.0.0.1:0").unwrap(),
+        None,
+        plan.max_udp_payload,
+    )
+    .unwrap();
     let connecting = {
         let _inside = rt.enter();
         client.connect_with(config, relay.addr, "longhaul").unwrap()
