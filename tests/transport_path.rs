@@ -134,9 +134,9 @@ impl Drop for PublicBinary {
 /// A clean 120 ms, 2 Gbit/s path, both ends run by nobody on hosts with the kernel's default
 /// buffer limits (`--host-defaults`: `tcp_wmem` max 4 MiB, `tcp_rmem` max 6 MiB, the
 /// `net.core` caps 4 MiB): TCP's window is capped by them (360 Mbit/s measured here), the UDP
-/// transport's is not. The issue asks for 90 % of the bottleneck; this 2-core machine reaches
-/// about 80 % (the sender, the receiver and the emulator's forwarding thread share two CPUs:
-/// docs/transport.md), so the test holds it to 60 % and to three times TCP's rate.
+/// transport's is not. The issue's target: 90 % of the bottleneck (and, here, three times TCP's
+/// rate). The sender, the receiver and the emulator's forwarders share two CPUs; the run fits
+/// since the emulator reads quinn's `UDP_SEGMENT` batches whole (95 % measured, 75–81 % before).
 #[test]
 fn without_privileges_the_udp_transport_is_not_capped_by_the_socket_buffers() {
     if !program("setpriv", "util-linux") {
@@ -176,7 +176,7 @@ fn without_privileges_the_udp_transport_is_not_capped_by_the_socket_buffers() {
                 udp / 1e6,
                 tcp / 1e6
             );
-            if udp < 0.6 * 2e9 || udp < 3.0 * tcp {
+            if udp < 0.9 * 2e9 || udp < 3.0 * tcp {
                 return Err(format!(
                     "UDP {:.1} Mbit/s against TCP {:.1} Mbit/s on a 2 Gbit/s path",
                     udp / 1e6,

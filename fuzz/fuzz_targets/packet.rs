@@ -2,9 +2,9 @@
 //! (bytes that ultimately come from untrusted test programs).
 //!
 //! Invariants checked beyond "does not panic":
-//! - a TCP record that parses splits at fuzzer-chosen ranges into pieces that parse, carry the
-//!   expected segment counts, and whose payloads concatenate back to the original payload;
-//! - coalescing the pieces back in order never fails to parse;
+//! - a TCP or UDP record that parses splits at fuzzer-chosen ranges into pieces that parse, carry
+//!   the expected segment counts, and whose payloads concatenate back to the original payload;
+//! - coalescing a TCP record's pieces back in order never fails to parse;
 //! - hop processing either forwards, drops, or produces a reply that parses;
 //! - a router's answer to a ping to itself parses and is an ICMP packet back to the source;
 //! - damaging a single-segment record changes one byte after its IP header.
@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let Ok(p) = parse(rec) else { return };
-    if p.is_tcp() {
+    if p.is_tcp() || p.is_udp() {
         let payload = &rec[VNET_HDR_LEN + p.headers_len()..VNET_HDR_LEN + p.ip_len];
         let mut joined = Vec::with_capacity(payload.len());
         let mut acc: Option<Vec<u8>> = None;
@@ -45,6 +45,7 @@ fuzz_target!(|data: &[u8]| {
             joined
                 .extend_from_slice(&piece[VNET_HDR_LEN + q.headers_len()..VNET_HDR_LEN + q.ip_len]);
             match acc.as_mut() {
+                _ if !p.is_tcp() => {}
                 None => acc = Some(piece),
                 Some(acc) => {
                     coalesce(acc, &piece).expect("pieces parse");

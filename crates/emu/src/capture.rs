@@ -7,8 +7,9 @@
 //! writer falls behind, records are left out of the capture and counted (`dropped`), never delayed.
 //!
 //! What a capture shows: the packets as the receiving host's TCP sees them, at the time the emulator
-//! handed them over. GSO super-packets the link did not split appear as one large TCP segment, as in
-//! a tcpdump on a host with segmentation offload.
+//! handed them over. GSO super-packets the link did not split appear as one large TCP segment (and a
+//! `UDP_SEGMENT` sender's super-datagrams as one large UDP datagram, its length field the whole), as
+//! in a tcpdump on a host with segmentation offload.
 //!
 //! The emulator runs as root and DIR is often under /tmp, so the files are created safely (issue 11,
 //! finding 5): DIR is opened without following a symbolic link (created, mode 0755, when missing),

@@ -173,7 +173,7 @@ pub(crate) struct Forwarder {
 pub(crate) fn record_of(id: u64, p: &Parsed) -> Record {
     let header = p.headers_len() as u32;
     let payload = p.payload_len as u32;
-    if p.is_tcp() && p.segments > 1 {
+    if (p.is_tcp() || p.is_udp()) && p.segments > 1 {
         let r = Record {
             id,
             flow: p.flow_hash,

@@ -124,10 +124,25 @@ pub(crate) struct HostSetup {
     pub(crate) kernel_defaults: bool,
 }
 
+/// The host's TUN with TCP and UDP segmentation offload: the forwarder reads a sender's
+/// super-packets and super-datagrams whole (one read for up to 64 KB) and writes them whole to a
+/// receiver that takes them so (UDP: a socket with `UDP_GRO`). Kernels before 6.2 refuse UDP's
+/// (`EINVAL`); their hosts segment UDP themselves, as before.
+fn open_tun() -> longhaul_sys::Result<Tun> {
+    let udp = TunOptions {
+        udp_gso: true,
+        ..TunOptions::vnet()
+    };
+    Tun::open(DEVICE, udp).or_else(|e| {
+        tracing::debug!("no UDP segmentation offload on the TUN: {e}");
+        Tun::open(DEVICE, TunOptions::vnet())
+    })
+}
+
 /// Brings up one host: TUN, addresses, routes, MTU, queue length, link state
 /// and TCP buffer sysctls; returns its TUN, non-blocking.
 pub(crate) fn host(ns: &Netns, h: HostSetup) -> Result<Tun, EmuError> {
-    let tun = run_in_netns(&ns.path(), || Tun::open(DEVICE, TunOptions::vnet()))??;
+    let tun = run_in_netns(&ns.path(), open_tun)??;
     let n = ns.name.as_str();
     let mtu = h.mtu.to_string();
     let txq = TXQUEUELEN.to_string();

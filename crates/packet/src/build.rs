@@ -3,7 +3,8 @@
 //!
 //! Contract: builders produce exactly what a Linux sender hands a TUN with TSO on: a TCP record with
 //! more payload than one MSS is a GSO record (TCPV4/TCPV6, `gso_size` = MSS, ECN bit iff CWR), every
-//! TCP record is CHECKSUM_PARTIAL with a correct `hdr_len`; UDP records carry complete checksums.
+//! TCP record is CHECKSUM_PARTIAL with a correct `hdr_len`; plain UDP records carry complete checksums,
+//! UDP super-datagrams (`UDP_L4`, a `UDP_SEGMENT` send) partial ones.
 //! Builders panic on impossible specs (packet over 64 KiB, options not a multiple of 4 bytes);
 //! verifiers return [`PacketError::BadField`] naming the wrong field.
 
@@ -12,6 +13,7 @@ use crate::checksum::{checksum, fold, sum};
 use crate::parse::{IpVersion, L4Proto, Parsed, parse};
 use crate::segment::{finish_checksum, pseudo_sum};
 use crate::tcp::{ACK, CHECKSUM_OFFSET, CWR};
+use crate::udp::UdpHeader;
 use crate::vnet::{FLAG_NEEDS_CSUM, VNET_HDR_LEN, VnetHeader};
 use crate::{MAX_IP_LEN, PacketError, ip};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -259,6 +261,56 @@ pub fn udp_record(addrs: &Addrs, src_port: u16, dst_port: u16, ttl: u8, payload:
     out
 }
 
+/// Builds a UDP super-datagram as the kernel hands it to a TUN with `TUN_F_USO4`/`TUN_F_USO6`
+/// (a socket's `UDP_SEGMENT` send): `UDP_L4` with `gso_size` when `payload` exceeds it, the UDP
+/// length field the whole L4 length, CHECKSUM_PARTIAL (the pseudo-header sum over that length).
+///
+/// # Panics
+/// If the packet would exceed 64 KiB or `gso_size` is 0.
+pub fn udp_gso_record(
+    addrs: &Addrs,
+    src_port: u16,
+    dst_port: u16,
+    gso_size: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    assert!(gso_size > 0, "gso_size 0");
+    let ulen = 8 + payload.len();
+    let mut out = vec![0u8; VNET_HDR_LEN];
+    let iphl = ip_header(
+        &mut out,
+        addrs,
+        IpFields {
+            ttl: 64,
+            id: 0x1234,
+            v4_opts: &[],
+            v6_dest: false,
+        },
+        ip::PROTO_UDP,
+        ulen,
+    );
+    out.extend_from_slice(&src_port.to_be_bytes());
+    out.extend_from_slice(&dst_port.to_be_bytes());
+    out.extend_from_slice(&(ulen as u16).to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(payload);
+    let pkt = &mut out[VNET_HDR_LEN..];
+    let pseudo = pseudo_sum(pkt, version_of(addrs), ip::PROTO_UDP, ulen);
+    pkt[iphl + 6..iphl + 8].copy_from_slice(&fold(pseudo).to_be_bytes());
+    let gso = payload.len() > usize::from(gso_size);
+    let vnet = VnetHeader {
+        flags: FLAG_NEEDS_CSUM,
+        gso_type: if gso { GsoType::UdpL4 } else { GsoType::None },
+        ecn: false,
+        hdr_len: (iphl + 8) as u16,
+        gso_size,
+        csum_start: iphl as u16,
+        csum_offset: crate::udp::CHECKSUM_OFFSET as u16,
+    };
+    out[..VNET_HDR_LEN].copy_from_slice(&vnet.emit());
+    out
+}
+
 /// Verifies any record: exact IP length (no trailing bytes), IPv4 header checksum, a correct vnet
 /// `hdr_len` on GSO records, and the L4 checksum: for CHECKSUM_PARTIAL, offsets at the L4 checksum
 /// field and the field equal to the folded pseudo-header sum; otherwise the full TCP/UDP checksum.
@@ -280,6 +332,12 @@ pub fn verify_record(record: &[u8]) -> Result<Parsed, PacketError> {
         _ => return Ok(p),
     };
     let l4 = &pkt[p.ip_header_len..];
+    if proto == ip::PROTO_UDP
+        && !p.fragment
+        && usize::from(UdpHeader::new(l4)?.length()) != l4.len()
+    {
+        return Err(PacketError::BadField("UDP length"));
+    }
     let pseudo = pseudo_sum(pkt, p.version, proto, l4.len());
     let got = u16::from_be_bytes([l4[field], l4[field + 1]]);
     if p.vnet.needs_csum() {

@@ -1,7 +1,8 @@
 //! Pure packet surgery for the emulator: the records a TUN device opened with
-//! `IFF_TUN | IFF_NO_PI | IFF_VNET_HDR` and `TUNSETOFFLOAD(CSUM | TSO4 | TSO6)` hands over (a 10-byte
-//! `virtio_net_hdr` followed by one IPv4 or IPv6 packet of up to 64 KiB, possibly a TCP super-packet),
-//! and the operations on them: parsing ([`mod@parse`]), splitting super-packets per TCP segment
+//! `IFF_TUN | IFF_NO_PI | IFF_VNET_HDR` and `TUNSETOFFLOAD(CSUM | TSO4 | TSO6 | USO4 | USO6)` hands
+//! over (a 10-byte `virtio_net_hdr` followed by one IPv4 or IPv6 packet of up to 64 KiB, possibly a TCP
+//! super-packet or a UDP super-datagram), and the operations on them: parsing ([`mod@parse`]),
+//! splitting super-packets per TCP segment or UDP datagram
 //! ([`mod@segment`]), router-hop processing with ICMP time-exceeded replies ([`hop`]), routers answering ping
 //! ([`echo`]), bit errors on the wire ([`damage()`]), and
 //! re-coalescing ([`mod@coalesce`]: fuzzed, not yet called by the forwarder, which writes the runs it

@@ -172,6 +172,11 @@ impl Parsed {
         self.tcp.is_some() && !self.fragment
     }
 
+    /// Whether the record is an unfragmented UDP datagram (or a UDP super-datagram).
+    pub fn is_udp(&self) -> bool {
+        self.l4 == L4Proto::Udp && !self.fragment && self.l4_header_len == crate::udp::HDR_LEN
+    }
+
     /// Whether the record is a TCP super-packet with more than one segment (for the tests).
     #[cfg(test)]
     fn is_tcp_gso(&self) -> bool {

@@ -1,25 +1,28 @@
-//! Splitting TCP super-packets per segment (as wireguard-go's `gsoSplit` does), and finishing a partial
-//! checksum.
+//! Splitting TCP super-packets per segment (as wireguard-go's `gsoSplit` does) and UDP
+//! super-datagrams per datagram, and finishing a partial checksum.
 //!
 //! [`split`] produces the record carrying exactly segments `[first, first + count)` of a parsed TCP
-//! record (RFC 9293 segmentation as a TSO device does it, virtio spec §5.1.6.2):
-//! - headers (IP with options/extension headers, TCP with options) copied; payload bytes
+//! or UDP record (RFC 9293 segmentation as a TSO device does it, virtio spec §5.1.6.2; UDP as the
+//! kernel's `__udp_gso_segment` does it, every datagram `gso_size` bytes but the last):
+//! - headers (IP with options/extension headers, TCP with options, UDP) copied; payload bytes
 //!   `first × mss ..` up to `count × mss` bytes (the last segment of the original may be short);
+//! - UDP: the length field is the piece's whole UDP length, as the kernel gives a super-datagram
+//!   (`udp_send_skb`, `udp_gro_complete`); `gso_type` stays `UDP_L4` on a multi-datagram piece;
 //! - TCP sequence number `+= first × mss` (mod 2³²);
 //! - IPv4 identification `+= first` (mod 2¹⁶), as Linux's TSO numbers segments (non-FIXEDID); the
 //!   IPv4 total length / IPv6 payload length rewritten and the IPv4 header checksum recomputed;
 //! - flags: CWR kept only on the piece holding the original first segment, FIN and PSH only on the
 //!   piece holding the original last segment; other flags copied;
 //! - vnet: `gso_size` kept, `hdr_len` set to the recomputed header length, `gso_type` NONE when
-//!   `count == 1` (else the original type, ECN bit iff the piece carries CWR); checksum per
-//!   [`ChecksumMode`].
+//!   `count == 1` (else the original type, ECN bit iff the piece carries CWR); checksum (TCP, or
+//!   UDP) per [`ChecksumMode`].
 //!
 //! Trailing buffer bytes after the IP packet are dropped. Outputs go to a caller-provided `Vec`.
 
 use crate::GsoType;
 use crate::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum};
 use crate::parse::{IpVersion, L4Proto, Parsed, parse};
-use crate::tcp::{CHECKSUM_OFFSET, CWR, FIN, PSH};
+use crate::tcp::{CWR, FIN, PSH};
 use crate::vnet::{FLAG_NEEDS_CSUM, VNET_HDR_LEN, VnetHeader};
 use crate::{PacketError, ip};
 
@@ -70,18 +73,32 @@ pub(crate) fn fix_ip(pkt: &mut [u8], p: &Parsed, new_len: usize, id_delta: u16) 
 /// Fills in the TCP checksum of the IP packet `pkt` and returns the vnet checksum fields
 /// `(flags, csum_start, csum_offset)` to use.
 pub(crate) fn set_tcp_checksum(pkt: &mut [u8], p: &Parsed, full: bool) -> (u8, u16, u16) {
+    set_l4_checksum(pkt, p, L4Proto::Tcp, full)
+}
+
+/// [`set_tcp_checksum`] for a TCP or UDP packet: the pseudo-header sum over the whole L4 part (for
+/// a UDP super-datagram, over its whole length, as `udp4_hwcsum` leaves it and `__udp_gso_segment`
+/// adjusts per datagram). A full UDP checksum of 0 is sent as 0xffff (RFC 768).
+fn set_l4_checksum(pkt: &mut [u8], p: &Parsed, proto: L4Proto, full: bool) -> (u8, u16, u16) {
     let l4 = p.ip_header_len;
-    let tcp_len = pkt.len() - l4;
-    let pseudo = pseudo_sum(pkt, p.version, ip::PROTO_TCP, tcp_len);
-    let field = l4 + CHECKSUM_OFFSET;
+    let (number, offset) = match proto {
+        L4Proto::Udp => (ip::PROTO_UDP, crate::udp::CHECKSUM_OFFSET),
+        _ => (ip::PROTO_TCP, crate::tcp::CHECKSUM_OFFSET),
+    };
+    let l4_len = pkt.len() - l4;
+    let pseudo = pseudo_sum(pkt, p.version, number, l4_len);
+    let field = l4 + offset;
     if full {
         pkt[field..field + 2].copy_from_slice(&[0, 0]);
-        let c = !fold(sum(&pkt[l4..], pseudo));
+        let mut c = !fold(sum(&pkt[l4..], pseudo));
+        if c == 0 && proto == L4Proto::Udp {
+            c = 0xffff;
+        }
         pkt[field..field + 2].copy_from_slice(&c.to_be_bytes());
         (0, 0, 0)
     } else {
         pkt[field..field + 2].copy_from_slice(&fold(pseudo).to_be_bytes());
-        (FLAG_NEEDS_CSUM, l4 as u16, CHECKSUM_OFFSET as u16)
+        (FLAG_NEEDS_CSUM, l4 as u16, offset as u16)
     }
 }
 
@@ -98,9 +115,12 @@ pub fn split(
     mode: ChecksumMode,
     out: &mut Vec<u8>,
 ) -> Result<(), PacketError> {
-    let Some(tcp) = p.tcp.filter(|_| !p.fragment && p.l4 == L4Proto::Tcp) else {
-        return Err(PacketError::NotSplittable("not an unfragmented TCP packet"));
-    };
+    let tcp = p.tcp.filter(|_| p.l4 == L4Proto::Tcp);
+    if p.fragment || (tcp.is_none() && p.l4 != L4Proto::Udp) {
+        return Err(PacketError::NotSplittable(
+            "not an unfragmented TCP or UDP packet",
+        ));
+    }
     if count == 0 || first.checked_add(count).is_none_or(|end| end > p.segments) {
         return Err(PacketError::BadRange {
             first,
@@ -128,20 +148,31 @@ pub fn split(
 
     fix_ip(pkt, p, new_len, first as u16);
     let t = p.ip_header_len;
-    let seq = tcp.seq.wrapping_add(start as u32);
-    pkt[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
-    let mut flags = tcp.flags;
-    if first != 0 {
-        flags &= !CWR;
-    }
-    if first + count != p.segments {
-        flags &= !(FIN | PSH);
-    }
-    pkt[t + 13] = flags;
-
     let single = count == 1;
-    let (csum_flags, csum_start, csum_offset) =
-        set_tcp_checksum(pkt, p, single && mode == ChecksumMode::FullWhenSingle);
+    let full = single && mode == ChecksumMode::FullWhenSingle;
+    let (flags, (csum_flags, csum_start, csum_offset)) = match tcp {
+        Some(tcp) => {
+            let seq = tcp.seq.wrapping_add(start as u32);
+            pkt[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
+            let mut flags = tcp.flags;
+            if first != 0 {
+                flags &= !CWR;
+            }
+            if first + count != p.segments {
+                flags &= !(FIN | PSH);
+            }
+            pkt[t + 13] = flags;
+            (flags, set_tcp_checksum(pkt, p, full))
+        }
+        None => {
+            // The length of the whole piece: the kernel's UDP GSO (`udp_send_skb`) and GRO
+            // (`udp_gro_complete`) give a super-datagram its whole length, and its receive path
+            // trims a datagram to this field.
+            let udp_len = (new_len - t) as u16;
+            pkt[t + 4..t + 6].copy_from_slice(&udp_len.to_be_bytes());
+            (0, set_l4_checksum(pkt, p, L4Proto::Udp, full))
+        }
+    };
     let gso_type = if single {
         GsoType::None
     } else {
@@ -375,13 +406,76 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn split_refuses_udp() {
+    fn udp_super_datagrams_split_into_datagrams_the_kernel_would_send() {
+        let mut rng = Rng(0x5eed_0002);
+        let mut piece = Vec::new();
+        for iter in 0..300 {
+            let addrs = if rng.below(2) == 0 {
+                Addrs::v4([10, 201, 0, 1], [10, 201, 0, 2])
+            } else {
+                Addrs::v6("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap())
+            };
+            let gso = [1, 7, 1200, 1452, 8952][rng.below(5)];
+            let datagrams = 1 + rng.below(40.min(60_000 / gso));
+            let len = (datagrams - 1) * gso + 1 + rng.below(gso);
+            let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let rec = build::udp_gso_record(&addrs, 4433, 50_000, gso as u16, &data);
+            verify_record(&rec).unwrap_or_else(|e| panic!("iter {iter}: {e}"));
+            let p = parse(&rec).unwrap();
+            assert_eq!(p.segments, datagrams, "iter {iter}");
+            let mut first = 0;
+            let mut joined = Vec::new();
+            while first < p.segments {
+                let count = 1 + rng.below(p.segments - first);
+                let mode = if rng.below(2) == 0 {
+                    ChecksumMode::Partial
+                } else {
+                    ChecksumMode::FullWhenSingle
+                };
+                split(&rec, &p, first, count, mode, &mut piece).unwrap();
+                let q = verify_record(&piece).unwrap_or_else(|e| panic!("iter {iter}: {e}"));
+                assert_eq!(q.segments, count, "iter {iter}");
+                assert_eq!((q.flow.src_port, q.flow.dst_port), (4433, 50_000));
+                if count == 1 {
+                    assert_eq!(q.vnet.gso_type, GsoType::None);
+                    verify_segment(&piece).unwrap_or_else(|e| panic!("iter {iter}: {e}"));
+                    assert_eq!(q.vnet.flags == 0, mode == ChecksumMode::FullWhenSingle);
+                } else {
+                    assert_eq!(q.vnet.gso_type, GsoType::UdpL4);
+                    assert_eq!(usize::from(q.vnet.gso_size), gso);
+                }
+                if let IpVersion::V4 = q.version {
+                    let id = u16::from_be_bytes([piece[VNET_HDR_LEN + 4], piece[VNET_HDR_LEN + 5]]);
+                    assert_eq!(id, 0x1234u16.wrapping_add(first as u16));
+                }
+                joined.extend_from_slice(&payload(&piece));
+                first += count;
+            }
+            assert_eq!(joined, data, "iter {iter}");
+        }
+    }
+
+    #[test]
+    fn split_refuses_what_is_neither_tcp_nor_udp() {
         let rec = build::udp_record(&Addrs::v4([10, 0, 0, 1], [10, 0, 0, 2]), 1, 2, 64, b"hi");
-        let p = parse(&rec).unwrap();
+        let mut icmp = rec.clone();
+        icmp[VNET_HDR_LEN + 9] = crate::ip::PROTO_ICMP;
+        icmp[VNET_HDR_LEN + 10..VNET_HDR_LEN + 12].copy_from_slice(&[0, 0]);
+        let h = crate::checksum::checksum(&icmp[VNET_HDR_LEN..VNET_HDR_LEN + 20]);
+        icmp[VNET_HDR_LEN + 10..VNET_HDR_LEN + 12].copy_from_slice(&h.to_be_bytes());
+        let p = parse(&icmp).unwrap();
         assert!(matches!(
-            split(&rec, &p, 0, 1, ChecksumMode::Partial, &mut Vec::new()),
+            split(&icmp, &p, 0, 1, ChecksumMode::Partial, &mut Vec::new()),
             Err(PacketError::NotSplittable(_))
         ));
+        let p = parse(&rec).unwrap();
+        let mut out = Vec::new();
+        split(&rec, &p, 0, 1, ChecksumMode::FullWhenSingle, &mut out).unwrap();
+        assert_eq!(
+            out[VNET_HDR_LEN..],
+            rec[VNET_HDR_LEN..],
+            "a plain datagram split whole is the same packet"
+        );
     }
 
     #[test]

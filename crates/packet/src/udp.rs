@@ -1,7 +1,8 @@
 //! A zero-copy view of the UDP header (RFC 768): ports, length, checksum.
 //!
 //! Contract: [`UdpHeader::new`] checks only that 8 bytes are present; the length field is reported,
-//! not enforced (UDP GSO records carry a length that does not describe the whole super-datagram).
+//! not enforced here (a UDP GSO record's field holds the whole super-datagram's length, which the
+//! datagrams it is split into do not share).
 
 use crate::PacketError;
 
