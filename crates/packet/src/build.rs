@@ -232,14 +232,35 @@ pub fn tcp_record(spec: &TcpSpec) -> Vec<u8> {
 /// # Panics
 /// If the packet would exceed 64 KiB.
 pub fn udp_record(addrs: &Addrs, src_port: u16, dst_port: u16, ttl: u8, payload: &[u8]) -> Vec<u8> {
-    let ulen = 8 + payload.len();
     let mut out = VnetHeader::PLAIN.emit().to_vec();
+    let (iphl, pseudo) = udp_packet(&mut out, addrs, (src_port, dst_port), ttl, 0, payload);
+    let pkt = &mut out[VNET_HDR_LEN..];
+    let mut c = !fold(sum(&pkt[iphl..], pseudo));
+    if c == 0 {
+        c = 0xffff;
+    }
+    pkt[iphl + 6..iphl + 8].copy_from_slice(&c.to_be_bytes());
+    out
+}
+
+/// Appends to `out` (which holds the vnet header) an IP packet with a UDP header whose length
+/// field is the whole L4 length and whose checksum is 0, then `payload`; returns the IP header's
+/// length and the pseudo-header sum.
+fn udp_packet(
+    out: &mut Vec<u8>,
+    addrs: &Addrs,
+    (src_port, dst_port): (u16, u16),
+    ttl: u8,
+    id: u16,
+    payload: &[u8],
+) -> (usize, u64) {
+    let ulen = 8 + payload.len();
     let iphl = ip_header(
-        &mut out,
+        out,
         addrs,
         IpFields {
             ttl,
-            id: 0,
+            id,
             v4_opts: &[],
             v6_dest: false,
         },
@@ -251,14 +272,8 @@ pub fn udp_record(addrs: &Addrs, src_port: u16, dst_port: u16, ttl: u8, payload:
     out.extend_from_slice(&(ulen as u16).to_be_bytes());
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(payload);
-    let pkt = &mut out[VNET_HDR_LEN..];
-    let pseudo = pseudo_sum(pkt, version_of(addrs), ip::PROTO_UDP, ulen);
-    let mut c = !fold(sum(&pkt[iphl..], pseudo));
-    if c == 0 {
-        c = 0xffff;
-    }
-    pkt[iphl + 6..iphl + 8].copy_from_slice(&c.to_be_bytes());
-    out
+    let pseudo = pseudo_sum(&out[VNET_HDR_LEN..], version_of(addrs), ip::PROTO_UDP, ulen);
+    (iphl, pseudo)
 }
 
 /// Builds a UDP super-datagram as the kernel hands it to a TUN with `TUN_F_USO4`/`TUN_F_USO6`
@@ -275,28 +290,10 @@ pub fn udp_gso_record(
     payload: &[u8],
 ) -> Vec<u8> {
     assert!(gso_size > 0, "gso_size 0");
-    let ulen = 8 + payload.len();
     let mut out = vec![0u8; VNET_HDR_LEN];
-    let iphl = ip_header(
-        &mut out,
-        addrs,
-        IpFields {
-            ttl: 64,
-            id: 0x1234,
-            v4_opts: &[],
-            v6_dest: false,
-        },
-        ip::PROTO_UDP,
-        ulen,
-    );
-    out.extend_from_slice(&src_port.to_be_bytes());
-    out.extend_from_slice(&dst_port.to_be_bytes());
-    out.extend_from_slice(&(ulen as u16).to_be_bytes());
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(payload);
-    let pkt = &mut out[VNET_HDR_LEN..];
-    let pseudo = pseudo_sum(pkt, version_of(addrs), ip::PROTO_UDP, ulen);
-    pkt[iphl + 6..iphl + 8].copy_from_slice(&fold(pseudo).to_be_bytes());
+    let (iphl, pseudo) = udp_packet(&mut out, addrs, (src_port, dst_port), 64, 0x1234, payload);
+    out[VNET_HDR_LEN + iphl + 6..VNET_HDR_LEN + iphl + 8]
+        .copy_from_slice(&fold(pseudo).to_be_bytes());
     let gso = payload.len() > usize::from(gso_size);
     let vnet = VnetHeader {
         flags: FLAG_NEEDS_CSUM,

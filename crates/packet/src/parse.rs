@@ -174,7 +174,7 @@ impl Parsed {
 
     /// Whether the record is an unfragmented UDP datagram (or a UDP super-datagram).
     pub fn is_udp(&self) -> bool {
-        self.l4 == L4Proto::Udp && !self.fragment && self.l4_header_len == crate::udp::HDR_LEN
+        self.l4 == L4Proto::Udp && !self.fragment
     }
 
     /// Whether the record is a TCP super-packet with more than one segment (for the tests).

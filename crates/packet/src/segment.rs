@@ -290,6 +290,18 @@ pub(crate) mod tests {
         s
     }
 
+    /// The next piece of a random partition with `left` segments left: its length and how its
+    /// checksum is left.
+    fn random_piece(rng: &mut Rng, left: usize) -> (usize, ChecksumMode) {
+        let count = 1 + rng.below(left);
+        let mode = if rng.below(2) == 0 {
+            ChecksumMode::Partial
+        } else {
+            ChecksumMode::FullWhenSingle
+        };
+        (count, mode)
+    }
+
     fn payload(rec: &[u8]) -> Vec<u8> {
         let p = parse(rec).unwrap();
         rec[VNET_HDR_LEN + p.headers_len()..VNET_HDR_LEN + p.ip_len].to_vec()
@@ -310,12 +322,7 @@ pub(crate) mod tests {
             let mut first = 0;
             let mut joined = Vec::new();
             while first < p.segments {
-                let count = 1 + rng.below(p.segments - first);
-                let mode = if rng.below(2) == 0 {
-                    ChecksumMode::Partial
-                } else {
-                    ChecksumMode::FullWhenSingle
-                };
+                let (count, mode) = random_piece(&mut rng, p.segments - first);
                 split(&rec, &p, first, count, mode, &mut piece).unwrap();
                 verify_record(&piece).unwrap_or_else(|e| panic!("iter {iter}: {e}"));
                 let q = parse(&piece).unwrap();
@@ -426,12 +433,7 @@ pub(crate) mod tests {
             let mut first = 0;
             let mut joined = Vec::new();
             while first < p.segments {
-                let count = 1 + rng.below(p.segments - first);
-                let mode = if rng.below(2) == 0 {
-                    ChecksumMode::Partial
-                } else {
-                    ChecksumMode::FullWhenSingle
-                };
+                let (count, mode) = random_piece(&mut rng, p.segments - first);
                 split(&rec, &p, first, count, mode, &mut piece).unwrap();
                 let q = verify_record(&piece).unwrap_or_else(|e| panic!("iter {iter}: {e}"));
                 assert_eq!(q.segments, count, "iter {iter}");
