@@ -5,8 +5,8 @@
 #   scripts/test.sh ARGS...           install, then `cargo test ARGS...` (e.g. `-p longhaul-sys netns::`)
 #   scripts/test.sh --install         install only (.ci/run does this before fmt and clippy)
 #
-# Installs the Debian packages of scripts/test-packages.txt that are missing, schemathesis (pinned)
-# in its own venv at /opt/longhaul-venv, and the Rust components rustfmt and clippy. Runs as root
+# Installs the Debian packages of scripts/test-packages.txt that are missing, schemathesis and
+# sushy-tools (pinned) in their venv at /opt/longhaul-venv, and the Rust components rustfmt and clippy. Runs as root
 # (the tests make namespaces, TUN devices and forced socket buffers; it asks sudo otherwise), with no
 # standard input. A test that cannot run here fails with the reason; with LONGHAUL_TEST_SKIP=1 it is
 # skipped instead and printed as `skipped: <test>: <reason>`, and the closing lines count them. Ends
@@ -44,6 +44,13 @@ venv=/opt/longhaul-venv
 "$venv/bin/schemathesis" --version 2>/dev/null | grep -qx "schemathesis, version $SCHEMATHESIS_VERSION" ||
     "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 "$venv/bin/schemathesis" --version
+
+step "sushy-tools (the Redfish BMC of tests/testbed_power.rs), pinned, in the same venv"
+# The test looks for /opt/longhaul-venv/bin/sushy-emulator (LONGHAUL_SUSHY_EMULATOR overrides).
+SUSHY_TOOLS_VERSION=2.2.0
+"$venv/bin/pip" show sushy-tools 2>/dev/null | grep -qx "Version: $SUSHY_TOOLS_VERSION" ||
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "sushy-tools==$SUSHY_TOOLS_VERSION"
+"$venv/bin/pip" show sushy-tools | grep '^Version:'
 
 step "Rust components"
 command -v cargo >/dev/null || { echo "no cargo on PATH: install a Rust toolchain first (https://rustup.rs)" >&2; exit 1; }

@@ -142,7 +142,10 @@ pub(crate) fn agent() -> ureq::Agent {
 }
 
 /// Status and body of a request (4xx and 5xx included).
-fn send(req: ureq::Request, body: Option<&serde_json::Value>) -> (u16, serde_json::Value) {
+pub(crate) fn send(
+    req: ureq::Request,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
     let r = match body {
         Some(b) => req.send_json(b),
         None => req.call(),

@@ -15,6 +15,8 @@ use longhaul_testbed::api::{
 };
 use longhaul_testbed::booking::Role;
 
+mod operations;
+
 /// Flags of `longhaul testbed`.
 #[derive(Args, Debug)]
 pub(crate) struct TestbedArgs {
@@ -55,6 +57,13 @@ enum TestbedCommand {
     Audit(IdArgs),
     /// Show your account: user, role, time zone.
     Me(MeArgs),
+    /// Read or change a host's power through its BMC (Redfish, IPMI or a local command), as the
+    /// holder of an active booking covering it, or as an admin with --reason: `longhaul testbed
+    /// power geneva/pc-1 cycle`. Prints the state the BMC reports afterwards.
+    Power(operations::PowerArgs),
+    /// Show the operations log: every power attempt, allowed or refused, with the BMC's answer
+    /// (yours; every user's for admins).
+    Operations(operations::OperationsArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -145,6 +154,10 @@ struct ServeArgs {
     /// admin must: 403 self_approval). For a testbed with a single approver.
     #[arg(long)]
     allow_self_approval: bool,
+    /// BMC file: each host's power endpoint and credentials (TOML, docs/testbed.md "Operations";
+    /// must be readable by the service's account alone).
+    #[arg(long, value_name = "FILE")]
+    bmc: Option<PathBuf>,
     /// Log level (error, warn, info, debug); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -281,6 +294,7 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
                 },
                 sweep_every: std::time::Duration::from_secs(u64::from(s.sweep_seconds)),
                 allow_self_approval: s.allow_self_approval,
+                bmc: s.bmc.clone(),
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -346,6 +360,8 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
         TestbedCommand::Preempt(p) => preempt(p),
         TestbedCommand::Audit(i) => audit(i),
         TestbedCommand::Me(m) => me(m),
+        TestbedCommand::Power(p) => operations::power(p),
+        TestbedCommand::Operations(o) => operations::operations(o),
     }
 }
 

@@ -1,5 +1,5 @@
 //! Arbitrary bytes as an inventory file and as every XML body of the
-//! testbed API: parsing must return errors, never panic. What parses is
+//! testbed API (the power request and the operations log included): parsing must return errors, never panic. What parses is
 //! used (conflict sets, effective states, a request's validation: the
 //! note's and the preemption notice's length bounds included), and an XML
 //! body that parses must write back and parse again to the same value.
@@ -10,6 +10,7 @@ use longhaul_testbed::api::{
     BookingList, BookingView, CreateBooking, DeclineBooking, ErrorBody, FeedToken, FreeBusy,
     FreeBusyQuery, PreemptBooking,
 };
+use longhaul_testbed::operations::{OperationLog, PowerReply, PowerRequest};
 use longhaul_testbed::resource::Inventory;
 use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
 
@@ -60,4 +61,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = xml_round_trip::<FreeBusy>(text);
     let _ = xml_round_trip::<ErrorBody>(text);
     let _ = xml_round_trip::<FeedToken>(text);
+    let _ = xml_round_trip::<PowerRequest>(text);
+    let _ = xml_round_trip::<PowerReply>(text);
+    let _ = xml_round_trip::<OperationLog>(text);
 });

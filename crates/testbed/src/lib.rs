@@ -16,6 +16,8 @@
 //!   database stores apply inside their transactions.
 //! - [`idempotency`]: idempotency keys for retried API calls.
 //! - [`ical`]: iCalendar feeds per user and per resource.
+//! - [`operations`]: who may power or watch a host (the holder of an active
+//!   booking, or an admin with a reason) and the operations log's bodies.
 //! - [`api`] and [`xml`]: the REST bodies, in JSON and in XML.
 //!
 //! The rules and the database design are in `docs/testbed.md`.
@@ -25,6 +27,7 @@ pub mod booking;
 pub mod decide;
 pub mod ical;
 pub mod idempotency;
+pub mod operations;
 pub mod policy;
 pub mod resource;
 pub mod time;

@@ -14,6 +14,7 @@ use crate::api::{
     AuditLog, BookingList, BookingView, CreateBooking, CurrentBookings, DeclineBooking, ErrorBody,
     ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, Me, PreemptBooking,
 };
+use crate::operations::{OperationLog, PowerReply, PowerRequest};
 
 /// A body with an XML root element name.
 pub trait XmlBody: Serialize + DeserializeOwned {
@@ -59,6 +60,15 @@ impl XmlBody for FeedToken {
 }
 impl XmlBody for CurrentBookings {
     const ROOT: &'static str = "current-bookings";
+}
+impl XmlBody for PowerRequest {
+    const ROOT: &'static str = "power-request";
+}
+impl XmlBody for PowerReply {
+    const ROOT: &'static str = "power";
+}
+impl XmlBody for OperationLog {
+    const ROOT: &'static str = "operation-log";
 }
 
 /// An XML body that cannot be read or written.

@@ -32,7 +32,8 @@ impl Drop for TempDir {
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback TCP port that was free a moment ago.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")

@@ -65,6 +65,9 @@ pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("delete", "/api/v1/me/feed-token"),
     ("get", "/api/v1/current"),
     ("get", "/api/v1/preview"),
+    ("get", "/api/v1/power"),
+    ("post", "/api/v1/power"),
+    ("get", "/api/v1/operations"),
 ];
 
 type Shared = Arc<AppState>;
@@ -95,6 +98,7 @@ pub fn router(state: Shared) -> Router {
         .route("/api/v1/current", get(current))
         .route("/metrics", get(metrics))
         .merge(crate::ui::routes())
+        .merge(crate::power::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -136,14 +140,14 @@ async fn log_request(State(s): State<Shared>, req: Request, next: Next) -> Respo
     resp
 }
 
-fn wants_xml(headers: &HeaderMap) -> bool {
+pub(crate) fn wants_xml(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/xml") || v.contains("text/xml"))
 }
 
-fn respond<T: XmlBody>(status: u16, value: &T, xml: bool) -> Response {
+pub(crate) fn respond<T: XmlBody>(status: u16, value: &T, xml: bool) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if xml && let Ok(text) = to_xml(value) {
         return (
@@ -159,7 +163,7 @@ fn respond<T: XmlBody>(status: u16, value: &T, xml: bool) -> Response {
     (status, axum::Json(value)).into_response()
 }
 
-fn error(status: u16, code: &str, message: impl Into<String>, xml: bool) -> Response {
+pub(crate) fn error(status: u16, code: &str, message: impl Into<String>, xml: bool) -> Response {
     let body = ErrorBody {
         code: code.into(),
         message: message.into(),
@@ -177,11 +181,11 @@ fn reply(r: &Reply, xml: bool) -> Response {
 
 /// A query string that does not deserialize (a missing or repeated parameter): 400 with the usual
 /// error body, not axum's plain-text rejection, so every 4xx has the documented content type.
-fn bad_query(e: &QueryRejection, xml: bool) -> Response {
+pub(crate) fn bad_query(e: &QueryRejection, xml: bool) -> Response {
     error(400, "invalid_query", e.body_text(), xml)
 }
 
-fn internal(e: &dyn std::fmt::Display, xml: bool) -> Response {
+pub(crate) fn internal(e: &dyn std::fmt::Display, xml: bool) -> Response {
     tracing::error!(target: "longhaul::testbed::http", error = %e, "internal error");
     error(500, "internal", "internal error (logged)", xml)
 }
@@ -189,7 +193,7 @@ fn internal(e: &dyn std::fmt::Display, xml: bool) -> Response {
 /// The service's clock, truncated to the microsecond: the API refuses times with more than six
 /// fractional digits (the stores keep microseconds), so every time it writes (a free interval
 /// starting now, a hold's end) must be one it would read back.
-fn now_us() -> Timestamp {
+pub(crate) fn now_us() -> Timestamp {
     let t = Timestamp::now();
     Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
 }
@@ -221,7 +225,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// The account of the request's bearer token (an API token), or a 401
 /// response. A calendar feed token is refused here (it reads the feeds,
 /// nothing else), with a message saying so.
-async fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, Response> {
+pub(crate) async fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, Response> {
     let xml = wants_xml(headers);
     let Some(token) = bearer(headers) else {
         return Err(unauthorized(
@@ -582,7 +586,7 @@ fn localize_reply(r: &mut Reply, account: &Account, inventory: &Inventory) {
 }
 
 /// A JSON body, or an XML one when the request says `Content-Type: …xml`.
-fn parse_body<T: XmlBody>(headers: &HeaderMap, body: &[u8]) -> Result<T, String> {
+pub(crate) fn parse_body<T: XmlBody>(headers: &HeaderMap, body: &[u8]) -> Result<T, String> {
     let is_xml_body = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -21,9 +21,11 @@ use longhaul_testbed::resource::Inventory;
 pub mod http;
 pub mod metrics;
 mod migrations;
+pub mod oplog;
 #[cfg(test)]
 mod oracle_tests;
 pub mod postgres;
+pub mod power;
 pub mod preview;
 pub mod reply;
 pub mod rows;
@@ -57,6 +59,8 @@ pub struct ServeOptions {
     /// Whether approvers (and admins) may approve their own bookings
     /// ([`Policy::allow_self_approval`]; off by default).
     pub allow_self_approval: bool,
+    /// The BMC file: each host's power endpoint and credentials (`docs/testbed.md`, Operations).
+    pub bmc: Option<PathBuf>,
 }
 
 /// The resources: every topology preset, plus `file`.
@@ -75,6 +79,39 @@ pub fn load_inventory(file: Option<&std::path::Path>) -> anyhow::Result<Inventor
     Ok(inv)
 }
 
+/// The BMC file at `file` (none: no host has power control), each of its hosts a host of
+/// `inventory`.
+pub fn load_bmc(
+    file: Option<&std::path::Path>,
+    inventory: &Inventory,
+) -> anyhow::Result<longhaul_power::BmcFile> {
+    let Some(path) = file else {
+        return Ok(longhaul_power::BmcFile::default());
+    };
+    let bmc = longhaul_power::BmcFile::load(path)?;
+    for id in bmc.ids() {
+        let known = longhaul_testbed::resource::ResourceId::parse(id)
+            .ok()
+            .and_then(|r| inventory.get(&r).cloned());
+        match known {
+            Some(r) if r.kind == longhaul_testbed::resource::ResourceKind::Host => {}
+            Some(r) => anyhow::bail!(
+                "{}: {id} is a {}, not a host",
+                path.display(),
+                serde_json::to_value(r.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+            None => anyhow::bail!(
+                "{}: {id} is not in the inventory (declare the host in --inventory)",
+                path.display()
+            ),
+        }
+    }
+    Ok(bmc)
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -90,6 +127,7 @@ pub fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
 
 async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
     let inventory = load_inventory(opts.inventory.as_deref())?;
+    let power = load_bmc(opts.bmc.as_deref(), &inventory)?;
     let store = Store::open(&opts.database)
         .await
         .with_context(|| format!("opening database {}", redact(&opts.database)))?;
@@ -117,6 +155,8 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
         },
         hold_ttl: opts.hold_ttl,
         metrics: metrics::TestbedMetrics::default(),
+        power,
+        power_busy: std::sync::Mutex::default(),
     });
     let sweeper = tokio::spawn(sweep(state.store.clone(), opts.sweep_every));
     let served = axum::serve(listener, http::router(state))

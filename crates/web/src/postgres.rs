@@ -60,6 +60,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             "feed token",
             include_str!("../migrations/postgres/0004_feed_token.sql"),
         ),
+        (
+            5,
+            "operations",
+            include_str!("../migrations/postgres/0005_operations.sql"),
+        ),
     ])
 }
 
@@ -111,7 +116,7 @@ fn names(ids: &[ResourceId]) -> Vec<String> {
 /// A PostgreSQL database.
 #[derive(Debug, Clone)]
 pub struct PgStore {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
 }
 
 impl PgStore {

@@ -58,6 +58,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             "feed token",
             include_str!("../migrations/sqlite/0004_feed_token.sql"),
         ),
+        (
+            5,
+            "operations",
+            include_str!("../migrations/sqlite/0005_operations.sql"),
+        ),
     ])
 }
 
@@ -84,12 +89,12 @@ fn row(r: &SqliteRow) -> Result<BookingRow, sqlx::Error> {
 /// A SQLite database file.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
     /// One connection for every write transaction. SQLite has one write lock; with writers on
     /// several connections, those waiting for it sleep and retry in SQLite's busy handler (up to
     /// 100 ms a time, in no order), which under load cost seconds of p99 latency and a third of the
     /// throughput (bench/RESULTS.md). Queued on this pool they wait in order, and wake at once.
-    writer: SqlitePool,
+    pub(crate) writer: SqlitePool,
 }
 
 impl SqliteStore {

@@ -1,0 +1,308 @@
+//! The service's BMC file: which power endpoint each host has, and its credentials. A TOML file
+//! apart from the inventory (which is shared and shown to users), readable by the service's
+//! account alone: one that group or others may read is refused, as ssh refuses such a key. Every
+//! password is a [`Secret`], which never prints; see `docs/testbed.md` ("Operations").
+//!
+//! ```toml
+//! [[host]]
+//! id = "geneva/pc-1"                    # a host of the inventory
+//! redfish = "https://10.1.0.5"          # the Redfish service root's host
+//! system = "/redfish/v1/Systems/1"      # optional when the BMC has one system
+//! ca_file = "/etc/longhaul/bmc-ca.pem"  # optional: trust this CA (BMCs' own certificates)
+//! user = "longhaul"
+//! password_file = "/etc/longhaul/bmc/pc-1"
+//!
+//! [[host]]
+//! id = "chicago/pc-2"
+//! ipmi = "10.2.0.6:623"                 # IPMI 2.0 over LAN (lanplus); port 623 by default
+//! user = "admin"
+//! password = "..."
+//!
+//! [[host]]
+//! id = "emulated/vm-1"
+//! command = { status = ["vmctl", "status", "vm-1"], on = ["vmctl", "start", "vm-1"],
+//!             off = ["vmctl", "kill", "vm-1"], reset = ["vmctl", "reset", "vm-1"] }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::command::Commands;
+use crate::ipmi::Ipmi;
+use crate::redfish::Redfish;
+use crate::{Endpoint, Wait};
+
+/// A credential: it prints as `***` in `Debug` and `Display`, so it reaches no log or message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `s`.
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// One host's endpoint and how long its actions may take.
+#[derive(Debug, Clone)]
+pub struct HostPower {
+    /// Where and how.
+    pub endpoint: Endpoint,
+    /// The wait for an action's outcome.
+    pub wait: Wait,
+}
+
+/// The BMC file: hosts by resource id.
+#[derive(Debug, Clone, Default)]
+pub struct BmcFile {
+    hosts: BTreeMap<String, HostPower>,
+}
+
+/// A BMC file that cannot be used: `FILE: WHERE: WHAT`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDoc {
+    #[serde(default)]
+    host: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    id: String,
+    redfish: Option<String>,
+    system: Option<String>,
+    ca_file: Option<PathBuf>,
+    ipmi: Option<String>,
+    command: Option<CommandEntry>,
+    user: Option<String>,
+    password: Option<String>,
+    password_file: Option<PathBuf>,
+    /// Seconds one request may take.
+    timeout: Option<u64>,
+    /// Seconds an action may take to show its outcome.
+    wait: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandEntry {
+    status: Vec<String>,
+    on: Vec<String>,
+    off: Vec<String>,
+    reset: Option<Vec<String>>,
+}
+
+/// Refuses a file that group or others may read or write: it holds credentials.
+pub fn check_private(path: &Path) -> Result<(), ConfigError> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(ConfigError(format!(
+            "{}: holds BMC credentials but group or others may read or write it (mode {mode:04o}): \
+             chmod 600 it",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+impl BmcFile {
+    /// Reads and checks the file at `path` (private, see [`check_private`]), and the password
+    /// files it names.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        check_private(path)?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses a BMC file's text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let doc: FileDoc = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            ConfigError(match line {
+                Some(l) => format!("{file}:{l}: {}", e.message().trim()),
+                None => format!("{file}: {}", e.message().trim()),
+            })
+        })?;
+        let mut hosts = BTreeMap::new();
+        for (i, e) in doc.host.into_iter().enumerate() {
+            let id = e.id.clone();
+            let at = |m: String| ConfigError(format!("{file}: host[{i}] ({id}): {m}"));
+            let power = entry(e).map_err(at)?;
+            if hosts.insert(id.clone(), power).is_some() {
+                return Err(ConfigError(format!(
+                    "{file}: host[{i}] ({id}): named twice"
+                )));
+            }
+        }
+        Ok(Self { hosts })
+    }
+
+    /// The endpoint of host `id`.
+    pub fn get(&self, id: &str) -> Option<&HostPower> {
+        self.hosts.get(id)
+    }
+
+    /// Every host id, in order.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.hosts.keys().map(String::as_str)
+    }
+
+    /// Number of hosts.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// True when it names none.
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+}
+
+fn entry(e: Entry) -> Result<HostPower, String> {
+    let timeout = Duration::from_secs(e.timeout.unwrap_or(10).clamp(1, 600));
+    let wait = Wait {
+        limit: Duration::from_secs(e.wait.unwrap_or(120).clamp(1, 3600)),
+        ..Wait::default()
+    };
+    let password = match (&e.password, &e.password_file) {
+        (Some(_), Some(_)) => return Err("give password or password_file, not both".into()),
+        (Some(p), None) => Some(Secret::new(p.clone())),
+        (None, Some(f)) => {
+            check_private(f).map_err(|err| err.0)?;
+            let text =
+                std::fs::read_to_string(f).map_err(|err| format!("{}: {err}", f.display()))?;
+            Some(Secret::new(text.trim_end_matches(['\r', '\n'])))
+        }
+        (None, None) => None,
+    };
+    let kinds = [e.redfish.is_some(), e.ipmi.is_some(), e.command.is_some()];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        return Err("name exactly one of redfish, ipmi or command".into());
+    }
+    let endpoint = if let Some(url) = e.redfish {
+        let user = e.user.ok_or("redfish needs user")?;
+        let password = password.ok_or("redfish needs password or password_file")?;
+        Endpoint::Redfish(Redfish::new(
+            &url,
+            e.system.as_deref(),
+            user,
+            password,
+            e.ca_file.as_deref(),
+            timeout,
+        )?)
+    } else if let Some(addr) = e.ipmi {
+        if e.system.is_some() || e.ca_file.is_some() {
+            return Err("system and ca_file are for redfish".into());
+        }
+        let user = e.user.ok_or("ipmi needs user")?;
+        let password = password.ok_or("ipmi needs password or password_file")?;
+        Endpoint::Ipmi(Ipmi::new(&addr, user, password, timeout)?)
+    } else if let Some(c) = e.command {
+        if e.user.is_some() || password.is_some() || e.system.is_some() || e.ca_file.is_some() {
+            return Err("user, password, system and ca_file are not for command".into());
+        }
+        Endpoint::Command(Commands::new(c.status, c.on, c.off, c.reset, timeout)?)
+    } else {
+        unreachable!("one kind is present")
+    };
+    Ok(HostPower { endpoint, wait })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_print() {
+        let s = Secret::new("hunter2");
+        assert_eq!(format!("{s} {s:?}"), "*** ***");
+        let f = BmcFile::parse(
+            "[[host]]\nid = \"a/b\"\nipmi = \"127.0.0.1:9623\"\nuser = \"admin\"\npassword = \"hunter2\"\n",
+            "bmc.toml",
+        )
+        .unwrap();
+        assert!(!format!("{f:?}").contains("hunter2"));
+        assert_eq!(
+            f.get("a/b").unwrap().endpoint.describe(),
+            "ipmi admin@127.0.0.1:9623"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_and_host() {
+        let e = BmcFile::parse("[[host]]\nid = \"a/b\"\nuser = \"x\"\n", "bmc.toml").unwrap_err();
+        assert_eq!(
+            e.0,
+            "bmc.toml: host[0] (a/b): name exactly one of redfish, ipmi or command"
+        );
+        let e = BmcFile::parse("[[host]]\nid = \"a/b\"\nredfsh = \"x\"\n", "bmc.toml").unwrap_err();
+        assert!(
+            e.0.starts_with("bmc.toml:3: unknown field `redfsh`"),
+            "{}",
+            e.0
+        );
+        let e = BmcFile::parse(
+            "[[host]]\nid = \"a/b\"\nredfish = \"http://h\"\nuser = \"u\"\n",
+            "bmc.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.0.ends_with("redfish needs password or password_file"),
+            "{}",
+            e.0
+        );
+        let twice = "[[host]]\nid = \"a\"\ncommand = { status = [\"true\"], on = [\"true\"], off = [\"true\"] }\n";
+        let e = BmcFile::parse(&format!("{twice}{twice}"), "bmc.toml").unwrap_err();
+        assert!(e.0.ends_with("named twice"), "{}", e.0);
+    }
+
+    #[test]
+    fn a_file_others_can_read_is_refused() {
+        let dir = std::env::temp_dir().join(format!("lh-bmc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("bmc.toml");
+        std::fs::write(&f, "").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = BmcFile::load(&f).unwrap_err();
+        assert!(
+            e.0.contains("mode 0644") && e.0.contains("chmod 600"),
+            "{}",
+            e.0
+        );
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(BmcFile::load(&f).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,276 @@
+//! `GET`/`POST /api/v1/power` and `GET /api/v1/operations` (issue 20): a host's power through the
+//! BMC the service's BMC file names ([`longhaul_power`]), for the holder of an active reservation
+//! covering the host or an admin with a reason ([`longhaul_testbed::operations::authorize`]), and
+//! the log of every attempt. The BMC is asked on a blocking thread; one change at a time per host
+//! (a second gets 409 while the first runs); the answer is the state read back from the BMC, or a
+//! 502 naming the host and the endpoint. Credentials stay in the BMC file: neither the replies,
+//! the log nor the service's own log lines carry them.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use longhaul_power::PowerAction;
+use longhaul_testbed::api::ErrorBody;
+use longhaul_testbed::booking::{LedgerError, Role};
+use longhaul_testbed::operations::{Grant, OperationLog, PowerReply, PowerRequest, authorize};
+use longhaul_testbed::resource::{ResourceId, ResourceKind};
+use serde::Deserialize;
+
+use crate::http::{account, bad_query, error, internal, now_us, parse_body, respond, wants_xml};
+use crate::oplog::NewOperation;
+use crate::state::AppState;
+
+type Shared = Arc<AppState>;
+
+/// The routes.
+pub fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/api/v1/power", get(power_status).post(power_action))
+        .route("/api/v1/operations", get(operations))
+}
+
+/// `GET /api/v1/power?host=H`.
+#[derive(Debug, Deserialize)]
+pub struct HostQuery {
+    host: String,
+}
+
+/// `GET /api/v1/operations?host=H&limit=N`.
+#[derive(Debug, Deserialize)]
+pub struct OperationsQuery {
+    host: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn power_status(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    q: Result<Query<HostQuery>, QueryRejection>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    match q {
+        Ok(Query(q)) => operate(&state, &headers, &q.host, "status", None).await,
+        Err(e) => bad_query(&e, xml),
+    }
+}
+
+async fn power_action(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let xml = wants_xml(&headers);
+    match parse_body::<PowerRequest>(&headers, &body) {
+        Ok(r) => operate(&state, &headers, &r.host, &r.action, r.reason.as_deref()).await,
+        Err(e) => error(400, "invalid_body", e, xml),
+    }
+}
+
+/// Forgets a host's busy mark when the operation ends, however it ends.
+struct Busy<'a> {
+    state: &'a AppState,
+    host: String,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut set) = self.state.power_busy.lock() {
+            set.remove(&self.host);
+        }
+    }
+}
+
+async fn operate(
+    state: &AppState,
+    headers: &HeaderMap,
+    host: &str,
+    action: &str,
+    reason: Option<&str>,
+) -> Response {
+    let xml = wants_xml(headers);
+    let account = match account(state, headers).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let host_id = match ResourceId::parse(host) {
+        Ok(h) => h,
+        Err(e) => return respond(400, &ErrorBody::from(&e), xml),
+    };
+    match state.inventory.get(&host_id) {
+        None => {
+            return respond(
+                404,
+                &ErrorBody::from(&LedgerError::UnknownResource(host_id)),
+                xml,
+            );
+        }
+        Some(r) if r.kind != ResourceKind::Host => {
+            return error(
+                422,
+                "not_a_host",
+                format!("{host_id} is a {:?}, not a host", r.kind).to_lowercase(),
+                xml,
+            );
+        }
+        Some(_) => {}
+    }
+    let Some(action) = PowerAction::parse(action) else {
+        return error(
+            400,
+            "invalid_action",
+            format!("unknown power action {action:?}: use status, on, off, cycle or reset"),
+            xml,
+        );
+    };
+    let Some(bmc) = state.power.get(host) else {
+        return error(
+            404,
+            "no_power_endpoint",
+            format!("{host_id} has no power endpoint (the service's --bmc file names none for it)"),
+            xml,
+        );
+    };
+    let now = now_us();
+    let until = longhaul_testbed::time::sat_add(now, jiff::SignedDuration::from_micros(1));
+    let bookings = match state
+        .store
+        .list(Some(&host_id), Some(now), Some(until))
+        .await
+    {
+        Ok(b) => b,
+        Err(e) => return internal(&e, xml),
+    };
+    let what = format!("power {action}");
+    let decision = authorize(&account.actor, &host_id, &bookings, reason, now);
+    let (grounds, result) = match &decision {
+        Ok(g) => (g.describe(), "pending"),
+        Err(r) => (format!("{}: {}", r.code, r.message), "refused"),
+    };
+    let logged = state
+        .store
+        .log_operation(&NewOperation {
+            at: now,
+            actor: &account.actor,
+            host,
+            action: &what,
+            reason: reason.map(str::trim).filter(|r| !r.is_empty()),
+            allowed: decision.is_ok(),
+            grounds: &grounds,
+            result,
+        })
+        .await;
+    let seq = match logged {
+        Ok(s) => s,
+        Err(e) => return internal(&e, xml),
+    };
+    let grant = match decision {
+        Ok(g) => g,
+        Err(r) => {
+            tracing::info!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, code = r.code, seq, "refused");
+            return error(403, r.code, r.message, xml);
+        }
+    };
+    if let Grant::Admin(reason) = &grant {
+        tracing::warn!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, reason, seq, "admin operates a host without a booking");
+    }
+    let _busy = if action.changes() {
+        let free = state
+            .power_busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(host.to_owned());
+        if !free {
+            let msg = format!(
+                "another power operation on {host_id} is under way: try again when it ends"
+            );
+            let _ = state
+                .store
+                .finish_operation(seq, "failed", None, &msg)
+                .await;
+            return error(409, "busy", msg, xml);
+        }
+        Some(Busy {
+            state,
+            host: host.to_owned(),
+        })
+    } else {
+        None
+    };
+    let (endpoint, wait) = (bmc.endpoint.clone(), bmc.wait);
+    let kind = endpoint.kind();
+    let ran = tokio::task::spawn_blocking(move || endpoint.run(action, wait)).await;
+    let ran = match ran {
+        Ok(r) => r,
+        Err(e) => Err(longhaul_power::PowerError {
+            endpoint: kind.into(),
+            message: format!("the BMC call failed: {e}"),
+        }),
+    };
+    match ran {
+        Ok(out) => {
+            let detail = out.answers.join("; ");
+            if let Err(e) = state
+                .store
+                .finish_operation(seq, "ok", Some(out.state.as_str()), &detail)
+                .await
+            {
+                return internal(&e, xml);
+            }
+            tracing::info!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, state = %out.state, millis = out.millis, seq, "done");
+            respond(
+                200,
+                &PowerReply {
+                    host: host.to_owned(),
+                    action: action.as_str().to_owned(),
+                    state: out.state.as_str().to_owned(),
+                    endpoint: kind.to_owned(),
+                    answers: out.answers,
+                    millis: out.millis,
+                    seq,
+                },
+                xml,
+            )
+        }
+        Err(e) => {
+            let msg = format!("{host_id}: {e}");
+            if let Err(e) = state
+                .store
+                .finish_operation(seq, "failed", None, &msg)
+                .await
+            {
+                return internal(&e, xml);
+            }
+            tracing::warn!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, error = %msg, seq, "BMC failed");
+            error(502, "bmc_error", msg, xml)
+        }
+    }
+}
+
+async fn operations(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    q: Result<Query<OperationsQuery>, QueryRejection>,
+) -> Response {
+    let xml = wants_xml(&headers);
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e, xml),
+    };
+    let account = match account(&state, &headers).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    // Admins read every attempt; others their own.
+    let actor = (account.actor.role != Role::Admin).then_some(account.actor.user.as_str());
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    match state
+        .store
+        .operations(q.host.as_deref(), actor, limit)
+        .await
+    {
+        Ok(operations) => respond(200, &OperationLog { operations }, xml),
+        Err(e) => internal(&e, xml),
+    }
+}
