@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use longhaul_testkit::fixtures::{TempDir, free_port};
 use serde_json::{Value, json};
 
-use crate::testbed::{Service, agent, get, post_booking, send};
+use crate::testbed::{Service, agent, get, send};
+use crate::testbed_console::{book_now, private_file};
 use crate::util::{bin, program};
 
 /// Where `scripts/test.sh` installs sushy-tools (pinned there).
@@ -46,12 +47,6 @@ impl Drop for Reaped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn private_file(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// A sushy-emulator with the fake driver: one system, `pc-1`, off, behind basic auth
@@ -156,22 +151,6 @@ impl Sushy {
 fn base64_of(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(s)
-}
-
-/// Starts a booking of `resource` for `user` now (within the policy's grace), for an hour.
-fn book_now(svc: &Service, token: &str, resource: &str) {
-    let now = jiff::Timestamp::now();
-    let (status, body) = post_booking(
-        svc,
-        token,
-        &json!({
-            "resource": resource,
-            "start": jiff::Timestamp::from_second(now.as_second()).unwrap().to_string(),
-            "end": jiff::Timestamp::from_second(now.as_second() + 3600).unwrap().to_string(),
-        }),
-        None,
-    );
-    assert_eq!(status, 201, "{body}");
 }
 
 fn power(

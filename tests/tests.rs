@@ -25,6 +25,7 @@ mod test_cmd;
 mod test_path;
 mod testbed;
 mod testbed_api_fuzz;
+mod testbed_console;
 mod testbed_power;
 mod testbed_ui;
 mod transfer;

@@ -61,6 +61,10 @@ enum TestbedCommand {
     /// holder of an active booking covering it, or as an admin with --reason: `longhaul testbed
     /// power geneva/pc-1 cycle`. Prints the state the BMC reports afterwards.
     Power(operations::PowerArgs),
+    /// Show a host's console as the service archived it (the current boot by default), or follow
+    /// it live, as the holder of an active booking covering it (or an admin with --reason). Boots,
+    /// oopses and panics are marked.
+    Console(operations::ConsoleArgs),
     /// Show the operations log: every power attempt, allowed or refused, with the BMC's answer
     /// (yours; every user's for admins).
     Operations(operations::OperationsArgs),
@@ -158,6 +162,16 @@ struct ServeArgs {
     /// must be readable by the service's account alone).
     #[arg(long, value_name = "FILE")]
     bmc: Option<PathBuf>,
+    /// Receive netconsole datagrams on this UDP address (hosts are told apart by the `netconsole`
+    /// address the BMC file gives them).
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    netconsole: Option<SocketAddr>,
+    /// Days the console archive keeps a line.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    console_days: u32,
+    /// Console lines kept per host (the newest).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(100..))]
+    console_lines: u32,
     /// Log level (error, warn, info, debug); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -295,6 +309,11 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
                 sweep_every: std::time::Duration::from_secs(u64::from(s.sweep_seconds)),
                 allow_self_approval: s.allow_self_approval,
                 bmc: s.bmc.clone(),
+                netconsole: s.netconsole,
+                console_retention: longhaul_web::console::Retention {
+                    days: s.console_days,
+                    lines: s.console_lines,
+                },
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -362,6 +381,7 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
         TestbedCommand::Me(m) => me(m),
         TestbedCommand::Power(p) => operations::power(p),
         TestbedCommand::Operations(o) => operations::operations(o),
+        TestbedCommand::Console(c) => operations::console(c),
     }
 }
 

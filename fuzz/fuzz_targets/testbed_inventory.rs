@@ -10,7 +10,7 @@ use longhaul_testbed::api::{
     BookingList, BookingView, CreateBooking, DeclineBooking, ErrorBody, FeedToken, FreeBusy,
     FreeBusyQuery, PreemptBooking,
 };
-use longhaul_testbed::operations::{OperationLog, PowerReply, PowerRequest};
+use longhaul_testbed::operations::{ConsoleLog, OperationLog, PowerReply, PowerRequest};
 use longhaul_testbed::resource::Inventory;
 use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
 
@@ -64,4 +64,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = xml_round_trip::<PowerRequest>(text);
     let _ = xml_round_trip::<PowerReply>(text);
     let _ = xml_round_trip::<OperationLog>(text);
+    let _ = xml_round_trip::<ConsoleLog>(text);
 });

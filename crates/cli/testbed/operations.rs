@@ -1,12 +1,12 @@
-//! `longhaul testbed power HOST ACTION` and `longhaul testbed operations`: a host's power through
-//! the service (which holds the BMC credentials and checks the reservation), and the log of such
-//! attempts.
+//! `longhaul testbed power HOST ACTION`, `longhaul testbed console HOST` and `longhaul testbed
+//! operations`: a host's power and console through the service (which holds the BMC credentials,
+//! reads the consoles and checks the reservation), and the log of such attempts.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use longhaul_testbed::operations::{OperationLog, PowerReply, PowerRequest};
+use longhaul_testbed::operations::{ConsoleLog, OperationLog, PowerReply, PowerRequest};
 
 use super::{ClientArgs, call, url};
 
@@ -144,4 +144,96 @@ pub(super) fn operations(o: &OperationsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub(super) struct ConsoleArgs {
+    /// The host's resource id.
+    host: String,
+    /// Which boot: a number from the list, or -1 for the latest (the default), -2 for the one
+    /// before, ...
+    #[arg(long, allow_hyphen_values = true)]
+    boot: Option<i64>,
+    /// Only lines read at or after this time (RFC 3339), across boots.
+    #[arg(long)]
+    since: Option<String>,
+    /// Keep printing new lines as they arrive (through reboots) until interrupted.
+    #[arg(short, long)]
+    follow: bool,
+    /// List the boots (with their oopses and panics) instead of lines.
+    #[arg(long)]
+    boots: bool,
+    /// How many lines at most (the newest).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    lines: u32,
+    /// Why: required of an admin who holds no booking of the host; kept in the operations log.
+    #[arg(long)]
+    reason: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+fn print_line(l: &longhaul_testbed::operations::ConsoleLineView) {
+    match &l.mark {
+        Some(m) => println!("{} #{} [{m}] {}", l.at, l.boot, l.text),
+        None => println!("{} #{} {}", l.at, l.boot, l.text),
+    }
+}
+
+pub(super) fn console(c: &ConsoleArgs) -> anyhow::Result<ExitCode> {
+    let get = |after: Option<u64>| -> anyhow::Result<(String, ConsoleLog)> {
+        let mut req = super::agent()
+            .get(&url(&c.client, "/api/v1/console"))
+            .query("host", &c.host)
+            .query("limit", &c.lines.to_string())
+            .set("Authorization", &format!("Bearer {}", c.client.token));
+        if let Some(b) = c.boot {
+            req = req.query("boot", &b.to_string());
+        }
+        if let Some(s) = &c.since {
+            req = req.query("since", s);
+        }
+        if let Some(a) = after {
+            req = req.query("after", &a.to_string());
+        }
+        if let Some(r) = &c.reason {
+            req = req.query("reason", r);
+        }
+        let text = call::<()>(req, None).with_context(|| format!("console of {}", c.host))?;
+        let log = serde_json::from_str(&text).context("the service's answer")?;
+        Ok((text, log))
+    };
+    let (text, log) = get(None)?;
+    if c.client.json.json && !c.follow {
+        println!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if c.boots {
+        for b in &log.boots {
+            println!(
+                "boot {:>4}  {} .. {}  {:>7} lines  {} oopses  {} panics",
+                b.boot, b.started, b.last, b.lines, b.oopses, b.panics
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut last = log.lines.last().map_or(log.last_seq, |l| l.seq);
+    for l in &log.lines {
+        print_line(l);
+    }
+    if !c.follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let (_, next) = get(Some(last))?;
+        for l in &next.lines {
+            if c.client.json.json {
+                println!("{}", serde_json::to_string(l)?);
+            } else {
+                print_line(l);
+            }
+        }
+        last = next.lines.last().map_or(last, |l| l.seq);
+    }
 }

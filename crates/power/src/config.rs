@@ -19,6 +19,11 @@
 //! password = "..."
 //!
 //! [[host]]
+//! id = "geneva/pc-3"                    # a console only
+//! console = "tcp:10.1.0.9:7003"         # or unix:/PATH, device:/PATH (ser2net, conserver, QEMU)
+//! netconsole = "10.1.0.7"               # and/or: netconsole datagrams from this address
+//!
+//! [[host]]
 //! id = "emulated/vm-1"
 //! command = { status = ["vmctl", "status", "vm-1"], on = ["vmctl", "start", "vm-1"],
 //!             off = ["vmctl", "kill", "vm-1"], reset = ["vmctl", "reset", "vm-1"] }
@@ -65,13 +70,19 @@ impl fmt::Display for Secret {
     }
 }
 
-/// One host's endpoint and how long its actions may take.
+/// One host's management: its power endpoint (and how long its actions may take) and where its
+/// console is.
 #[derive(Debug, Clone)]
 pub struct HostPower {
-    /// Where and how.
-    pub endpoint: Endpoint,
+    /// Where and how its power is controlled (`None`: it has a console only).
+    pub endpoint: Option<Endpoint>,
     /// The wait for an action's outcome.
     pub wait: Wait,
+    /// Its serial console, as the file gives it (`tcp:HOST:PORT`, `unix:/PATH`, `device:/PATH`);
+    /// `longhaul-console` reads it.
+    pub console: Option<String>,
+    /// The address its netconsole messages come from.
+    pub netconsole: Option<std::net::IpAddr>,
 }
 
 /// The BMC file: hosts by resource id.
@@ -101,6 +112,8 @@ struct Entry {
     ca_file: Option<PathBuf>,
     ipmi: Option<String>,
     command: Option<CommandEntry>,
+    console: Option<String>,
+    netconsole: Option<std::net::IpAddr>,
     user: Option<String>,
     password: Option<String>,
     password_file: Option<PathBuf>,
@@ -208,36 +221,53 @@ fn entry(e: Entry) -> Result<HostPower, String> {
         (None, None) => None,
     };
     let kinds = [e.redfish.is_some(), e.ipmi.is_some(), e.command.is_some()];
-    if kinds.iter().filter(|k| **k).count() != 1 {
-        return Err("name exactly one of redfish, ipmi or command".into());
+    match kinds.iter().filter(|k| **k).count() {
+        0 if e.console.is_none() && e.netconsole.is_none() => {
+            return Err(
+                "name a power endpoint (redfish, ipmi or command), a console or a netconsole"
+                    .into(),
+            );
+        }
+        0 | 1 => {}
+        _ => return Err("name one power endpoint: redfish, ipmi or command".into()),
     }
     let endpoint = if let Some(url) = e.redfish {
         let user = e.user.ok_or("redfish needs user")?;
         let password = password.ok_or("redfish needs password or password_file")?;
-        Endpoint::Redfish(Redfish::new(
+        Some(Endpoint::Redfish(Redfish::new(
             &url,
             e.system.as_deref(),
             user,
             password,
             e.ca_file.as_deref(),
             timeout,
-        )?)
+        )?))
     } else if let Some(addr) = e.ipmi {
         if e.system.is_some() || e.ca_file.is_some() {
             return Err("system and ca_file are for redfish".into());
         }
         let user = e.user.ok_or("ipmi needs user")?;
         let password = password.ok_or("ipmi needs password or password_file")?;
-        Endpoint::Ipmi(Ipmi::new(&addr, user, password, timeout)?)
+        Some(Endpoint::Ipmi(Ipmi::new(&addr, user, password, timeout)?))
     } else if let Some(c) = e.command {
         if e.user.is_some() || password.is_some() || e.system.is_some() || e.ca_file.is_some() {
             return Err("user, password, system and ca_file are not for command".into());
         }
-        Endpoint::Command(Commands::new(c.status, c.on, c.off, c.reset, timeout)?)
+        Some(Endpoint::Command(Commands::new(
+            c.status, c.on, c.off, c.reset, timeout,
+        )?))
     } else {
-        unreachable!("one kind is present")
+        if e.user.is_some() || password.is_some() || e.system.is_some() || e.ca_file.is_some() {
+            return Err("user, password, system and ca_file need a power endpoint".into());
+        }
+        None
     };
-    Ok(HostPower { endpoint, wait })
+    Ok(HostPower {
+        endpoint,
+        wait,
+        console: e.console,
+        netconsole: e.netconsole,
+    })
 }
 
 #[cfg(test)]
@@ -255,7 +285,7 @@ mod tests {
         .unwrap();
         assert!(!format!("{f:?}").contains("hunter2"));
         assert_eq!(
-            f.get("a/b").unwrap().endpoint.describe(),
+            f.get("a/b").unwrap().endpoint.as_ref().unwrap().describe(),
             "ipmi admin@127.0.0.1:9623"
         );
     }
@@ -265,7 +295,7 @@ mod tests {
         let e = BmcFile::parse("[[host]]\nid = \"a/b\"\nuser = \"x\"\n", "bmc.toml").unwrap_err();
         assert_eq!(
             e.0,
-            "bmc.toml: host[0] (a/b): name exactly one of redfish, ipmi or command"
+            "bmc.toml: host[0] (a/b): name a power endpoint (redfish, ipmi or command), a console or a netconsole"
         );
         let e = BmcFile::parse("[[host]]\nid = \"a/b\"\nredfsh = \"x\"\n", "bmc.toml").unwrap_err();
         assert!(

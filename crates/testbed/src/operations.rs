@@ -277,3 +277,51 @@ mod tests {
         assert_eq!(r.code, "no_reservation");
     }
 }
+
+/// One archived console line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleLineView {
+    /// Position in the archive (the `after` of the next poll).
+    pub seq: u64,
+    /// When the service read it, UTC RFC 3339.
+    pub at: String,
+    /// The boot it belongs to (a `Linux version` line starts the next).
+    pub boot: u64,
+    /// boot, oops or panic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<String>,
+    /// The text (control characters escaped).
+    pub text: String,
+}
+
+/// One boot of a host, as its console showed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootView {
+    /// Its number (0: lines before the first boot seen).
+    pub boot: u64,
+    /// Its first line's time.
+    pub started: String,
+    /// Its last line's time.
+    pub last: String,
+    /// Lines archived.
+    pub lines: u64,
+    /// Oopses marked.
+    pub oopses: u64,
+    /// Panics marked.
+    pub panics: u64,
+}
+
+/// `GET /api/v1/console`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleLog {
+    /// The host.
+    pub host: String,
+    /// Its boots, oldest first.
+    #[serde(default)]
+    pub boots: Vec<BootView>,
+    /// The lines asked for, oldest first.
+    #[serde(default)]
+    pub lines: Vec<ConsoleLineView>,
+    /// The highest line number the archive held when asked (poll with `after` = this).
+    pub last_seq: u64,
+}

@@ -14,7 +14,7 @@ use crate::api::{
     AuditLog, BookingList, BookingView, CreateBooking, CurrentBookings, DeclineBooking, ErrorBody,
     ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, Me, PreemptBooking,
 };
-use crate::operations::{OperationLog, PowerReply, PowerRequest};
+use crate::operations::{ConsoleLog, OperationLog, PowerReply, PowerRequest};
 
 /// A body with an XML root element name.
 pub trait XmlBody: Serialize + DeserializeOwned {
@@ -69,6 +69,9 @@ impl XmlBody for PowerReply {
 }
 impl XmlBody for OperationLog {
     const ROOT: &'static str = "operation-log";
+}
+impl XmlBody for ConsoleLog {
+    const ROOT: &'static str = "console-log";
 }
 
 /// An XML body that cannot be read or written.

@@ -68,6 +68,7 @@ pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/power"),
     ("post", "/api/v1/power"),
     ("get", "/api/v1/operations"),
+    ("get", "/api/v1/console"),
 ];
 
 type Shared = Arc<AppState>;
@@ -99,6 +100,7 @@ pub fn router(state: Shared) -> Router {
         .route("/metrics", get(metrics))
         .merge(crate::ui::routes())
         .merge(crate::power::routes())
+        .merge(crate::console::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),

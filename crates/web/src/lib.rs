@@ -18,6 +18,8 @@ use longhaul_testbed::booking::Role;
 use longhaul_testbed::policy::Policy;
 use longhaul_testbed::resource::Inventory;
 
+pub mod console;
+pub mod console_store;
 pub mod http;
 pub mod metrics;
 mod migrations;
@@ -59,8 +61,13 @@ pub struct ServeOptions {
     /// Whether approvers (and admins) may approve their own bookings
     /// ([`Policy::allow_self_approval`]; off by default).
     pub allow_self_approval: bool,
-    /// The BMC file: each host's power endpoint and credentials (`docs/testbed.md`, Operations).
+    /// The BMC file: each host's power endpoint and credentials, and its console
+    /// (`docs/testbed.md`, Operations).
     pub bmc: Option<PathBuf>,
+    /// Where to receive netconsole datagrams (the BMC file says which address is which host).
+    pub netconsole: Option<SocketAddr>,
+    /// How long the console archive keeps lines.
+    pub console_retention: console::Retention,
 }
 
 /// The resources: every topology preset, plus `file`.
@@ -159,11 +166,15 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
         power_busy: std::sync::Mutex::default(),
     });
     let sweeper = tokio::spawn(sweep(state.store.clone(), opts.sweep_every));
+    let consoles = console::start(&state, opts.netconsole, opts.console_retention).await?;
     let served = axum::serve(listener, http::router(state))
         .with_graceful_shutdown(shutdown())
         .await
         .context("serving");
     sweeper.abort();
+    for t in consoles {
+        t.abort();
+    }
     served
 }
 

@@ -54,7 +54,7 @@ fn view(r: &impl RowLike, at_us: i64) -> Result<OperationView, sqlx::Error> {
 }
 
 /// The column reads both drivers' rows share.
-trait RowLike {
+pub(crate) trait RowLike {
     fn i64(&self, c: &str) -> Result<i64, sqlx::Error>;
     fn text(&self, c: &str) -> Result<String, sqlx::Error>;
     fn opt_text(&self, c: &str) -> Result<Option<String>, sqlx::Error>;

@@ -65,6 +65,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             "operations",
             include_str!("../migrations/postgres/0005_operations.sql"),
         ),
+        (
+            6,
+            "console",
+            include_str!("../migrations/postgres/0006_console.sql"),
+        ),
     ])
 }
 

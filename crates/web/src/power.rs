@@ -24,6 +24,7 @@ use serde::Deserialize;
 
 use crate::http::{account, bad_query, error, internal, now_us, parse_body, respond, wants_xml};
 use crate::oplog::NewOperation;
+use crate::reply::Account;
 use crate::state::AppState;
 
 type Shared = Arc<AppState>;
@@ -82,6 +83,85 @@ impl Drop for Busy<'_> {
     }
 }
 
+/// The caller's account and the host `host` names, or the response refusing the request: 401, 400
+/// for an invalid id, 404 for an unknown resource, 422 for one that is not a host.
+pub(crate) async fn account_and_host(
+    state: &AppState,
+    headers: &HeaderMap,
+    host: &str,
+) -> Result<(Account, ResourceId), Response> {
+    let xml = wants_xml(headers);
+    let account = account(state, headers).await?;
+    let host_id = ResourceId::parse(host).map_err(|e| respond(400, &ErrorBody::from(&e), xml))?;
+    match state.inventory.get(&host_id) {
+        None => Err(respond(
+            404,
+            &ErrorBody::from(&LedgerError::UnknownResource(host_id)),
+            xml,
+        )),
+        Some(r) if r.kind != ResourceKind::Host => Err(error(
+            422,
+            "not_a_host",
+            format!("{host_id} is a {:?}, not a host", r.kind).to_lowercase(),
+            xml,
+        )),
+        Some(_) => Ok((account, host_id)),
+    }
+}
+
+/// Decides whether `account` may do `what` to `host` now ([`authorize`]) and logs the attempt:
+/// refused, it is logged and answered 403; allowed, it is logged with `result` (`pending` until
+/// [`crate::store::Store::finish_operation`], or `ok`). The log's sequence number and the grant.
+pub(crate) async fn admit(
+    state: &AppState,
+    account: &Account,
+    host: &ResourceId,
+    what: &str,
+    reason: Option<&str>,
+    result: &str,
+    xml: bool,
+) -> Result<(u64, Grant), Response> {
+    let now = now_us();
+    let until = longhaul_testbed::time::sat_add(now, jiff::SignedDuration::from_micros(1));
+    let bookings = state
+        .store
+        .list(Some(host), Some(now), Some(until))
+        .await
+        .map_err(|e| internal(&e, xml))?;
+    let decision = authorize(&account.actor, host, &bookings, reason, now);
+    let grounds = match &decision {
+        Ok(g) => g.describe(),
+        Err(r) => format!("{}: {}", r.code, r.message),
+    };
+    let seq = state
+        .store
+        .log_operation(&NewOperation {
+            at: now,
+            actor: &account.actor,
+            host: host.as_str(),
+            action: what,
+            reason: reason.map(str::trim).filter(|r| !r.is_empty()),
+            allowed: decision.is_ok(),
+            grounds: &grounds,
+            result: if decision.is_ok() { result } else { "refused" },
+        })
+        .await
+        .map_err(|e| internal(&e, xml))?;
+    let user = &account.actor.user;
+    match decision {
+        Ok(grant) => {
+            if let Grant::Admin(reason) = &grant {
+                tracing::warn!(target: "longhaul::testbed::operations", user, %host, what, reason, seq, "admin operates a host without a booking");
+            }
+            Ok((seq, grant))
+        }
+        Err(r) => {
+            tracing::info!(target: "longhaul::testbed::operations", user, %host, what, code = r.code, seq, "refused");
+            Err(error(403, r.code, r.message, xml))
+        }
+    }
+}
+
 async fn operate(
     state: &AppState,
     headers: &HeaderMap,
@@ -90,32 +170,10 @@ async fn operate(
     reason: Option<&str>,
 ) -> Response {
     let xml = wants_xml(headers);
-    let account = match account(state, headers).await {
-        Ok(a) => a,
+    let (account, host_id) = match account_and_host(state, headers, host).await {
+        Ok(x) => x,
         Err(r) => return r,
     };
-    let host_id = match ResourceId::parse(host) {
-        Ok(h) => h,
-        Err(e) => return respond(400, &ErrorBody::from(&e), xml),
-    };
-    match state.inventory.get(&host_id) {
-        None => {
-            return respond(
-                404,
-                &ErrorBody::from(&LedgerError::UnknownResource(host_id)),
-                xml,
-            );
-        }
-        Some(r) if r.kind != ResourceKind::Host => {
-            return error(
-                422,
-                "not_a_host",
-                format!("{host_id} is a {:?}, not a host", r.kind).to_lowercase(),
-                xml,
-            );
-        }
-        Some(_) => {}
-    }
     let Some(action) = PowerAction::parse(action) else {
         return error(
             400,
@@ -124,7 +182,11 @@ async fn operate(
             xml,
         );
     };
-    let Some(bmc) = state.power.get(host) else {
+    let Some((endpoint, wait)) = state
+        .power
+        .get(host)
+        .and_then(|h| Some((h.endpoint.clone()?, h.wait)))
+    else {
         return error(
             404,
             "no_power_endpoint",
@@ -132,49 +194,20 @@ async fn operate(
             xml,
         );
     };
-    let now = now_us();
-    let until = longhaul_testbed::time::sat_add(now, jiff::SignedDuration::from_micros(1));
-    let bookings = match state
-        .store
-        .list(Some(&host_id), Some(now), Some(until))
-        .await
+    let seq = match admit(
+        state,
+        &account,
+        &host_id,
+        &format!("power {action}"),
+        reason,
+        "pending",
+        xml,
+    )
+    .await
     {
-        Ok(b) => b,
-        Err(e) => return internal(&e, xml),
+        Ok((seq, _)) => seq,
+        Err(r) => return r,
     };
-    let what = format!("power {action}");
-    let decision = authorize(&account.actor, &host_id, &bookings, reason, now);
-    let (grounds, result) = match &decision {
-        Ok(g) => (g.describe(), "pending"),
-        Err(r) => (format!("{}: {}", r.code, r.message), "refused"),
-    };
-    let logged = state
-        .store
-        .log_operation(&NewOperation {
-            at: now,
-            actor: &account.actor,
-            host,
-            action: &what,
-            reason: reason.map(str::trim).filter(|r| !r.is_empty()),
-            allowed: decision.is_ok(),
-            grounds: &grounds,
-            result,
-        })
-        .await;
-    let seq = match logged {
-        Ok(s) => s,
-        Err(e) => return internal(&e, xml),
-    };
-    let grant = match decision {
-        Ok(g) => g,
-        Err(r) => {
-            tracing::info!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, code = r.code, seq, "refused");
-            return error(403, r.code, r.message, xml);
-        }
-    };
-    if let Grant::Admin(reason) = &grant {
-        tracing::warn!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, reason, seq, "admin operates a host without a booking");
-    }
     let _busy = if action.changes() {
         let free = state
             .power_busy
@@ -198,7 +231,6 @@ async fn operate(
     } else {
         None
     };
-    let (endpoint, wait) = (bmc.endpoint.clone(), bmc.wait);
     let kind = endpoint.kind();
     let ran = tokio::task::spawn_blocking(move || endpoint.run(action, wait)).await;
     let ran = match ran {

@@ -63,6 +63,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             "operations",
             include_str!("../migrations/sqlite/0005_operations.sql"),
         ),
+        (
+            6,
+            "console",
+            include_str!("../migrations/sqlite/0006_console.sql"),
+        ),
     ])
 }
 
