@@ -261,3 +261,68 @@ fn testbed_console_archives_marks_and_bounds_a_console() {
     );
     assert!(printed.trim_end().ends_with("after the poll"), "{printed}");
 }
+
+#[test]
+fn testbed_console_receives_netconsole_by_source_address() {
+    let dir = TempDir::new("netconsole");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bmc = dir.0.join("bmc.toml");
+    private_file(
+        &bmc,
+        "[[host]]\nid = \"cern/pc-1\"\nnetconsole = \"127.0.0.1\"\n",
+    );
+    let db = dir.0.join("testbed.sqlite").display().to_string();
+    let (svc, tokens) = Service::start_with(
+        &db,
+        &[("alice", "user", None)],
+        &[
+            "--bmc",
+            &bmc.display().to_string(),
+            "--netconsole",
+            &format!("127.0.0.1:{port}"),
+        ],
+        INVENTORY,
+    );
+    book_now(&svc, &tokens[0], "cern/pc-1");
+    // The host's kernel (extended netconsole format: level,seq,time,flags;message), and a stranger
+    // on another loopback address claiming a panic.
+    let host = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let stranger = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+    let to = format!("127.0.0.1:{port}");
+    stranger
+        .send_to(b"0,1,1,-;Kernel panic - not syncing: forged", &to)
+        .unwrap();
+    host.send_to(b"5,0,0,-;Linux version 6.1.0-lh (netconsole)\n", &to)
+        .unwrap();
+    host.send_to(
+        b"4,812,12345678,-;BUG: kernel NULL pointer dereference, address: 0000000000000000",
+        &to,
+    )
+    .unwrap();
+    host.send_to(b"6,813,12345679,-;still here\n", &to).unwrap();
+    let log = console_until(&svc, &tokens[0], "host=cern/pc-1", |l| {
+        texts(l).iter().any(|t| t.contains("still here"))
+    });
+    let marks: Vec<&str> = log["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["mark"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(marks, ["boot", "oops", ""], "{log}");
+    // Had the stranger's line been taken, it would stand before the boot, as boot 0.
+    assert_eq!(log["boots"].as_array().unwrap().len(), 1, "{log}");
+    let all = console_until(
+        &svc,
+        &tokens[0],
+        "host=cern/pc-1&since=2000-01-01T00:00:00Z",
+        |_| true,
+    );
+    assert!(!texts(&all).iter().any(|t| t.contains("forged")), "{all}");
+    assert_eq!(log["boots"][0]["oopses"], 1);
+    assert_eq!(log["boots"][0]["panics"], 0);
+}
