@@ -13,7 +13,7 @@ use longhaul_testkit::fixtures::{TempDir, free_port};
 use serde_json::{Value, json};
 
 use crate::testbed::{Service, agent, get, send};
-use crate::testbed_console::{book_now, private_file};
+use crate::testbed_console::{book_now, console_until, private_file, texts};
 use crate::util::{bin, program};
 
 /// Where `scripts/test.sh` installs sushy-tools (pinned there).
@@ -394,7 +394,13 @@ struct IpmiSim {
 }
 
 impl IpmiSim {
+    /// The machine is `sleep 3600`.
     fn start(dir: &Path) -> Option<Self> {
+        Self::start_with(dir, "setsid sleep 3600 </dev/null >/dev/null 2>&1 &")
+    }
+
+    /// The machine is what `launch` (a shell command that starts it in the background) starts.
+    fn start_with(dir: &Path, launch: &str) -> Option<Self> {
         if !program("ipmi_sim", "openipmi") || !program("ipmitool", "ipmitool") {
             return None;
         }
@@ -404,9 +410,11 @@ impl IpmiSim {
         std::fs::write(
             &script,
             format!(
-                "#!/bin/sh\npid={0}\nup() {{ [ -s $pid ] && kill -0 \"$(cat $pid)\" 2>/dev/null; }}\n\
-                 start() {{ setsid sleep 3600 </dev/null >/dev/null 2>&1 & echo $! > $pid; }}\n\
-                 stop() {{ up && kill \"$(cat $pid)\"; rm -f $pid; }}\n\
+                "#!/bin/sh\npid={0}\n\
+                 alive() {{ [ -r /proc/$1/stat ] && [ \"$(cut -d' ' -f3 /proc/$1/stat)\" != Z ]; }}\n\
+                 up() {{ [ -s $pid ] && alive \"$(cat $pid)\"; }}\n\
+                 start() {{ {launch} echo $! > $pid; }}\n\
+                 stop() {{ if up; then p=$(cat $pid); kill $p; while alive $p; do sleep 0.1; done; fi; rm -f $pid; }}\n\
                  op=$1; shift\n\
                  if [ \"$op\" = get ]; then for p in \"$@\"; do case $p in power) if up; then echo power:1; else echo power:0; fi;; *) echo $p:0;; esac; done; exit 0; fi\n\
                  while [ $# -ge 2 ]; do case $1 in power) if [ \"$2\" = 1 ]; then up || start; else stop; fi;; reset) stop; start;; esac; shift 2; done\n",
@@ -602,4 +610,153 @@ fn testbed_power_through_an_ipmi_bmc() {
     assert!(!serde_json::to_string(&all).unwrap().contains(PASSWORD));
     assert_eq!(all.iter().filter(|o| o["result"] == "ok").count(), 4);
     assert_eq!(all.iter().filter(|o| o["result"] == "failed").count(), 2);
+}
+
+/// The test guest of `tests/guest/build.sh` (Debian's kernel, a busybox init), built once into a
+/// cache; `None` (the test fails with the reason, or is skipped) when QEMU or busybox is missing.
+fn guest_kit() -> Option<PathBuf> {
+    if !program("qemu-system-x86_64", "qemu-system-x86") || !program("busybox", "busybox-static") {
+        return None;
+    }
+    let dir = PathBuf::from(
+        std::env::var("LONGHAUL_GUEST_DIR").unwrap_or_else(|_| "/var/cache/longhaul-guest".into()),
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .output()
+        .expect("run tests/guest/build.sh");
+    assert!(
+        out.status.success(),
+        "tests/guest/build.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(dir)
+}
+
+/// An `ipmi_sim` BMC whose chassis control runs a QEMU guest: power on starts it (its console a
+/// TCP server at `console`, which holds the guest until a reader connects, so the first line is
+/// never lost; its second serial port a Unix socket the test sends commands to), power off kills
+/// it, reset restarts it.
+fn ipmi_sim_with_guest(dir: &Path, kit: &Path, console: u16) -> Option<IpmiSim> {
+    let qemu = format!(
+        "qemu-system-x86_64 -accel tcg -m 256 -nodefaults -no-user-config -display none \
+         -kernel {kit}/vmlinux -initrd {kit}/initramfs.cpio.gz -append \"$(cat {kit}/cmdline)\" \
+         -chardev socket,id=s0,host=127.0.0.1,port={console},server=on,wait=on \
+         -chardev socket,id=s1,path={dir}/ttyS1.sock,server=on,wait=off \
+         -serial chardev:s0 -serial chardev:s1",
+        kit = kit.display(),
+        dir = dir.display()
+    );
+    IpmiSim::start_with(
+        dir,
+        &format!(
+            "setsid {qemu} </dev/null >{}/qemu.log 2>&1 &",
+            dir.display()
+        ),
+    )
+}
+
+#[test]
+fn testbed_power_cycle_brings_a_panicked_guest_back() {
+    let dir = TempDir::new("power-guest");
+    let Some(kit) = guest_kit() else {
+        return;
+    };
+    let console = free_port();
+    let Some(sim) = ipmi_sim_with_guest(&dir.0, &kit, console) else {
+        return;
+    };
+    let bmc = dir.0.join("bmc.toml");
+    private_file(
+        &bmc,
+        &format!(
+            "[[host]]\nid = \"cern/pc-2\"\nipmi = \"127.0.0.1:{}\"\nuser = \"admin\"\npassword = \"{PASSWORD}\"\n\
+             timeout = 2\nwait = 60\nconsole = \"tcp:127.0.0.1:{console}\"\n",
+            sim.port
+        ),
+    );
+    let db = dir.0.join("testbed.sqlite").display().to_string();
+    let (svc, tokens) = Service::start_with(
+        &db,
+        &[("alice", "user", None)],
+        &["--bmc", &bmc.display().to_string()],
+        INVENTORY,
+    );
+    let alice = &tokens[0];
+    book_now(&svc, alice, "cern");
+    let up = |boots: usize| {
+        move |l: &Value| {
+            l["boots"].as_array().unwrap().len() == boots
+                && texts(l)
+                    .iter()
+                    .any(|t| t.contains("longhaul-guest: init up"))
+        }
+    };
+
+    let (s, b) = power(&svc, alice, "cern/pc-2", "on", None);
+    assert_eq!((s, b["state"].as_str()), (200, Some("on")), "{b}");
+    let log = console_until(&svc, alice, "host=cern/pc-2", up(1));
+    assert_eq!(
+        log["lines"][0]["mark"], "boot",
+        "the kernel's first line is captured: {log}"
+    );
+    assert!(texts(&log)[0].contains("Linux version"), "{log}");
+
+    // Panic the guest's kernel (sysrq c, from inside); the console archive marks it.
+    let mut cmd = std::os::unix::net::UnixStream::connect(dir.0.join("ttyS1.sock")).unwrap();
+    std::io::Write::write_all(&mut cmd, b"panic\n").unwrap();
+    let log = console_until(&svc, alice, "host=cern/pc-2", |l| {
+        l["boots"][0]["panics"] == 1
+    });
+    let panic = log["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["mark"] == "panic")
+        .unwrap();
+    assert!(
+        panic["text"]
+            .as_str()
+            .unwrap()
+            .contains("Kernel panic - not syncing"),
+        "{panic}"
+    );
+    assert_eq!(
+        sim.ipmitool("status").as_deref(),
+        Some("on"),
+        "a panicked host is still powered"
+    );
+
+    // A power cycle through the IPMI BMC brings it back: a new boot in the archive.
+    let (s, b) = power(&svc, alice, "cern/pc-2", "cycle", None);
+    assert_eq!((s, b["state"].as_str()), (200, Some("on")), "{b}");
+    let log = console_until(&svc, alice, "host=cern/pc-2", up(2));
+    let boots = log["boots"].as_array().unwrap();
+    assert_eq!(
+        (boots[0]["panics"].as_u64(), boots[1]["panics"].as_u64()),
+        (Some(1), Some(0)),
+        "{log}"
+    );
+    assert_eq!(log["lines"][0]["mark"], "boot");
+    let out = Command::new(bin())
+        .args([
+            "testbed",
+            "console",
+            "cern/pc-2",
+            "--boots",
+            "--server",
+            &svc.url(""),
+            "--token",
+            alice,
+        ])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(printed.lines().count(), 2, "{printed}");
+    assert!(
+        printed.lines().next().unwrap().contains("1 panics"),
+        "{printed}"
+    );
 }

@@ -43,13 +43,18 @@
 set -euo pipefail
 
 out=${1:-/var/cache/longhaul-guest}
+# No "quiet": the tests want the whole boot log, "Linux version ..." first. panic=0: after a
+# panic, wait forever instead of rebooting, so only a power cycle brings the guest back.
+# No oops=panic: nothing here can cause an oops, so it would change nothing.
 cmdline='console=ttyS0,115200 panic=0'
 busybox=/bin/busybox
 self=${BASH_SOURCE[0]}
 
 mkdir -p "$out"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# Scratch space, made on first use inside $out so finished files can be renamed into place.
+tmp=
+trap '[[ -z $tmp ]] || rm -rf "$tmp"' EXIT
+scratch() { [[ -n $tmp ]] || tmp=$(mktemp -d "$out/.build.XXXXXX"); }
 
 # Whether $1 must be (re)built: it is missing, or (with a second argument) older than this script.
 stale() { [[ ! -s $1 ]] || { [[ $# -gt 1 ]] && [[ $self -nt $1 ]]; }; }
@@ -66,19 +71,20 @@ fetch_kernel() {
 }
 
 if stale "$out/vmlinuz"; then
+  scratch
   fetch_kernel || { apt-get update -q && fetch_kernel; }
   dpkg-deb -x "$tmp"/linux-image-*.deb "$tmp/kernel"
-  cp "$tmp"/kernel/boot/vmlinuz-* "$out/vmlinuz.new"
-  mv "$out/vmlinuz.new" "$out/vmlinuz"
+  mv "$tmp"/kernel/boot/vmlinuz-* "$out/vmlinuz"
 fi
 
 # vmlinuz decompresses itself with xz, which takes ~6 s under TCG. QEMU can boot the
 # uncompressed ELF inside it directly (PVH entry point), so cut that out once here.
 if stale "$out/vmlinux"; then
+  scratch
   off=$(LC_ALL=C grep -m1 -aboP '\xfd7zXZ(?=\x00)' "$out/vmlinuz")  # xz magic bytes
   # (xz stops at the end of the stream; a plain pipe would then fail on tail's SIGPIPE.)
-  xz -dc --single-stream < <(tail -c +$(( ${off%%:*} + 1 )) "$out/vmlinuz") > "$out/vmlinux.new"
-  mv "$out/vmlinux.new" "$out/vmlinux"
+  xz -dc --single-stream < <(tail -c +$(( ${off%%:*} + 1 )) "$out/vmlinuz") > "$tmp/vmlinux"
+  mv "$tmp/vmlinux" "$out/vmlinux"
 fi
 
 if stale "$out/initramfs.cpio.gz" newer; then
@@ -87,6 +93,7 @@ if stale "$out/initramfs.cpio.gz" newer; then
     echo "$busybox is not static: install busybox-static" >&2
     exit 1
   fi
+  scratch
   root=$tmp/root
   mkdir -p "$root"/{bin,dev,proc,sys}
   cp "$busybox" "$root/bin/busybox"
@@ -121,8 +128,8 @@ done
 EOF
   chmod 755 "$root/init"
   (cd "$root" && find . | sort | "$busybox" cpio -o -H newc -R 0:0 2>/dev/null) |
-    gzip -9 > "$out/initramfs.cpio.gz.new"
-  mv "$out/initramfs.cpio.gz.new" "$out/initramfs.cpio.gz"
+    gzip -9 > "$tmp/initramfs.cpio.gz"
+  mv "$tmp/initramfs.cpio.gz" "$out/initramfs.cpio.gz"
 fi
 
 if stale "$out/cmdline" newer; then
