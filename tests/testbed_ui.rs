@@ -473,3 +473,110 @@ fn testbed_preview_endpoint_and_ui_assets() {
         assert!(body.contains(needle), "{path}");
     }
 }
+
+/// The host pane (issue 20) in Chromium: alice, holding a booking of the host, sees its power state,
+/// powers it on with a button (the state the service read back shows, and the "BMC" — a local
+/// command endpoint over a flag file — agrees), and watches its console update live, without a
+/// reload, as the test's console server writes a boot and a panic (marked). Screenshot kept in the
+/// test's directory (`LONGHAUL_UPDATE_SCREENSHOT=1`: `docs/img/testbed-host.png`).
+#[test]
+fn testbed_ui_host_pane_powers_and_shows_a_live_console() {
+    use std::io::Write;
+    let dir = TempDir::new("ui-host");
+    let flag = dir.0.join("powered");
+    let console = std::net::TcpListener::bind("127.0.0.1:0").expect("console listener");
+    let bmc = dir.0.join("bmc.toml");
+    let f = flag.display();
+    crate::testbed_console::private_file(
+        &bmc,
+        &format!(
+            "[[host]]\nid = \"cern/pc-1\"\nconsole = \"tcp:{}\"\n\
+             command = {{ status = [\"sh\", \"-c\", \"[ -e {f} ] && echo on || echo off\"], \
+             on = [\"touch\", \"{f}\"], off = [\"rm\", \"-f\", \"{f}\"] }}\n",
+            console.local_addr().expect("address")
+        ),
+    );
+    let db = dir.0.join("testbed.sqlite").display().to_string();
+    let (svc, tokens) = Service::start_with(
+        &db,
+        &[("alice", "user", None)],
+        &["--bmc", &bmc.display().to_string()],
+        "[[resource]]\nid = \"cern\"\nkind = \"site\"\n\n[[resource]]\nid = \"cern/pc-1\"\nkind = \"host\"\n",
+    );
+    let alice = &tokens[0];
+    crate::testbed_console::book_now(&svc, alice, "cern/pc-1");
+    let (mut con, _) = console
+        .accept()
+        .expect("the service connects to the console");
+    con.write_all(
+        b"[    0.000000] Linux version 6.1.0-lh (first boot)\n[    0.5] hello from pc-1\n",
+    )
+    .expect("console");
+
+    let profile = TempDir::new("chromium-profile");
+    let driver = ChromeDriver::start(ZONE);
+    let screenshot = if std::env::var_os("LONGHAUL_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/img/testbed-host.png"
+        ))
+    } else {
+        dir.0.join("testbed-host.png")
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let c = browser::session(&driver, &profile).await;
+        c.goto(&svc.url("/")).await.expect("open the UI");
+        type_into(&c, "#token", alice).await;
+        click(&c, "#signin").await;
+        wait_for(&c, "#who:not([hidden])").await;
+        // Picking the host reads its power from the "BMC" and starts its console.
+        wait_for(&c, "#h-host")
+            .await
+            .select_by_value("cern/pc-1")
+            .await
+            .expect("pick the host");
+        wait_for(&c, r#"#h-state[data-state="off"]"#).await;
+        assert!(
+            text(&c, "#h-console .c-boot")
+                .await
+                .contains("Linux version 6.1.0-lh (first boot)")
+        );
+        assert!(text(&c, "#h-console").await.contains("hello from pc-1"));
+        click(&c, r#"[data-power="on"]"#).await;
+        wait_for(&c, r#"#h-state[data-state="on"]"#).await;
+        assert!(flag.exists(), "the BMC command ran");
+        // Live: lines written now appear without a reload, the panic marked.
+        con.write_all(b"[   42.000000] Kernel panic - not syncing: sysrq triggered crash\n")
+            .expect("console");
+        let panic = text(&c, "#h-console .c-panic").await;
+        assert!(panic.contains("Kernel panic - not syncing"), "{panic}");
+        assert!(text(&c, "#h-boots").await.contains("panicked"));
+        c.execute(
+            "document.getElementById('host-card').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .expect("scroll to the pane");
+        let png = c.screenshot().await.expect("screenshot");
+        std::fs::write(&screenshot, &png).expect("write the screenshot");
+        c.close().await.expect("close the browser");
+    });
+    let (s, ops) = get(&svc, alice, "/api/v1/operations");
+    assert_eq!(s, 200);
+    let actions: Vec<&str> = ops["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .map(|o| o["action"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        actions.contains(&"power on") && actions.contains(&"console read"),
+        "{actions:?}"
+    );
+    let png = std::fs::read(&screenshot).expect("the screenshot was written");
+    assert!(png_size(&png).0 >= 1200);
+}

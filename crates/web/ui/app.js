@@ -3,7 +3,9 @@
 // chosen at the top), with the zone named and UTC on hover. The booking form asks the server for a
 // dry run (GET /api/v1/preview) as the slot changes, so conflicts (including a parent or child
 // partition), policy refusals and DST warnings show before anything is booked. The DOM is built with
-// createElement/textContent only: booking notes and error messages can never become markup.
+// createElement/textContent only: booking notes, error messages and console lines can never become
+// markup. The host pane reads and changes a host's power (POST /api/v1/power) and shows its console
+// live, polling GET /api/v1/console with after= each second.
 "use strict";
 
 (() => {
@@ -989,6 +991,106 @@
     return { user: pv.user, role: pv.role, zone: null };
   }
 
+  // ---- Host: power and console -------------------------------------------------------------------
+
+  const host = { id: null, after: null, timer: null, lines: 0 };
+  const CONSOLE_KEPT = 2000;
+
+  function fillHosts() {
+    const hosts = state.resources.filter((r) => r.kind === "host");
+    $("h-host").replaceChildren(...hosts.map((r) => el("option", { value: r.id, text: r.id })));
+    $("host-card").hidden = !hosts.length;
+    if (hosts.length) selectHost(hosts[0].id);
+  }
+
+  function hostReason() {
+    const r = $("h-reason").value.trim();
+    return r || undefined;
+  }
+
+  function setPower(stateName) {
+    $("h-state").textContent = stateName;
+    $("h-state").dataset.state = stateName;
+  }
+
+  async function power(action) {
+    show("h-error", "");
+    $("h-busy").hidden = false;
+    for (const b of document.querySelectorAll("[data-power]")) b.disabled = true;
+    try {
+      const r = await api("POST", "/api/v1/power", { host: host.id, action, reason: hostReason() });
+      setPower(r.state);
+    } catch (e) {
+      if (e.status === 404 && e.body && e.body.code === "no_power_endpoint") {
+        setPower("not controlled here");
+      } else {
+        if (action === "status") setPower("unknown");
+        show("h-error", e.message);
+      }
+    } finally {
+      $("h-busy").hidden = true;
+      for (const b of document.querySelectorAll("[data-power]")) b.disabled = false;
+    }
+  }
+
+  function consoleLine(l) {
+    const at = el("span", { class: "c-at", text: l.at.slice(11, 19) + " ", title: l.at });
+    const text = el("span", { class: l.mark ? `c-text c-${l.mark}` : "c-text", text: l.text });
+    return el("span", { class: "c-line", data: { seq: String(l.seq), boot: String(l.boot) } }, at, text, "\n");
+  }
+
+  async function pollConsole() {
+    const id = host.id;
+    const params = { host: id, limit: "500" };
+    if (host.after !== null) params.after = String(host.after);
+    const reason = hostReason();
+    if (reason) params.reason = reason;
+    try {
+      const log = await api("GET", `/api/v1/console?${query(params)}`);
+      if (id !== host.id) return;
+      const pre = $("h-console");
+      const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.append(...log.lines.map(consoleLine));
+      host.lines += log.lines.length;
+      while (host.lines > CONSOLE_KEPT && pre.firstChild) {
+        pre.firstChild.remove();
+        host.lines -= 1;
+      }
+      host.after = log.lines.length ? log.lines[log.lines.length - 1].seq : Math.max(host.after || 0, log.last_seq);
+      const boots = log.boots || [];
+      const last = boots[boots.length - 1];
+      $("h-boots").textContent = last
+        ? `(boot ${last.boot}${last.panics ? ", panicked" : ""}; ${boots.length} boots archived)`
+        : "(nothing archived yet)";
+      if (atEnd) pre.scrollTop = pre.scrollHeight;
+    } catch (e) {
+      if (id !== host.id) return;
+      $("h-boots").textContent = e.status === 404 ? "(none for this host)" : "";
+      if (e.status !== 404) show("h-error", e.message);
+      if (e.status === 403 || e.status === 404) return stopConsole();
+    }
+    if (id === host.id) host.timer = setTimeout(pollConsole, 1000);
+  }
+
+  function stopConsole() {
+    clearTimeout(host.timer);
+    host.timer = null;
+  }
+
+  function selectHost(id) {
+    stopConsole();
+    host.id = id;
+    host.after = null;
+    host.lines = 0;
+    $("h-host").value = id;
+    $("h-console").replaceChildren();
+    $("h-boots").textContent = "";
+    setPower("–");
+    show("h-error", "");
+    power("status");
+    pollConsole();
+  }
+
   async function signIn(token) {
     state.token = token;
     const list = await api("GET", "/api/v1/resources");
@@ -1008,6 +1110,7 @@
     $("app-view").hidden = false;
     fillZones(me.zone);
     fillResourceSelects();
+    fillHosts();
     setAnchorTo(Date.now());
     const start = Math.ceil(Date.now() / HOUR) * HOUR + HOUR;
     $("f-start").value = fmtLocal(start, state.zone);
@@ -1061,6 +1164,11 @@
       onStartOrLength();
     });
     $("book-form").addEventListener("submit", book);
+    $("h-host").addEventListener("change", () => selectHost($("h-host").value));
+    $("h-reason").addEventListener("change", () => selectHost(host.id));
+    for (const b of document.querySelectorAll("[data-power]")) {
+      b.addEventListener("click", () => power(b.dataset.power));
+    }
     $("free-form").addEventListener("submit", findFree);
     // Holds expire and bookings start and end: keep the view current.
     setInterval(() => {
