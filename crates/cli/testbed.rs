@@ -10,12 +10,15 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use longhaul_testbed::api::{
-    AuditLog, BookingList, BookingView, CreateBooking, DeclineBooking, ErrorBody, ExtendBooking,
-    Me, PreemptBooking,
+    AuditLog, BookingList, BookingView, CreateBooking, DeclineBooking, ExtendBooking, Me,
+    PreemptBooking,
 };
 use longhaul_testbed::booking::Role;
 
+mod client;
 mod operations;
+
+use client::{ClientArgs, agent, call, url};
 
 /// Flags of `longhaul testbed`.
 #[derive(Args, Debug)]
@@ -175,24 +178,6 @@ struct ServeArgs {
     /// Log level (error, warn, info, debug); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
-}
-
-/// Where the client finds the service.
-#[derive(Args, Debug)]
-#[command(mut_arg("json", |a| a.help("Print the service's JSON instead of a summary")))]
-struct ClientArgs {
-    /// Service URL.
-    #[arg(
-        long,
-        env = "LONGHAUL_TESTBED_URL",
-        default_value = "http://127.0.0.1:7068"
-    )]
-    server: String,
-    /// API token (`longhaul testbed token add`).
-    #[arg(long, env = "LONGHAUL_TESTBED_TOKEN", hide_env_values = true)]
-    token: String,
-    #[command(flatten)]
-    json: crate::args::Json,
 }
 
 #[derive(Args, Debug)]
@@ -383,44 +368,6 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
         TestbedCommand::Operations(o) => operations::operations(o),
         TestbedCommand::Console(c) => operations::console(c),
     }
-}
-
-/// The service's answer: the body on 2xx; the error body's message otherwise.
-fn call<B: serde::Serialize>(req: ureq::Request, body: Option<&B>) -> anyhow::Result<String> {
-    let url = req.url().to_owned();
-    let result = match body {
-        Some(b) => req.send_json(b),
-        None => req.call(),
-    };
-    match result {
-        Ok(resp) => Ok(resp.into_string()?),
-        Err(ureq::Error::Status(code, resp)) => {
-            let text = resp.into_string().unwrap_or_default();
-            match serde_json::from_str::<ErrorBody>(&text) {
-                Ok(e) => {
-                    let mut msg = format!("{} ({code} {})", e.message, e.code);
-                    for r in &e.reasons {
-                        msg.push_str(&format!("\n  {}: {}", r.code, r.message));
-                    }
-                    bail!(msg)
-                }
-                Err(_) => bail!("{url}: HTTP {code}: {text}"),
-            }
-        }
-        Err(e) => Err(anyhow::Error::new(e).context(format!(
-            "cannot reach the testbed service at {url} (is `longhaul testbed serve` running?)"
-        ))),
-    }
-}
-
-fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(std::time::Duration::from_secs(30))
-        .build()
-}
-
-fn url(c: &ClientArgs, path: &str) -> String {
-    format!("{}{path}", c.server.trim_end_matches('/'))
 }
 
 fn print_booking(v: &BookingView) {

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use longhaul_testbed::operations::{ConsoleLog, OperationLog, PowerReply, PowerRequest};
 
-use super::{ClientArgs, call, url};
+use super::client::{ClientArgs, agent, call, url};
 
 /// What to do with a host's power.
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -114,7 +114,7 @@ pub(super) fn power(p: &PowerArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(super) fn operations(o: &OperationsArgs) -> anyhow::Result<ExitCode> {
-    let mut req = super::agent()
+    let mut req = agent()
         .get(&url(&o.client, "/api/v1/operations"))
         .query("limit", &o.limit.to_string())
         .set("Authorization", &format!("Bearer {}", o.client.token));
@@ -182,7 +182,7 @@ fn print_line(l: &longhaul_testbed::operations::ConsoleLineView) {
 
 pub(super) fn console(c: &ConsoleArgs) -> anyhow::Result<ExitCode> {
     let get = |after: Option<u64>| -> anyhow::Result<(String, ConsoleLog)> {
-        let mut req = super::agent()
+        let mut req = agent()
             .get(&url(&c.client, "/api/v1/console"))
             .query("host", &c.host)
             .query("limit", &c.lines.to_string())

@@ -30,7 +30,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,35 +39,8 @@ use serde::Deserialize;
 use crate::command::Commands;
 use crate::ipmi::Ipmi;
 use crate::redfish::Redfish;
+use crate::secret::Secret;
 use crate::{Endpoint, Wait};
-
-/// A credential: it prints as `***` in `Debug` and `Display`, so it reaches no log or message.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `s`.
-    pub fn new(s: impl Into<String>) -> Self {
-        Self(s.into())
-    }
-
-    /// The secret itself, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
 
 /// One host's management: its power endpoint (and how long its actions may take) and where its
 /// console is.

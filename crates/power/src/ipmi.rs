@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::command::run_bounded;
-use crate::config::Secret;
+use crate::secret::Secret;
 use crate::{PowerError, PowerState, Request};
 
 /// An IPMI BMC.

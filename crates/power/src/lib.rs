@@ -5,7 +5,7 @@
 //! assumed: an action returns once the BMC reports the state it should lead to, or fails with what
 //! the BMC last said. Blocking I/O (the service calls it from a blocking thread); no clock other than
 //! the waits. The service's BMC file ([`config`]) names the endpoint of each host; its credentials
-//! are [`config::Secret`]s, which never print.
+//! are [`secret::Secret`]s, which never print.
 //!
 //! Start at [`Endpoint::run`]; the protocols are in [`redfish`], [`ipmi`] and [`command`].
 
@@ -18,8 +18,10 @@ pub mod command;
 pub mod config;
 pub mod ipmi;
 pub mod redfish;
+pub mod secret;
 
-pub use config::{BmcFile, Secret};
+pub use config::BmcFile;
+pub use secret::Secret;
 
 /// What a user asks of a host's power.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::Value;
 
-use crate::config::Secret;
+use crate::secret::Secret;
 use crate::{PowerError, PowerState, Request};
 
 /// The most of a BMC's answer that is read.

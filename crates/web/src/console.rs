@@ -24,8 +24,8 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use crate::console_store::{LineQuery, NewLine};
-use crate::http::{bad_query, error, internal, respond, wants_xml};
 use crate::power::{account_and_host, admit};
+use crate::request::{bad_query, error, internal, respond, wants_xml};
 use crate::state::AppState;
 use crate::store::Store;
 
@@ -267,7 +267,7 @@ async fn check_only(
     reason: Option<&str>,
     xml: bool,
 ) -> Result<(), Response> {
-    let now = crate::http::now_us();
+    let now = crate::request::now_us();
     let until = longhaul_testbed::time::sat_add(now, jiff::SignedDuration::from_micros(1));
     let bookings = state
         .store

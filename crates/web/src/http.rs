@@ -24,17 +24,21 @@ use longhaul_testbed::api::{
     ErrorBody, ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, LocalTimes, Me, Note,
     PreemptBooking,
 };
-use longhaul_testbed::booking::{Actor, Approval, Booking};
+use longhaul_testbed::booking::{Approval, Booking};
 use longhaul_testbed::idempotency::{Fingerprint, IdempotencyKey};
 use longhaul_testbed::policy::Warning;
 use longhaul_testbed::resource::{Inventory, ResourceId};
 use longhaul_testbed::time::{Slot, dst_warnings, format_utc, parse_instant, render_in_zone};
-use longhaul_testbed::xml::{XmlBody, from_xml, to_xml};
+use longhaul_testbed::xml::from_xml;
 use serde::{Deserialize, Serialize};
 
 use crate::reply::{Account, BookRequest, Reply};
+use crate::request::{
+    account, authenticate, bad_query, bearer, error, internal, now_us, parse_body, respond,
+    unauthorized, wants_xml,
+};
 pub use crate::state::AppState;
-use crate::tokens::{API_TOKEN_PREFIX, FEED_TOKEN_PREFIX};
+use crate::tokens::API_TOKEN_PREFIX;
 use longhaul_testbed::decide::{Op, free_slots};
 
 /// The OpenAPI 3.1 document of this API.
@@ -142,110 +146,10 @@ async fn log_request(State(s): State<Shared>, req: Request, next: Next) -> Respo
     resp
 }
 
-pub(crate) fn wants_xml(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("application/xml") || v.contains("text/xml"))
-}
-
-pub(crate) fn respond<T: XmlBody>(status: u16, value: &T, xml: bool) -> Response {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if xml && let Ok(text) = to_xml(value) {
-        return (
-            status,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/xml"),
-            )],
-            text,
-        )
-            .into_response();
-    }
-    (status, axum::Json(value)).into_response()
-}
-
-pub(crate) fn error(status: u16, code: &str, message: impl Into<String>, xml: bool) -> Response {
-    let body = ErrorBody {
-        code: code.into(),
-        message: message.into(),
-        reasons: Vec::new(),
-    };
-    respond(status, &body, xml)
-}
-
 fn reply(r: &Reply, xml: bool) -> Response {
     match &r.body {
         Ok(v) => respond(r.status, v, xml),
         Err(e) => respond(r.status, e, xml),
-    }
-}
-
-/// A query string that does not deserialize (a missing or repeated parameter): 400 with the usual
-/// error body, not axum's plain-text rejection, so every 4xx has the documented content type.
-pub(crate) fn bad_query(e: &QueryRejection, xml: bool) -> Response {
-    error(400, "invalid_query", e.body_text(), xml)
-}
-
-pub(crate) fn internal(e: &dyn std::fmt::Display, xml: bool) -> Response {
-    tracing::error!(target: "longhaul::testbed::http", error = %e, "internal error");
-    error(500, "internal", "internal error (logged)", xml)
-}
-
-/// The service's clock, truncated to the microsecond: the API refuses times with more than six
-/// fractional digits (the stores keep microseconds), so every time it writes (a free interval
-/// starting now, a hold's end) must be one it would read back.
-pub(crate) fn now_us() -> Timestamp {
-    let t = Timestamp::now();
-    Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
-}
-
-/// The user and role of the request's bearer token, or a 401 response.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Actor, Response> {
-    account(state, headers).await.map(|a| a.actor)
-}
-
-/// A 401 with `msg` and the `WWW-Authenticate` challenge.
-fn unauthorized(msg: &str, xml: bool) -> Response {
-    let mut r = error(401, "unauthorized", msg, xml);
-    r.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"longhaul testbed\""),
-    );
-    r
-}
-
-/// The request's bearer token, if it sent one.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-}
-
-/// The account of the request's bearer token (an API token), or a 401
-/// response. A calendar feed token is refused here (it reads the feeds,
-/// nothing else), with a message saying so.
-pub(crate) async fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, Response> {
-    let xml = wants_xml(headers);
-    let Some(token) = bearer(headers) else {
-        return Err(unauthorized(
-            "send Authorization: Bearer TOKEN (create one with `longhaul testbed token add USER`)",
-            xml,
-        ));
-    };
-    if token.starts_with(FEED_TOKEN_PREFIX) {
-        return Err(unauthorized(
-            "this is a calendar feed token: it only reads the iCal feeds, as ?token= in their URL; \
-             the API needs an API token (`longhaul testbed token add USER`)",
-            xml,
-        ));
-    }
-    match state.store.account(token).await {
-        Ok(Some(account)) => Ok(account),
-        Ok(None) => Err(unauthorized("unknown API token", xml)),
-        Err(e) => Err(internal(&e, xml)),
     }
 }
 
@@ -584,21 +488,6 @@ fn localize(v: &mut BookingView, account: &Account, inventory: &Inventory) {
 fn localize_reply(r: &mut Reply, account: &Account, inventory: &Inventory) {
     if let Ok(v) = &mut r.body {
         localize(v, account, inventory);
-    }
-}
-
-/// A JSON body, or an XML one when the request says `Content-Type: …xml`.
-pub(crate) fn parse_body<T: XmlBody>(headers: &HeaderMap, body: &[u8]) -> Result<T, String> {
-    let is_xml_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("xml"));
-    if is_xml_body {
-        std::str::from_utf8(body)
-            .map_err(|e| e.to_string())
-            .and_then(|t| from_xml(t).map_err(|e| e.to_string()))
-    } else {
-        serde_json::from_slice(body).map_err(|e| format!("JSON body: {e}"))
     }
 }
 

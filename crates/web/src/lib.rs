@@ -30,6 +30,7 @@ pub mod postgres;
 pub mod power;
 pub mod preview;
 pub mod reply;
+pub mod request;
 pub mod rows;
 pub mod sqlite;
 pub mod state;

@@ -22,9 +22,9 @@ use longhaul_testbed::operations::{Grant, OperationLog, PowerReply, PowerRequest
 use longhaul_testbed::resource::{ResourceId, ResourceKind};
 use serde::Deserialize;
 
-use crate::http::{account, bad_query, error, internal, now_us, parse_body, respond, wants_xml};
 use crate::oplog::NewOperation;
 use crate::reply::Account;
+use crate::request::{account, bad_query, error, internal, now_us, parse_body, respond, wants_xml};
 use crate::state::AppState;
 
 type Shared = Arc<AppState>;
