@@ -24,7 +24,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use crate::console_store::{LineQuery, NewLine};
-use crate::power::{account_and_host, admit};
+use crate::power::{account_and_host, admit, decide};
 use crate::request::{bad_query, error, internal, respond, wants_xml};
 use crate::state::AppState;
 use crate::store::Store;
@@ -210,7 +210,11 @@ async fn console(
         )
         .await
         .map(|_| ()),
-        None => check_only(&state, &account, &host, q.reason.as_deref(), xml).await,
+        None => match decide(&state, &account, &host, q.reason.as_deref(), xml).await {
+            Ok((_, Ok(_))) => Ok(()),
+            Ok((_, Err(r))) => Err(error(403, r.code, r.message, xml)),
+            Err(r) => Err(r),
+        },
     };
     if let Err(r) = admitted {
         return r;
@@ -257,24 +261,4 @@ async fn console(
         ),
         Err(e) => internal(&e, xml),
     }
-}
-
-/// The authorisation of [`admit`] without a log entry (a follower's poll).
-async fn check_only(
-    state: &AppState,
-    account: &crate::reply::Account,
-    host: &longhaul_testbed::resource::ResourceId,
-    reason: Option<&str>,
-    xml: bool,
-) -> Result<(), Response> {
-    let now = crate::request::now_us();
-    let until = longhaul_testbed::time::sat_add(now, jiff::SignedDuration::from_micros(1));
-    let bookings = state
-        .store
-        .list(Some(host), Some(now), Some(until))
-        .await
-        .map_err(|e| internal(&e, xml))?;
-    longhaul_testbed::operations::authorize(&account.actor, host, &bookings, reason, now)
-        .map(|_| ())
-        .map_err(|r| error(403, r.code, r.message, xml))
 }

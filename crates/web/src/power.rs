@@ -15,10 +15,13 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
+use jiff::Timestamp;
 use longhaul_power::PowerAction;
 use longhaul_testbed::api::ErrorBody;
 use longhaul_testbed::booking::{LedgerError, Role};
-use longhaul_testbed::operations::{Grant, OperationLog, PowerReply, PowerRequest, authorize};
+use longhaul_testbed::operations::{
+    Grant, OperationLog, PowerReply, PowerRequest, Refusal, authorize,
+};
 use longhaul_testbed::resource::{ResourceId, ResourceKind};
 use serde::Deserialize;
 
@@ -112,6 +115,25 @@ pub(crate) async fn account_and_host(
 /// Decides whether `account` may do `what` to `host` now ([`authorize`]) and logs the attempt:
 /// refused, it is logged and answered 403; allowed, it is logged with `result` (`pending` until
 /// [`crate::store::Store::finish_operation`], or `ok`). The log's sequence number and the grant.
+/// Whether `account` may operate `host` now ([`authorize`] over the bookings covering it then),
+/// without logging: a follower's console polls, whose reading was logged at its start.
+pub(crate) async fn decide(
+    state: &AppState,
+    account: &Account,
+    host: &ResourceId,
+    reason: Option<&str>,
+    xml: bool,
+) -> Result<(Timestamp, Result<Grant, Refusal>), Response> {
+    let now = now_us();
+    let until = longhaul_testbed::time::sat_add(now, jiff::SignedDuration::from_micros(1));
+    let bookings = state
+        .store
+        .list(Some(host), Some(now), Some(until))
+        .await
+        .map_err(|e| internal(&e, xml))?;
+    Ok((now, authorize(&account.actor, host, &bookings, reason, now)))
+}
+
 pub(crate) async fn admit(
     state: &AppState,
     account: &Account,
@@ -121,14 +143,7 @@ pub(crate) async fn admit(
     result: &str,
     xml: bool,
 ) -> Result<(u64, Grant), Response> {
-    let now = now_us();
-    let until = longhaul_testbed::time::sat_add(now, jiff::SignedDuration::from_micros(1));
-    let bookings = state
-        .store
-        .list(Some(host), Some(now), Some(until))
-        .await
-        .map_err(|e| internal(&e, xml))?;
-    let decision = authorize(&account.actor, host, &bookings, reason, now);
+    let (now, decision) = decide(state, account, host, reason, xml).await?;
     let grounds = match &decision {
         Ok(g) => g.describe(),
         Err(r) => format!("{}: {}", r.code, r.message),
