@@ -25,7 +25,8 @@
 //!   separate caps;
 //! - a test: its streams (`max_streams`) and the socket-buffer bytes it makes this server request
 //!   (`max_test_memory`), its duration (`max_duration`; a test the client does not stop is ended at
-//!   its duration plus [`OVERRUN_GRACE`]), and progress (`stall_timeout`: no byte moved on any stream);
+//!   its duration plus the time a longhaul client may take to drain its senders plus
+//!   [`OVERRUN_GRACE`]; an iperf3 client's at its duration plus the grace), and progress (`stall_timeout`: no byte moved on any stream);
 //!   congestion controls only from the kernel's available list; the listener's receive buffer,
 //!   raised for a test's window scale, comes back down when no running session needs it.
 

@@ -10,7 +10,7 @@
 //! | planning | the driver's plan of its sockets ([`Server::accept`]) | — | waiting for start |
 //! | streams | every data connection ([`Server::data_connection`]) | one step | waiting for start |
 //! | start | `Start` (after the driver's [`Server::streams_ready`]) | one step | waiting for start |
-//! | running | `Stop` | duration + [`OVERRUN_GRACE`] + 2 RTT; no byte for `stall_timeout` | running |
+//! | running | `Stop` | duration + the client's drain time + [`OVERRUN_GRACE`] + 2 RTT; no byte for `stall_timeout` | running |
 //! | draining | the driver's streams, then its totals | drain deadline | (not read) |
 //! | results | the client's results, or anything | [`RESULTS_GRACE`] | (not read) |
 //!
@@ -30,8 +30,8 @@ use super::common::{Error, Time, after, cookie_hex, drain_timeout, unexpected};
 
 /// Most pings a test client may send before its parameters (the client sends 5).
 pub const MAX_PINGS: u32 = 64;
-/// How long past its duration a test the client did not stop may run (one-way delays, the client's
-/// start after ours), plus two RTTs.
+/// How long past its duration and the client's drain time ([`drain_timeout`]) a test the client did
+/// not stop may run: one-way delays, the client's start after ours, a busy client's scheduling.
 pub const OVERRUN_GRACE: Duration = Duration::from_secs(5);
 /// How long the server waits for the client's results after sending its own, so the client can read
 /// them before the connection closes.
@@ -307,11 +307,15 @@ impl Server {
                 .min(self.policy.max_duration),
             EndCondition::Bytes { .. } => self.policy.max_duration,
         };
+        // The client says stop once its senders finished their last writes, which it may wait
+        // for up to the drain timeout (a loaded host schedules hundreds of sender threads
+        // slowly): a client that does just that is not cut off.
         let rtt2 = Duration::from_nanos(params.rtt_ns.min(MAX_RTT_NS) * 2);
+        let drain = drain_timeout(params);
         *r = Some(Running {
             started: now,
             limit,
-            end_by: after(after(after(now, limit), OVERRUN_GRACE), rtt2),
+            end_by: after(after(after(after(now, limit), drain), OVERRUN_GRACE), rtt2),
             moved: 0,
             progress_at: now,
             over_rate: None,

@@ -654,7 +654,9 @@ fn a_running_test_ends_when_stalled_or_never_stopped() {
     let (mut s, now) = server_at(5);
     s.progress(100, now + S);
     let stall = now + S + 60 * S;
-    let end = now + 3 * S + server::OVERRUN_GRACE + Duration::from_nanos(2 * 120_000_000);
+    // Its duration, then the time the client may take to drain its senders before it says stop.
+    let drain = 15 * S + Duration::from_nanos(20 * 120_000_000);
+    let end = now + 3 * S + drain + server::OVERRUN_GRACE + Duration::from_nanos(2 * 120_000_000);
     assert_eq!(s.poll_timeout(), Some(end.min(stall)));
     let e = s.handle_timeout(end).unwrap_err();
     assert!(e.to_string().contains("the client never said stop"), "{e}");
