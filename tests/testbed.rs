@@ -52,8 +52,8 @@ impl Service {
         Self::start_with(database, &users, &[], INVENTORY)
     }
 
-    /// [`Service::start`] with a zone per user (`token add --tz`), extra `serve` flags and another
-    /// inventory file's text. Holds the machine shared (a no-op in a test that holds it already).
+    /// [`Service::start`] with a zone per user (`token add --tz`), extra `serve` flags (a
+    /// `--listen` among them replaces loopback) and another inventory file's text. Holds the machine shared (a no-op in a test that holds it already).
     pub(crate) fn start_with(
         database: &str,
         users: &[(&str, &str, Option<&str>)],
@@ -84,15 +84,15 @@ impl Service {
                 run(&mut cmd).trim().to_owned()
             })
             .collect();
+        // Loopback, unless the flags give another address.
+        let listen: &[&str] = if serve_flags.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = Command::new(bin())
-            .args([
-                "testbed",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log",
-                "warn",
-            ])
+            .args(["testbed", "serve", "--log", "warn"])
+            .args(listen)
             .args(["--database", database, "--inventory"])
             .arg(&inventory)
             .args(serve_flags)

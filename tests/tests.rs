@@ -24,6 +24,7 @@ mod server_limits;
 mod test_cmd;
 mod test_path;
 mod testbed;
+mod testbed_agents;
 mod testbed_api_fuzz;
 mod testbed_console;
 mod testbed_power;

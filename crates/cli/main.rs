@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agent;
 mod args;
 mod calc;
 mod campaign;
@@ -69,6 +70,9 @@ enum Command {
     Copy(Box<copy::CopyArgs>),
     /// Create a key file for `send`/`get` and `server --root`.
     Keygen(transfer::KeygenArgs),
+    /// Run on a testbed host: register it with the testbed service (per-host key), report its facts
+    /// and heartbeat (docs/testbed.md §11).
+    Agent(agent::AgentArgs),
     /// Reserve testbed partitions: the reservation service (`serve`, `token add`) and its client
     /// (`reserve`, `list`, `confirm`, `cancel`, `release`).
     Testbed(testbed::TestbedArgs),
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Server(a) => server::run(a),
+        Command::Agent(a) => agent::run(a),
         Command::Test(a) => test::run(a),
         Command::Campaign(a) => campaign::run(a),
         Command::Calc(a) => calc::run(a).map(|()| ExitCode::SUCCESS),

@@ -16,6 +16,7 @@ use longhaul_testbed::api::{
 use longhaul_testbed::booking::Role;
 
 mod client;
+mod hosts;
 mod operations;
 
 use client::{ClientArgs, agent, call, url};
@@ -71,6 +72,9 @@ enum TestbedCommand {
     /// Show the operations log: every power attempt, allowed or refused, with the BMC's answer
     /// (yours; every user's for admins).
     Operations(operations::OperationsArgs),
+    /// The hosts that registered themselves with `longhaul agent`: list them with their facts and
+    /// reachability, accept or forget one (admins), show their events.
+    Hosts(hosts::HostsArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -175,6 +179,14 @@ struct ServeArgs {
     /// Console lines kept per host (the newest).
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(100..))]
     console_lines: u32,
+    /// Seconds an accepted host's agent may be silent before the host is marked unreachable (hung
+    /// when its console is silent too); agents report every third of it.
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(3..=86_400))]
+    agent_timeout: u64,
+    /// POST host events that concern a booking's holder (unreachable, hung, reachable) to this
+    /// URL as JSON.
+    #[arg(long, value_name = "URL", value_parser = web_url)]
+    webhook: Option<String>,
     /// Log level (error, warn, info, debug); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -299,6 +311,8 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
                     days: s.console_days,
                     lines: s.console_lines,
                 },
+                agent_timeout: std::time::Duration::from_secs(s.agent_timeout),
+                webhook: s.webhook.clone(),
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -367,6 +381,7 @@ pub(crate) fn run(a: &TestbedArgs) -> anyhow::Result<ExitCode> {
         TestbedCommand::Power(p) => operations::power(p),
         TestbedCommand::Operations(o) => operations::operations(o),
         TestbedCommand::Console(c) => operations::console(c),
+        TestbedCommand::Hosts(h) => hosts::run(h),
     }
 }
 
@@ -766,6 +781,15 @@ pub(crate) fn check_reservation(
         }
     }
     Ok(())
+}
+
+/// An `http://` or `https://` URL.
+fn web_url(s: &str) -> Result<String, String> {
+    if s.starts_with("http://") || s.starts_with("https://") {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("{s:?} is not an http:// or https:// URL"))
+    }
 }
 
 #[cfg(test)]

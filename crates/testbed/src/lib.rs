@@ -22,6 +22,7 @@
 //!
 //! The rules and the database design are in `docs/testbed.md`.
 
+pub mod agents;
 pub mod api;
 pub mod booking;
 pub mod decide;

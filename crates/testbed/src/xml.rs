@@ -10,6 +10,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::agents::{AgentHostList, AgentHostView, AgentReply, AgentReport, HostEventLog};
 use crate::api::{
     AuditLog, BookingList, BookingView, CreateBooking, CurrentBookings, DeclineBooking, ErrorBody,
     ExtendBooking, FeedToken, FreeBusy, FreeBusyQuery, Me, PreemptBooking,
@@ -72,6 +73,21 @@ impl XmlBody for OperationLog {
 }
 impl XmlBody for ConsoleLog {
     const ROOT: &'static str = "console-log";
+}
+impl XmlBody for AgentReport {
+    const ROOT: &'static str = "agent-report";
+}
+impl XmlBody for AgentReply {
+    const ROOT: &'static str = "agent-reply";
+}
+impl XmlBody for AgentHostView {
+    const ROOT: &'static str = "host";
+}
+impl XmlBody for AgentHostList {
+    const ROOT: &'static str = "host-list";
+}
+impl XmlBody for HostEventLog {
+    const ROOT: &'static str = "host-event-log";
 }
 
 /// An XML body that cannot be read or written.

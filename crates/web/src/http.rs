@@ -73,6 +73,11 @@ pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/power"),
     ("get", "/api/v1/operations"),
     ("get", "/api/v1/console"),
+    ("post", "/api/v1/agent/report"),
+    ("get", "/api/v1/hosts"),
+    ("get", "/api/v1/hosts/events"),
+    ("post", "/api/v1/hosts/accept"),
+    ("post", "/api/v1/hosts/forget"),
 ];
 
 type Shared = Arc<AppState>;
@@ -104,6 +109,7 @@ pub fn router(state: Shared) -> Router {
         .route("/metrics", get(metrics))
         .merge(crate::ui::routes())
         .merge(crate::power::routes())
+        .merge(crate::agents::routes())
         .merge(crate::console::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
@@ -217,7 +223,7 @@ async fn healthz(State(state): State<Shared>) -> Response {
     axum::Json(Health {
         status: "ok",
         database: state.store.kind(),
-        resources: state.inventory.len(),
+        resources: state.inventory().len(),
     })
     .into_response()
 }
@@ -237,7 +243,8 @@ async fn resources(State(state): State<Shared>, headers: HeaderMap) -> Response 
     if let Err(r) = authenticate(&state, &headers).await {
         return r;
     }
-    let list: Vec<_> = state.inventory.iter().collect();
+    let inventory = state.inventory();
+    let list: Vec<_> = inventory.iter().collect();
     axum::Json(serde_json::json!({ "resources": list })).into_response()
 }
 
@@ -285,7 +292,7 @@ async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: B
     let req = BookRequest {
         actor: &actor,
         create: &create,
-        inventory: &state.inventory,
+        inventory: &state.inventory(),
         policy: &state.policy,
         now: now_us(),
         hold_ttl: state.hold_ttl,
@@ -294,7 +301,7 @@ async fn create_booking(State(state): State<Shared>, headers: HeaderMap, body: B
     };
     match state.store.book(&req).await {
         Ok(mut r) => {
-            localize_reply(&mut r, &account, &state.inventory);
+            localize_reply(&mut r, &account, &state.inventory());
             if let Ok(v) = &r.body {
                 tracing::info!(target: "longhaul::testbed::booking", id = v.id, user = %actor.user,
                     resource = %v.resource, start = %v.start, end = %v.end, status = %v.status, "booked");
@@ -318,7 +325,7 @@ async fn change(
     let actor = &account.actor;
     match state.store.change(id, op, actor, now_us()).await {
         Ok(mut r) => {
-            localize_reply(&mut r, &account, &state.inventory);
+            localize_reply(&mut r, &account, &state.inventory());
             tracing::info!(target: "longhaul::testbed::booking", id, user = %actor.user,
                 op = op.as_str(), status = r.status, "change");
             reply(&r, xml)
@@ -390,7 +397,9 @@ async fn list_bookings(
             &BookingList {
                 bookings: list
                     .iter()
-                    .map(|(b, approval)| stored_view(b, approval, now, &account, &state.inventory))
+                    .map(|(b, approval)| {
+                        stored_view(b, approval, now, &account, &state.inventory())
+                    })
                     .collect(),
             },
             xml,
@@ -431,7 +440,7 @@ async fn freebusy(
         Ok(v) => v,
         Err(e) => return respond(e.status(), &e, xml),
     };
-    if state.inventory.get(&resource).is_none() {
+    if state.inventory().get(&resource).is_none() {
         let e = ErrorBody::from(&longhaul_testbed::booking::LedgerError::UnknownResource(
             resource,
         ));
@@ -533,12 +542,19 @@ async fn extend(
     let now = now_us();
     let r = state
         .store
-        .extend(id, new_end, &account, &state.policy, &state.inventory, now)
+        .extend(
+            id,
+            new_end,
+            &account,
+            &state.policy,
+            &state.inventory(),
+            now,
+        )
         .await;
     match r {
         Ok(mut r) => {
             log_change(&r, id, &account.actor.user, "extend");
-            localize_reply(&mut r, &account, &state.inventory);
+            localize_reply(&mut r, &account, &state.inventory());
             reply(&r, xml)
         }
         Err(e) => internal(&e, xml),
@@ -566,7 +582,7 @@ async fn approve(
     {
         Ok(mut r) => {
             log_change(&r, id, &account.actor.user, "approve");
-            localize_reply(&mut r, &account, &state.inventory);
+            localize_reply(&mut r, &account, &state.inventory());
             reply(&r, xml)
         }
         Err(e) => internal(&e, xml),
@@ -594,7 +610,7 @@ async fn decline(
                     approver = %account.actor.user, reason = %d.reason.trim(), "declined");
             }
             log_change(&r, id, &account.actor.user, "decline");
-            localize_reply(&mut r, &account, &state.inventory);
+            localize_reply(&mut r, &account, &state.inventory());
             reply(&r, xml)
         }
         Err(e) => internal(&e, xml),
@@ -637,7 +653,7 @@ async fn preempt(
                     notice = %p.notice.trim(), "preempted");
             }
             log_change(&r, id, &account.actor.user, "preempt");
-            localize_reply(&mut r, &account, &state.inventory);
+            localize_reply(&mut r, &account, &state.inventory());
             reply(&r, xml)
         }
         Err(e) => internal(&e, xml),
@@ -746,7 +762,7 @@ async fn current(
         Ok(r) => r,
         Err(e) => return respond(400, &ErrorBody::from(&e), xml),
     };
-    if state.inventory.get(&resource).is_none() {
+    if state.inventory().get(&resource).is_none() {
         let e = ErrorBody::from(&longhaul_testbed::booking::LedgerError::UnknownResource(
             resource,
         ));
@@ -767,7 +783,9 @@ async fn current(
                 bookings: list
                     .iter()
                     .filter(|(b, _)| b.is_live(now) && b.slot.contains(now))
-                    .map(|(b, approval)| stored_view(b, approval, now, &account, &state.inventory))
+                    .map(|(b, approval)| {
+                        stored_view(b, approval, now, &account, &state.inventory())
+                    })
                     .collect(),
             },
             xml,
@@ -919,7 +937,7 @@ async fn ical_resource(
         Ok(r) => r,
         Err(e) => return respond(400, &ErrorBody::from(&e), xml),
     };
-    if state.inventory.get(&resource).is_none() {
+    if state.inventory().get(&resource).is_none() {
         let e = ErrorBody::from(&longhaul_testbed::booking::LedgerError::UnknownResource(
             resource,
         ));

@@ -18,6 +18,8 @@ use longhaul_testbed::booking::Role;
 use longhaul_testbed::policy::Policy;
 use longhaul_testbed::resource::Inventory;
 
+pub mod agent_store;
+pub mod agents;
 pub mod console;
 pub mod console_store;
 pub mod http;
@@ -69,6 +71,11 @@ pub struct ServeOptions {
     pub netconsole: Option<SocketAddr>,
     /// How long the console archive keeps lines.
     pub console_retention: console::Retention,
+    /// How long an accepted host's agent may be silent before the host is unreachable.
+    pub agent_timeout: std::time::Duration,
+    /// Where host events that concern a booking's holder (unreachable, hung, reachable) are
+    /// POSTed as JSON.
+    pub webhook: Option<String>,
 }
 
 /// The resources: every topology preset, plus `file`.
@@ -120,6 +127,45 @@ pub fn load_bmc(
     Ok(bmc)
 }
 
+/// `inventory` with the hosts admins accepted from their agents' reports that it does not name
+/// (they joined while an earlier run of the service ran), named after their hostnames.
+async fn with_accepted_hosts(store: &Store, mut inventory: Inventory) -> anyhow::Result<Inventory> {
+    let mut joined = false;
+    for row in store
+        .agent_hosts()
+        .await
+        .context("reading the registered hosts")?
+    {
+        let Ok(id) = longhaul_testbed::resource::ResourceId::parse(&row.host) else {
+            continue;
+        };
+        if row.state != "accepted" || inventory.get(&id).is_some() {
+            continue;
+        }
+        let mut resource = longhaul_testbed::resource::Resource::new(
+            id,
+            longhaul_testbed::resource::ResourceKind::Host,
+            row.host.as_str(),
+        );
+        if let Some(name) = row.facts.hostname {
+            resource.name = name;
+        }
+        if let Err(e) = inventory.insert(resource) {
+            tracing::warn!(target: "longhaul::testbed::agents", host = row.host, error = %e,
+                "an accepted host cannot join the inventory");
+        } else {
+            joined = true;
+        }
+    }
+    if joined {
+        store
+            .sync_inventory(&inventory)
+            .await
+            .context("writing the inventory")?;
+    }
+    Ok(inventory)
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -143,6 +189,7 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
         .sync_inventory(&inventory)
         .await
         .context("writing the inventory")?;
+    let inventory = with_accepted_hosts(&store, inventory).await?;
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .with_context(|| format!("listening on {}", opts.listen))?;
@@ -156,7 +203,7 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
     );
     let state = Arc::new(http::AppState {
         store,
-        inventory,
+        inventory: std::sync::RwLock::new(Arc::new(inventory)),
         policy: Policy {
             allow_self_approval: opts.allow_self_approval,
             ..Policy::default()
@@ -165,14 +212,18 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
         metrics: metrics::TestbedMetrics::default(),
         power,
         power_busy: std::sync::Mutex::default(),
+        agent_timeout: opts.agent_timeout,
+        webhook: opts.webhook.clone(),
     });
     let sweeper = tokio::spawn(sweep(state.store.clone(), opts.sweep_every));
+    let watch = tokio::spawn(agents::watch(Arc::clone(&state)));
     let consoles = console::start(&state, opts.netconsole, opts.console_retention).await?;
     let served = axum::serve(listener, http::router(state))
         .with_graceful_shutdown(shutdown())
         .await
         .context("serving");
     sweeper.abort();
+    watch.abort();
     for t in consoles {
         t.abort();
     }

@@ -70,6 +70,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             "console",
             include_str!("../migrations/postgres/0006_console.sql"),
         ),
+        (
+            7,
+            "agents",
+            include_str!("../migrations/postgres/0007_agents.sql"),
+        ),
     ])
 }
 

@@ -96,7 +96,7 @@ pub(crate) async fn account_and_host(
     let xml = wants_xml(headers);
     let account = account(state, headers).await?;
     let host_id = ResourceId::parse(host).map_err(|e| respond(400, &ErrorBody::from(&e), xml))?;
-    match state.inventory.get(&host_id) {
+    match state.inventory().get(&host_id) {
         None => Err(respond(
             404,
             &ErrorBody::from(&LedgerError::UnknownResource(host_id)),

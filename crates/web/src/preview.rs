@@ -180,7 +180,7 @@ pub async fn preview(
     let req = BookRequest {
         actor: &actor,
         create: &create,
-        inventory: &state.inventory,
+        inventory: &state.inventory(),
         policy: &state.policy,
         now: Timestamp::now(),
         hold_ttl: state.hold_ttl,

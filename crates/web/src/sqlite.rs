@@ -68,6 +68,11 @@ fn migrator() -> sqlx::migrate::Migrator {
             "console",
             include_str!("../migrations/sqlite/0006_console.sql"),
         ),
+        (
+            7,
+            "agents",
+            include_str!("../migrations/sqlite/0007_agents.sql"),
+        ),
     ])
 }
 
