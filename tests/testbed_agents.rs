@@ -594,3 +594,55 @@ fn testbed_a_host_silent_on_its_console_too_is_hung() {
         }
     }
 }
+
+/// The agent's key file: a symbolic link planted where it would be (to a file root can read, or
+/// dangling where root would write) is refused, never read nor written through; so is a key file
+/// others may read, or one that holds no key. Nothing is sent.
+#[test]
+fn testbed_agent_refuses_a_planted_or_exposed_key_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("agent-key");
+    let run = |key: &std::path::Path| {
+        // No service listens on port 9: a key that passed would fail later, differently.
+        let out = Command::new(bin())
+            .args([
+                "agent",
+                "--server",
+                "http://127.0.0.1:9",
+                "--host",
+                "cern/pc-1",
+                "--once",
+            ])
+            .arg("--key-file")
+            .arg(key)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let secret = dir.0.join("secret");
+    crate::testbed_console::private_file(&secret, &format!("{}\n", "a".repeat(64)));
+    let planted = dir.0.join("planted.key");
+    std::os::unix::fs::symlink(&secret, &planted).unwrap();
+    let err = run(&planted);
+    assert!(err.contains("is a symbolic link; refused"), "{err}");
+    let dangling = dir.0.join("dangling.key");
+    let target = dir.0.join("made-through-the-link");
+    std::os::unix::fs::symlink(&target, &dangling).unwrap();
+    let err = run(&dangling);
+    assert!(err.contains("is a symbolic link; refused"), "{err}");
+    assert!(!target.exists(), "nothing written through the link");
+
+    let exposed = dir.0.join("exposed.key");
+    std::fs::write(&exposed, "a".repeat(64)).unwrap();
+    std::fs::set_permissions(&exposed, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = run(&exposed);
+    assert!(err.contains("is readable by others (mode 644)"), "{err}");
+    let garbage = dir.0.join("garbage.key");
+    crate::testbed_console::private_file(&garbage, "not a key\n");
+    let err = run(&garbage);
+    assert!(err.contains("does not hold an agent key"), "{err}");
+    // A good key gets as far as the network.
+    let err = run(&secret);
+    assert!(err.contains("cannot reach the testbed service"), "{err}");
+}

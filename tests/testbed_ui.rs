@@ -499,12 +499,43 @@ fn testbed_ui_host_pane_powers_and_shows_a_live_console() {
     let db = dir.0.join("testbed.sqlite").display().to_string();
     let (svc, tokens) = Service::start_with(
         &db,
-        &[("alice", "user", None)],
-        &["--bmc", &bmc.display().to_string()],
+        &[("alice", "user", None), ("root", "admin", None)],
+        &["--bmc", &bmc.display().to_string(), "--agent-timeout", "3"],
         "[[resource]]\nid = \"cern\"\nkind = \"site\"\n\n[[resource]]\nid = \"cern/pc-1\"\nkind = \"host\"\n",
     );
     let alice = &tokens[0];
     crate::testbed_console::book_now(&svc, alice, "cern/pc-1");
+    // The host's agent, registered and accepted: the pane shows it reachable, then hung.
+    let mut host_agent = std::process::Command::new(crate::util::bin())
+        .args([
+            "agent",
+            "--server",
+            &svc.url(""),
+            "--host",
+            "cern/pc-1",
+            "--key-file",
+        ])
+        .arg(dir.0.join("agent.key"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("longhaul agent");
+    let accepted = std::time::Instant::now();
+    loop {
+        let (status, body) = crate::testbed::send(
+            crate::testbed::agent()
+                .post(&svc.url("/api/v1/hosts/accept?host=cern/pc-1"))
+                .set("Authorization", &format!("Bearer {}", tokens[1])),
+            None,
+        );
+        if status == 200 {
+            break;
+        }
+        assert!(
+            accepted.elapsed() < std::time::Duration::from_secs(30),
+            "{status} {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     let (mut con, _) = console
         .accept()
         .expect("the service connects to the console");
@@ -540,6 +571,7 @@ fn testbed_ui_host_pane_powers_and_shows_a_live_console() {
             .await
             .expect("pick the host");
         wait_for(&c, r#"#h-state[data-state="off"]"#).await;
+        wait_for(&c, r#"#h-agent[data-agent="reachable"]"#).await;
         assert!(
             text(&c, "#h-console .c-boot")
                 .await
@@ -555,6 +587,14 @@ fn testbed_ui_host_pane_powers_and_shows_a_live_console() {
         let panic = text(&c, "#h-console .c-panic").await;
         assert!(panic.contains("Kernel panic - not syncing"), "{panic}");
         assert!(text(&c, "#h-boots").await.contains("panicked"));
+        // The panicked host's agent falls silent with its console: the holder sees it hung.
+        let _ = host_agent.kill();
+        let _ = host_agent.wait();
+        wait_for(&c, r#"#h-agent[data-agent="hung"]"#).await;
+        let alert = text(&c, "#h-alert").await;
+        assert!(alert.starts_with("cern/pc-1 is hung since"), "{alert}");
+        assert!(alert.contains("console silent as long"), "{alert}");
+        assert!(text(&c, "#h-events").await.contains("hung"));
         c.execute(
             "document.getElementById('host-card').scrollIntoView()",
             vec![],

@@ -210,23 +210,26 @@ impl Store {
         Ok(exec!(self, "DELETE FROM agent_host WHERE host = $1", host)? == 1)
     }
 
-    /// The accepted, reachable hosts last heard before `cutoff_us`.
+    /// The accepted hosts last heard before `cutoff_us` that are not marked hung yet (reachable
+    /// ones, and unreachable ones whose console may have gone silent since).
     pub async fn silent_agents(&self, cutoff_us: i64) -> Result<Vec<AgentRow>, StoreError> {
         Ok(fetch!(
             self,
             agent_row,
             &format!(
                 "SELECT {HOST_COLUMNS} FROM agent_host
-                 WHERE state = 'accepted' AND reachable = $1 AND last_seen_us < $2 ORDER BY host"
+                 WHERE state = 'accepted' AND last_seen_us < $1 AND (reachable = $2 OR hung = $3)
+                 ORDER BY host"
             ),
+            cutoff_us,
             true,
-            cutoff_us
+            false
         )?)
     }
 
-    /// Marks `host` unreachable (and hung or not) unless a report came in after `cutoff_us`;
-    /// whether it was marked.
-    pub async fn mark_unreachable(
+    /// Marks `host` unreachable, and hung or not, unless a report came in after `cutoff_us` or it
+    /// is so marked already; whether it was marked.
+    pub async fn mark_silent(
         &self,
         host: &str,
         hung: bool,
@@ -235,12 +238,13 @@ impl Store {
         let n = exec!(
             self,
             "UPDATE agent_host SET reachable = $1, hung = $2
-             WHERE host = $3 AND reachable = $4 AND last_seen_us < $5",
+             WHERE host = $3 AND last_seen_us < $4 AND (reachable = $5 OR hung <> $6)",
             false,
             hung,
             host,
+            cutoff_us,
             true,
-            cutoff_us
+            hung
         )?;
         Ok(n == 1)
     }

@@ -473,7 +473,8 @@ async fn forget(
 
 /// The hosts' watch: every heartbeat interval, an accepted host silent for the agent timeout is
 /// marked unreachable — **hung** when its console (if the BMC file gives it one) has been silent
-/// as long — and the holders of the bookings covering it are told.
+/// as long, then or later (a kernel that panicked says so on its console after its last
+/// heartbeat) — and the holders of the bookings covering it are told.
 pub async fn watch(state: Shared) {
     let mut tick = tokio::time::interval(state.heartbeat().min(Duration::from_secs(5)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -494,8 +495,12 @@ pub async fn watch(state: Shared) {
                 continue;
             };
             let console = console_silence(&state, &row.host, cutoff).await;
-            let hung = matches!(console, Some(true));
-            match state.store.mark_unreachable(&row.host, hung, cutoff).await {
+            let hung = console == Some(true);
+            if !row.reachable && !hung {
+                // Unreachable already; its console still speaks (or it has none).
+                continue;
+            }
+            match state.store.mark_silent(&row.host, hung, cutoff).await {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => {
@@ -506,31 +511,21 @@ pub async fn watch(state: Shared) {
             let quiet = Duration::from_micros(
                 u64::try_from(now.as_microsecond() - row.last_seen_us).unwrap_or(0),
             );
+            let heartbeat = format!(
+                "no heartbeat for {} s (agent timeout {} s)",
+                quiet.as_secs(),
+                timeout.as_secs()
+            );
             let (kind, detail) = match console {
                 Some(true) => (
                     "hung",
-                    format!(
-                        "no heartbeat for {} s (agent timeout {} s) and its console silent as long",
-                        quiet.as_secs(),
-                        timeout.as_secs()
-                    ),
+                    format!("{heartbeat} and its console silent as long"),
                 ),
                 Some(false) => (
                     "unreachable",
-                    format!(
-                        "no heartbeat for {} s (agent timeout {} s); its console still speaks",
-                        quiet.as_secs(),
-                        timeout.as_secs()
-                    ),
+                    format!("{heartbeat}; its console still speaks"),
                 ),
-                None => (
-                    "unreachable",
-                    format!(
-                        "no heartbeat for {} s (agent timeout {} s)",
-                        quiet.as_secs(),
-                        timeout.as_secs()
-                    ),
-                ),
+                None => ("unreachable", heartbeat),
             };
             event(&state, &host, kind, &detail, true).await;
         }

@@ -993,14 +993,57 @@
 
   // ---- Host: power and console -------------------------------------------------------------------
 
-  const host = { id: null, after: null, timer: null, lines: 0 };
+  const host = { id: null, after: null, timer: null, lines: 0, agentTimer: null };
   const CONSOLE_KEPT = 2000;
 
   function fillHosts() {
     const hosts = state.resources.filter((r) => r.kind === "host");
     $("h-host").replaceChildren(...hosts.map((r) => el("option", { value: r.id, text: r.id })));
     $("host-card").hidden = !hosts.length;
-    if (hosts.length) selectHost(hosts[0].id);
+    if (hosts.length) selectHost(heldHost(hosts) || hosts[0].id);
+  }
+
+  // The first host a current booking of this user covers (the host, or its site), if any.
+  function heldHost(hosts) {
+    const now = Date.now();
+    const held = state.bookings.filter(
+      (b) => b.owner === state.user && b.status === "confirmed" && Date.parse(b.start) <= now && now < Date.parse(b.end),
+    );
+    const h = hosts.find((r) => held.some((b) => r.id === b.resource || r.id.startsWith(b.resource + "/")));
+    return h && h.id;
+  }
+
+  // The host's agent (longhaul agent): reachable, unreachable, hung or pending, its last report, and
+  // its latest events; an unreachable or hung host is announced (role=alert).
+  async function pollAgent() {
+    const id = host.id;
+    try {
+      const [list, log] = await Promise.all([
+        api("GET", "/api/v1/hosts"),
+        api("GET", `/api/v1/hosts/events?${query({ host: id, limit: "5" })}`),
+      ]);
+      if (id !== host.id) return;
+      const a = (list.host || []).find((h) => h.host === id);
+      const status = !a ? "none" : a.state === "pending" ? "pending" : a.reachable ? "reachable" : a.hung ? "hung" : "unreachable";
+      const words = { none: "no agent reports", pending: "pending acceptance", reachable: "reachable", unreachable: "UNREACHABLE", hung: "HUNG" };
+      $("h-agent").textContent = words[status];
+      $("h-agent").dataset.agent = status;
+      $("h-seen").textContent = a ? `last report ${fmtLocal(Date.parse(a.last_seen), state.zone, true)}` : "";
+      const events = log.event || [];
+      $("h-events").replaceChildren(
+        ...events.map((e) =>
+          el("li", { title: e.bookings.join(", ") }, el("span", { class: "ev-kind", text: e.kind }), ` ${fmtLocal(Date.parse(e.at), state.zone, true)}: ${e.detail}`),
+        ),
+      );
+      const down = events.find((e) => e.kind === "unreachable" || e.kind === "hung");
+      show("h-alert", status === "unreachable" || status === "hung"
+        ? `${id} is ${status === "hung" ? "hung" : "unreachable"}${down ? ` since ${fmtLocal(Date.parse(down.at), state.zone, true)}: ${down.detail}` : ""}`
+        : "");
+    } catch (e) {
+      if (id !== host.id) return;
+      $("h-agent").textContent = "unknown";
+    }
+    if (id === host.id) host.agentTimer = setTimeout(pollAgent, 3000);
   }
 
   function hostReason() {
@@ -1079,6 +1122,7 @@
 
   function selectHost(id) {
     stopConsole();
+    clearTimeout(host.agentTimer);
     host.id = id;
     host.after = null;
     host.lines = 0;
@@ -1089,6 +1133,7 @@
     show("h-error", "");
     power("status");
     pollConsole();
+    pollAgent();
   }
 
   async function signIn(token) {
@@ -1110,12 +1155,12 @@
     $("app-view").hidden = false;
     fillZones(me.zone);
     fillResourceSelects();
-    fillHosts();
     setAnchorTo(Date.now());
     const start = Math.ceil(Date.now() / HOUR) * HOUR + HOUR;
     $("f-start").value = fmtLocal(start, state.zone);
     onStartOrLength();
     await loadBookings();
+    fillHosts();
   }
 
   function signOut() {
