@@ -760,3 +760,108 @@ fn testbed_power_cycle_brings_a_panicked_guest_back() {
         "{printed}"
     );
 }
+
+/// `at_end`: a host is powered off when the reservation covering it ends (here released early),
+/// by `system`, with the booking in the log's grounds; a booking of another host does not touch
+/// it; a host without `at_end` is left alone.
+#[test]
+fn testbed_power_off_when_a_reservation_ends() {
+    let dir = TempDir::new("at-end");
+    let flag = |n: u32| dir.0.join(format!("pc-{n}.on"));
+    let entry = |n: u32, at_end: &str| {
+        let f = flag(n);
+        let f = f.display();
+        format!(
+            "[[host]]\nid = \"cern/pc-{n}\"\n{at_end}\
+             command = {{ status = [\"sh\", \"-c\", \"[ -e {f} ] && echo on || echo off\"], \
+             on = [\"touch\", \"{f}\"], off = [\"rm\", \"-f\", \"{f}\"] }}\n"
+        )
+    };
+    let bmc = dir.0.join("bmc.toml");
+    private_file(
+        &bmc,
+        &format!("{}\n{}", entry(1, "at_end = \"off\"\n"), entry(2, "")),
+    );
+    let db = dir.0.join("tb.sqlite").display().to_string();
+    let (svc, tokens) = Service::start_with(
+        &db,
+        &[
+            ("alice", "user", None),
+            ("bob", "user", None),
+            ("root", "admin", None),
+        ],
+        &["--bmc", &bmc.display().to_string(), "--sweep-seconds", "1"],
+        "[[resource]]\nid = \"cern\"\nkind = \"site\"\n\n[[resource]]\nid = \"cern/pc-1\"\nkind = \"host\"\n\n\
+         [[resource]]\nid = \"cern/pc-2\"\nkind = \"host\"\n",
+    );
+    let (alice, bob, root) = (&tokens[0], &tokens[1], &tokens[2]);
+    let book = |token: &str, host: &str| {
+        let now = jiff::Timestamp::now().as_second();
+        let at = |s: i64| jiff::Timestamp::from_second(s).unwrap().to_string();
+        let (status, b) = crate::testbed::post_booking(
+            &svc,
+            token,
+            &json!({"resource": host, "start": at(now), "end": at(now + 3600)}),
+            None,
+        );
+        assert_eq!(status, 201, "{b}");
+        b["id"].as_i64().unwrap()
+    };
+    let release = |token: &str, id: i64| {
+        let (status, b) = send(
+            agent()
+                .post(&svc.url(&format!("/api/v1/bookings/{id}/release")))
+                .set("Authorization", &format!("Bearer {token}")),
+            None,
+        );
+        assert_eq!(status, 200, "{b}");
+    };
+    let alices = book(alice, "cern/pc-1");
+    let bobs = book(bob, "cern/pc-2");
+    for (token, host) in [(alice, "cern/pc-1"), (bob, "cern/pc-2")] {
+        let (status, b) = power(&svc, token, host, "on", None);
+        assert_eq!((status, b["state"].as_str()), (200, Some("on")), "{b}");
+    }
+    // Bob's booking ends first: pc-1 (alice's) and pc-2 (no at_end) stay on.
+    release(bob, bobs);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(flag(1).exists() && flag(2).exists(), "nothing reset yet");
+    // Alice's ends: pc-1 goes off within a sweep or two.
+    release(alice, alices);
+    let released = Instant::now();
+    while flag(1).exists() {
+        assert!(
+            released.elapsed() < Duration::from_secs(30),
+            "pc-1 never went off"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(flag(2).exists(), "pc-2 has no at_end");
+    let resets: Vec<Value> = operations(&svc, root)
+        .into_iter()
+        .filter(|o| o["actor"] == "system")
+        .collect();
+    assert_eq!(resets.len(), 1, "one reset: {resets:?}");
+    let r = &resets[0];
+    assert_eq!(
+        (
+            r["host"].as_str(),
+            r["action"].as_str(),
+            r["result"].as_str(),
+            r["state"].as_str()
+        ),
+        (
+            Some("cern/pc-1"),
+            Some("power off"),
+            Some("ok"),
+            Some("off")
+        ),
+        "{r}"
+    );
+    assert_eq!(
+        r["grounds"],
+        format!("at_end: booking {alices} (alice) ended"),
+        "{r}"
+    );
+}

@@ -17,6 +17,7 @@
 //! ipmi = "10.2.0.6:623"                 # IPMI 2.0 over LAN (lanplus); port 623 by default
 //! user = "admin"
 //! password = "..."
+//! at_end = "cycle"                      # optional: off, cycle or reset when a reservation ends
 //!
 //! [[host]]
 //! id = "geneva/pc-3"                    # a console only
@@ -40,7 +41,7 @@ use crate::command::Commands;
 use crate::ipmi::Ipmi;
 use crate::redfish::Redfish;
 use crate::secret::Secret;
-use crate::{Endpoint, Wait};
+use crate::{Endpoint, PowerAction, Wait};
 
 /// One host's management: its power endpoint (and how long its actions may take) and where its
 /// console is.
@@ -55,6 +56,9 @@ pub struct HostPower {
     pub console: Option<String>,
     /// The address its netconsole messages come from.
     pub netconsole: Option<std::net::IpAddr>,
+    /// What to do to its power when a reservation covering it ends (`off`, `cycle` or `reset`), so
+    /// the next holder finds it in a clean state; nothing when absent.
+    pub at_end: Option<PowerAction>,
 }
 
 /// The BMC file: hosts by resource id.
@@ -86,6 +90,7 @@ struct Entry {
     command: Option<CommandEntry>,
     console: Option<String>,
     netconsole: Option<std::net::IpAddr>,
+    at_end: Option<String>,
     user: Option<String>,
     password: Option<String>,
     password_file: Option<PathBuf>,
@@ -234,17 +239,55 @@ fn entry(e: Entry) -> Result<HostPower, String> {
         }
         None
     };
+    let at_end = match e.at_end.as_deref() {
+        None => None,
+        Some(a @ ("off" | "cycle" | "reset")) => {
+            if endpoint.is_none() {
+                return Err("at_end needs a power endpoint".into());
+            }
+            PowerAction::parse(a)
+        }
+        Some(other) => {
+            return Err(format!(
+                "at_end = {other:?}: use \"off\", \"cycle\" or \"reset\""
+            ));
+        }
+    };
     Ok(HostPower {
         endpoint,
         wait,
         console: e.console,
         netconsole: e.netconsole,
+        at_end,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_end_names_a_change_of_a_host_with_power() {
+        let cmd = "command = { status = [\"true\"], on = [\"true\"], off = [\"true\"] }";
+        let f = BmcFile::parse(
+            &format!("[[host]]\nid = \"a/b\"\n{cmd}\nat_end = \"cycle\"\n"),
+            "f",
+        )
+        .unwrap();
+        assert_eq!(f.get("a/b").unwrap().at_end, Some(PowerAction::Cycle));
+        let e = BmcFile::parse(
+            &format!("[[host]]\nid = \"a/b\"\n{cmd}\nat_end = \"on\"\n"),
+            "f",
+        )
+        .unwrap_err();
+        assert!(e.0.contains("use \"off\", \"cycle\" or \"reset\""), "{e}");
+        let e = BmcFile::parse(
+            "[[host]]\nid = \"a/b\"\nconsole = \"tcp:h:1\"\nat_end = \"off\"\n",
+            "f",
+        )
+        .unwrap_err();
+        assert!(e.0.contains("at_end needs a power endpoint"), "{e}");
+    }
 
     #[test]
     fn secrets_never_print() {

@@ -33,6 +33,7 @@ pub mod power;
 pub mod preview;
 pub mod reply;
 pub mod request;
+pub mod reservation_end;
 pub mod rows;
 pub mod sqlite;
 pub mod state;
@@ -217,6 +218,7 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
     });
     let sweeper = tokio::spawn(sweep(state.store.clone(), opts.sweep_every));
     let watch = tokio::spawn(agents::watch(Arc::clone(&state)));
+    let resets = tokio::spawn(reservation_end::watch(Arc::clone(&state), opts.sweep_every));
     let consoles = console::start(&state, opts.netconsole, opts.console_retention).await?;
     let served = axum::serve(listener, http::router(state))
         .with_graceful_shutdown(shutdown())
@@ -224,6 +226,7 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
         .context("serving");
     sweeper.abort();
     watch.abort();
+    resets.abort();
     for t in consoles {
         t.abort();
     }

@@ -223,25 +223,72 @@ async fn operate(
         Ok((seq, _)) => seq,
         Err(r) => return r,
     };
+    let kind = endpoint.kind();
+    match carry_out(state, &host_id, endpoint, wait, action, seq).await {
+        Ok(out) => {
+            tracing::info!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, state = %out.state, millis = out.millis, seq, "done");
+            respond(
+                200,
+                &PowerReply {
+                    host: host.to_owned(),
+                    action: action.as_str().to_owned(),
+                    state: out.state.as_str().to_owned(),
+                    endpoint: kind.to_owned(),
+                    answers: out.answers,
+                    millis: out.millis,
+                    seq,
+                },
+                xml,
+            )
+        }
+        Err(Failure::Busy(msg)) => error(409, "busy", msg, xml),
+        Err(Failure::Bmc(msg)) => {
+            tracing::warn!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, error = %msg, seq, "BMC failed");
+            error(502, "bmc_error", msg, xml)
+        }
+        Err(Failure::Store(e)) => internal(&e, xml),
+    }
+}
+
+/// Why an operation admitted to the log did not happen.
+pub(crate) enum Failure {
+    /// Another change of the host is under way.
+    Busy(String),
+    /// The BMC failed: the message names the host and the endpoint.
+    Bmc(String),
+    /// The log could not be written.
+    Store(crate::reply::StoreError),
+}
+
+/// Does `action` through `endpoint` for the logged operation `seq` (pending) and completes its
+/// log entry: one change at a time per host, the BMC asked on a blocking thread, the outcome read
+/// back.
+pub(crate) async fn carry_out(
+    state: &AppState,
+    host: &ResourceId,
+    endpoint: longhaul_power::Endpoint,
+    wait: longhaul_power::Wait,
+    action: PowerAction,
+    seq: u64,
+) -> Result<longhaul_power::Outcome, Failure> {
     let _busy = if action.changes() {
         let free = state
             .power_busy
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(host.to_owned());
+            .insert(host.to_string());
         if !free {
-            let msg = format!(
-                "another power operation on {host_id} is under way: try again when it ends"
-            );
+            let msg =
+                format!("another power operation on {host} is under way: try again when it ends");
             let _ = state
                 .store
                 .finish_operation(seq, "failed", None, &msg)
                 .await;
-            return error(409, "busy", msg, xml);
+            return Err(Failure::Busy(msg));
         }
         Some(Busy {
             state,
-            host: host.to_owned(),
+            host: host.to_string(),
         })
     } else {
         None
@@ -258,39 +305,21 @@ async fn operate(
     match ran {
         Ok(out) => {
             let detail = out.answers.join("; ");
-            if let Err(e) = state
+            state
                 .store
                 .finish_operation(seq, "ok", Some(out.state.as_str()), &detail)
                 .await
-            {
-                return internal(&e, xml);
-            }
-            tracing::info!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, state = %out.state, millis = out.millis, seq, "done");
-            respond(
-                200,
-                &PowerReply {
-                    host: host.to_owned(),
-                    action: action.as_str().to_owned(),
-                    state: out.state.as_str().to_owned(),
-                    endpoint: kind.to_owned(),
-                    answers: out.answers,
-                    millis: out.millis,
-                    seq,
-                },
-                xml,
-            )
+                .map_err(Failure::Store)?;
+            Ok(out)
         }
         Err(e) => {
-            let msg = format!("{host_id}: {e}");
-            if let Err(e) = state
+            let msg = format!("{host}: {e}");
+            state
                 .store
                 .finish_operation(seq, "failed", None, &msg)
                 .await
-            {
-                return internal(&e, xml);
-            }
-            tracing::warn!(target: "longhaul::testbed::power", user = %account.actor.user, host, %action, error = %msg, seq, "BMC failed");
-            error(502, "bmc_error", msg, xml)
+                .map_err(Failure::Store)?;
+            Err(Failure::Bmc(msg))
         }
     }
 }
