@@ -384,7 +384,19 @@ fn testbed_postgres_agent_reports_that_are_hostile_are_refused() {
 }
 
 fn hostile_reports(db: &str) {
-    let (svc, tokens) = Service::start_with(db, &[("alice", "user", None)], &[], INVENTORY);
+    // cern/pc-1 has a power endpoint, so that a refused power request is logged (below).
+    let dir = TempDir::new("agents-hostile-bmc");
+    let bmc = dir.0.join("bmc.toml");
+    crate::testbed_console::private_file(
+        &bmc,
+        "[[host]]\nid = \"cern/pc-1\"\ncommand = { status = [\"echo\", \"off\"], on = [\"true\"], off = [\"true\"] }\n",
+    );
+    let (svc, tokens) = Service::start_with(
+        db,
+        &[("alice", "user", None)],
+        &["--bmc", &bmc.display().to_string()],
+        INVENTORY,
+    );
     let key = |i: usize| format!("{i:064x}");
     let report = |auth: Option<&str>, body: &Value| {
         let mut req = agent().post(&svc.url("/api/v1/agent/report"));
@@ -476,6 +488,34 @@ fn hostile_reports(db: &str) {
     assert_eq!(events.len(), 64, "one registration each");
     assert_eq!(events[0]["host"], "cern/flood-63", "newest first");
     assert!(events.iter().all(|e| e["kind"] == "registered"));
+    // A NUL byte in a reason, refused and logged (PostgreSQL's text cannot hold it): no server
+    // error, and the log keeps the reason with the NUL replaced.
+    let (status, b) = send(
+        agent()
+            .post(&svc.url("/api/v1/power"))
+            .set("Authorization", &format!("Bearer {}", tokens[0])),
+        Some(&json!({"host": "cern/pc-1", "action": "on", "reason": "a\u{0}b"})),
+    );
+    assert_eq!(
+        (status, b["code"].as_str()),
+        (403, Some("no_reservation")),
+        "{b}"
+    );
+    let (_, ops) = get(&svc, &tokens[0], "/api/v1/operations?host=cern/pc-1");
+    assert_eq!(ops["operations"][0]["reason"], "a\u{fffd}b", "{ops}");
+    // A NUL byte in a filter: nothing matches, no server error.
+    for path in [
+        "/api/v1/hosts/events?host=cern%00x",
+        "/api/v1/operations?host=cern%00x",
+    ] {
+        let (status, b) = get(&svc, &tokens[0], path);
+        assert_eq!(status, 200, "{path}: {b}");
+        assert_eq!(
+            b.as_object().unwrap().values().next().unwrap(),
+            &json!([]),
+            "{b}"
+        );
+    }
 }
 
 /// Two accepted hosts whose agents stop, each with a console the service reads: the one whose

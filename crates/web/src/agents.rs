@@ -336,6 +336,14 @@ async fn events(
         return r;
     }
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    // A host that is no resource id has no events (and its text, NUL bytes and all, never reaches
+    // the database).
+    if q.host
+        .as_deref()
+        .is_some_and(|h| ResourceId::parse(h).is_err())
+    {
+        return respond(200, &HostEventLog { event: Vec::new() }, xml);
+    }
     match state.store.host_events(q.host.as_deref(), limit).await {
         Ok(event) => respond(200, &HostEventLog { event }, xml),
         Err(e) => internal(&e, xml),

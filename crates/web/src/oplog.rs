@@ -82,9 +82,22 @@ macro_rules! row_like {
 row_like!(sqlx::sqlite::SqliteRow);
 row_like!(sqlx::postgres::PgRow);
 
+/// `s` with each NUL replaced by U+FFFD: PostgreSQL's text cannot hold NUL, and a reason (or a
+/// BMC's answer) that carries one must still be logged, on both stores alike.
+fn storable(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        s.replace('\0', "\u{fffd}").into()
+    } else {
+        s.into()
+    }
+}
+
 impl Store {
     /// Writes an attempt; its sequence number.
     pub async fn log_operation(&self, op: &NewOperation<'_>) -> Result<u64, StoreError> {
+        let reason = op.reason.map(storable);
+        let grounds = storable(op.grounds);
+        let (reason, grounds) = (reason.as_deref(), grounds.as_ref());
         let seq: i64 = match self {
             Self::Sqlite(s) => {
                 sqlx::query(
@@ -96,9 +109,9 @@ impl Store {
                 .bind(role_name(op.actor.role))
                 .bind(op.host)
                 .bind(op.action)
-                .bind(op.reason)
+                .bind(reason)
                 .bind(op.allowed)
-                .bind(op.grounds)
+                .bind(grounds)
                 .bind(op.result)
                 .fetch_one(&s.writer)
                 .await?
@@ -114,9 +127,9 @@ impl Store {
                 .bind(role_name(op.actor.role))
                 .bind(op.host)
                 .bind(op.action)
-                .bind(op.reason)
+                .bind(reason)
                 .bind(op.allowed)
-                .bind(op.grounds)
+                .bind(grounds)
                 .bind(op.result)
                 .fetch_one(&s.pool)
                 .await?
@@ -135,6 +148,8 @@ impl Store {
         state: Option<&str>,
         detail: &str,
     ) -> Result<(), StoreError> {
+        let detail = storable(detail);
+        let detail = detail.as_ref();
         let seq = i64::try_from(seq).unwrap_or(i64::MAX);
         match self {
             Self::Sqlite(s) => {

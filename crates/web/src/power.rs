@@ -341,6 +341,20 @@ async fn operations(
     // Admins read every attempt; others their own.
     let actor = (account.actor.role != Role::Admin).then_some(account.actor.user.as_str());
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    // A host that is no resource id has no operations (and its text, NUL bytes and all, never
+    // reaches the database).
+    if q.host
+        .as_deref()
+        .is_some_and(|h| ResourceId::parse(h).is_err())
+    {
+        return respond(
+            200,
+            &OperationLog {
+                operations: Vec::new(),
+            },
+            xml,
+        );
+    }
     match state
         .store
         .operations(q.host.as_deref(), actor, limit)
