@@ -2,6 +2,7 @@
 //! Networking uses loopback only.
 
 mod browser;
+mod config_file;
 mod emulate;
 mod emulate_hardening;
 mod emulate_network;

@@ -20,6 +20,8 @@ use longhaul_testbed::api::ErrorBody;
 
 #[derive(Args, Debug)]
 pub(crate) struct AgentArgs {
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
     /// The testbed service's URL.
     #[arg(
         long,

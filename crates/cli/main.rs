@@ -15,6 +15,7 @@ mod agent;
 mod args;
 mod calc;
 mod campaign;
+mod config;
 mod copy;
 mod doctor;
 mod emulate;
@@ -91,7 +92,26 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    // A daemon's configuration file becomes flags before the command line's (which win).
+    let args = match config::plan(&Cli::command(), std::env::args_os().collect()) {
+        Ok(config::Plan::Run(args)) => args,
+        Ok(config::Plan::Print(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("longhaul: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = match Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match &cli.command {
         Command::Server(a) => server::run(a),
         Command::Agent(a) => agent::run(a),

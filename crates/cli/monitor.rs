@@ -65,6 +65,8 @@ impl ArchiveArg {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
     /// The mesh file (TOML: hosts, groups, tests; docs/monitor.md).
     mesh: PathBuf,
     #[command(flatten)]

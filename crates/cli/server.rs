@@ -20,6 +20,8 @@ the server's user, with the client's permission bits minus the server's umask an
 setuid/setgid/sticky unless --keep-special-bits."
 )]
 pub(crate) struct ServerArgs {
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
     /// Port for control and data connections.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,

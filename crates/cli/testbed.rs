@@ -141,6 +141,8 @@ enum RoleArg {
 
 #[derive(Args, Debug)]
 struct ServeArgs {
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
     /// `postgres://USER@HOST/DB`, `sqlite://PATH` or a path (default:
     /// $XDG_DATA_HOME/longhaul/testbed.sqlite).
     #[arg(long)]
