@@ -19,6 +19,7 @@ mod config;
 mod copy;
 mod doctor;
 mod emulate;
+mod generate;
 mod isolate;
 mod lab;
 mod logging;
@@ -86,6 +87,9 @@ enum Command {
     /// Watch a mesh of hosts continuously: scheduled throughput tests, latency and loss probes,
     /// traceroutes, an archive (docs/monitor.md).
     Monitor(monitor::MonitorArgs),
+    /// Write manual pages or print shell completions (for packagers).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
     /// The seeds' experiments as data: run them on emulated paths, archive, plot, report, and
     /// check Land Speed Record rules.
     Lab(Box<lab::LabArgs>),
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
     };
     let result = match &cli.command {
         Command::Server(a) => server::run(a),
+        Command::Generate(a) => generate::run(a, Cli::command()),
         Command::Agent(a) => agent::run(a),
         Command::Test(a) => test::run(a),
         Command::Campaign(a) => campaign::run(a),

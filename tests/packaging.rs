@@ -1,0 +1,120 @@
+//! What the Debian package ships besides the binary (issue 21): a manual page per command, from
+//! the same flag definitions as `--help`, each rendered by man(1) without a warning; and shell
+//! completions, the bash one completing subcommands and flags.
+
+use std::process::Command;
+
+use longhaul_testkit::fixtures::TempDir;
+
+use crate::util::bin;
+
+#[test]
+fn every_command_has_a_manual_page_that_man_renders_cleanly() {
+    let dir = TempDir::new("man");
+    let out = Command::new(bin())
+        .args(["generate", "man"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pages: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    for name in [
+        "longhaul.1",
+        "longhaul-server.1",
+        "longhaul-test.1",
+        "longhaul-testbed-serve.1",
+        "longhaul-testbed-hosts-accept.1",
+        "longhaul-monitor-run.1",
+        "longhaul-agent.1",
+    ] {
+        assert!(
+            pages.iter().any(|p| p.ends_with(&format!("/{name}"))),
+            "no {name}: {pages:?}"
+        );
+    }
+    assert!(
+        !pages.iter().any(|p| p.contains("generate")),
+        "the hidden command has no page"
+    );
+    for page in &pages {
+        let man = Command::new("man")
+            .args(["--warnings", "-l", page])
+            .env("MANWIDTH", "80")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&man.stdout);
+        assert!(
+            man.status.success(),
+            "{page}: {}",
+            String::from_utf8_lossy(&man.stderr)
+        );
+        assert!(
+            man.stderr.is_empty(),
+            "{page}: {}",
+            String::from_utf8_lossy(&man.stderr)
+        );
+        assert!(
+            text.contains("NAME") && text.contains("SYNOPSIS"),
+            "{page}: {text}"
+        );
+    }
+    let server = std::fs::read_to_string(dir.0.join("longhaul-server.1")).unwrap();
+    assert!(server.contains("max\\-tests"), "the flags are in the page");
+}
+
+/// The bash completion, sourced in bash, completes `longhaul ser` to `server` and `longhaul server
+/// --max-t` to its three flags.
+#[test]
+fn the_bash_completion_completes_subcommands_and_flags() {
+    let script = Command::new(bin())
+        .args(["generate", "completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(script.status.success());
+    let dir = TempDir::new("completion");
+    let file = dir.0.join("longhaul.bash");
+    std::fs::write(&file, &script.stdout).unwrap();
+    let complete = |words: &[&str]| {
+        let line = words.join(" ");
+        let program = format!(
+            "source {}; COMP_WORDS=({line}); COMP_CWORD={}; COMP_LINE='{line}'; \
+             COMP_POINT=${{#COMP_LINE}}; _longhaul longhaul {} {}; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            file.display(),
+            words.len() - 1,
+            words[words.len() - 1],
+            words[words.len() - 2],
+        );
+        let out = Command::new("bash")
+            .args(["-c", &program])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(complete(&["longhaul", "ser"]), ["server"]);
+    assert_eq!(
+        complete(&["longhaul", "server", "--max-t"]),
+        ["--max-tests", "--max-transfers", "--max-test-memory"]
+    );
+    for shell in ["zsh", "fish"] {
+        let out = Command::new(bin())
+            .args(["generate", "completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success() && out.stdout.len() > 1000, "{shell}");
+    }
+}
