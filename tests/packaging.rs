@@ -118,3 +118,32 @@ fn the_bash_completion_completes_subcommands_and_flags() {
         assert!(out.status.success() && out.stdout.len() > 1000, "{shell}");
     }
 }
+
+/// `longhaul --version` says which commit it was built from (the checkout's, here), for what
+/// target, and what is built in; `-V` stays one line.
+#[test]
+fn the_version_names_the_commit_and_what_is_built_in() {
+    let out = Command::new(bin()).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], format!("longhaul {}", env!("CARGO_PKG_VERSION")));
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    if head.status.success() {
+        let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+        assert!(lines[1].starts_with(&format!("commit: {head}")), "{text}");
+    } else {
+        assert_eq!(lines[1], "commit: unknown", "{text}");
+    }
+    assert!(
+        lines[2].starts_with(&format!("target: {}-", std::env::consts::ARCH)),
+        "{text}"
+    );
+    assert!(lines[3].starts_with("built in: "), "{text}");
+    let short = Command::new(bin()).arg("-V").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&short.stdout).lines().count(), 1);
+}

@@ -31,10 +31,23 @@ mod testbed;
 mod transfer;
 
 /// Move bulk data at the full speed of long, fat networks, and prove it.
+/// What `longhaul --version` prints: the version, the commit, the target, and what is built in
+/// (longhaul has no optional features: every build carries all of it).
+const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("LONGHAUL_COMMIT"),
+    "\ntarget: ",
+    env!("LONGHAUL_TARGET"),
+    "\nbuilt in: TCP and UDP tests, iperf3 protocol, TLS (rustls), QUIC/UDT data plane (quinn), \
+     transfers, emulator, testbed service (SQLite, PostgreSQL), monitor, lab",
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "longhaul",
     version,
+    long_version = LONG_VERSION,
     about,
     long_about = "longhaul measures and fills long fat networks (10-100 Gbit/s, 100-500 ms RTT) with no hand \
 tuning: windows sized from the measured RTT, congestion control and pacing per test, TCP internals per \
