@@ -147,3 +147,97 @@ fn the_version_names_the_commit_and_what_is_built_in() {
     let short = Command::new(bin()).arg("-V").output().unwrap();
     assert_eq!(String::from_utf8_lossy(&short.stdout).lines().count(), 1);
 }
+
+/// Under systemd (`Type=notify`), each daemon says READY=1 once it serves: here the test plays
+/// systemd's notification socket.
+#[test]
+fn daemons_tell_systemd_when_they_serve() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = TempDir::new("notify");
+    let socket = dir.0.join("notify.sock");
+    let systemd = UnixDatagram::bind(&socket).unwrap();
+    systemd
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let db = dir.0.join("tb.sqlite");
+    for args in [
+        vec!["server", "-p", "0", "--iperf3-port", "off"],
+        vec![
+            "testbed",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database",
+            db.to_str().unwrap(),
+        ],
+    ] {
+        let mut child = Command::new(bin())
+            .args(&args)
+            .env("NOTIFY_SOCKET", &socket)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = systemd.recv(&mut buf);
+        let _ = child.kill();
+        let _ = child.wait();
+        let text = String::from_utf8_lossy(&buf[..n.expect("a notification")]).into_owned();
+        assert!(text.lines().any(|l| l == "READY=1"), "{args:?}: {text}");
+        assert!(text.contains("STATUS=serving on "), "{args:?}: {text}");
+    }
+}
+
+/// Every systemd unit of packaging/systemd passes `systemd-analyze verify` (with this build's
+/// binary for /usr/bin/longhaul), and `systemd-analyze security` rates none worse than MEDIUM.
+#[test]
+fn the_systemd_units_verify() {
+    let units = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/systemd");
+    let dir = TempDir::new("units");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(units).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("/usr/bin/longhaul", bin());
+        std::fs::write(dir.0.join(&name), text).unwrap();
+        names.push(name);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "longhaul-agent.service",
+            "longhaul-monitor.service",
+            "longhaul-server.service",
+            "longhaul-testbed.service"
+        ]
+    );
+    for name in &names {
+        let unit = format!("./{name}");
+        let out = Command::new("systemd-analyze")
+            .args(["verify", &unit])
+            .current_dir(&dir.0)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && err.trim().is_empty(),
+            "{name}: {err}"
+        );
+        let out = Command::new("systemd-analyze")
+            .args(["security", "--offline=true", &unit])
+            .current_dir(&dir.0)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let level = text
+            .lines()
+            .find(|l| l.contains("Overall exposure level"))
+            .unwrap_or_else(|| panic!("{name}: {text}"));
+        assert!(
+            level.contains(" OK") || level.contains(" MEDIUM"),
+            "{name}: {level}"
+        );
+    }
+}

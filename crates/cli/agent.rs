@@ -78,6 +78,9 @@ pub(crate) fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
                     });
                 }
                 if reply.state != last_state {
+                    if last_state.is_empty() {
+                        crate::systemd::ready(&describe(&a.host, &reply));
+                    }
                     eprintln!("longhaul agent: {}", describe(&a.host, &reply));
                     last_state.clone_from(&reply.state);
                 }

@@ -26,6 +26,7 @@ mod logging;
 mod monitor;
 mod probe;
 mod server;
+mod systemd;
 mod test;
 mod testbed;
 mod transfer;

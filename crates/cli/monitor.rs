@@ -201,7 +201,10 @@ fn run_mesh(a: &RunArgs) -> anyhow::Result<ExitCode> {
     };
     let json = a.json.json;
     let listen = (!a.no_listen).then_some(a.listen);
-    let listening = |at| eprintln!("longhaul monitor listening on http://{at}");
+    let listening = |at| {
+        eprintln!("longhaul monitor listening on http://{at}");
+        crate::systemd::ready(&format!("monitoring; API on http://{at}"));
+    };
     longhaul_monitor_service::monitor(plan, &url, settings, listen, listening, move |mesh, r| {
         let line = if json {
             r.to_json(mesh).to_string()

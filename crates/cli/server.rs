@@ -255,6 +255,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
             (false, false) => "",
         }
     );
+    crate::systemd::ready(&format!("serving on {}", server.local_addr()));
     if let Some(addr) = server.iperf3_addr() {
         eprintln!("iperf3 clients served on {addr}");
     }

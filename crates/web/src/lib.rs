@@ -202,6 +202,17 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
         store.kind(),
         inventory.len()
     );
+    // Under systemd (`Type=notify`): ready now.
+    let status = format!("serving on http://{addr}");
+    if let Err(e) = sd_notify::notify(
+        false,
+        &[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&status),
+        ],
+    ) {
+        tracing::warn!(target: "longhaul::testbed", error = %e, "cannot tell systemd it is ready");
+    }
     let state = Arc::new(http::AppState {
         store,
         inventory: std::sync::RwLock::new(Arc::new(inventory)),
