@@ -207,3 +207,57 @@ fn every_daemon_reads_a_file_and_prints_its_settings_without_secrets() {
     assert_eq!(code, Some(0), "{err}");
     assert!(printed.contains("probe-size = 200  # file"), "{printed}");
 }
+
+/// The example files the package installs in /etc/longhaul (`generate config NAME`) name every
+/// setting of their daemon with its help, change nothing as shipped, and each setting
+/// uncommented at its shown default is read back as set, with that value.
+#[test]
+fn the_example_files_name_every_setting_and_change_nothing() {
+    let dir = TempDir::new("examples");
+    for (name, command) in [
+        ("server", &["server"][..]),
+        ("testbed", &["testbed", "serve"][..]),
+        ("monitor", &["monitor", "run"][..]),
+        ("agent", &["agent"][..]),
+    ] {
+        let (code, example, err) = longhaul(&["generate", "config", name]);
+        assert_eq!(code, Some(0), "{err}");
+        let file = dir.0.join(format!("{name}.toml"));
+        write(&file, &example, 0o644);
+        let mut args = command.to_vec();
+        args.extend(["--config", file.to_str().unwrap(), "--print-config"]);
+        match name {
+            "monitor" => args.push("mesh.toml"),
+            "agent" => args.extend(["--host", "lab/dtn-1"]),
+            _ => {}
+        }
+        let (code, printed, err) = longhaul(&args);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        let from_file = |printed: &str| {
+            let lines: Vec<&str> = printed.lines().filter(|l| l.ends_with("# file")).collect();
+            settings(&lines.join("\n"))
+        };
+        assert_eq!(from_file(&printed), Vec::<String>::new(), "{name}: {printed}");
+        // Every key --print-config knows is in the example, with help above it.
+        for line in printed.lines().skip(1) {
+            let key = line.trim_start_matches("# ").split(" =").next().unwrap();
+            let at = example
+                .find(&format!("\n#{key} = "))
+                .unwrap_or_else(|| panic!("{name}: no {key} in the example:\n{example}"));
+            assert!(
+                example[..at].ends_with(|c: char| c.is_alphanumeric() || ".)]`'\"".contains(c)),
+                "{name}: {key} has no help above it"
+            );
+        }
+        // A default uncommented is a setting, read back with its value.
+        let with_default = example
+            .lines()
+            .find(|l| l.starts_with('#') && l.contains(" = ") && !l.contains("unset"))
+            .map(|l| l.trim_start_matches('#').to_owned())
+            .unwrap();
+        write(&file, &format!("{example}{with_default}\n"), 0o644);
+        let (code, printed, err) = longhaul(&args);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        assert_eq!(from_file(&printed), [with_default.clone()], "{name}: {printed}");
+    }
+}

@@ -18,6 +18,7 @@ mod monitor;
 mod monitor_demo;
 mod monitor_ui;
 mod pace_auto;
+mod package_install;
 mod packaging;
 mod raw_peer;
 mod server_cmd;

@@ -112,7 +112,7 @@ pub(crate) fn plan(cli: &Command, args: Vec<OsString>) -> Result<Plan, ConfigErr
     let matches = cli
         .clone()
         .try_get_matches_from(&merged)
-        .map_err(|e| ConfigError(e.to_string()))?;
+        .map_err(|e| ConfigError(e.to_string().trim_start_matches("error: ").to_owned()))?;
     let (cmd, sub) = descend(cli, &matches, daemon.path).expect("the same subcommand");
     Ok(Plan::Print(print(
         cmd,
@@ -301,6 +301,10 @@ fn print(
             Some(ValueSource::CommandLine) => "command line",
             _ => "unset",
         };
+        // A hidden flag (for tests and experts) is shown only when something set it.
+        if arg.is_hide_set() && matches!(source, "default" | "unset") {
+            continue;
+        }
         let raw: Vec<String> = m
             .get_raw(id)
             .map(|vs| vs.map(|v| v.to_string_lossy().into_owned()).collect())
@@ -329,6 +333,93 @@ fn print(
         out.push_str(&format!("{comment}{long} = {value}  # {source}\n"));
     }
     out
+}
+
+/// The names of the daemons' files (`/etc/longhaul/NAME.toml`).
+pub(crate) fn daemon_names() -> impl Iterator<Item = &'static str> {
+    DAEMONS.iter().map(|d| d.name)
+}
+
+/// An example file for the daemon `name` (the package's /etc/longhaul/NAME.toml): every setting,
+/// each with its flag's help above it and commented out at its default, so the file changes
+/// nothing until a line is uncommented, and cannot drift from the flags.
+pub(crate) fn example(cli: &Command, name: &str) -> Option<String> {
+    let daemon = DAEMONS.iter().find(|d| d.name == name)?;
+    let mut cmd = cli.clone();
+    cmd.build();
+    for part in daemon.path {
+        cmd = cmd.find_subcommand(part)?.clone();
+    }
+    let command = format!("longhaul {}", daemon.path.join(" "));
+    let mut out = format!(
+        "# {CONFIG_DIR}/{name}.toml: the settings of `{command}` (unit longhaul-{name}.service).\n\
+         # Every long flag is a key (`man longhaul-{}`); the command line wins over this file.\n\
+         # Each setting is shown commented out at its default: uncomment a line to change it.\n\
+         # `{command} --print-config` shows what is in effect. More: /usr/share/doc/longhaul/docs/config.md\n",
+        daemon.path.join("-")
+    );
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if NOT_SETTINGS.contains(&long) || arg.is_hide_set() {
+            continue;
+        }
+        out.push('\n');
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        for line in wrap(&help, 96) {
+            out.push_str(&format!("# {line}\n"));
+        }
+        let defaults: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        let value = match (defaults.as_slice(), arg.get_action()) {
+            ([], ArgAction::SetTrue) => "false".to_owned(),
+            ([], ArgAction::Append) => "[]".to_owned(),
+            ([], _) => {
+                let shown = arg
+                    .get_value_names()
+                    .and_then(|n| n.first())
+                    .map_or_else(|| long.to_uppercase(), |n| n.to_string());
+                toml_string(&shown)
+            }
+            ([one], ArgAction::SetTrue | ArgAction::SetFalse) => one.clone(),
+            ([one], _) => toml_value(one),
+            (many, _) => format!(
+                "[{}]",
+                many.iter()
+                    .map(|v| toml_value(v))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let unset = if defaults.is_empty() && !matches!(arg.get_action(), ArgAction::SetTrue) {
+            "  # unset by default"
+        } else {
+            ""
+        };
+        out.push_str(&format!("#{long} = {value}{unset}\n"));
+    }
+    Some(out)
+}
+
+/// `text` as lines of at most `width` characters, broken between words.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for paragraph in text.lines() {
+        let mut line = String::new();
+        for word in paragraph.split_whitespace() {
+            if !line.is_empty() && line.len() + 1 + word.len() > width {
+                lines.push(std::mem::take(&mut line));
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        lines.push(line);
+    }
+    lines
 }
 
 /// A value printed for TOML: a whole number as an integer, anything else as a string.

@@ -1,6 +1,7 @@
-//! `longhaul generate man DIR` and `longhaul generate completions SHELL`: the manual pages (one per
-//! command and subcommand, from the same flag definitions as `--help`) and the shell completions,
-//! for the Debian package and anyone who installs by hand. Hidden from `--help`.
+//! `longhaul generate man DIR`, `longhaul generate completions SHELL` and `longhaul generate config
+//! NAME`: the manual pages (one per command and subcommand, from the same flag definitions as
+//! `--help`), the shell completions and the daemons' example configuration files, for the Debian
+//! package (packaging/deb/build.sh) and anyone who installs by hand. Hidden from `--help`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -21,6 +22,12 @@ enum What {
     Man {
         /// Where to write them (made if missing).
         dir: PathBuf,
+    },
+    /// Print an example configuration file for a daemon (/etc/longhaul/NAME.toml): every setting
+    /// with its help, commented out at its default.
+    Config {
+        /// The daemon: server, testbed, monitor or agent.
+        name: String,
     },
     /// Print the completion script for SHELL.
     Completions {
@@ -48,6 +55,13 @@ pub(crate) fn run(a: &GenerateArgs, mut cli: Command) -> anyhow::Result<ExitCode
                 println!("{}", p.display());
             }
         }
+        What::Config { name } => match crate::config::example(&cli, name) {
+            Some(text) => print!("{text}"),
+            None => anyhow::bail!(
+                "no daemon named {name:?} (one of: {})",
+                crate::config::daemon_names().collect::<Vec<_>>().join(", ")
+            ),
+        },
         What::Completions { shell } => {
             let shell = match shell {
                 Shell::Bash => clap_complete::Shell::Bash,
