@@ -237,7 +237,11 @@ fn the_example_files_name_every_setting_and_change_nothing() {
             let lines: Vec<&str> = printed.lines().filter(|l| l.ends_with("# file")).collect();
             settings(&lines.join("\n"))
         };
-        assert_eq!(from_file(&printed), Vec::<String>::new(), "{name}: {printed}");
+        assert_eq!(
+            from_file(&printed),
+            Vec::<String>::new(),
+            "{name}: {printed}"
+        );
         // Every key --print-config knows is in the example, with help above it.
         for line in printed.lines().skip(1) {
             let key = line.trim_start_matches("# ").split(" =").next().unwrap();
@@ -258,6 +262,6 @@ fn the_example_files_name_every_setting_and_change_nothing() {
         write(&file, &format!("{example}{with_default}\n"), 0o644);
         let (code, printed, err) = longhaul(&args);
         assert_eq!(code, Some(0), "{name}: {err}");
-        assert_eq!(from_file(&printed), [with_default.clone()], "{name}: {printed}");
+        assert_eq!(from_file(&printed), vec![with_default], "{name}: {printed}");
     }
 }
