@@ -241,3 +241,66 @@ fn the_systemd_units_verify() {
         );
     }
 }
+
+/// Under systemd, a daemon's stderr is the journal's stream (`$JOURNAL_STREAM` names its device
+/// and inode): each log line then starts with its syslog priority, with no colour and no time.
+/// With the variable inherited but stderr elsewhere, lines are as ever.
+#[test]
+fn logs_to_the_journal_carry_syslog_priorities() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TempDir::new("journal");
+    // Taken, so the server warns that it serves no iperf3 clients there.
+    let taken = std::net::TcpListener::bind("[::]:0").unwrap();
+    let taken = taken.local_addr().unwrap().port().to_string();
+    for journal in [true, false] {
+        let log = dir.0.join(format!("stderr-{journal}"));
+        let file = std::fs::File::create(&log).unwrap();
+        let meta = file.metadata().unwrap();
+        let ino = if journal { meta.ino() } else { meta.ino() + 1 };
+        let child = Command::new(bin())
+            .args([
+                "server",
+                "-p",
+                "0",
+                "--iperf3-port",
+                &taken,
+                "--log",
+                "info",
+            ])
+            .env("JOURNAL_STREAM", format!("{}:{ino}", meta.dev()))
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let child = crate::util::KillOnDrop(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let text = loop {
+            let text = std::fs::read_to_string(&log).unwrap();
+            if text.contains("server listening") && text.contains("iperf3 clients not served") {
+                break text;
+            }
+            assert!(std::time::Instant::now() < deadline, "{text}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        drop(child);
+        let logged: Vec<&str> = text.lines().filter(|l| l.contains("longhaul_")).collect();
+        assert!(logged.len() >= 2, "{text}");
+        let info = logged
+            .iter()
+            .find(|l| l.contains("server listening"))
+            .unwrap();
+        let warning = logged
+            .iter()
+            .find(|l| l.contains("iperf3 clients not served"))
+            .unwrap();
+        if journal {
+            assert!(info.starts_with("<6>longhaul_engine::server: "), "{text}");
+            assert!(warning.starts_with("<4>"), "{text}");
+            assert!(!text.contains('\x1b') && !text.contains(" INFO "), "{text}");
+        } else {
+            assert!(info.contains(" INFO ") && !info.starts_with('<'), "{text}");
+            assert!(warning.contains(" WARN "), "{text}");
+        }
+    }
+}

@@ -3,6 +3,9 @@
 //!
 //! Colour escapes are written only to a terminal: a log file, or stderr redirected to a file or a
 //! pipe (a service manager, `2>log`), gets plain text that grep and log collectors read as is.
+//! Under systemd, when stderr is the journal's stream (`$JOURNAL_STREAM` names it), each line
+//! starts with its syslog priority (`<3>` error, `<4>` warning, `<6>` info, `<7>` debug) and
+//! carries no time of its own, so `journalctl -p warning` finds the warnings.
 //!
 //! An error that ends a command is one line too ([`error_line`]).
 
@@ -14,8 +17,17 @@ fn filter(level: &str) -> tracing_subscriber::EnvFilter {
 }
 
 /// Sends logs to stderr at `level` unless `RUST_LOG` says otherwise; coloured only if stderr is a
-/// terminal.
+/// terminal; for the journal when stderr is its stream.
 pub(crate) fn to_stderr(level: &str) {
+    if stderr_is_the_journal() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter(level))
+            .with_ansi(false)
+            .event_format(Journal::new())
+            .with_writer(std::io::stderr)
+            .try_init();
+        return;
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter(level))
         .with_ansi(std::io::stderr().is_terminal())
@@ -30,6 +42,61 @@ pub(crate) fn to_file(level: &str, file: std::fs::File) {
         .with_ansi(false)
         .with_writer(std::sync::Mutex::new(file))
         .try_init();
+}
+
+/// Whether stderr is the journal's stream: systemd sets `JOURNAL_STREAM=DEV:INODE` for a service
+/// whose output goes to the journal; a child whose stderr was redirected keeps the variable but
+/// not the stream, so the device and inode must match.
+fn stderr_is_the_journal() -> bool {
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = stream.to_str().and_then(|s| s.split_once(':')) else {
+        return false;
+    };
+    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else {
+        return false;
+    };
+    dev.parse() == Ok(stat.st_dev) && ino.parse() == Ok(stat.st_ino)
+}
+
+/// A log line for the journal: `<PRIORITY>target: message fields`, no colour, no time (the journal
+/// keeps its own), no level word (the priority says it).
+struct Journal {
+    inner: tracing_subscriber::fmt::format::Format<tracing_subscriber::fmt::format::Full, ()>,
+}
+
+impl Journal {
+    fn new() -> Journal {
+        Journal {
+            inner: tracing_subscriber::fmt::format()
+                .without_time()
+                .with_ansi(false)
+                .with_level(false),
+        }
+    }
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Journal
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let priority = match *event.metadata().level() {
+            tracing::Level::ERROR => 3,
+            tracing::Level::WARN => 4,
+            tracing::Level::INFO => 6,
+            tracing::Level::DEBUG | tracing::Level::TRACE => 7,
+        };
+        write!(writer, "<{priority}>")?;
+        self.inner.format_event(ctx, writer, event)
+    }
 }
 
 /// The one line an error that ends a command prints after `longhaul: error: `: its message and each

@@ -237,6 +237,12 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         test_key,
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
+    // Before binding, which may warn (an iperf3 port taken). The subscriber starts no thread, so
+    // daemonize() below may still fork.
+    match logfile {
+        Some(f) => crate::logging::to_file(&a.log, f),
+        None => crate::logging::to_stderr(&a.log),
+    }
     let server = Server::bind(cfg).context("cannot start the server")?;
     let metrics = a
         .metrics
@@ -266,10 +272,6 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.pidfile {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .with_context(|| format!("cannot write pid file {}", p.display()))?;
-    }
-    match logfile {
-        Some(f) => crate::logging::to_file(&a.log, f),
-        None => crate::logging::to_stderr(&a.log),
     }
     if let Some(m) = metrics {
         let at = m.local_addr()?;
