@@ -39,4 +39,5 @@ mod transfer_udp;
 mod transport;
 mod transport_path;
 mod udp;
+mod upgrade;
 mod util;

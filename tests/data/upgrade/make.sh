@@ -36,24 +36,26 @@ trap 'kill $serve 2>/dev/null; rm -f "$log"' EXIT
 for _ in $(seq 100); do grep -q "listening on" "$log" && break; sleep 0.1; done
 url=$(grep -o "http://[0-9.:]*" "$log" | head -1)
 export LONGHAUL_TESTBED_URL=$url LONGHAUL_TESTBED_TOKEN=$user
-year=$(( $(date +%Y) + 5 ))
-"$bin" testbed reserve cern/starlight-lambda/1g-a --from "$year-03-02T08:00:00Z" --to "$year-03-02T12:00:00Z" \
+day() { date -u -d "+$1 days" +%Y-%m-%d; }   # within the booking horizon
+"$bin" testbed reserve cern/starlight-lambda/1g-a --from "$(day 10)T08:00:00Z" --to "$(day 10)T12:00:00Z" \
     --note "single stream, CUBIC" > /dev/null
-"$bin" testbed reserve cern/starlight-lambda --from "$year-03-03T08:00:00Z" --to "$year-03-03T10:00:00Z" \
+"$bin" testbed reserve cern/starlight-lambda --from "$(day 11)T08:00:00Z" --to "$(day 11)T10:00:00Z" \
     --hold > /dev/null
-cancelled=$("$bin" testbed reserve cern/starlight-lambda --from "$year-03-04T08:00:00Z" \
-    --to "$year-03-04T10:00:00Z" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+cancelled=$("$bin" testbed reserve cern/starlight-lambda --from "$(day 12)T08:00:00Z" \
+    --to "$(day 12)T10:00:00Z" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 "$bin" testbed cancel "$cancelled" > /dev/null
-extended=$("$bin" testbed reserve cern/starlight-lambda/1g-a --from "$year-03-05T08:00:00Z" \
-    --to "$year-03-05T10:00:00Z" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-"$bin" testbed extend "$extended" --to "$year-03-05T14:00:00Z" > /dev/null
-"$bin" testbed list --json > "$out/testbed-list.json"
+extended=$("$bin" testbed reserve cern/starlight-lambda/1g-a --from "$(day 13)T08:00:00Z" \
+    --to "$(day 13)T10:00:00Z" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+"$bin" testbed extend "$extended" --to "$(day 13)T14:00:00Z" > /dev/null
+"$bin" testbed list --from 2000-01-01T00:00:00Z --to 2100-01-01T00:00:00Z --json > "$out/testbed-list.json"
 kill $serve; wait $serve 2>/dev/null || true
+python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(truncate)")' "$db"
+rm -f "$db-wal" "$db-shm"
 
 # The lab archive.
 "$bin" lab run message-size --reduced --archive "$out/lab" --json > /dev/null
 "$bin" lab list --archive "$out/lab" --json > "$out/lab-list.json"
-run=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["id"])' "$out/lab-list.json")
+run=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["id"])' "$out/lab-list.json")
 "$bin" lab show "$run" --archive "$out/lab" --json > "$out/lab-show.json"
 rm -rf "$out/lab/plots"
 echo "$out"
