@@ -283,6 +283,8 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         m.spawn(std::sync::Arc::new(registry))?;
         tracing::info!("metrics at http://{at}/metrics");
     }
+    let stats = server.stats();
+    crate::systemd::watchdog(move || stats.responsive());
     server.run()?;
     Ok(ExitCode::SUCCESS)
 }

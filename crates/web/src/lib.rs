@@ -180,6 +180,26 @@ pub fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
     runtime()?.block_on(serve_async(opts))
 }
 
+/// Feeds systemd's watchdog (`WatchdogSec=`; `$WATCHDOG_USEC`) every half interval, each time
+/// the database answered a query within that half: a service whose database hangs or whose runtime
+/// is wedged stops feeding it, and systemd restarts it. Nothing without a watchdog.
+async fn feed_watchdog(store: Store) {
+    let mut usec = 0;
+    if !sd_notify::watchdog_enabled(false, &mut usec) || usec == 0 {
+        return;
+    }
+    let every = std::time::Duration::from_micros(usec / 2);
+    loop {
+        let answered = tokio::time::timeout(every, store.pending_agents()).await;
+        if matches!(answered, Ok(Ok(_)))
+            && let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog])
+        {
+            tracing::warn!(target: "longhaul::testbed", error = %e, "cannot feed the watchdog");
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
     let inventory = load_inventory(opts.inventory.as_deref())?;
     let power = load_bmc(opts.bmc.as_deref(), &inventory)?;
@@ -227,6 +247,7 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
         agent_timeout: opts.agent_timeout,
         webhook: opts.webhook.clone(),
     });
+    let watchdog = tokio::spawn(feed_watchdog(state.store.clone()));
     let sweeper = tokio::spawn(sweep(state.store.clone(), opts.sweep_every));
     let watch = tokio::spawn(agents::watch(Arc::clone(&state)));
     let resets = tokio::spawn(reservation_end::watch(Arc::clone(&state), opts.sweep_every));
@@ -235,6 +256,7 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown())
         .await
         .context("serving");
+    watchdog.abort();
     sweeper.abort();
     watch.abort();
     resets.abort();

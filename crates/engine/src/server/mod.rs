@@ -604,6 +604,13 @@ pub struct ServerSnapshot {
 }
 
 impl ServerStats {
+    /// Whether the locks the accept path and the sessions take briefly can be taken (the systemd
+    /// watchdog's check): a deadlock blocks this call, a poisoned lock makes it false.
+    pub fn responsive(&self) -> bool {
+        let s = &self.0;
+        s.handshakes.lock().is_ok() && s.pending.lock().is_ok() && s.listener_buf.lock().is_ok()
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> ServerSnapshot {
         let s = &self.0;
