@@ -115,3 +115,57 @@ fn logs_to_a_file_or_a_pipe_have_no_colour_escapes() {
     assert!(text.contains("test finished"), "log file: {text:?}");
     assert!(!text.contains("\x1b["), "log file: {text:?}");
 }
+
+/// SIGTERM (what `systemctl stop` sends) ends the server cleanly: a running test ends within a
+/// second or two with the reason on the client's side, the server logs that it stops and exits 0.
+#[test]
+fn sigterm_ends_running_tests_telling_the_client_why_and_exits_zero() {
+    let mut server = ServerProc::start(&[]);
+    let client = std::process::Command::new(crate::util::bin())
+        .args([
+            "test",
+            "127.0.0.1",
+            "-p",
+            &server.port.to_string(),
+            "-t",
+            "30",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    server.wait_for("test started");
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = std::time::Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = client.wait_with_output().unwrap();
+    let ended = sent.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("the server is shutting down (SIGTERM"),
+        "{err}"
+    );
+    assert!(
+        ended < Duration::from_secs(10),
+        "the client ended {ended:?} after SIGTERM"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server.alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server outlived SIGTERM by 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(server.exit_code(), Some(0));
+    let log = server.log();
+    assert!(
+        log.contains("stopping (SIGTERM)") && log.contains("stopped"),
+        "{log}"
+    );
+}

@@ -441,6 +441,14 @@ impl ServerProc {
     pub(crate) fn alive(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()
     }
+
+    /// The exit code, once it ended (`None` while it runs or when a signal ended it).
+    pub(crate) fn exit_code(&mut self) -> Option<i32> {
+        self.child
+            .try_wait()
+            .expect("try_wait")
+            .and_then(|s| s.code())
+    }
 }
 
 impl Drop for ServerProc {

@@ -285,8 +285,63 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     }
     let stats = server.stats();
     crate::systemd::watchdog(move || stats.responsive());
+    stop_on_sigterm(server.stats())?;
     server.run()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long transfers may run on after SIGTERM before the server exits under them (their clients
+/// resume from their journals).
+const TRANSFER_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// SIGTERM (systemctl stop) and SIGINT end the server cleanly: it refuses new conversations, ends
+/// running tests telling each client why, lets transfers finish for up to [`TRANSFER_GRACE`], then
+/// exits 0 (`Restart=on-failure` leaves it stopped).
+fn stop_on_sigterm(stats: longhaul_engine::ServerStats) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let flag = std::sync::Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&flag))
+            .context("cannot handle SIGTERM")?;
+    }
+    std::thread::Builder::new()
+        .name("lh-shutdown".into())
+        .spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            stats.stop_serving();
+            let at = std::time::Instant::now();
+            let running = |s: &longhaul_engine::ServerSnapshot| {
+                s.tests_running + s.transfers_running + s.probes_running + s.jobs_running
+            };
+            let first = stats.snapshot();
+            tracing::info!(
+                tests = first.tests_running,
+                transfers = first.transfers_running,
+                "stopping (SIGTERM): new conversations refused, running tests ended"
+            );
+            loop {
+                let now = stats.snapshot();
+                let tests_done = now.tests_running + now.probes_running + now.jobs_running == 0;
+                if running(&now) == 0
+                    || tests_done && at.elapsed() >= TRANSFER_GRACE
+                    || at.elapsed() >= TRANSFER_GRACE + std::time::Duration::from_secs(5)
+                {
+                    if now.transfers_running > 0 {
+                        tracing::warn!(
+                            transfers = now.transfers_running,
+                            "stopped with transfers running: their clients resume them"
+                        );
+                    }
+                    tracing::info!("stopped");
+                    std::process::exit(0);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })
+        .context("cannot start the shutdown thread")?;
+    Ok(())
 }
 
 /// The controllers of a `--controllers` file, each with its key (key files relative to the

@@ -102,6 +102,7 @@ impl Server {
                 needs: HashMap::new(),
             }),
             next_session: AtomicU64::new(0),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         });
         let iperf3 =
             shared
@@ -282,12 +283,9 @@ fn open_channel(
     Ok((channel, pre))
 }
 
-/// Tells a plaintext peer of a server that requires encryption why it is refused, in its
-/// conversation's own error message (a data connection is only dropped).
-fn refuse_plaintext(conn: &Channel, kind: ConnKind) {
-    let why = "this server requires encryption (--require-encryption): run the client with \
-               --encrypt"
-        .to_string();
+/// Tells a peer why its conversation is refused, in that conversation's own error message (a data
+/// connection is only dropped).
+fn refuse(conn: &Channel, kind: ConnKind, why: String) {
     let frame = match kind {
         ConnKind::Control => encode_frame(&Message::Error { message: why }),
         ConnKind::Transfer => longhaul_transfer::Message::Error { message: why }.encode_frame(),
@@ -343,7 +341,18 @@ fn handle(
     }
     if shared.tls.required() && !conn.is_encrypted() {
         info!(%peer, "refused a plaintext connection: encryption is required");
-        refuse_plaintext(&conn, pre.kind);
+        refuse(
+            &conn,
+            pre.kind,
+            "this server requires encryption (--require-encryption): run the client with \
+             --encrypt"
+                .into(),
+        );
+        return;
+    }
+    if shared.stopping.load(Ordering::Acquire) && pre.kind != ConnKind::Data {
+        info!(%peer, "refused: the server is shutting down");
+        refuse(&conn, pre.kind, SHUTTING_DOWN.into());
         return;
     }
     match pre.kind {
@@ -603,7 +612,18 @@ pub struct ServerSnapshot {
     pub jobs_failed: u64,
 }
 
+/// What a peer is told when the server stops under it (SIGTERM) or refuses it while stopping.
+const SHUTTING_DOWN: &str = "the server is shutting down (SIGTERM: stopped by its administrator \
+                             or service manager); try again once it is back";
+
 impl ServerStats {
+    /// Stops serving (SIGTERM): new conversations are refused and running tests end within a
+    /// second, each peer told why in an error message. Transfers run on (a client told nothing
+    /// resumes from its journal all the same); see [`ServerSnapshot::transfers_running`].
+    pub fn stop_serving(&self) {
+        self.0.stopping.store(true, Ordering::Release);
+    }
+
     /// Whether the locks the accept path and the sessions take briefly can be taken (the systemd
     /// watchdog's check): a deadlock blocks this call, a poisoned lock makes it false.
     pub fn responsive(&self) -> bool {
@@ -790,6 +810,9 @@ impl Session<'_> {
 
     fn converse(&mut self, ctrl: &mut Control) -> Result<(), EngineError> {
         loop {
+            if self.shared.stopping.load(Ordering::Acquire) {
+                self.conv.refuse(SHUTTING_DOWN.into())?;
+            }
             while let Some(ev) = self.conv.poll_event() {
                 self.act(ev, ctrl)?;
             }

@@ -153,6 +153,9 @@ pub(super) struct Shared {
     /// What the running sessions need of the listener's receive buffer (see `widen_listener`).
     pub(super) listener_buf: Mutex<ListenerBuf>,
     pub(super) next_session: AtomicU64,
+    /// Set on SIGTERM ([`super::ServerStats::stop_serving`]): new conversations are refused and
+    /// running tests end, each peer told why.
+    pub(super) stopping: std::sync::atomic::AtomicBool,
 }
 
 /// Connections waiting for their preamble, per source and in all (`total` counts only those admitted
