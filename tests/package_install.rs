@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use longhaul_testkit::fixtures::{TempDir, free_port};
 
-use crate::util::{bin, netns_privileges, program};
+use crate::util::{bin, json_test, netns_privileges, program};
 
 /// The data roots of the units (their StateDirectory=); the agent's is systemd's private one.
 const DATA_ROOTS: [&str; 4] = [
@@ -164,16 +164,7 @@ fn the_debian_package_installs_serves_and_purges_keeping_the_data() {
 
     // The server: a test and a transfer from a client.
     let mut server = Unit::start("server", &etc, &notify);
-    let test = run(Command::new(bin()).args([
-        "test",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-t",
-        "1",
-        "--json",
-    ]));
-    let summary: serde_json::Value = serde_json::from_slice(&test.stdout).unwrap();
+    let summary = json_test("127.0.0.1", port, &["-t", "1"]);
     assert!(
         summary["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0,
         "{summary}"
