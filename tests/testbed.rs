@@ -126,6 +126,22 @@ impl Service {
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
+
+    /// The inventory file it was started with.
+    pub(crate) fn inventory_file(&self) -> std::path::PathBuf {
+        self._dir.0.join("testbed.toml")
+    }
+
+    /// Sends the service `signal` (e.g. "HUP") and says whether it still runs.
+    pub(crate) fn signal(&mut self, signal: &str) -> bool {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        std::thread::sleep(Duration::from_millis(300));
+        self.child.try_wait().expect("try_wait").is_none()
+    }
 }
 
 impl Drop for Service {
@@ -2447,4 +2463,41 @@ fn testbed_metrics_count_bookings_conflicts_and_request_latency() {
     ] {
         assert!(text.contains(line), "{line} in:\n{text}");
     }
+}
+
+/// SIGHUP reloads the inventory file: a resource added to it can be booked without a restart; a
+/// broken file leaves the inventory in force (and the service serving).
+#[test]
+fn testbed_sighup_reloads_the_inventory_and_keeps_it_when_the_file_is_broken() {
+    let dir = TempDir::new("sighup");
+    let db = dir.0.join("tb.sqlite");
+    let (mut svc, tokens) = Service::start(db.to_str().unwrap(), &[("alice", "user")]);
+    let token = &tokens[0];
+    let has = |svc: &Service, id: &str| {
+        let (status, body) = get(svc, token, "/api/v1/resources");
+        assert_eq!(status, 200, "{body}");
+        body.to_string().contains(&format!("\"{id}\""))
+    };
+    assert!(!has(&svc, "cern/pc-9"));
+    let file = svc.inventory_file();
+    let grown = format!("{INVENTORY}\n[[resource]]\nid = \"cern/pc-9\"\nkind = \"host\"\n");
+    std::fs::write(&file, &grown).unwrap();
+    assert!(svc.signal("HUP"), "the service ended on SIGHUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !has(&svc, "cern/pc-9") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cern/pc-9 never appeared after SIGHUP"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A broken file: the inventory in force stays.
+    std::fs::write(
+        &file,
+        format!("{grown}\n[[resource]]\nid = \"cern/pc-10\"\ncolour = 1\n"),
+    )
+    .unwrap();
+    assert!(svc.signal("HUP"), "the service ended on SIGHUP");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(has(&svc, "cern/pc-9") && !has(&svc, "cern/pc-10"));
 }

@@ -251,6 +251,11 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
     let sweeper = tokio::spawn(sweep(state.store.clone(), opts.sweep_every));
     let watch = tokio::spawn(agents::watch(Arc::clone(&state)));
     let resets = tokio::spawn(reservation_end::watch(Arc::clone(&state), opts.sweep_every));
+    let reloads = tokio::spawn(reload_on_sighup(
+        Arc::clone(&state),
+        opts.inventory.clone(),
+        opts.bmc.clone(),
+    ));
     let consoles = console::start(&state, opts.netconsole, opts.console_retention).await?;
     let served = axum::serve(listener, http::router(state))
         .with_graceful_shutdown(shutdown())
@@ -260,10 +265,48 @@ async fn serve_async(opts: &ServeOptions) -> anyhow::Result<()> {
     sweeper.abort();
     watch.abort();
     resets.abort();
+    reloads.abort();
     for t in consoles {
         t.abort();
     }
     served
+}
+
+/// SIGHUP (`systemctl reload`): reads the inventory file again, with the accepted agents' hosts,
+/// checks the BMC file against it, writes it to the database as at start and serves it. A file
+/// with an error is logged (file, line, field) and the inventory in force stays. The BMC file and
+/// the other settings are read at start only.
+async fn reload_on_sighup(
+    state: Arc<http::AppState>,
+    inventory: Option<std::path::PathBuf>,
+    bmc: Option<std::path::PathBuf>,
+) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let reloaded = async {
+            let fresh = load_inventory(inventory.as_deref())?;
+            load_bmc(bmc.as_deref(), &fresh)?;
+            state
+                .store
+                .sync_inventory(&fresh)
+                .await
+                .context("writing the inventory")?;
+            with_accepted_hosts(&state.store, fresh).await
+        };
+        match reloaded.await {
+            Ok(fresh) => {
+                let count = fresh.len();
+                *state.inventory.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+                tracing::info!(target: "longhaul::testbed", resources = count, "inventory reloaded (SIGHUP)");
+            }
+            Err(e) => tracing::error!(
+                target: "longhaul::testbed",
+                "inventory not reloaded, the one in force stays: {e:#}"
+            ),
+        }
+    }
 }
 
 /// Every `every`, marks the holds whose time ran out as expired (audited as
