@@ -269,6 +269,33 @@ fn the_debian_package_installs_serves_and_purges_keeping_the_data() {
         })
         .collect();
     assert!(data.len() >= 2, "{data:?}");
+    // Installed again over itself (dpkg's upgrade path): the administrator's change to a
+    // configuration file and the data stay.
+    // (A comment: other tests running now read this file when they start a server.)
+    append(
+        Path::new("/etc/longhaul/server.toml"),
+        "# tuned for this node\n",
+    );
+    let upgraded = run(Command::new("dpkg")
+        .arg("-i")
+        .arg(&deb)
+        .env("DEBIAN_FRONTEND", "noninteractive"));
+    assert!(
+        std::fs::read_to_string("/etc/longhaul/server.toml")
+            .unwrap()
+            .ends_with("# tuned for this node\n"),
+        "{}",
+        String::from_utf8_lossy(&upgraded.stdout)
+    );
+    for (path, bytes) in &data {
+        assert_eq!(
+            &std::fs::read(path).unwrap(),
+            bytes,
+            "{} kept",
+            path.display()
+        );
+    }
+    assert_eq!(id("longhaul"), Some((uid, gid)), "the same user");
     run(Command::new("dpkg").args(["-r", "longhaul"]));
     assert!(!Path::new("/usr/bin/longhaul").exists());
     assert!(
