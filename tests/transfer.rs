@@ -656,15 +656,28 @@ fn sender_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
 
 #[test]
 fn receiver_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
-    let t = Scratch::new("kill-receiver");
+    receiver_stopped_mid_transfer("kill-receiver", false);
+}
+
+/// SIGTERM (`systemctl stop`) ends the server's transfers within a second, the client told why and
+/// how to resume; the server exits 0 and the same command then sends only what is missing.
+#[test]
+fn receiver_stopped_by_sigterm_mid_transfer_tells_the_client_and_resumes() {
+    receiver_stopped_mid_transfer("term-receiver", true);
+}
+
+/// A send whose server dies (SIGKILL) or is stopped (SIGTERM) mid-transfer fails with one line,
+/// leaves no partial file in place, and resumes with only the missing bytes.
+fn receiver_stopped_mid_transfer(name: &str, sigterm: bool) {
+    let t = Scratch::new(name);
     let key = t.key("key");
     let root = t.dir("root");
-    let server = serve(&root, &key);
+    let mut server = Some(serve(&root, &key));
     let src = t.join("src/big.dat");
     random_file(&src, KILL_SIZE);
     let args = [s(&src), "localhost:in", "-P", "1", "--chunk", "1M"];
 
-    let relay = Relay::throttled(server.port, KILL_PACE);
+    let relay = Relay::throttled(server.as_ref().unwrap().port, KILL_PACE);
     let mut child = xfer_cmd("send", relay.port, &key, &args)
         .arg("--json-stream")
         .stdout(Stdio::piped())
@@ -675,7 +688,16 @@ fn receiver_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     let err = child.stderr.take().unwrap();
     let err = std::thread::spawn(move || crate::util::read_all(err));
     wait_mid_transfer(&rx, KILL_SIZE);
-    drop(server); // SIGKILL
+    if sigterm {
+        let pid = server.as_ref().unwrap().pid().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    } else {
+        server = None; // SIGKILL
+    }
     let status = wait_exit(&mut child);
     let err = err.join().unwrap();
     assert!(
@@ -686,6 +708,22 @@ fn receiver_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     assert_eq!(lines.len(), 1, "one line on stderr:\n{err}");
     assert!(lines[0].starts_with("longhaul: error: "), "{err}");
     println!("client: {}", lines[0]);
+    if let Some(server) = &mut server {
+        assert!(
+            lines[0].contains("the server is shutting down (SIGTERM")
+                && lines[0].contains("run the same command again to resume"),
+            "{err}"
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while server.alive() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server outlived SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(server.exit_code(), Some(0));
+    }
     assert!(
         !root.join("in/big.dat").exists(),
         "no partial file in place"
@@ -693,6 +731,7 @@ fn receiver_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     let verified = journal_verified_bytes(&root.join("in"));
     assert!(verified > 0 && verified < KILL_SIZE, "{verified}");
 
+    drop(server);
     let server = serve(&root, &key);
     let v = xfer_ok("send", server.port, &key, &args);
     assert_eq!(u(&v, "bytes_to_send"), KILL_SIZE - verified, "{v}");

@@ -290,13 +290,14 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// How long transfers may run on after SIGTERM before the server exits under them (their clients
-/// resume from their journals).
+/// How long the sessions may take to end after SIGTERM (each is told within a second) before the
+/// server exits under them.
 const TRANSFER_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// SIGTERM (systemctl stop) and SIGINT end the server cleanly: it refuses new conversations, ends
-/// running tests telling each client why, lets transfers finish for up to [`TRANSFER_GRACE`], then
-/// exits 0 (`Restart=on-failure` leaves it stopped).
+/// running tests and transfers telling each client why (a transfer's client resumes from its
+/// journal), waits for them to unwind for up to [`TRANSFER_GRACE`], then exits 0
+/// (`Restart=on-failure` leaves it stopped).
 fn stop_on_sigterm(stats: longhaul_engine::ServerStats) -> anyhow::Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let flag = std::sync::Arc::new(AtomicBool::new(false));
@@ -319,7 +320,7 @@ fn stop_on_sigterm(stats: longhaul_engine::ServerStats) -> anyhow::Result<()> {
             tracing::info!(
                 tests = first.tests_running,
                 transfers = first.transfers_running,
-                "stopping (SIGTERM): new conversations refused, running tests ended"
+                "stopping (SIGTERM): new conversations refused, running tests and transfers ended"
             );
             loop {
                 let now = stats.snapshot();

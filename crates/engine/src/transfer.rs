@@ -750,6 +750,8 @@ pub(crate) struct Admission<'a> {
     pub(crate) udp_hellos: &'a dyn Fn() -> Receiver<(u32, std::net::SocketAddr)>,
     /// The server's TLS, which the UDP transport's flows use.
     pub(crate) tls: &'a Arc<rustls::ServerConfig>,
+    /// Set when the server stops (SIGTERM), and what the peer is told then.
+    pub(crate) stopping: (&'a std::sync::atomic::AtomicBool, &'static str),
 }
 
 /// Serves one transfer on an accepted control connection (after its preamble). A client that
@@ -911,6 +913,7 @@ fn serve_authenticated(
             let socks = accept_data(ctl, adm, hellos, keys, &p, false)?;
             let mut side = Side::new(&mut log, files.idle_timeout);
             side.limit_time(grant.map(|g| Duration::from_nanos(g.limits.max_duration.0)));
+            side.stop_when(adm.stopping.0, adm.stopping.1);
             let chunk_key = keys.receiving(Role::Server);
             sink::run(ctl, socks, sink, p.chunk_size, chunk_key, &mut side)?;
             Ok(summary(ctl, &side, direction, &p, Vec::new(), None))
@@ -936,6 +939,7 @@ fn serve_authenticated(
             let governor = p.governor(&probe.tcp)?;
             let skipped = std::mem::take(&mut src.skipped);
             let mut side = Side::new(&mut log, files.idle_timeout);
+            side.stop_when(adm.stopping.0, adm.stopping.1);
             let chunk_key = keys.sending(Role::Server);
             source::run(ctl, socks, src, p.chunk_size, chunk_key, &have, &mut side)?;
             let mut s = summary(

@@ -435,6 +435,7 @@ fn handle(
                 expect: &expect,
                 udp_hellos: &udp_hellos,
                 tls: shared.tls.rustls_config(),
+                stopping: (&shared.stopping, SHUTTING_DOWN),
             };
             match crate::transfer::serve(
                 conn,
@@ -617,9 +618,9 @@ const SHUTTING_DOWN: &str = "the server is shutting down (SIGTERM: stopped by it
                              or service manager); try again once it is back";
 
 impl ServerStats {
-    /// Stops serving (SIGTERM): new conversations are refused and running tests end within a
-    /// second, each peer told why in an error message. Transfers run on (a client told nothing
-    /// resumes from its journal all the same); see [`ServerSnapshot::transfers_running`].
+    /// Stops serving (SIGTERM): new conversations are refused, and running tests and transfers end
+    /// within a second, each peer told why in an error message (a transfer's client resumes from
+    /// its journal).
     pub fn stop_serving(&self) {
         self.0.stopping.store(true, Ordering::Release);
     }

@@ -32,6 +32,8 @@ pub(crate) struct Side<'a> {
     idle_timeout: Duration,
     /// The end of the time this side may take at all (a controller's `max_duration`).
     time_limit: Option<(Instant, Duration)>,
+    /// Set when the server stops (SIGTERM): the side ends, its peer told why.
+    stopping: Option<(&'a std::sync::atomic::AtomicBool, &'static str)>,
 }
 
 impl<'a> Side<'a> {
@@ -52,6 +54,7 @@ impl<'a> Side<'a> {
             last_tick: (now, 0),
             idle_timeout,
             time_limit: None,
+            stopping: None,
         }
     }
 
@@ -59,6 +62,22 @@ impl<'a> Side<'a> {
     /// controller's `max_duration`); its journal stays for a resume.
     pub(crate) fn limit_time(&mut self, limit: Option<Duration>) {
         self.time_limit = limit.map(|l| (Instant::now() + l, l));
+    }
+
+    /// Ends the side with `why` once `flag` is set (the server stopping); its journal stays for a
+    /// resume.
+    pub(crate) fn stop_when(&mut self, flag: &'a std::sync::atomic::AtomicBool, why: &'static str) {
+        self.stopping = Some((flag, why));
+    }
+
+    /// Whether the server stops: the error that ends the side, with how to resume.
+    pub(crate) fn check_stopping(&self) -> Result<(), EngineError> {
+        match self.stopping {
+            Some((flag, why)) if flag.load(std::sync::atomic::Ordering::Acquire) => Err(
+                EngineError::Transfer(format!("{why}; run the same command again to resume")),
+            ),
+            _ => Ok(()),
+        }
     }
 
     pub(crate) fn event(&mut self, e: Event) {

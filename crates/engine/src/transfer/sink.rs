@@ -526,6 +526,10 @@ fn stream(
         source: e,
     };
     loop {
+        // A stop while chunks keep coming (the read never times out then) is seen here.
+        if shared.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match read_full(&sock, &mut hdr, &shared.stop).map_err(stream_err)? {
             Fill::Eof => return Ok(()),
             Fill::Stopped => return Ok(()),
@@ -724,6 +728,7 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
         if shared.stop.load(Ordering::Acquire) {
             return Ok(());
         }
+        side.check_stopping()?;
         let now = Instant::now();
         if now >= next_tick {
             next_tick = now + PROGRESS_EVERY;

@@ -503,6 +503,7 @@ fn control(
         if shared.stop.load(Ordering::Acquire) {
             return Ok(());
         }
+        side.check_stopping()?;
         let now = Instant::now();
         if now >= next_tick {
             next_tick = now + PROGRESS_EVERY;
