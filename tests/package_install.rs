@@ -269,6 +269,16 @@ fn the_debian_package_installs_serves_and_purges_keeping_the_data() {
         })
         .collect();
     assert!(data.len() >= 2, "{data:?}");
+    let kept = || {
+        for (path, bytes) in &data {
+            assert_eq!(
+                &std::fs::read(path).unwrap(),
+                bytes,
+                "{} kept",
+                path.display()
+            );
+        }
+    };
     // Installed again over itself (dpkg's upgrade path): the administrator's change to a
     // configuration file and the data stay.
     // (A comment: other tests running now read this file when they start a server.)
@@ -287,14 +297,7 @@ fn the_debian_package_installs_serves_and_purges_keeping_the_data() {
         "{}",
         String::from_utf8_lossy(&upgraded.stdout)
     );
-    for (path, bytes) in &data {
-        assert_eq!(
-            &std::fs::read(path).unwrap(),
-            bytes,
-            "{} kept",
-            path.display()
-        );
-    }
+    kept();
     assert_eq!(id("longhaul"), Some((uid, gid)), "the same user");
     run(Command::new("dpkg").args(["-r", "longhaul"]));
     assert!(!Path::new("/usr/bin/longhaul").exists());
@@ -308,14 +311,7 @@ fn the_debian_package_installs_serves_and_purges_keeping_the_data() {
         !Path::new("/etc/longhaul").exists(),
         "purge removes the configuration"
     );
-    for (path, bytes) in &data {
-        assert_eq!(
-            &std::fs::read(path).unwrap(),
-            bytes,
-            "{} kept",
-            path.display()
-        );
-    }
+    kept();
     for root in DATA_ROOTS {
         if root != "/var/lib/longhaul-server" {
             assert!(Path::new(root).is_dir(), "{root} kept");

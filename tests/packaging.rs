@@ -4,27 +4,15 @@
 
 use std::process::Command;
 
-use longhaul_testkit::fixtures::TempDir;
+use longhaul_testkit::fixtures::{TempDir, run};
 
 use crate::util::bin;
 
 #[test]
 fn every_command_has_a_manual_page_that_man_renders_cleanly() {
     let dir = TempDir::new("man");
-    let out = Command::new(bin())
-        .args(["generate", "man"])
-        .arg(&dir.0)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pages: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect();
+    let out = run(Command::new(bin()).args(["generate", "man"]).arg(&dir.0));
+    let pages: Vec<String> = out.lines().map(str::to_owned).collect();
     for name in [
         "longhaul.1",
         "longhaul-server.1",
@@ -91,16 +79,7 @@ fn the_bash_completion_completes_subcommands_and_flags() {
             words[words.len() - 1],
             words[words.len() - 2],
         );
-        let out = Command::new("bash")
-            .args(["-c", &program])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
+        run(Command::new("bash").args(["-c", &program]))
             .lines()
             .map(str::to_owned)
             .collect::<Vec<_>>()
