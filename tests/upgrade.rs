@@ -45,15 +45,17 @@ fn longhaul(args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
-/// A booking's fields that time does not change (its status does: upcoming becomes finished, a
-/// hold expires), but a cancelled one stays cancelled.
+/// A booking's fields that time does not change: its status does (upcoming becomes finished, a
+/// hold expires), and with it its version (the sweep that expires a hold is an audited change);
+/// a cancelled booking stays cancelled, at its version.
 fn lasting(b: &Value) -> Value {
     let mut kept = serde_json::Map::new();
-    for key in ["id", "resource", "owner", "start", "end", "note", "version"] {
+    for key in ["id", "resource", "owner", "start", "end", "note"] {
         kept.insert(key.into(), b[key].clone());
     }
     if b["status"] == "cancelled" {
         kept.insert("status".into(), b["status"].clone());
+        kept.insert("version".into(), b["version"].clone());
     }
     Value::Object(kept)
 }
