@@ -9,18 +9,10 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use longhaul_testkit::fixtures::free_port;
 use serde_json::Value;
 
 use crate::util::{ServerProc, bin, machine_alone, program};
-
-/// A free TCP port on loopback (for a stock iperf3 server).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// `iperf3 -s` on `port`, for one test (`-1`) with its JSON at the end, or for many.
 fn iperf3_server(port: u16, one: bool) -> Child {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use longhaul_testkit::fixtures::{TempDir, free_port};
 
-use crate::util::{bin, json_test, netns_privileges, program};
+use crate::util::{bin, json_test, machine_shared, netns_privileges, program};
 
 /// The data roots of the units (their StateDirectory=); the agent's is systemd's private one.
 const DATA_ROOTS: [&str; 4] = [
@@ -42,6 +42,8 @@ fn the_debian_package_installs_serves_and_purges_keeping_the_data() {
     {
         return;
     }
+    // It builds and lints on both cores for a minute: never beside a test that needs the machine.
+    let _machine = machine_shared();
     assert!(
         !installed(),
         "a longhaul package is installed on this machine: this test installs and purges its own \

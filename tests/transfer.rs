@@ -15,6 +15,8 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -677,7 +679,11 @@ fn receiver_stopped_mid_transfer(name: &str, sigterm: bool) {
     random_file(&src, KILL_SIZE);
     let args = [s(&src), "localhost:in", "-P", "1", "--chunk", "1M"];
 
-    let relay = Relay::throttled(server.as_ref().unwrap().port, KILL_PACE);
+    // With SIGTERM, the server's reason reaches the client a second after its data connections
+    // close (as it may on a loaded machine): the client must still report the reason.
+    let late = Arc::new(AtomicBool::new(false));
+    let port = server.as_ref().unwrap().port;
+    let relay = Relay::throttled_late_reasons(port, KILL_PACE, Arc::clone(&late));
     let mut child = xfer_cmd("send", relay.port, &key, &args)
         .arg("--json-stream")
         .stdout(Stdio::piped())
@@ -689,6 +695,7 @@ fn receiver_stopped_mid_transfer(name: &str, sigterm: bool) {
     let err = std::thread::spawn(move || crate::util::read_all(err));
     wait_mid_transfer(&rx, KILL_SIZE);
     if sigterm {
+        late.store(true, Ordering::Release);
         let pid = server.as_ref().unwrap().pid().to_string();
         let sent = std::process::Command::new("kill")
             .args(["-TERM", &pid])

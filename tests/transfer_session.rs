@@ -326,6 +326,31 @@ impl Relay {
         Self::paced(server, Arc::new(|_| (pass(), pass())), Some(bytes_per_sec))
     }
 
+    /// [`Relay::throttled`], whose transfer control connection, once `late` is set, holds what the
+    /// server says next for a second: a server that stops is heard closing its data connections
+    /// before it is heard saying why.
+    pub(crate) fn throttled_late_reasons(
+        server: u16,
+        bytes_per_sec: u64,
+        late: Arc<AtomicBool>,
+    ) -> Self {
+        let edits: Edits = Arc::new(move |kind| {
+            if kind != ConnKind::Transfer {
+                return (pass(), pass());
+            }
+            let (late, mut held) = (Arc::clone(&late), false);
+            let s2c: Edit = Box::new(move |buf: &mut Vec<u8>| {
+                if !held && late.load(Ordering::Acquire) {
+                    held = true;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                buf.len()
+            });
+            (pass(), s2c)
+        });
+        Self::paced(server, edits, Some(bytes_per_sec))
+    }
+
     /// A relay that changes nothing (and counts what it forwards, [`Relay::bytes`]).
     pub(crate) fn transparent(server: u16) -> Self {
         Self::paced(server, Arc::new(|_| (pass(), pass())), None)

@@ -32,12 +32,25 @@ impl Drop for TempDir {
     }
 }
 
-/// A loopback TCP port that was free a moment ago.
+/// A port, free a moment ago for TCP and UDP on every address, for a server whose port must be
+/// written down before it starts (a configuration file, a stock iperf3). It lies below the kernel's
+/// ephemeral range, so the outgoing connections of tests running beside it (which take their local
+/// ports from that range, as do servers started with port 0) cannot take it in the meantime.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+    use std::hash::{BuildHasher, RandomState};
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (first, span) = (10_000u16, low.saturating_sub(10_000).max(1));
+    let seed = RandomState::new();
+    (0..1000u64)
+        .map(|n| first + (seed.hash_one((std::process::id(), n)) % u64::from(span)) as u16)
+        .find(|&port| {
+            TcpListener::bind(("0.0.0.0", port)).is_ok()
+                && std::net::UdpSocket::bind(("0.0.0.0", port)).is_ok()
+        })
+        .expect("a free port below the ephemeral range")
 }
 
 /// Runs `cmd`, panicking with its stderr unless it succeeds; its stdout.

@@ -53,7 +53,26 @@ impl Conn<Message> {
         });
         control::linger_close(self.channel());
     }
+
+    /// `failed` (a data stream's error) or, better, the reason the peer gives on this channel
+    /// within `grace`: a peer that stops a transfer closes its data connections before (or as)
+    /// it says why, so a writer here may meet a broken pipe before the reason is read. Messages
+    /// still in flight before the reason are skipped; a channel that closes or stays silent
+    /// leaves `failed`.
+    pub(crate) fn reason_for(&mut self, failed: EngineError, grace: Duration) -> EngineError {
+        let deadline = Instant::now() + grace;
+        loop {
+            match self.recv_until(deadline) {
+                Ok(Some(_)) => {}
+                Err(peer @ EngineError::Peer(_)) => return peer,
+                Ok(None) | Err(_) => return failed,
+            }
+        }
+    }
 }
+
+/// How long a side whose data stream failed waits for its peer's reason on the control channel.
+pub(crate) const REASON_GRACE: Duration = Duration::from_secs(5);
 
 /// Where a client connects.
 #[derive(Debug, Clone)]

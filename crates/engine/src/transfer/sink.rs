@@ -38,7 +38,7 @@ use longhaul_transfer::{
 };
 use rustix::fs::FallocateFlags;
 
-use super::conn::{Ctl, Writer, unexpected};
+use super::conn::{Ctl, REASON_GRACE, Writer, unexpected};
 use super::data::DataConn;
 use super::dest::{PlacedFile, SinkOptions, inode_of, place_symlink, replaced};
 use super::journals::{self, Journals};
@@ -486,6 +486,7 @@ pub(crate) fn run(
         }
     }
     let result = control(ctl, &shared, side);
+    let streams_failed = result.is_ok();
     side.bytes_moved = shared.bytes.load(Ordering::Relaxed);
     side.chunks_verified = shared.chunks.load(Ordering::Relaxed);
     if let Err(e) = result {
@@ -503,6 +504,7 @@ pub(crate) fn run(
         .unwrap_or_else(|e| e.into_inner())
         .take();
     match err {
+        Some(e) if streams_failed => Err(ctl.reason_for(e, REASON_GRACE)),
         Some(e) => Err(e),
         None => Ok(()),
     }

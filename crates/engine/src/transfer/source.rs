@@ -25,7 +25,7 @@ use longhaul_transfer::{
 };
 use tracing::warn;
 
-use super::conn::{Ctl, unexpected};
+use super::conn::{Ctl, REASON_GRACE, unexpected};
 use super::data::DataConn;
 use super::root::{Kind, Root, join};
 use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
@@ -320,6 +320,7 @@ pub(crate) fn run(
         }
     }
     let result = control(ctl, &shared, &src, side);
+    let streams_failed = result.is_ok();
     if let Err(e) = result {
         shared.fail(e);
         // A stream thread may be blocked writing to a path that went silent: shutting its
@@ -340,6 +341,7 @@ pub(crate) fn run(
         .unwrap_or_else(|e| e.into_inner())
         .take()
     {
+        Some(e) if streams_failed => Err(ctl.reason_for(e, REASON_GRACE)),
         Some(e) => Err(e),
         None => Ok(()),
     }
