@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::util::{
-    DownOnDrop, Machine, bin, longhaul, machine_alone, namespaces_named, netns_privileges, program,
+    DownOnDrop, Machine, bin, ended_within, longhaul, machine_alone, namespaces_named,
+    netns_privileges, program, sigterm,
 };
 
 fn serial() -> Machine {
@@ -843,23 +844,9 @@ fn sigterm_stops_the_command_and_tears_down() {
     }
     // Let the forwarders and CMD start.
     std::thread::sleep(Duration::from_millis(300));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    sigterm(child.id());
     let sent = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if sent.elapsed() > Duration::from_secs(5) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("longhaul emulate still running 5 s after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = ended_within(&mut child, Duration::from_secs(5), "longhaul emulate");
     let out = child.wait_with_output().unwrap();
     println!("{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(status.code(), Some(143));

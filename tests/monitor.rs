@@ -17,7 +17,7 @@ use longhaul_proto::wire::Preamble;
 use serde_json::Value;
 
 use crate::transfer::{Scratch, s};
-use crate::util::{ServerProc, bin, read_lines};
+use crate::util::{ServerProc, bin, ended_within, read_lines, sigterm};
 
 /// A controllers file naming `key` as controller `mon` with room for a monitor's jobs.
 pub(crate) fn controllers(dir: &Scratch, key: &Path) -> String {
@@ -214,21 +214,8 @@ fn a_killed_monitor_loses_nothing_repeats_nothing_and_keeps_throughput_tests_apa
         std::thread::sleep(Duration::from_millis(200));
     }
     // SIGTERM: the monitor drains the runs under way and exits 0.
-    Command::new("kill")
-        .args(["-TERM", &second.child.id().to_string()])
-        .status()
-        .unwrap();
-    let stopped = Instant::now();
-    let status = loop {
-        if let Some(st) = second.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            stopped.elapsed() < Duration::from_secs(30),
-            "no exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    sigterm(second.child.id());
+    let status = ended_within(&mut second.child, Duration::from_secs(30), "the monitor");
     assert!(status.success(), "{status}");
     let after = archived(&mesh_file, &archive);
 

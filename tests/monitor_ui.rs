@@ -9,7 +9,6 @@
 //! replaces `docs/img/monitor-dashboard.png`, which the README shows.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use fantoccini::{Client, Locator};
@@ -18,7 +17,7 @@ use longhaul_testkit::fixtures::TempDir;
 use crate::browser::{self, CHROMEDRIVER, CHROMIUM, ChromeDriver, attr, click, png_size, wait_for};
 use crate::monitor::{MonitorProc, controllers};
 use crate::transfer::Scratch;
-use crate::util::ServerProc;
+use crate::util::{ServerProc, ended_within, sigterm};
 
 /// The mesh, with host b at `b_address`.
 fn mesh(ports: &[u16], b_address: &str) -> String {
@@ -67,11 +66,8 @@ fn the_dashboard_shows_the_grid_the_map_a_series_and_a_path_change() {
     let mut first = MonitorProc::start(&file, &archive, &key);
     first.records_until("traceroute", 2, Duration::from_secs(30));
     first.records_until("throughput", 2, Duration::from_secs(60));
-    Command::new("kill")
-        .args(["-TERM", &first.child.id().to_string()])
-        .status()
-        .unwrap();
-    first.child.wait().unwrap();
+    sigterm(first.child.id());
+    ended_within(&mut first.child, Duration::from_secs(30), "the monitor");
 
     std::fs::write(&file, mesh(&ports, "127.0.0.2")).unwrap();
     let (mut second, at) = MonitorProc::start_with(&file, &archive, &key, &[]);

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use longhaul_testkit::fixtures::{TempDir, free_port};
 
-use crate::util::{bin, json_test, machine_shared, netns_privileges, program};
+use crate::util::{
+    bin, ended_within, json_test, machine_shared, netns_privileges, program, sigterm,
+};
 
 /// The data roots of the units (their StateDirectory=); the agent's is systemd's private one.
 const DATA_ROOTS: [&str; 4] = [
@@ -409,17 +411,9 @@ impl Unit {
 
     /// SIGTERM, as `systemctl stop` sends; the unit ends.
     fn stop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "longhaul-{} outlived SIGTERM by 20 s",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        sigterm(self.child.id());
+        let what = format!("longhaul-{}", self.name);
+        ended_within(&mut self.child, Duration::from_secs(20), &what);
     }
 }
 

@@ -696,12 +696,7 @@ fn receiver_stopped_mid_transfer(name: &str, sigterm: bool) {
     wait_mid_transfer(&rx, KILL_SIZE);
     if sigterm {
         late.store(true, Ordering::Release);
-        let pid = server.as_ref().unwrap().pid().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        crate::util::sigterm(server.as_ref().unwrap().pid());
     } else {
         server = None; // SIGKILL
     }
@@ -721,15 +716,7 @@ fn receiver_stopped_mid_transfer(name: &str, sigterm: bool) {
                 && lines[0].contains("run the same command again to resume"),
             "{err}"
         );
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while server.alive() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the server outlived SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert_eq!(server.exit_code(), Some(0));
+        assert_eq!(server.ended().code(), Some(0));
     }
     assert!(
         !root.join("in/big.dat").exists(),

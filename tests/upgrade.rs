@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use longhaul_testkit::fixtures::TempDir;
+use longhaul_testkit::fixtures::{TempDir, run};
 use serde_json::Value;
 
 use crate::testbed::Service;
@@ -35,14 +35,18 @@ fn json(path: &Path) -> Value {
 }
 
 /// Runs `longhaul ARGS`, which must succeed; its standard output.
-fn longhaul(args: &[&str]) -> Vec<u8> {
-    let out = Command::new(bin()).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "longhaul {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+fn longhaul(args: &[&str]) -> String {
+    run(Command::new(bin()).args(args))
+}
+
+/// `longhaul ARGS --json`, parsed.
+fn longhaul_json(args: &[&str]) -> Value {
+    serde_json::from_str(&longhaul(&[args, &["--json"]].concat())).unwrap()
+}
+
+/// `longhaul testbed ARGS --json` against the service at `url` with `token`, parsed.
+fn testbed(url: &str, token: &str, args: &[&str]) -> Value {
+    longhaul_json(&[&["testbed"], args, &["--server", url, "--token", token]].concat())
 }
 
 /// A booking's fields that time does not change: its status does (upcoming becomes finished, a
@@ -78,31 +82,15 @@ fn an_earlier_releases_testbed_database_migrates_and_reads_back_its_bookings() {
         let (svc, _) = Service::start_with(db.to_str().unwrap(), &[], &[], inventory);
         let url = svc.url("");
         // The old release's tokens still authenticate, each with its role.
-        let me: Value = serde_json::from_slice(&longhaul(&[
-            "testbed",
-            "me",
-            "--json",
-            "--server",
-            &url,
-            "--token",
-            &token("admin"),
-        ]))
-        .unwrap();
+        let me = testbed(&url, &token("admin"), &["me"]);
         assert_eq!(me["role"], "admin", "{}: {me}", release.display());
-        let listed: Value = serde_json::from_slice(&longhaul(&[
-            "testbed",
-            "list",
+        let span = [
             "--from",
             "2000-01-01T00:00:00Z",
             "--to",
             "2100-01-01T00:00:00Z",
-            "--json",
-            "--server",
-            &url,
-            "--token",
-            &token("user"),
-        ]))
-        .unwrap();
+        ];
+        let listed = testbed(&url, &token("user"), &[&["list"], &span[..]].concat());
         let then = json(&release.join("testbed-list.json"));
         let now: Vec<Value> = listed["bookings"]
             .as_array()
@@ -119,33 +107,23 @@ fn an_earlier_releases_testbed_database_migrates_and_reads_back_its_bookings() {
         assert!(was.len() >= 4, "{then}");
         assert_eq!(now, was, "{}", release.display());
         // And the migrated database takes new bookings.
-        let day = String::from_utf8(
-            Command::new("date")
-                .args(["-u", "-d", "+30 days", "+%Y-%m-%d"])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap();
+        let day = run(Command::new("date").args(["-u", "-d", "+30 days", "+%Y-%m-%d"]));
         let (from, to) = (
             format!("{}T08:00:00Z", day.trim()),
             format!("{}T09:00:00Z", day.trim()),
         );
-        let booked: Value = serde_json::from_slice(&longhaul(&[
-            "testbed",
-            "reserve",
-            "cern/starlight-lambda/1g-a",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--json",
-            "--server",
+        let booked = testbed(
             &url,
-            "--token",
             &token("user"),
-        ]))
-        .unwrap();
+            &[
+                "reserve",
+                "cern/starlight-lambda/1g-a",
+                "--from",
+                &from,
+                "--to",
+                &to,
+            ],
+        );
         assert!(booked["id"].as_u64().unwrap() > 4, "{booked}");
     }
 }
@@ -161,8 +139,7 @@ fn an_earlier_releases_lab_archive_lists_shows_and_reports_the_same_results() {
             std::fs::copy(&path, archive.join(path.file_name().unwrap())).unwrap();
         }
         let a = archive.to_str().unwrap();
-        let listed: Value =
-            serde_json::from_slice(&longhaul(&["lab", "list", "--archive", a, "--json"])).unwrap();
+        let listed = longhaul_json(&["lab", "list", "--archive", a]);
         let then = json(&release.join("lab-list.json"));
         let (now, was) = (&listed["runs"], &then["runs"]);
         assert_eq!(now.as_array().unwrap().len(), was.as_array().unwrap().len());
@@ -181,9 +158,7 @@ fn an_earlier_releases_lab_archive_lists_shows_and_reports_the_same_results() {
             }
         }
         let run = was[0]["id"].as_str().unwrap();
-        let shown: Value =
-            serde_json::from_slice(&longhaul(&["lab", "show", run, "--archive", a, "--json"]))
-                .unwrap();
+        let shown = longhaul_json(&["lab", "show", run, "--archive", a]);
         let then = json(&release.join("lab-show.json"));
         for key in ["run_id", "complete", "points", "seeds", "longhaul_version"] {
             assert_eq!(shown[key], then[key], "{}: {key}", release.display());

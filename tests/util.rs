@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::io::Write;
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 use std::time::{Duration, Instant};
 
@@ -442,12 +442,9 @@ impl ServerProc {
         self.child.try_wait().expect("try_wait").is_none()
     }
 
-    /// The exit code, once it ended (`None` while it runs or when a signal ended it).
-    pub(crate) fn exit_code(&mut self) -> Option<i32> {
-        self.child
-            .try_wait()
-            .expect("try_wait")
-            .and_then(|s| s.code())
+    /// How it ended after a SIGTERM sent earlier (within 20 s, or the test fails).
+    pub(crate) fn ended(&mut self) -> ExitStatus {
+        ended_within(&mut self.child, Duration::from_secs(20), "the server")
     }
 }
 
@@ -488,6 +485,32 @@ pub(crate) fn json_test(host: &str, port: u16, args: &[&str]) -> serde_json::Val
         String::from_utf8_lossy(&out.stdout)
     );
     serde_json::from_slice(&out.stdout).expect("--json prints one JSON document")
+}
+
+/// Sends SIGTERM to `pid`, as `systemctl stop` and `kill` do.
+pub(crate) fn sigterm(pid: u32) {
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -TERM {pid}");
+}
+
+/// How `child` ended, waited for at most `within` after a signal: killed, and the test failed
+/// naming `what`, if it is still running then.
+pub(crate) fn ended_within(child: &mut Child, within: Duration, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running {within:?} after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Reads all of a reader into a string (for child pipes).
