@@ -290,8 +290,5 @@ fn driver(name: &str) -> Option<String> {
 
 /// `MemTotal` of `/proc/meminfo`, bytes.
 fn memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    longhaul_sys::meminfo_bytes("MemTotal")
 }

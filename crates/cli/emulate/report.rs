@@ -35,10 +35,18 @@ pub(crate) fn direction_line(d: &DirectionStats) -> String {
         .tun_tx_dropped
         .map_or_else(|| "unknown".to_string(), |n| n.to_string());
     let capture = captured(d.capture.as_ref());
+    let pool = if d.pool_prefilled + d.pool_allocated > 0 {
+        format!(
+            "; record buffers {} prefilled, {} allocated in the run",
+            d.pool_prefilled, d.pool_allocated
+        )
+    } else {
+        String::new()
+    };
     format!(
         "{}: {} records, {} segments, delivered {} ({}), drops queue {} random {} burst {} aqm {}, \
 {} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops, {} cut drops; \
-queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {tun}{capture}",
+queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {tun}{pool}{capture}",
         d.name,
         l.records,
         l.segments,

@@ -85,6 +85,12 @@ pub struct DirectionStats {
     pub tun_tx_dropped: Option<u64>,
     /// The capture file of this direction (`--pcap`), if any.
     pub capture: Option<CaptureStats>,
+    /// Record buffers allocated and written before the run (the delay line's memory).
+    #[serde(default)]
+    pub pool_prefilled: u64,
+    /// Record buffers allocated during the run because the prefilled ones were all in use.
+    #[serde(default)]
+    pub pool_allocated: u64,
 }
 
 /// Cross-traffic bursts waiting to be handed to a forwarder's link model (the link is the
@@ -207,6 +213,21 @@ pub(crate) fn enqueue_fates(
     release_runs(buf, len, p, fates, pool, true, |run| {
         queue.push(run.at, run.bytes)
     })
+}
+
+/// Buffers to allocate before the run for this direction's delay line: what the path holds in
+/// flight at its rate over its propagation delay, plus its bottleneck queue, in full-size records;
+/// at most an eighth of the memory available (each direction prefills alike: the one that carries
+/// the data is not known in advance). None without a bottleneck rate.
+fn delay_line_buffers(c: &longhaul_link::LinkConfig) -> usize {
+    let Some(b) = c.bottleneck else { return 0 };
+    let in_flight =
+        u128::from(b.rate_bps) * u128::from(c.propagation().as_nanos()) / 8 / 1_000_000_000;
+    let bytes = u64::try_from(in_flight)
+        .unwrap_or(u64::MAX)
+        .saturating_add(b.queue_bytes);
+    let budget = longhaul_sys::meminfo_bytes("MemAvailable").unwrap_or(0) / 8;
+    BufPool::buffers_for(bytes, budget)
 }
 
 /// A run of a record's segments with one fate that is released: the whole
@@ -362,7 +383,8 @@ impl Forwarder {
         // ICMP answers of the router hops, written back to the source.
         let mut replies = ReleaseQueue::new();
         let mut reply = Vec::new();
-        let mut pool = BufPool::new();
+        let mut pool = BufPool::prefilled(delay_line_buffers(self.link.config()));
+        stats.pool_prefilled = pool.allocated();
         let mut buf = pool.take_full();
         let mut fates: Vec<Fate> = Vec::new();
         let mut next_id = 0u64;
@@ -386,7 +408,7 @@ impl Forwarder {
             }
             if now >= next_publish {
                 next_publish = now + PUBLISH_NS;
-                self.publish(&mut stats, &lateness, &queue, now);
+                self.publish(&mut stats, &lateness, &queue, &pool, now);
             }
             for b in self.bursts.take() {
                 if let Err(e) = self.link.add_burst(b) {
@@ -478,7 +500,7 @@ impl Forwarder {
                 }
             }
         }
-        self.publish(&mut stats, &lateness, &queue, monotonic_now_ns());
+        self.publish(&mut stats, &lateness, &queue, &pool, monotonic_now_ns());
         stats.capture = self.capture.take().map(Capture::finish);
         stats
     }
@@ -520,11 +542,13 @@ impl Forwarder {
         stats: &mut DirectionStats,
         lateness: &Histogram,
         queue: &ReleaseQueue,
+        pool: &BufPool,
         now: u64,
     ) {
         stats.link = self.link.stats();
         stats.lateness = lateness.summary();
         stats.backlog_max_bytes = queue.max_bytes() as u64;
+        stats.pool_allocated = pool.allocated() - stats.pool_prefilled;
         stats.queue_bytes_now = self.link.backlog_bytes(Nanos(now));
         if let Ok(mut live) = self.live.lock() {
             live.clone_from(stats);

@@ -18,6 +18,7 @@ pub mod cpu;
 pub mod dirs;
 pub mod error;
 pub mod ip;
+pub mod memory;
 pub mod netns;
 pub mod privilege;
 pub mod process;
@@ -38,6 +39,7 @@ pub use cpu::{
 pub use dirs::data_dir;
 pub use error::{Result, SysError};
 pub use ip::ip;
+pub use memory::meminfo_bytes;
 pub use netns::{NETNS_RUN_DIR, netns_path, run_in_netns};
 pub use privilege::{CAP_NET_ADMIN, has_capability, has_net_admin};
 pub use process::daemonize;
