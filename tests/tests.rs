@@ -5,6 +5,7 @@ mod browser;
 mod config_file;
 mod emulate;
 mod emulate_hardening;
+mod emulate_host_memory;
 mod emulate_network;
 mod encryption;
 mod fleet;

@@ -217,6 +217,7 @@ to {}{}",
         fmt_size(bed.tcp_buffer_max()),
         summary.impairments
     );
+    eprintln!("emulate: {}", bed.plan().line());
 
     // On an error return `bed` is dropped, which deletes the namespaces.
     let mut server = None;

@@ -91,6 +91,12 @@ pub(crate) struct PathArgs {
     /// 4 MiB) instead of raising them to cover the path: an untuned host, as iperf3 gets it.
     #[arg(long)]
     pub(crate) host_defaults: bool,
+    /// When the path needs more of the kernel's TCP memory (both ends' buffers) than
+    /// net.ipv4.tcp_mem allows: `raise` it for the run and restore it after, `check` (change
+    /// nothing; refuse, naming the sysctl to raise) or `ignore` (run anyway; the report names a
+    /// collapse) [default: raise]. Two-host paths.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub(crate) host_memory: Option<HostMemory>,
     /// Seed of the link model's random streams (record it to replay a run).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
@@ -115,6 +121,27 @@ pub(crate) struct PathArgs {
     /// flagged NOT TRUSTWORTHY.
     #[arg(long, default_value = "1ms", value_parser = duration)]
     pub(crate) max_lateness: Nanos,
+}
+
+/// `--host-memory`: what to do when the kernel's TCP memory is short for the path.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostMemory {
+    /// Raise net.ipv4.tcp_mem for the run, restore it after.
+    Raise,
+    /// Change nothing; refuse with the sysctl to raise.
+    Check,
+    /// Change nothing; run anyway.
+    Ignore,
+}
+
+impl From<HostMemory> for longhaul_emu::host_memory::Policy {
+    fn from(h: HostMemory) -> Self {
+        match h {
+            HostMemory::Raise => Self::Raise,
+            HostMemory::Check => Self::Check,
+            HostMemory::Ignore => Self::Ignore,
+        }
+    }
 }
 
 pub(crate) fn loss(s: &str) -> Result<f64, String> {
@@ -395,6 +422,7 @@ impl PathArgs {
         given(self.hops > 0, "--hops");
         given(self.mtu.is_some(), "--mtu");
         given(self.queue.is_some(), "--queue");
+        given(self.host_memory.is_some(), "--host-memory");
         out
     }
 
@@ -545,6 +573,7 @@ pub(crate) fn configure(
         pcap: a.pcap.clone().map(|d| (d, a.pcap_snaplen)),
         hops,
         host_tcp_defaults: a.host_defaults,
+        host_memory: a.host_memory.unwrap_or(HostMemory::Raise).into(),
     };
     for d in [&cfg.a_to_b, &cfg.b_to_a] {
         if let Err(e) = d.validate() {

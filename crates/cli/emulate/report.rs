@@ -2,6 +2,7 @@
 //! Used at the end of `longhaul emulate -- CMD`, by `status` (live counters) and by `down`.
 
 use longhaul_emu::capture::CaptureStats;
+use longhaul_emu::host_memory::HostShortage;
 use longhaul_emu::{DirectionStats, Report};
 use longhaul_units::{Nanos, fmt_size};
 
@@ -82,6 +83,19 @@ pub(crate) fn fidelity(r: &Report, max_p99: Nanos) -> serde_json::Value {
     })
 }
 
+/// One line per host where TCP ran short of memory, each after `indent`.
+pub(crate) fn shortage_lines(hosts: &[HostShortage], indent: &str) -> String {
+    hosts
+        .iter()
+        .map(|h| {
+            format!(
+                "{indent}host memory: TCP on {} ran short: {}\n",
+                h.host, h.description
+            )
+        })
+        .collect()
+}
+
 /// The report's text lines: both directions and the verdict.
 pub(crate) fn text(r: &Report, max_p99: Nanos) -> String {
     let problems = r.fidelity_problems(max_p99.as_nanos());
@@ -90,8 +104,18 @@ pub(crate) fn text(r: &Report, max_p99: Nanos) -> String {
     } else {
         format!("fidelity: NOT TRUSTWORTHY ({})", problems.join("; "))
     };
+    let shortage: String = r
+        .tcp_shortage
+        .iter()
+        .map(|h| {
+            format!(
+                "host memory: TCP on {} ran short: {}\n",
+                h.host, h.description
+            )
+        })
+        .collect();
     format!(
-        "{}\n{}\n{verdict}\n",
+        "{}\n{}\n{shortage}{verdict}\n",
         direction_line(&r.a_to_b),
         direction_line(&r.b_to_a)
     )

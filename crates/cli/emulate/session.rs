@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
+use longhaul_emu::host_memory::HostShortage;
 use longhaul_emu::session::{
     self as state, ControlSocket, DEFAULT_NAME, HostInfo, Request, Session,
 };
@@ -410,6 +411,7 @@ fn serve(a: &UpArgs) -> anyhow::Result<ExitCode> {
     };
     state::save(&session)?;
     eprintln!("emulate: testbed {} up: {}", a.name, summary.line());
+    eprintln!("emulate: {}", bed.plan().line());
     // The line `up` waits for.
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&session)?)?;
@@ -671,6 +673,7 @@ fn path_json(summary: &PathSummary, bed: &Testbed) -> serde_json::Value {
     let mut v = serde_json::to_value(summary).expect("the summary serialises");
     v["line"] = serde_json::Value::String(summary.line() + &summary.impairments);
     v["tcp_buffer_max"] = bed.tcp_buffer_max().into();
+    v["host_memory"] = serde_json::to_value(bed.plan()).expect("the plan serialises");
     v
 }
 
@@ -680,6 +683,8 @@ fn status_doc(s: &Session, r: &Report, max_p99: Nanos) -> serde_json::Value {
     doc["uptime_s"] = now_unix_s().saturating_sub(s.started_unix_s).into();
     doc["links"] = serde_json::json!({ "a_to_b": r.a_to_b, "b_to_a": r.b_to_a });
     doc["fidelity"] = report::fidelity(r, max_p99);
+    doc["host_memory"] = serde_json::to_value(&r.host_memory).expect("the plan serialises");
+    doc["tcp_shortage"] = serde_json::to_value(&r.tcp_shortage).expect("counters serialise");
     doc
 }
 
@@ -701,6 +706,9 @@ fn counters_text(doc: &serde_json::Value) -> String {
         if let Ok(d) = serde_json::from_value(doc["links"][key].clone()) {
             out += &format!("  {}\n", report::direction_line(&d));
         }
+    }
+    if let Ok(hosts) = serde_json::from_value::<Vec<HostShortage>>(doc["tcp_shortage"].clone()) {
+        out += &report::shortage_lines(&hosts, "  ");
     }
     let f = &doc["fidelity"];
     if f["ok"].as_bool() == Some(true) {
@@ -1029,6 +1037,14 @@ mod tests {
                 tun_tx_dropped: Some(3),
                 ..Default::default()
             },
+            host_memory: None,
+            tcp_shortage: vec![HostShortage::new(
+                "lh-x-b",
+                &longhaul_sys::ShortOfMemory {
+                    ofo_pruned: 12,
+                    ..Default::default()
+                },
+            )],
         };
         let s = Session {
             name: "x".into(),
@@ -1048,6 +1064,13 @@ mod tests {
             "{text}"
         );
         assert_eq!(doc["links"]["b_to_a"]["tun_tx_dropped"], 3);
+        assert!(
+            text.contains(
+                "  host memory: TCP on lh-x-b ran short: 12 out-of-order packets dropped (OfoPruned)"
+            ),
+            "{text}"
+        );
+        assert_eq!(doc["tcp_shortage"][0]["ofo_pruned"], 12);
         assert!(describe(&s).contains("path: RTT 40 ms"));
     }
 }

@@ -219,7 +219,7 @@ pub(crate) fn enqueue_fates(
 /// flight at its rate over its propagation delay, plus its bottleneck queue, in full-size records;
 /// at most an eighth of the memory available (each direction prefills alike: the one that carries
 /// the data is not known in advance). None without a bottleneck rate.
-fn delay_line_buffers(c: &longhaul_link::LinkConfig) -> usize {
+pub(crate) fn delay_line_buffers(c: &longhaul_link::LinkConfig) -> usize {
     let Some(b) = c.bottleneck else { return 0 };
     let in_flight =
         u128::from(b.rate_bps) * u128::from(c.propagation().as_nanos()) / 8 / 1_000_000_000;

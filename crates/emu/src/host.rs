@@ -82,6 +82,11 @@ impl Netns {
         netns_path(&self.name)
     }
 
+    /// The host's TCP shortage counters now.
+    pub(crate) fn tcp_short(&self) -> Option<longhaul_sys::ShortOfMemory> {
+        run_in_netns(&self.path(), longhaul_sys::ShortOfMemory::read).ok()?
+    }
+
     /// Packets the TUN device dropped itself (`tx_dropped` of `lh0`).
     pub(crate) fn tx_dropped(&self) -> Option<u64> {
         let text = run_in_netns(&self.path(), || {

@@ -27,6 +27,7 @@ pub mod fabric;
 pub mod fifo;
 pub mod forward;
 mod host;
+pub mod host_memory;
 pub mod netdev;
 pub mod pool;
 pub mod session;

@@ -171,7 +171,12 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> EmuError {
 /// 0700, refusing a symbolic link, one owned by another user, and a parent others may write to
 /// (they could swap the directory).
 pub fn ensure_state_dir() -> Result<(), EmuError> {
-    let dir = state_dir();
+    ensure_private_dir(&state_dir())
+}
+
+/// Creates `dir` as [`ensure_state_dir`] does the state directory: mode 0700, owned by this user,
+/// never through a symbolic link, under a parent only its owner may write to.
+pub(crate) fn ensure_private_dir(dir: &std::path::Path) -> Result<(), EmuError> {
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -191,12 +196,12 @@ directory {}; refusing to use it (chmod go-w {}, or set LONGHAUL_EMULATE_DIR els
             )));
         }
     }
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(io(format!("create {}", dir.display()))(e)),
     }
-    let fd = open_state_dir(true)?.expect("the state directory exists");
+    let fd = open_private_dir(dir, true)?.expect("the state directory exists");
     let st = rustix::fs::fstat(&fd).map_err(|e| io(format!("stat {}", dir.display()))(e.into()))?;
     if st.st_mode & 0o7777 != 0o700 {
         rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o700))
@@ -208,14 +213,21 @@ directory {}; refusing to use it (chmod go-w {}, or set LONGHAUL_EMULATE_DIR els
 /// Opens the state directory without following a symbolic link and checks its owner: the user
 /// running this process (and, unless `writer`, root). `None` when it does not exist.
 fn open_state_dir(writer: bool) -> Result<Option<OwnedFd>, EmuError> {
+    open_private_dir(&state_dir(), writer)
+}
+
+/// Opens `dir` as [`open_state_dir`] does the state directory.
+pub(crate) fn open_private_dir(
+    dir: &std::path::Path,
+    writer: bool,
+) -> Result<Option<OwnedFd>, EmuError> {
     use rustix::fs::{Mode, OFlags};
-    let dir = state_dir();
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = match rustix::fs::open(&dir, flags, Mode::empty()) {
+    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return Ok(None),
         Err(e) => {
-            if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
                 return Err(EmuError::Config(format!(
                     "the emulator's state directory {} is a symbolic link; refusing to follow it \
 (remove the link: the emulator creates the directory itself)",

@@ -18,16 +18,17 @@ use std::thread::JoinHandle;
 
 use longhaul_link::{Link, LinkConfig, Nanos};
 use longhaul_packet::RouterAddrs;
-use longhaul_sys::{Tun, ip};
+use longhaul_sys::{ShortOfMemory, Tun, ip};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EmuError;
-use crate::forward::{Bursts, DirectionStats, Forwarder, HopStage};
+use crate::forward::{Bursts, DirectionStats, Forwarder, HopStage, delay_line_buffers};
 pub use crate::host::{
     DEVICE, KERNEL_TCP_RMEM, KERNEL_TCP_WMEM, MAX_TCP_BUFFER, MIN_TCP_BUFFER, ROUTERS_V4,
     ROUTERS_V6, TXQUEUELEN,
 };
 use crate::host::{HostSetup, Netns, Reach, host};
+use crate::host_memory::{HostShortage, Lease, Plan, Policy, Store, path_bytes};
 
 /// Host a's IPv4 address.
 pub const HOST_A_V4: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
@@ -163,6 +164,9 @@ pub struct TestbedConfig {
     /// ([`KERNEL_TCP_RMEM`], [`KERNEL_TCP_WMEM`]) instead of raising them to
     /// cover the path: what an untuned host (and iperf3 on it) gets.
     pub host_tcp_defaults: bool,
+    /// What to do when the path needs more of the kernel's TCP memory than `net.ipv4.tcp_mem`
+    /// allows ([`crate::host_memory`]).
+    pub host_memory: Policy,
 }
 
 /// Both directions' counters, read at teardown.
@@ -179,6 +183,13 @@ pub struct Report {
     pub a_to_b: DirectionStats,
     /// Host b to host a.
     pub b_to_a: DirectionStats,
+    /// The memory plan: what the run makes TCP and the delay line hold, and what was done about
+    /// `net.ipv4.tcp_mem`.
+    #[serde(default)]
+    pub host_memory: Option<Plan>,
+    /// The hosts where TCP ran short of memory during the run (empty when neither did).
+    #[serde(default)]
+    pub tcp_shortage: Vec<HostShortage>,
 }
 
 impl Report {
@@ -223,6 +234,20 @@ pub fn tcp_buffer_for(a_to_b: &LinkConfig, b_to_a: &LinkConfig) -> u64 {
     (2 * (bdp + x.queue_bytes + y.queue_bytes)).clamp(MIN_TCP_BUFFER, MAX_TCP_BUFFER)
 }
 
+/// The bytes the path holds in its fuller direction (the data direction is not known in advance):
+/// rate × RTT plus that direction's bottleneck queue.
+fn data_path_bytes(a_to_b: &LinkConfig, b_to_a: &LinkConfig) -> u64 {
+    let rtt = (a_to_b.propagation() + b_to_a.propagation()).as_nanos();
+    [a_to_b, b_to_a]
+        .iter()
+        .map(|d| {
+            let b = d.bottleneck;
+            path_bytes(b.map(|b| b.rate_bps), rtt, b.map_or(0, |b| b.queue_bytes))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Namespaces in `ip netns list` output named `lh-e<pid>-<n>-<host>` whose
 /// `pid` is not alive: left behind by an emulator that was killed. `<host>` is
 /// `a` or `b` for a two-host testbed, a network's host name for a fabric
@@ -257,6 +282,9 @@ pub fn clean_stale() -> Vec<String> {
         return Vec::new();
     };
     let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    if let Err(e) = crate::host_memory::reap(&Store::system()) {
+        tracing::warn!("host memory: {e}");
+    }
     let stale = stale_namespaces(&list, alive);
     for name in &stale {
         match delete_namespace(name) {
@@ -306,9 +334,14 @@ pub struct Testbed {
     live: Vec<Arc<Mutex<DirectionStats>>>,
     tuns: Vec<Arc<Tun>>,
     tcp_buffer_max: u64,
+    plan: Plan,
+    /// Both hosts' TCP shortage counters when they came up.
+    short_at_start: [Option<ShortOfMemory>; 2],
     // Dropped after the threads are joined and the TUNs closed (see Drop).
     a: Option<Netns>,
     b: Option<Netns>,
+    /// Given back after the hosts are gone.
+    lease: Option<Lease>,
 }
 
 impl Testbed {
@@ -342,6 +375,15 @@ impl Testbed {
         } else {
             tcp_buffer_for(&cfg.a_to_b, &cfg.b_to_a)
         };
+        let planned = crate::host_memory::prepare(
+            cfg.host_memory,
+            &Store::system(),
+            data_path_bytes(&cfg.a_to_b, &cfg.b_to_a),
+            tcp_max,
+            ((delay_line_buffers(&cfg.a_to_b) + delay_line_buffers(&cfg.b_to_a))
+                * longhaul_sys::MAX_RECORD_LEN) as u64,
+        )?;
+        let tcp_max = planned.tcp_max;
         // The capture files first: a refused --pcap DIR leaves nothing to tear down.
         let mut captures: Vec<Option<_>> = match &cfg.pcap {
             Some((dir, snaplen)) => {
@@ -369,6 +411,7 @@ impl Testbed {
             &b,
             setup(HOST_B_V4, HOST_B_V6, Reach::Peer(HOST_A_V4, HOST_A_V6)),
         )?);
+        let short_at_start = [a.tcp_short(), b.tcp_short()];
         let mut bed = Testbed {
             stop: Arc::new(AtomicBool::new(false)),
             cut: Arc::new(AtomicBool::new(false)),
@@ -377,8 +420,11 @@ impl Testbed {
             live: Vec::new(),
             tuns: vec![tun_a.clone(), tun_b.clone()],
             tcp_buffer_max: tcp_max,
+            plan: planned.plan,
+            short_at_start,
             a: Some(a),
             b: Some(b),
+            lease: planned.lease,
         };
         let hops_ab = stages(&cfg.hops, None);
         let hops_ba = stages(&cfg.hops, Some(cfg.b_to_a.propagation()));
@@ -482,13 +528,29 @@ impl Testbed {
     fn report(&self, mut a_to_b: DirectionStats, mut b_to_a: DirectionStats) -> Report {
         a_to_b.tun_tx_dropped = self.a.as_ref().and_then(Netns::tx_dropped);
         b_to_a.tun_tx_dropped = self.b.as_ref().and_then(Netns::tx_dropped);
+        let tcp_shortage = [&self.a, &self.b]
+            .into_iter()
+            .zip(&self.short_at_start)
+            .filter_map(|(ns, start)| {
+                let ns = ns.as_ref()?;
+                let run = ns.tcp_short()?.since(start.as_ref()?);
+                run.any().then(|| HostShortage::new(&ns.name, &run))
+            })
+            .collect();
         Report {
             host_a: self.host_a().to_string(),
             host_b: self.host_b().to_string(),
             tcp_buffer_max: self.tcp_buffer_max,
             a_to_b,
             b_to_a,
+            host_memory: Some(self.plan.clone()),
+            tcp_shortage,
         }
+    }
+
+    /// The memory plan the testbed was brought up with.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
     }
 
     fn stop_threads(&mut self) -> Vec<DirectionStats> {
@@ -516,6 +578,7 @@ impl Drop for Testbed {
         self.tuns.clear();
         self.b.take();
         self.a.take();
+        self.lease.take();
     }
 }
 

@@ -25,6 +25,7 @@ pub mod process;
 pub mod sockopt;
 pub mod sysctl;
 pub mod tcp_info;
+pub mod tcp_memory;
 #[cfg(test)]
 mod testutil;
 pub mod timing;
@@ -52,6 +53,7 @@ pub use sysctl::{
     NetLimits, PROC_SYS, read_sysctl, read_sysctl_in, sysctl_path_in, write_sysctl, write_sysctl_in,
 };
 pub use tcp_info::{TcpInfo, tcp_info};
+pub use tcp_memory::{ShortOfMemory, TcpMem};
 pub use timing::{
     clock_synchronized, monotonic_now_ns, set_realtime_priority, set_timer_slack_ns, sleep_until_ns,
 };

@@ -334,6 +334,8 @@ struct Test {
     /// CPU of this test's threads only (control + streams), as the server counts its side: correct
     /// even when client and server share a process (the self-test).
     cpu_before: sys::CpuTime,
+    /// This host's TCP shortage counters when the streams started.
+    short_before: Option<sys::ShortOfMemory>,
 }
 
 /// The client's driver: the machine, and the I/O it asks for.
@@ -448,6 +450,7 @@ impl Driver<'_> {
                     local_setups,
                     start: None,
                     cpu_before: sys::CpuTime::default(),
+                    short_before: None,
                 });
                 self.conv.streams_connected(self.now());
             }
@@ -482,6 +485,7 @@ impl Driver<'_> {
                 obs.start(&start);
                 t.start = Some(start);
                 t.cpu_before = sys::thread_cpu_time().unwrap_or_default();
+                t.short_before = sys::ShortOfMemory::read();
                 let streams: Vec<RunStream> = std::mem::take(&mut t.socks)
                     .into_iter()
                     .zip(&t.local_setups)
@@ -561,6 +565,9 @@ impl Driver<'_> {
                 let start = t.start.expect("started");
                 let mut end = done.end;
                 end.longhaul.warnings = window_warnings(&start.longhaul);
+                end.longhaul
+                    .warnings
+                    .extend(memory_warning(t.short_before.as_ref()));
                 self.report = Some(Report {
                     start,
                     intervals: done.intervals,
@@ -707,4 +714,18 @@ fn connect_data(
     s.write_all(preamble)
         .map_err(|e| EngineError::io(format!("send preamble of stream {index}"), e))?;
     Ok(s)
+}
+
+/// The warning when TCP on this host ran short of memory during the test (its network namespace's
+/// `TcpExt` counters moved): the results are then bounded by the kernel's TCP memory, not the path.
+fn memory_warning(before: Option<&sys::ShortOfMemory>) -> Option<String> {
+    let run = sys::ShortOfMemory::read()?.since(before?);
+    run.any().then(|| {
+        format!(
+            "TCP on this host ran short of memory during the test: {}; the rate was bounded by the \
+kernel's TCP memory (net.ipv4.tcp_mem, machine-wide) or the socket buffers, not by the path \
+(`longhaul doctor` shows the limits)",
+            run.describe()
+        )
+    })
 }
