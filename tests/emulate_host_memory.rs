@@ -241,3 +241,73 @@ fn ignore_runs_anyway_and_the_report_names_the_hosts_that_ran_short() {
         );
     }
 }
+
+#[test]
+fn a_test_on_a_host_short_of_tcp_memory_says_so_before_the_run_with_the_fix() {
+    if !netns_privileges() {
+        return;
+    }
+    let _m = machine_alone();
+    let _low = TcpMemSet::to(LOW);
+    // On loopback, in the machine's own namespace (the only one where tcp_mem is visible).
+    let port = longhaul_testkit::fixtures::free_port().to_string();
+    let mut server = Command::new(bin())
+        .args(["server", "-p", &port, "--iperf3-port", "off"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Two streams with 16 MiB windows: 32 MiB of buffers on each side, the pressure value is 8 MiB.
+    let out = Command::new(bin())
+        .args([
+            "test",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "1",
+            "-P",
+            "2",
+            "-w",
+            "16M",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let note = stdout
+        .lines()
+        .find(|l| l.starts_with("note: this test's buffers (32 MiB)"))
+        .unwrap_or_else(|| panic!("no tcp_mem note in:\n{stdout}"));
+    assert!(
+        note.contains(&format!(
+            "(net.ipv4.tcp_mem \"{LOW}\": 2048 pages of 4096 bytes)"
+        )),
+        "{note}"
+    );
+    // 32 MiB + an eighth = 9,216 pages; the hard limit a third above.
+    assert!(
+        note.ends_with("fix: sysctl -w net.ipv4.tcp_mem=\"1024 9216 12288\""),
+        "{note}"
+    );
+    let first_result = stdout
+        .find("[SUM]")
+        .or_else(|| stdout.find(" sec "))
+        .unwrap_or(0);
+    assert!(
+        stdout.find(note).unwrap() < first_result,
+        "said before the run:\n{stdout}"
+    );
+}

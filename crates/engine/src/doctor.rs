@@ -75,6 +75,8 @@ pub fn gather() -> HostSnapshot {
     }
     let mut get = |name: &str| sysctl(name, &mut problems);
     snap.kernel_release = get("kernel.osrelease");
+    snap.tcp_mem = get("net.ipv4.tcp_mem").and_then(|v| sysctl_triple(&v));
+    snap.page_size = Some(longhaul_sys::tcp_memory::page_size());
     snap.timestamps = get("net.ipv4.tcp_timestamps").and_then(|v| sysctl_flag(&v));
     snap.sack = get("net.ipv4.tcp_sack").and_then(|v| sysctl_flag(&v));
     snap.no_metrics_save = get("net.ipv4.tcp_no_metrics_save").and_then(|v| sysctl_flag(&v));

@@ -121,6 +121,23 @@ pub(crate) fn describe(
 
 /// This host's plan for a test: its buffers (from this kernel's limits) and the pacing split. Client and
 /// server each plan their own side from the same parameters.
+/// A note when this host's `net.ipv4.tcp_mem` puts TCP under memory pressure before the test's
+/// buffers (`buffers` bytes over all its connections) are full, with the line that fixes it.
+fn tcp_memory_note(buffers: u64) -> Option<String> {
+    let page = longhaul_sys::tcp_memory::page_size();
+    let now = longhaul_sys::TcpMem::read_in(std::path::Path::new(longhaul_sys::PROC_SYS)).ok()?;
+    let v = longhaul_models::tuning::tcp_mem_for([now.min, now.pressure, now.max], page, buffers)?;
+    Some(format!(
+        "this test's buffers ({}) are more than the kernel lets TCP hold before memory pressure \
+         (net.ipv4.tcp_mem \"{}\": {} pages of {page} bytes), where windows stop growing and \
+         a long path's stream collapses; fix: {}",
+        longhaul_units::fmt_size(buffers),
+        now.value(),
+        now.pressure,
+        longhaul_models::tuning::tcp_mem_fix(v)
+    ))
+}
+
 pub(crate) fn side_plan(params: &TestParams) -> SidePlan {
     let limits = kernel_limits();
     let fixed = match params.window {
@@ -143,6 +160,10 @@ pub(crate) fn side_plan(params: &TestParams) -> SidePlan {
     if params.fast_start {
         window = longhaul_proto::fast_start::open_from_start(window, limits.privileged);
     }
+    let buffers = window
+        .wanted
+        .saturating_mul(u64::from(params.direction.connections(params.streams)));
+    window.notes.extend(tcp_memory_note(buffers));
     SidePlan {
         window,
         pacing_per_stream: params

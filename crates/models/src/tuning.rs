@@ -27,6 +27,7 @@ mod queueing;
 mod snapshot;
 mod sysctl_file;
 mod target;
+mod tcp_memory;
 mod tcp_options;
 mod window_limit;
 
@@ -45,3 +46,4 @@ pub use queueing::NETDEV_BACKLOG_10G;
 pub use snapshot::{Feature, HostSnapshot, Interface, Offloads, Probe, Qdisc};
 pub use sysctl_file::write_sysctl_file;
 pub use target::Target;
+pub use tcp_memory::{tcp_mem_fix, tcp_mem_for};

@@ -4,6 +4,7 @@ use super::buffers::buffers;
 use super::congestion::congestion;
 use super::links::links;
 use super::queueing::queueing;
+use super::tcp_memory::tcp_memory;
 use super::tcp_options::tcp_options;
 use super::window_limit::window_limit;
 use super::{Finding, HostSnapshot, Target};
@@ -13,6 +14,7 @@ use super::{Finding, HostSnapshot, Target};
 pub fn evaluate(snap: &HostSnapshot, target: &Target) -> Vec<Finding> {
     let mut out = Vec::new();
     buffers(snap, target, &mut out);
+    tcp_memory(snap, target, &mut out);
     tcp_options(snap, target, &mut out);
     congestion(snap, &mut out);
     queueing(snap, target, &mut out);

@@ -56,6 +56,8 @@ pub(crate) fn vm_defaults() -> HostSnapshot {
         wmem_max: Some(4_194_304),
         tcp_rmem: Some([4096, 131_072, 33_554_432]),
         tcp_wmem: Some([4096, 16_384, 4_194_304]),
+        tcp_mem: Some([287_913, 383_885, 575_826]),
+        page_size: Some(4096),
         available_cc: vec!["reno".into(), "bbr".into(), "cubic".into()],
         allowed_cc: vec!["reno".into(), "bbr".into()],
         default_cc: Some("bbr".into()),

@@ -132,6 +132,10 @@ pub struct HostSnapshot {
     pub tcp_rmem: Option<[u64; 3]>,
     /// `net.ipv4.tcp_wmem`: min, default, autotuning max, bytes.
     pub tcp_wmem: Option<[u64; 3]>,
+    /// `net.ipv4.tcp_mem`: min, pressure, max, pages (machine-wide).
+    pub tcp_mem: Option<[u64; 3]>,
+    /// Bytes per page (the unit of `tcp_mem`).
+    pub page_size: Option<u64>,
     /// `net.ipv4.tcp_available_congestion_control`.
     pub available_cc: Vec<String>,
     /// `net.ipv4.tcp_allowed_congestion_control`.
