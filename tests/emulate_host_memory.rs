@@ -45,13 +45,17 @@ impl Drop for TcpMemSet {
     }
 }
 
+/// `longhaul ARGS` with no standard input.
+fn longhaul(args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(args).stdin(Stdio::null());
+    c
+}
+
 fn emulate(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .arg("emulate")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run longhaul emulate");
+    let mut all = vec!["emulate"];
+    all.extend(args);
+    let out = longhaul(&all).output().expect("run longhaul emulate");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     println!("{stderr}");
     (
@@ -59,6 +63,18 @@ fn emulate(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr,
     )
+}
+
+/// Polls `done` every 20 ms; fails after 30 s.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "waited 30 s for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The value in `net.ipv4.tcp_mem raised from "A" to "B"`.
@@ -120,21 +136,12 @@ fn raise_holds_tcp_mem_up_for_the_run_and_restores_it() {
     let _low = TcpMemSet::to(LOW);
     let dir = TempDir::new("host-memory");
     let mark = dir.0.join("running");
-    let mut args = PATH.to_vec();
+    let mut args = vec!["emulate"];
+    args.extend(PATH);
     let cmd = format!("touch {}; sleep 2", mark.display());
     args.extend(["--", "sh", "-c", &cmd]);
-    let child = Command::new(bin())
-        .arg("emulate")
-        .args(&args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !mark.exists() {
-        assert!(start.elapsed() < Duration::from_secs(30), "CMD never ran");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = longhaul(&args).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until("CMD to run", || mark.exists());
     let during = tcp_mem();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -154,20 +161,11 @@ fn a_sigkilled_emulators_raise_is_put_back_by_the_next_emulator() {
     }
     let _m = machine_alone();
     let _low = TcpMemSet::to(LOW);
-    let mut args = PATH.to_vec();
+    let mut args = vec!["emulate"];
+    args.extend(PATH);
     args.extend(["--no-server", "--", "sleep", "60"]);
-    let mut child = Command::new(bin())
-        .arg("emulate")
-        .args(&args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while tcp_mem() == LOW {
-        assert!(start.elapsed() < Duration::from_secs(30), "never raised");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = longhaul(&args).stderr(Stdio::null()).spawn().unwrap();
+    wait_until("tcp_mem to be raised", || tcp_mem() != LOW);
     child.kill().unwrap();
     ended_within(&mut child, Duration::from_secs(5), "emulate");
     assert_ne!(tcp_mem(), LOW, "SIGKILL leaves the raise behind");
@@ -224,22 +222,24 @@ fn ignore_runs_anyway_and_the_report_names_the_hosts_that_ran_short() {
         .sum();
     assert!(named > 0, "{short:?}");
     assert_eq!(doc["emulator"]["host_memory"]["policy"], "ignore");
-    // The sender's side: `longhaul test` names it in its own report too.
-    if short
-        .iter()
-        .any(|h| h["host"].as_str().unwrap().ends_with("-a"))
-    {
-        let test: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
-        let warnings = test["end"]["longhaul"]["warnings"].as_array().unwrap();
-        assert!(
-            warnings.iter().any(|w| w
-                .as_str()
-                .unwrap()
-                .contains("ran short of memory during the test")),
-            "{warnings:?}"
-        );
-    }
+    // The sender (host a, where `longhaul test` runs) is short too, and the test's own report
+    // names it.
+    assert!(
+        short
+            .iter()
+            .any(|h| h["host"].as_str().unwrap().ends_with("-a")),
+        "{short:?}"
+    );
+    let test: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    let warnings = test["end"]["longhaul"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("ran short of memory during the test")),
+        "{warnings:?}"
+    );
 }
 
 #[test]
@@ -251,38 +251,29 @@ fn a_test_on_a_host_short_of_tcp_memory_says_so_before_the_run_with_the_fix() {
     let _low = TcpMemSet::to(LOW);
     // On loopback, in the machine's own namespace (the only one where tcp_mem is visible).
     let port = longhaul_testkit::fixtures::free_port().to_string();
-    let mut server = Command::new(bin())
-        .args(["server", "-p", &port, "--iperf3-port", "off"])
-        .stdin(Stdio::null())
+    let mut server = longhaul(&["server", "-p", &port, "--iperf3-port", "off"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let port_n: u16 = port.parse().unwrap();
+    wait_until("the server to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port_n)).is_ok()
+    });
     // Two streams with 16 MiB windows: 32 MiB of buffers on each side, the pressure value is 8 MiB.
-    let out = Command::new(bin())
-        .args([
-            "test",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            "1",
-            "-P",
-            "2",
-            "-w",
-            "16M",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let test = [
+        "test",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "-P",
+        "2",
+        "-w",
+        "16M",
+    ];
+    let out = longhaul(&test).output().unwrap();
     let _ = server.kill();
     let _ = server.wait();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -583,6 +583,18 @@ mod tests {
         fn lease(&self) -> Option<LeaseFile> {
             read_lease(&self.store().dir.join(LEASE_FILE)).unwrap()
         }
+        /// What SIGKILL leaves: a lease taken for `wants`, never given back, whose holder's
+        /// process is gone (the start time recorded no longer matches).
+        fn killed_lease(&self, wants: &TcpMem) {
+            std::mem::forget(Lease::take(&self.store(), wants).unwrap());
+            let mut file = self.lease().unwrap();
+            file.holders.last_mut().unwrap().start_ticks += 1;
+            with_lease_file(&self.store(), |l| {
+                *l = Some(file);
+                Ok(())
+            })
+            .unwrap();
+        }
     }
 
     impl Drop for Fake {
@@ -673,16 +685,7 @@ mod tests {
     fn a_killed_holder_is_reaped_and_the_original_restored() {
         let f = Fake::new("100 200 300");
         let s = f.store();
-        let lease = Lease::take(&s, &t(100, 1000, 1500)).unwrap();
-        // What SIGKILL leaves: the record, with a holder whose process is gone.
-        std::mem::forget(lease);
-        let mut file = f.lease().unwrap();
-        file.holders[0].start_ticks += 1;
-        with_lease_file(&s, |l| {
-            *l = Some(file.clone());
-            Ok(())
-        })
-        .unwrap();
+        f.killed_lease(&t(100, 1000, 1500));
         assert_eq!(f.tcp_mem(), "100 1000 1500");
         reap(&s).unwrap();
         assert_eq!(f.tcp_mem(), "100 200 300");
@@ -692,15 +695,7 @@ mod tests {
         reap(&g.store()).unwrap();
         assert!(!g.store().dir.exists());
         // A new lease over a dead one starts from the original, not the dead one's value.
-        let lease = Lease::take(&s, &t(100, 1000, 1500)).unwrap();
-        std::mem::forget(lease);
-        let mut file = f.lease().unwrap();
-        file.holders[0].start_ticks += 1;
-        with_lease_file(&s, |l| {
-            *l = Some(file.clone());
-            Ok(())
-        })
-        .unwrap();
+        f.killed_lease(&t(100, 1000, 1500));
         let small = Lease::take(&s, &t(100, 400, 500)).unwrap();
         assert_eq!(f.tcp_mem(), "100 400 500");
         drop(small);
