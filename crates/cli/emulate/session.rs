@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use longhaul_emu::host_memory::HostShortage;
+use longhaul_emu::host_memory::{HostShortage, Plan};
 use longhaul_emu::session::{
     self as state, ControlSocket, DEFAULT_NAME, HostInfo, Request, Session,
 };
@@ -356,6 +356,13 @@ fn describe(s: &Session) -> String {
     );
     if let Some(line) = s.path.get("line").and_then(|l| l.as_str()) {
         out += &format!("  path: {line}\n");
+    }
+    if let Some(plan) = s
+        .path
+        .get("host_memory")
+        .and_then(|p| serde_json::from_value::<Plan>(p.clone()).ok())
+    {
+        out += &format!("  {}\n", plan.line());
     }
     for h in &s.hosts {
         let server = if (h.host == "b" || is_network(s)) && s.server {
