@@ -44,10 +44,20 @@ pub(crate) fn direction_line(d: &DirectionStats) -> String {
     } else {
         String::new()
     };
+    let phases = match d.steady_after_s {
+        Some(s) => format!(
+            " [ramp p99 {} ({} writes), steady from {s:.1} s p99 {} ({} writes)]",
+            ms(d.lateness_ramp.p99_ns),
+            d.lateness_ramp.samples,
+            ms(d.lateness_steady.p99_ns),
+            d.lateness_steady.samples
+        ),
+        None => " [not steady yet]".to_string(),
+    };
     format!(
         "{}: {} records, {} segments, delivered {} ({}), drops queue {} random {} burst {} aqm {}, \
 {} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops, {} cut drops; \
-queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes); TUN tx drops {tun}{pool}{capture}",
+queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes){phases}; TUN tx drops {tun}{pool}{capture}",
         d.name,
         l.records,
         l.segments,

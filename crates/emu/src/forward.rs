@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 use crate::capture::{Capture, CaptureStats};
 use crate::fifo::ReleaseQueue;
 use crate::pool::{BufPool, HANDOVER_MIN};
-use longhaul_units::hist::{Histogram, Summary};
+use longhaul_units::hist::Summary;
+
+use crate::phase::{Lateness, PhaseClock, PhaseShared};
 
 /// Below this much remaining time the forwarder polls without sleeping, since
 /// a sleeping wake-up is typically 50–300 µs late (measured on the 2-core
@@ -77,6 +79,16 @@ pub struct DirectionStats {
     pub cut_drops: u64,
     /// Write time − scheduled release.
     pub lateness: Summary,
+    /// The same before the path settled: slow start and the loss it may end in
+    /// ([`crate::phase`]).
+    #[serde(default)]
+    pub lateness_ramp: Summary,
+    /// The same once the path settled.
+    #[serde(default)]
+    pub lateness_steady: Summary,
+    /// When the steady phase began, seconds after the testbed came up (`None`: not yet).
+    #[serde(default)]
+    pub steady_after_s: Option<f64>,
     /// Bytes in the bottleneck queue (live snapshots; at teardown, at the
     /// end of the run).
     pub queue_bytes_now: u64,
@@ -173,6 +185,10 @@ pub(crate) struct Forwarder {
     pub(crate) live: Arc<Mutex<DirectionStats>>,
     /// Capture of every record written to the destination.
     pub(crate) capture: Option<Capture>,
+    /// The path's round-trip time (the phase windows last four of them at least).
+    pub(crate) rtt_ns: u64,
+    /// The testbed's phase, shared by its forwarders.
+    pub(crate) phase: Arc<PhaseShared>,
 }
 
 /// The part of a record's parse the link model needs.
@@ -378,7 +394,10 @@ impl Forwarder {
             name: self.name.clone(),
             ..DirectionStats::default()
         };
-        let mut lateness = Histogram::new();
+        let mut lateness = Lateness::new(
+            PhaseClock::new(self.link.config(), self.rtt_ns),
+            self.phase.clone(),
+        );
         let mut queue = ReleaseQueue::new();
         // ICMP answers of the router hops, written back to the source.
         let mut replies = ReleaseQueue::new();
@@ -408,6 +427,7 @@ impl Forwarder {
             }
             if now >= next_publish {
                 next_publish = now + PUBLISH_NS;
+                lateness.tick(now, stats.bytes_written, self.link.stats().drop_queue);
                 self.publish(&mut stats, &lateness, &queue, &pool, now);
             }
             for b in self.bursts.take() {
@@ -512,7 +532,7 @@ impl Forwarder {
         queue: &mut ReleaseQueue,
         pool: &mut BufPool,
         stats: &mut DirectionStats,
-        lateness: &mut Histogram,
+        lateness: &mut Lateness,
         mut now: u64,
     ) -> u64 {
         while let Some(p) = queue.pop_due(now) {
@@ -540,13 +560,18 @@ impl Forwarder {
     fn publish(
         &self,
         stats: &mut DirectionStats,
-        lateness: &Histogram,
+        lateness: &Lateness,
         queue: &ReleaseQueue,
         pool: &BufPool,
         now: u64,
     ) {
         stats.link = self.link.stats();
-        stats.lateness = lateness.summary();
+        (
+            stats.lateness,
+            stats.lateness_ramp,
+            stats.lateness_steady,
+            stats.steady_after_s,
+        ) = lateness.summaries();
         stats.backlog_max_bytes = queue.max_bytes() as u64;
         stats.pool_allocated = pool.allocated() - stats.pool_prefilled;
         stats.queue_bytes_now = self.link.backlog_bytes(Nanos(now));

@@ -29,6 +29,7 @@ pub mod forward;
 mod host;
 pub mod host_memory;
 pub mod netdev;
+pub mod phase;
 pub mod pool;
 pub mod session;
 pub mod signals;

@@ -426,6 +426,10 @@ impl Testbed {
             b: Some(b),
             lease: planned.lease,
         };
+        let phase = Arc::new(crate::phase::PhaseShared::new(
+            longhaul_sys::monotonic_now_ns(),
+        ));
+        let rtt_ns = (cfg.a_to_b.propagation() + cfg.b_to_a.propagation()).as_nanos();
         let hops_ab = stages(&cfg.hops, None);
         let hops_ba = stages(&cfg.hops, Some(cfg.b_to_a.propagation()));
         for (i, (name, src, dst, link, hops)) in [
@@ -454,6 +458,8 @@ impl Testbed {
                 cpu: cfg.cpus.map(|c| c[i]),
                 live,
                 capture,
+                rtt_ns,
+                phase: phase.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("lh-fwd {name}"))
