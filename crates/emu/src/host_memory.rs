@@ -30,7 +30,9 @@ use longhaul_units::fmt_size;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EmuError;
-use crate::session::{ensure_private_dir, open_private_dir, process_start_ticks};
+use longhaul_sys::process::process_start_ticks;
+
+use crate::private_dir::{ensure_private_dir, open_private_dir};
 
 /// Where the `tcp_mem` lease is recorded: machine-wide (the sysctl is), whatever
 /// `LONGHAUL_EMULATE_DIR` says.
@@ -524,11 +526,19 @@ line, more than the {} this machine has available; lower --rate or the RTT, or p
         windows_reduced,
     };
     let lease = match policy {
-        Policy::Raise => {
-            let lease = Lease::take(store, &wanted)?;
-            plan.raised = wanted != m.tcp_mem;
-            Some(lease)
-        }
+        Policy::Raise => match Lease::take(store, &wanted) {
+            Ok(lease) => {
+                plan.raised = wanted != m.tcp_mem;
+                Some(lease)
+            }
+            // Nothing to raise, and no lease to be had (another user's emulator with the
+            // capabilities but not root): the run goes ahead as the machine is.
+            Err(e) if wanted == m.tcp_mem => {
+                tracing::warn!("host memory: no lease on net.ipv4.tcp_mem ({e})");
+                None
+            }
+            Err(e) => return Err(e),
+        },
         Policy::Check if wanted != m.tcp_mem => {
             return Err(EmuError::Config(format!(
                 "this path needs up to {} of TCP memory at both ends; above {} pages of {} bytes \

@@ -31,6 +31,7 @@ pub mod host_memory;
 pub mod netdev;
 pub mod phase;
 pub mod pool;
+mod private_dir;
 pub mod session;
 pub mod signals;
 pub mod testbed;

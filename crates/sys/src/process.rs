@@ -1,4 +1,4 @@
-//! Process-level calls: detaching a server into the background.
+//! Process-level calls: detaching a server into the background, and a process's start time.
 
 use crate::error::{Result, SysError};
 
@@ -17,4 +17,12 @@ pub fn daemonize() -> Result<()> {
         }));
     }
     Ok(())
+}
+
+/// A process's start time, clock ticks since boot (`/proc/PID/stat` field 22), if it exists.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may itself hold spaces and ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
