@@ -427,8 +427,9 @@ impl Forwarder {
             }
             if now >= next_publish {
                 next_publish = now + PUBLISH_NS;
-                lateness.tick(now, stats.bytes_written, self.link.stats().drop_queue);
                 self.publish(&mut stats, &lateness, &queue, &pool, now);
+                // The link's counters as just published: one read of them per turn.
+                lateness.tick(now, stats.bytes_written, stats.link.drop_queue);
             }
             for b in self.bursts.take() {
                 if let Err(e) = self.link.add_burst(b) {
