@@ -2,7 +2,8 @@
 //! `ping` sees the configured RTT, `longhaul test` is held to the bottleneck rate with every byte
 //! delivered, stock `traceroute` lists the router hops, configured random loss is measured within
 //! 3σ, duplication shows, a preset's routers answer traceroute at the seed's RTTs, presets are
-//! listed, a broken topology file is refused with its file and line, stock `iperf3` fills a 60 ms 1 Gbit/s path, SIGTERM tears the testbed
+//! listed, a broken topology file is refused with its file and line, stock `iperf3` fills a 60 ms 1 Gbit/s path, the hosts' own clocks
+//! (tcpdump in each, `bench/fidelity_check.sh`) agree with a trusted run, SIGTERM tears the testbed
 //! down, CMD's exit code comes back, and no namespace is left behind.
 //!
 //! The testbed tests hold the machine alone (`util::machine_alone`): on a 2-core machine two
@@ -818,6 +819,10 @@ fn sigterm_stops_the_command_and_tears_down() {
         return;
     }
     let _serial = serial();
+    // CMD's shell gets the SIGTERM and dies; the sleep it started in the background does not
+    // (a shell passes no signal on), and must not outlive the testbed.
+    let marker = format!("30.{}", std::process::id() % 100_000);
+    let background = format!("sleep {marker} & wait");
     let mut child = Command::new(bin())
         .args([
             "emulate",
@@ -825,8 +830,9 @@ fn sigterm_stops_the_command_and_tears_down() {
             "2ms",
             "--no-server",
             "--",
-            "sleep",
-            "30",
+            "sh",
+            "-c",
+            &background,
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -852,6 +858,18 @@ fn sigterm_stops_the_command_and_tears_down() {
     assert_eq!(status.code(), Some(143));
     assert_eq!(netns(), 0, "namespaces {prefix}* left behind");
     assert!(sent.elapsed() < Duration::from_secs(5));
+    let left = Command::new("pgrep")
+        .args(["-f", &format!("^sleep {marker}$")])
+        .output()
+        .unwrap();
+    let pids = String::from_utf8_lossy(&left.stdout).to_string();
+    if !pids.trim().is_empty() {
+        let _ = Command::new("kill").args(pids.split_whitespace()).status();
+    }
+    assert!(
+        pids.trim().is_empty(),
+        "CMD's child `sleep {marker}` outlived the testbed: {pids}"
+    );
 }
 
 #[test]
@@ -1116,6 +1134,99 @@ fn pcap_captures_each_direction_for_tcpdump() {
         let lines: Vec<&str> = text.lines().filter(|l| l.contains(what)).collect();
         assert_eq!(lines.len(), 5, "{file}: {text}");
         assert!(lines.iter().all(|l| l.contains(from)), "{file}: {text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `bench/fidelity_check.py --json` over two captures of `dir`: the packets from `src`, with the
+/// path's one-way delay taken as `one_way_ms`.
+fn independent_check(
+    dir: &std::path::Path,
+    sent: &str,
+    received: &str,
+    src: &str,
+    one_way_ms: f64,
+) -> Value {
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/bench/fidelity_check.py"
+        ))
+        .args([
+            "--rate",
+            "200M",
+            "--mtu",
+            "1500",
+            "--queue-bytes",
+            "1000000",
+        ])
+        // The first second holds the start (the capture beginning, slow start's first flight).
+        .args(["--src", src, "--skip-s", "1", "--json"])
+        .args(["--one-way-ms", &one_way_ms.to_string()])
+        .arg(dir.join(sent))
+        .arg(dir.join(received))
+        .output()
+        .expect("run python3");
+    println!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The independent clock of issue 22 (`bench/fidelity_check.sh`: tcpdump in both hosts, every
+/// packet's due release recomputed from the sender's timestamps) agrees with a run the emulator
+/// trusts, and it can fail: told the path is 1 ms longer it finds every packet early, told it is
+/// 3 ms shorter it finds them 3 ms late.
+#[test]
+fn the_hosts_clocks_agree_with_a_trusted_run() {
+    if !netns_privileges() || !program("tcpdump", "tcpdump") || !program("python3", "python3-venv")
+    {
+        return;
+    }
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("lh-fidelity-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/bench/fidelity_check.sh"
+    ))
+    .arg(&dir)
+    // Paced below the rate: the queue (one BDP, 1,000,000 B) stays short after the start.
+    .args(["-", "--rtt 40ms --rate 200M", "-t 4 -C cubic --pace 150M"])
+    .env("LH", bin())
+    .env("RATE", "200M")
+    .env("QUEUE_BYTES", "1000000")
+    .env("ONE_WAY_MS", "20")
+    .env("MTU", "1500")
+    .output()
+    .expect("run bench/fidelity_check.sh");
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success());
+    let own_ok = text.contains("fidelity: OK");
+    for (sent, received, src) in [
+        ("a.pcap", "b.pcap", "10.201.0.1"),
+        ("b.pcap", "a.pcap", "10.201.0.2"),
+    ] {
+        let r = independent_check(&dir, sent, received, src, 20.0);
+        assert!(r["matched"].as_u64().unwrap() > 1_000, "{r}");
+        // Records the link dropped in part or whole at the start (their parts carry new headers).
+        assert!(r["unmatched"].as_u64().unwrap() <= 100, "{r}");
+        assert_eq!(r["early"], 0, "{r}");
+        if own_ok {
+            // tcpdump runs beside the forwarders: the bound is the emulator's 1 ms plus room for it.
+            assert!(r["p99_ms"].as_f64().unwrap() < 5.0, "{r}");
+        }
+        let longer = independent_check(&dir, sent, received, src, 21.0);
+        assert!(
+            longer["early"].as_u64().unwrap() * 100 >= longer["matched"].as_u64().unwrap() * 99,
+            "{longer}"
+        );
+        let shorter = independent_check(&dir, sent, received, src, 17.0);
+        assert!(shorter["p50_ms"].as_f64().unwrap() >= 2.9, "{shorter}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

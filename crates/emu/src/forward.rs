@@ -4,7 +4,7 @@
 //!
 //! The loop: write whatever is due; wait on the source until it is readable
 //! or the next release is due (`ppoll` with a nanosecond timeout and 1 ns
-//! timer slack, spinning through the last [`SPIN_NS`]); drain up to
+//! timer slack, spinning through the last [`spin_ns`]); drain up to
 //! [`READ_BATCH`] records without blocking, writing whatever is due after
 //! each one; repeat. Lateness (write time − scheduled release) goes into a
 //! histogram per direction. Large records travel from `read` to `write` in
@@ -36,6 +36,16 @@ use crate::phase::{Lateness, PhaseClock, PhaseShared};
 /// a sleeping wake-up is typically 50–300 µs late (measured on the 2-core
 /// test VM with `PR_SET_TIMERSLACK` = 1 ns).
 pub const SPIN_NS: u64 = 30_000;
+
+/// How long before a release a forwarder stops sleeping and spins: [`SPIN_NS`], or nothing for a
+/// real-time thread. A `SCHED_FIFO` thread wakes ~20 µs after its timer here, and one that spins
+/// uses up the kernel's real-time budget (`kernel.sched_rt_runtime_us`, 95 % of each second):
+/// the kernel then takes its CPU away for the rest of the second, tens of ms in which nothing is
+/// read from the sending host, a delay the forwarder's own lateness cannot see (measured against
+/// the hosts' clocks with `bench/fidelity_check.sh`: bench/RESULTS.md, issue 22).
+pub fn spin_ns(realtime: bool) -> u64 {
+    if realtime { 0 } else { SPIN_NS }
+}
 /// Longest sleep, so a stop request is seen promptly.
 const MAX_WAIT_NS: u64 = 20_000_000;
 /// Records read per wake-up before the ICMP replies, the live counters and
@@ -408,6 +418,7 @@ impl Forwarder {
         let mut fates: Vec<Fate> = Vec::new();
         let mut next_id = 0u64;
         let mut next_publish = 0u64;
+        let spin = spin_ns(self.realtime.is_some());
 
         while !self.stop.load(Ordering::Relaxed) {
             // 1. Everything due.
@@ -444,7 +455,7 @@ impl Forwarder {
             let wait = next
                 .map_or(MAX_WAIT_NS, |due| due.saturating_sub(now))
                 .min(MAX_WAIT_NS);
-            let wait = wait.saturating_sub(SPIN_NS);
+            let wait = wait.saturating_sub(spin);
             match self.src.wait_readable(Duration::from_nanos(wait)) {
                 Ok(true) => {}
                 Ok(false) => continue,

@@ -98,8 +98,37 @@ impl Netns {
     }
 }
 
+/// Stops the processes still running in namespace `name`: SIGTERM, then SIGKILL after up to a
+/// second. Only processes inside that namespace are touched. A namespace deleted with processes in
+/// it lives on without its name, and so do they: a command's children that its shell did not pass
+/// a SIGTERM to (`sh -c 'longhaul test ... & ...'`), a server orphaned by a SIGKILLed emulator.
+pub(crate) fn stop_processes_in(name: &str) {
+    let signal = |sig: &str| {
+        let list = ip(&["netns", "pids", name]).unwrap_or_default();
+        let pids: Vec<&str> = list.split_whitespace().collect();
+        if !pids.is_empty() {
+            let _ = std::process::Command::new("kill")
+                .arg(sig)
+                .args(&pids)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        !pids.is_empty()
+    };
+    if signal("-TERM") {
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            if ip(&["netns", "pids", name]).is_ok_and(|l| l.trim().is_empty()) {
+                return;
+            }
+        }
+        signal("-KILL");
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
+        stop_processes_in(&self.name);
         if let Err(e) = ip(&["netns", "del", &self.name]) {
             tracing::warn!("cleanup: {e}");
             eprintln!("longhaul: cleanup failed: {e}");

@@ -296,30 +296,10 @@ pub fn clean_stale() -> Vec<String> {
 }
 
 /// Deletes namespace `name` (one of ours, left behind by a dead emulator) after stopping the
-/// processes still running in it (a `longhaul server` or `--b-cmd` orphaned by SIGKILL): SIGTERM,
-/// then SIGKILL after up to a second. Only processes inside that namespace are touched.
+/// processes still running in it (a `longhaul server` or `--b-cmd` orphaned by SIGKILL; see
+/// [`crate::host::stop_processes_in`]).
 pub fn delete_namespace(name: &str) -> Result<(), EmuError> {
-    let pids = |sig: &str| {
-        let list = ip(&["netns", "pids", name]).unwrap_or_default();
-        let pids: Vec<&str> = list.split_whitespace().collect();
-        if !pids.is_empty() {
-            let _ = std::process::Command::new("kill")
-                .arg(sig)
-                .args(&pids)
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-        !pids.is_empty()
-    };
-    if pids("-TERM") {
-        for _ in 0..20 {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            if ip(&["netns", "pids", name]).is_ok_and(|l| l.trim().is_empty()) {
-                break;
-            }
-        }
-        pids("-KILL");
-    }
+    crate::host::stop_processes_in(name);
     ip(&["netns", "del", name])?;
     Ok(())
 }

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use super::event::{Events, Packet};
 use crate::capture::Capture;
-use crate::forward::{READ_BATCH, SPIN_NS, record_of, release_runs};
+use crate::forward::{READ_BATCH, record_of, release_runs, spin_ns};
 use crate::pool::BufPool;
 use longhaul_units::hist::{Histogram, Summary};
 
@@ -275,7 +275,7 @@ impl Switch {
                 .next_due()
                 .map_or(MAX_WAIT_NS, |due| due.saturating_sub(now))
                 .min(MAX_WAIT_NS)
-                .saturating_sub(SPIN_NS);
+                .saturating_sub(spin_ns(self.realtime.is_some()));
             match wait_any_readable(&tuns, Duration::from_nanos(wait), &mut ready) {
                 Ok(0) => continue,
                 Ok(_) => {}
