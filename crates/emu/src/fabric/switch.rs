@@ -258,6 +258,7 @@ impl Switch {
         let mut buf = w.pool.take_full();
         let mut ready = Vec::new();
         let mut next_publish = 0;
+        let spin = spin_ns(self.realtime.is_some());
         while !sh.stop.load(Ordering::Relaxed) {
             let generation = sh.routes_generation.load(Ordering::Acquire);
             if generation != w.routes_generation {
@@ -275,7 +276,7 @@ impl Switch {
                 .next_due()
                 .map_or(MAX_WAIT_NS, |due| due.saturating_sub(now))
                 .min(MAX_WAIT_NS)
-                .saturating_sub(spin_ns(self.realtime.is_some()));
+                .saturating_sub(spin);
             match wait_any_readable(&tuns, Duration::from_nanos(wait), &mut ready) {
                 Ok(0) => continue,
                 Ok(_) => {}
