@@ -265,9 +265,8 @@ fn a_campaign_starts_its_pairs_together_and_adds_them_up() {
     let servers: Vec<ServerProc> = (0..4)
         .map(|_| ServerProc::start(&["--controllers", s(&file)]))
         .collect();
-    let dead = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
-    let dead_port = dead.local_addr().unwrap().port();
-    drop(dead);
+    let dead = longhaul_testkit::fixtures::RefusingPort::new();
+    let dead_port = dead.port;
     let mut text = String::from("name = \"ring\"\nstart_in = \"1s\"\nargs = \"-t 2 --pace 20M\"\n");
     for i in 0..4 {
         text += &format!(

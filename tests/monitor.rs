@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use longhaul_proto::frame::{FrameDecoder, encode_frame};
 use longhaul_proto::probe::{Probe, ProbeMessage, parse_session};
 use longhaul_proto::wire::Preamble;
+use longhaul_testkit::fixtures::{RefusingPort, free_port};
 use serde_json::Value;
 
 use crate::transfer::{Scratch, s};
@@ -31,15 +32,6 @@ pub(crate) fn controllers(dir: &Scratch, key: &Path) -> String {
     )
     .unwrap();
     s(&file).to_string()
-}
-
-/// A loopback port nothing listens on.
-fn dead_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn unix_s() -> f64 {
@@ -174,11 +166,12 @@ fn a_killed_monitor_loses_nothing_repeats_nothing_and_keeps_throughput_tests_apa
     let servers: Vec<ServerProc> = (0..4)
         .map(|_| ServerProc::start(&["-B", "127.0.0.1", "--controllers", &ctl]))
         .collect();
+    let dead = RefusingPort::new();
     let mut mesh = String::from("name = \"kill\"\n");
     for (name, port) in ["a", "b", "c", "d"]
         .iter()
         .zip(servers.iter().map(|s| s.port))
-        .chain([(&"dead", dead_port())])
+        .chain([(&"dead", dead.port)])
     {
         mesh += &format!(
             "[[host]]\nname = \"{name}\"\naddress = \"127.0.0.1\"\nport = {port}\ngroups = [\"all\"]\n"
@@ -544,7 +537,7 @@ fn prometheus_scrapes_the_monitor_a_server_and_the_emulator() {
     // An emulated path with its counters served, and some packets across it.
     let name = format!("p{}", std::process::id() % 100_000);
     let _down = crate::util::DownOnDrop(name.clone());
-    let emu_metrics = format!("127.0.0.1:{}", dead_port());
+    let emu_metrics = format!("127.0.0.1:{}", free_port());
     let up = Command::new(bin())
         .args([
             "emulate", "up", "--name", &name, "--rtt", "10ms", "--rate", "100M",
@@ -568,7 +561,7 @@ fn prometheus_scrapes_the_monitor_a_server_and_the_emulator() {
         String::from_utf8_lossy(&ping.stderr)
     );
 
-    let prom_port = dead_port();
+    let prom_port = free_port();
     let config = t.join("prometheus.yml");
     std::fs::write(
         &config,
@@ -757,7 +750,8 @@ fn an_alert_fires_after_repeated_bad_results_reaches_the_webhook_and_clears() {
     let key = t.key("mon.key");
     let ctl = controllers(&t, &key);
     let a = ServerProc::start(&["-B", "127.0.0.1", "--controllers", &ctl]);
-    let b_port = dead_port();
+    let b = RefusingPort::new();
+    let b_port = b.port;
     let (hook, posts) = webhook();
     let mesh = format!(
         "name = \"alert\"\nwebhook = \"http://127.0.0.1:{hook}/alerts\"\n\
@@ -799,6 +793,7 @@ fn an_alert_fires_after_repeated_bad_results_reaches_the_webhook_and_clears() {
     );
 
     // b comes up on its port: the next good result clears it.
+    drop(b);
     let _b = ServerProc::start(&["-B", "127.0.0.1", "-p", &b_port.to_string()]);
     let cleared = posts
         .recv_timeout(Duration::from_secs(30))

@@ -53,6 +53,44 @@ pub fn free_port() -> u16 {
         .expect("a free port below the ephemeral range")
 }
 
+/// A TCP port on 127.0.0.1 that refuses every connection for as long as this value lives: bound
+/// but never listening, so the kernel answers each SYN with a reset. Held, the port goes to no other
+/// socket meanwhile: not to a server that a test running beside starts with port 0, and not to the
+/// local end of an outgoing connection, which, aimed at a free port of the ephemeral range, may
+/// otherwise be given that very port and connect to itself. (A listener bound and dropped at once
+/// leaves the port to both.)
+pub struct RefusingPort {
+    _socket: socket2::Socket,
+    /// The port.
+    pub port: u16,
+}
+
+impl RefusingPort {
+    /// A new one.
+    pub fn new() -> Self {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a TCP socket");
+        let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        socket.bind(&any.into()).expect("bind 127.0.0.1:0");
+        let port = socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .expect("a bound IPv4 address")
+            .port();
+        Self {
+            _socket: socket,
+            port,
+        }
+    }
+}
+
+impl Default for RefusingPort {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Runs `cmd`, panicking with its stderr unless it succeeds; its stdout.
 pub fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -190,5 +228,21 @@ impl Drop for Postgres {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusing_port_refuses_and_is_not_handed_out_again_while_held() {
+        let held = RefusingPort::new();
+        for _ in 0..3 {
+            let e = std::net::TcpStream::connect(("127.0.0.1", held.port)).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+        }
+        assert!(TcpListener::bind(("127.0.0.1", held.port)).is_err());
+        drop(held);
     }
 }
