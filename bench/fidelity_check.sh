@@ -19,8 +19,8 @@ LH=${LH:-target/release/longhaul}
 here=$(cd "$(dirname "$0")" && pwd)
 name=lhfc$$
 mkdir -p "$out"
-# shellcheck disable=SC2086
 [ "$preset" = - ] && preset=
+# shellcheck disable=SC2086
 "$LH" emulate up --name "$name" ${preset:+"$preset"} $eflags > "$out/up.txt"
 for h in a b; do
   ip netns exec "lh-$name-$h" tcpdump -i lh0 -n -s 128 -B 262144 --time-stamp-precision=nano \

@@ -35,9 +35,9 @@ use crate::phase::{Lateness, PhaseClock, PhaseShared};
 /// Below this much remaining time the forwarder polls without sleeping, since
 /// a sleeping wake-up is typically 50–300 µs late (measured on the 2-core
 /// test VM with `PR_SET_TIMERSLACK` = 1 ns).
-pub const SPIN_NS: u64 = 30_000;
+const SPIN_NS: u64 = 30_000;
 
-/// How long before a release a forwarder stops sleeping and spins: [`SPIN_NS`], or nothing for a
+/// How long before a release a forwarder stops sleeping and spins: `SPIN_NS` (30 µs), or nothing for a
 /// real-time thread. A `SCHED_FIFO` thread wakes ~20 µs after its timer here, and one that spins
 /// can use up the kernel's real-time budget (`kernel.sched_rt_runtime_us`, 95 % of each second):
 /// the kernel then takes its CPU away for the rest of the second, tens of ms in which nothing is
