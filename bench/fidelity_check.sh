@@ -9,10 +9,11 @@
 #   e.g. bench/fidelity_check.sh /tmp/fc tokyo-loop-30000km "--rate 10G --mtu 9000 --pin 0,1 --realtime" \
 #        "-t 30 -O 15 -C cubic --pace 11G"
 #
-# Writes OUTDIR/{a,b}.pcap, test.json, emulator.txt (the emulator's own report, `down`), and
-# check.txt (the independent figures, both directions). Needs RATE, ONE_WAY_MS and MTU of the
-# path in the environment (the preset's), QUEUE_BYTES (its bottleneck queue; unset: unbounded) and
-# SKIP_S to leave out the first seconds (a test's -O).
+# Writes OUTDIR/{a,b}.pcap, test.json, emulator.txt (the emulator's own report, `down`),
+# emulator.json (its counters as `status --json` gave them just before), and check.txt (the
+# independent figures, both directions). Needs RATE, ONE_WAY_MS and MTU of the path in the
+# environment (the preset's), QUEUE_BYTES (its bottleneck queue; unset: unbounded) and SKIP_S to
+# leave out the first seconds (a test's -O); CLIENT_CPU pins the test's client to that CPU.
 set -eu
 out=$1; preset=$2; eflags=$3; tflags=$4
 LH=${LH:-target/release/longhaul}
@@ -28,8 +29,10 @@ for h in a b; do
 done
 sleep 1
 status=0
-"$LH" emulate exec --name "$name" a -- sh -c "$LH test \$LH_PEER $tflags --json > $out/test.json" || status=$?
+"$LH" emulate exec --name "$name" a -- ${CLIENT_CPU:+taskset -c "$CLIENT_CPU"} \
+  sh -c "$LH test \$LH_PEER $tflags --json > $out/test.json" || status=$?
 sleep 1
+"$LH" emulate status --name "$name" --json > "$out/emulator.json"
 pkill -INT -f "tcpdump -i lh0 -n -s 128 -B 262144 --time-stamp-precision=nano -w $out/" || true
 wait
 "$LH" emulate down --name "$name" > "$out/emulator.txt" 2>&1
