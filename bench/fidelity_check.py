@@ -18,12 +18,13 @@ figure counts, and also the time a packet waited in the sending host's TUN queue
 the emulator read it, which the emulator cannot see.
 
 Usage: fidelity_check.py --rate 10G --one-way-ms 161.5 --mtu 9000 --src 10.201.0.1 SENT.pcap
-RECEIVED.pcap (the packets from --src: an IPv4 address, or IPv6 written out in full)
+RECEIVED.pcap (the packets from --src: an IPv4 or IPv6 address)
 [--skip-s N] (ignore the first N seconds after the first packet, e.g. a test's -O).
 Prints one line per figure and a JSON document with --json.
 """
 
 import argparse
+import ipaddress
 import json
 import struct
 import sys
@@ -220,6 +221,8 @@ def main():
     ap.add_argument("sent")
     ap.add_argument("received")
     a = ap.parse_args()
+    if ":" in a.src:
+        a.src = ipaddress.IPv6Address(a.src).exploded
     r = check(
         packets(a.sent, a.src),
         packets(a.received, a.src),

@@ -13,7 +13,8 @@
 # emulator.json (its counters as `status --json` gave them just before), and check.txt (the
 # independent figures, both directions). Needs RATE, ONE_WAY_MS and MTU of the path in the
 # environment (the preset's), QUEUE_BYTES (its bottleneck queue; unset: unbounded) and SKIP_S to
-# leave out the first seconds (a test's -O); CLIENT_CPU pins the test's client to that CPU.
+# leave out the first seconds (a test's -O); CLIENT_CPU pins the test's client to that CPU;
+# IPV6=1 runs the test to host b's IPv6 address and checks the IPv6 packets.
 set -eu
 out=$1; preset=$2; eflags=$3; tflags=$4
 LH=${LH:-target/release/longhaul}
@@ -29,15 +30,17 @@ for h in a b; do
 done
 sleep 1
 status=0
+peer=LH_PEER; src_a=10.201.0.1; src_b=10.201.0.2
+[ -n "${IPV6:-}" ] && { peer=LH_PEER6; src_a=fd00:4c48::1; src_b=fd00:4c48::2; }
 "$LH" emulate exec --name "$name" a -- ${CLIENT_CPU:+taskset -c "$CLIENT_CPU"} \
-  sh -c "$LH test \$LH_PEER $tflags --json > $out/test.json" || status=$?
+  sh -c "$LH test \$$peer $tflags --json > $out/test.json" || status=$?
 sleep 1
 "$LH" emulate status --name "$name" --json > "$out/emulator.json"
 pkill -INT -f "tcpdump -i lh0 -n -s 128 -B 262144 --time-stamp-precision=nano -w $out/" || true
 wait
 "$LH" emulate down --name "$name" > "$out/emulator.txt" 2>&1
 : > "$out/check.txt"
-for dir in "a.pcap b.pcap 10.201.0.1 a→b" "b.pcap a.pcap 10.201.0.2 b→a"; do
+for dir in "a.pcap b.pcap $src_a a→b" "b.pcap a.pcap $src_b b→a"; do
   set -- $dir
   python3 "$here/fidelity_check.py" --rate "$RATE" --one-way-ms "$ONE_WAY_MS" --mtu "$MTU" \
     ${QUEUE_BYTES:+--queue-bytes "$QUEUE_BYTES"} \
