@@ -35,7 +35,8 @@ peer=LH_PEER; src_a=10.201.0.1; src_b=10.201.0.2
 "$LH" emulate exec --name "$name" a -- ${CLIENT_CPU:+taskset -c "$CLIENT_CPU"} \
   sh -c "$LH test \$$peer $tflags --json > $out/test.json" || status=$?
 sleep 1
-"$LH" emulate status --name "$name" --json > "$out/emulator.json"
+# A failed snapshot must not skip the teardown below (set -e).
+"$LH" emulate status --name "$name" --json > "$out/emulator.json" || status=$?
 pkill -INT -f "tcpdump -i lh0 -n -s 128 -B 262144 --time-stamp-precision=nano -w $out/" || true
 wait
 "$LH" emulate down --name "$name" > "$out/emulator.txt" 2>&1
