@@ -398,6 +398,22 @@ fn loss_on_the_third_link_is_seen_only_by_flows_crossing_it() {
         "{third}"
     );
     assert_eq!(link(&r, "third", "b_to_a")["link"]["drop_random"], 0);
+    // Every host a switch reads is tapped, and h1's 4,000 pings were timed from when h1 sent
+    // them, not when a switch read them.
+    let mut tapped_from_h1 = 0;
+    for s in r["network"]["switches"].as_array().unwrap() {
+        let hosts = s["hosts"].as_array().unwrap();
+        let arrivals = s["arrivals"].as_array().unwrap();
+        assert_eq!(hosts.len(), arrivals.len(), "{s}");
+        for (h, a) in hosts.iter().zip(arrivals) {
+            assert_eq!(a["tapped"], true, "{h}: {a}");
+            if h == "h1" {
+                tapped_from_h1 = a["from_tap"].as_u64().unwrap();
+                assert!(a["at_read"].as_u64().unwrap() <= 10, "{a}");
+            }
+        }
+    }
+    assert!(tapped_from_h1 >= 2 * N, "{tapped_from_h1}");
     for l in r["network"]["links"].as_array().unwrap() {
         if l["name"] != "third" {
             for dir in ["a_to_b", "b_to_a"] {

@@ -240,7 +240,7 @@ random {} burst {} aqm {}, {} cut drops; queue max {}; arrivals late p99 {}{}\n"
     for s in &r.switches {
         out.push_str(&format!(
             "{} (hosts {}): {} records read, {} written ({}), {} splits, {} unparseable, {} no route, \
-{} hop time-exceeded, {} hop drops; lateness p50 {} p99 {} max {} ({} writes)\n",
+{} hop time-exceeded, {} hop drops; lateness p50 {} p99 {} max {} ({} writes){}\n",
             s.name,
             s.hosts.join(", "),
             s.records_read,
@@ -255,6 +255,11 @@ random {} burst {} aqm {}, {} cut drops; queue max {}; arrivals late p99 {}{}\n"
             ms(s.lateness.p99_ns),
             ms(s.lateness.max_ns),
             s.lateness.samples,
+            s.hosts
+                .iter()
+                .zip(&s.arrivals)
+                .map(|(h, a)| format!("; arrivals from {h}: {}", super::report::arrivals(a)))
+                .collect::<String>(),
         ));
     }
     for c in &r.changes {

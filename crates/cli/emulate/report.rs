@@ -1,6 +1,7 @@
 //! The emulator's fidelity report: one line per direction and a verdict (text), or a JSON document.
 //! Used at the end of `longhaul emulate -- CMD`, by `status` (live counters) and by `down`.
 
+use longhaul_emu::arrival::ArrivalStats;
 use longhaul_emu::capture::CaptureStats;
 use longhaul_emu::host_memory::HostShortage;
 use longhaul_emu::{DirectionStats, Report};
@@ -57,7 +58,7 @@ pub(crate) fn direction_line(d: &DirectionStats) -> String {
     format!(
         "{}: {} records, {} segments, delivered {} ({}), drops queue {} random {} burst {} aqm {}, \
 {} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops, {} cut drops; \
-queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes){phases}; TUN tx drops {tun}{pool}{capture}",
+queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes){phases}; TUN tx drops {tun}; arrivals {}{pool}{capture}",
         d.name,
         l.records,
         l.segments,
@@ -80,6 +81,23 @@ queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes){phases}; TUN tx d
         ms(d.lateness.p99_ns),
         ms(d.lateness.max_ns),
         d.lateness.samples,
+        arrivals(&d.arrival),
+    )
+}
+
+/// How a sender's records were timed: `tapped N (waited p99 .. max .. in the sender's queue),
+/// timed at read M, tapped only K`, or `timed at read (no tap)`.
+pub(crate) fn arrivals(a: &ArrivalStats) -> String {
+    if !a.tapped {
+        return "timed at read (no tap)".to_string();
+    }
+    format!(
+        "tapped {} (waited p99 {} max {} in the sender's queue), timed at read {}, tapped only {}",
+        a.from_tap,
+        ms(a.read_lag.p99_ns),
+        ms(a.read_lag.max_ns),
+        a.at_read,
+        a.tap_only
     )
 }
 

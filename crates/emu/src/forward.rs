@@ -25,6 +25,7 @@ use longhaul_sys::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::arrival::{ArrivalClock, ArrivalStats};
 use crate::capture::{Capture, CaptureStats};
 use crate::fifo::ReleaseQueue;
 use crate::pool::{BufPool, HANDOVER_MIN};
@@ -113,6 +114,10 @@ pub struct DirectionStats {
     /// Record buffers allocated during the run because the prefilled ones were all in use.
     #[serde(default)]
     pub pool_allocated: u64,
+    /// How the records' arrivals were timed: by a tap on the sending host's device, or at
+    /// their read (which leaves their wait in that host's queue out of every figure above).
+    #[serde(default)]
+    pub arrival: ArrivalStats,
 }
 
 /// Cross-traffic bursts waiting to be handed to a forwarder's link model (the link is the
@@ -199,6 +204,8 @@ pub(crate) struct Forwarder {
     pub(crate) rtt_ns: u64,
     /// The testbed's phase, shared by its forwarders.
     pub(crate) phase: Arc<PhaseShared>,
+    /// When each record entered the sending host's device (its tap), as the link's arrival.
+    pub(crate) arrivals: ArrivalClock,
 }
 
 /// The part of a record's parse the link model needs.
@@ -438,6 +445,7 @@ impl Forwarder {
             }
             if now >= next_publish {
                 next_publish = now + PUBLISH_NS;
+                self.arrivals.resync();
                 self.publish(&mut stats, &lateness, &queue, &pool, now);
                 // The link's counters as just published: one read of them per turn.
                 lateness.tick(now, stats.bytes_written, stats.link.drop_queue);
@@ -481,7 +489,9 @@ impl Forwarder {
                     stats.cut_drops += 1;
                     continue;
                 }
-                let now = Nanos(monotonic_now_ns());
+                let read_at = monotonic_now_ns();
+                let packet = buf[..n].get(VNET_HDR_LEN..).unwrap_or_default();
+                let now = Nanos(self.arrivals.arrival(packet, read_at));
                 if !self.hops.is_empty() {
                     match run_hops(&self.hops, &mut buf[..n], &mut reply) {
                         HopsOutcome::Forward => {}
@@ -587,6 +597,7 @@ impl Forwarder {
         stats.backlog_max_bytes = queue.max_bytes() as u64;
         stats.pool_allocated = pool.allocated() - stats.pool_prefilled;
         stats.queue_bytes_now = self.link.backlog_bytes(Nanos(now));
+        stats.arrival = self.arrivals.stats();
         if let Ok(mut live) = self.live.lock() {
             live.clone_from(stats);
         }

@@ -21,6 +21,7 @@
 
 pub use longhaul_link as link;
 
+pub mod arrival;
 pub mod capture;
 pub mod error;
 pub mod fabric;

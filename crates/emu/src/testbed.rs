@@ -194,8 +194,10 @@ pub struct Report {
 
 impl Report {
     /// Why the run's timing or delivery cannot be trusted (empty when it
-    /// can): p99 lateness above `max_p99_ns` in either direction, or a TUN
-    /// device that dropped packets on its own.
+    /// can): p99 lateness above `max_p99_ns` in either direction, a TUN
+    /// device that dropped packets on its own, failed writes, or more than
+    /// 1 % of the records timed when read rather than when sent (no tap on
+    /// the sending host's device, or a tap that missed them).
     pub fn fidelity_problems(&self, max_p99_ns: u64) -> Vec<String> {
         let mut out = Vec::new();
         for d in [&self.a_to_b, &self.b_to_a] {
@@ -216,6 +218,7 @@ impl Report {
             if d.write_errors > 0 {
                 out.push(format!("{}: {} TUN writes failed", d.name, d.write_errors));
             }
+            out.extend(crate::arrival::untimed_problem(&d.name, &d.arrival));
         }
         out
     }
@@ -425,7 +428,10 @@ impl Testbed {
                 ..DirectionStats::default()
             }));
             bed.live.push(live.clone());
+            let sender = [&bed.a, &bed.b][i].as_ref().map(|ns| ns.path());
+            let tap = sender.and_then(|path| crate::arrival::tap_host(&path, name));
             let fwd = Forwarder {
+                arrivals: crate::arrival::ArrivalClock::new(tap),
                 name: name.to_string(),
                 src: src.clone(),
                 dst: dst.clone(),
@@ -608,6 +614,45 @@ mod tests {
         assert_eq!(ms, [10, 20, 30]);
         assert_eq!(ba[0].addrs.v4, hops[2].addr_v4);
         assert!(evenly_spaced_hops(0, d).is_empty());
+    }
+
+    #[test]
+    fn the_verdict_names_records_timed_at_their_read() {
+        let d = |from_tap, at_read, tapped| DirectionStats {
+            name: "a→b".to_string(),
+            arrival: crate::arrival::ArrivalStats {
+                tapped,
+                from_tap,
+                at_read,
+                ..Default::default()
+            },
+            ..DirectionStats::default()
+        };
+        let report = |a_to_b| Report {
+            host_a: String::new(),
+            host_b: String::new(),
+            tcp_buffer_max: 0,
+            a_to_b,
+            b_to_a: d(0, 0, true),
+            host_memory: None,
+            tcp_shortage: Vec::new(),
+        };
+        // The first few records, sent before the tap opened, pass; so does 1 % of a long run.
+        assert!(report(d(10, 9, true)).fidelity_problems(1).is_empty());
+        assert!(
+            report(d(99_000, 1_000, true))
+                .fidelity_problems(1)
+                .is_empty()
+        );
+        let p = report(d(90_000, 2_000, true)).fidelity_problems(1);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].contains("2000 of 92000 records timed when read"),
+            "{p:?}"
+        );
+        assert!(p[0].contains("the tap missed them"), "{p:?}");
+        let p = report(d(0, 5_000, false)).fidelity_problems(1);
+        assert!(p[0].contains("no tap on the sending host"), "{p:?}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Thin, safe wrappers over the Linux calls longhaul needs: socket options,
 //! `TCP_INFO`, zero-copy sending, sysctls, capabilities, CPU accounting, TUN
-//! devices, network namespaces, precise timing, and the user's data directory.
+//! devices, network namespaces, a tap on a device's outgoing packets, precise timing, and the user's data directory.
 //! Depends on libc and thiserror only; `longhaul-engine`, `longhaul-emu` and
 //! `longhaul-lab` call it. Start at [`sockopt`] and [`mod@tcp_info`].
 //!
@@ -20,6 +20,7 @@ pub mod error;
 pub mod ip;
 pub mod memory;
 pub mod netns;
+pub mod packet_tap;
 pub mod privilege;
 pub mod process;
 pub mod sockopt;
@@ -42,6 +43,7 @@ pub use error::{Result, SysError};
 pub use ip::ip;
 pub use memory::meminfo_bytes;
 pub use netns::{NETNS_RUN_DIR, netns_path, run_in_netns};
+pub use packet_tap::{PacketTap, TAP_HEAD, Tapped, realtime_minus_monotonic_ns};
 pub use privilege::{CAP_NET_ADMIN, has_capability, has_net_admin};
 pub use process::daemonize;
 pub use sockopt::{

@@ -83,7 +83,8 @@ pub struct LinkDirReport {
     pub queue_bytes_now: u64,
     /// Records dropped while the link was down.
     pub cut_drops: u64,
-    /// How late arrivals at this link were handled.
+    /// How late arrivals at this link were handled (at a host's first link, that includes the
+    /// record's wait in the host's queue).
     pub lateness: Summary,
     /// Its configuration now.
     pub config: Option<LinkConfig>,
@@ -154,6 +155,12 @@ impl FabricReport {
             }
             if s.write_errors > 0 {
                 out.push(format!("{}: {} TUN writes failed", s.name, s.write_errors));
+            }
+            for (host, a) in s.hosts.iter().zip(&s.arrivals) {
+                out.extend(crate::arrival::untimed_problem(
+                    &format!("{} from {host}", s.name),
+                    a,
+                ));
             }
         }
         for h in &self.hosts {
@@ -446,7 +453,17 @@ impl Fabric {
                 ..SwitchStats::default()
             }));
             fabric.live.push(live.clone());
+            let arrivals = hosts
+                .iter()
+                .zip(&host_names)
+                .map(|(&h, host)| {
+                    let ns = fabric.namespaces[h].path();
+                    let tap = crate::arrival::tap_host(&ns, &format!("{name} from {host}"));
+                    crate::arrival::ArrivalClock::new(tap)
+                })
+                .collect();
             let sw = Switch {
+                arrivals,
                 name: name.clone(),
                 hosts,
                 host_names,

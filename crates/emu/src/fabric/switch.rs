@@ -41,6 +41,7 @@ use longhaul_topology::{Node, Step};
 use serde::{Deserialize, Serialize};
 
 use super::event::{Events, Packet};
+use crate::arrival::{ArrivalClock, ArrivalStats};
 use crate::capture::Capture;
 use crate::forward::{READ_BATCH, record_of, release_runs, spin_ns};
 use crate::pool::BufPool;
@@ -191,6 +192,9 @@ pub struct SwitchStats {
     pub backlog_bytes_now: u64,
     /// Write time − scheduled release, for every record written.
     pub lateness: Summary,
+    /// How the records of each host it reads (in the order of `hosts`) were timed.
+    #[serde(default)]
+    pub arrivals: Vec<ArrivalStats>,
 }
 
 /// A forwarding thread.
@@ -204,6 +208,8 @@ pub(crate) struct Switch {
     pub(crate) realtime: Option<i32>,
     pub(crate) cpu: Option<usize>,
     pub(crate) live: Arc<Mutex<SwitchStats>>,
+    /// One per host it reads: when each record entered that host's device.
+    pub(crate) arrivals: Vec<ArrivalClock>,
 }
 
 /// A switch's working state.
@@ -223,7 +229,7 @@ struct Work {
 
 impl Switch {
     /// Runs until the fabric stops; returns the counters.
-    pub(crate) fn run(self) -> SwitchStats {
+    pub(crate) fn run(mut self) -> SwitchStats {
         if let Err(e) = set_timer_slack_ns(1) {
             tracing::warn!("{}: {e}", self.name);
         }
@@ -269,6 +275,7 @@ impl Switch {
             let now = self.handle_due(&mut w, monotonic_now_ns());
             if now >= next_publish {
                 next_publish = now + PUBLISH_NS;
+                self.arrivals.iter_mut().for_each(ArrivalClock::resync);
                 self.publish(&mut w);
             }
             let wait = w
@@ -300,7 +307,9 @@ impl Switch {
                         }
                     };
                     w.stats.records_read += 1;
-                    self.ingress(&mut w, host, &mut buf, n);
+                    let packet = buf[..n].get(VNET_HDR_LEN..).unwrap_or_default();
+                    let arrived = self.arrivals[i].arrival(packet, monotonic_now_ns());
+                    self.ingress(&mut w, host, &mut buf, n, arrived);
                     // Due writes get a turn after every record, as in the two-host forwarder.
                     let t = monotonic_now_ns();
                     if w.events.next_due().is_some_and(|d| d <= t) {
@@ -313,8 +322,8 @@ impl Switch {
         w.stats
     }
 
-    /// A record host `src` sent, `buf[..len]`: onto its route's first link now.
-    fn ingress(&self, w: &mut Work, src: usize, buf: &mut Vec<u8>, len: usize) {
+    /// A record host `src` sent, `buf[..len]`, arrived at `arrived`: onto its route's first link.
+    fn ingress(&self, w: &mut Work, src: usize, buf: &mut Vec<u8>, len: usize, arrived: u64) {
         let parsed = match parse(&buf[..len]) {
             Ok(p) => p,
             Err(e) => {
@@ -343,7 +352,6 @@ impl Switch {
             w.stats.no_route += 1;
             return;
         }
-        let now = monotonic_now_ns();
         let bytes = w.pool.hand_over(buf, len, true);
         let packet = Packet {
             bytes,
@@ -354,7 +362,7 @@ impl Switch {
             dst,
             to_router,
         };
-        self.step(w, now, packet, now);
+        self.step(w, arrived, packet, monotonic_now_ns());
     }
 
     /// The links from host `src` to router `r`: the shortest start of a route from `src` that
@@ -538,6 +546,7 @@ impl Switch {
 
     fn publish(&self, w: &mut Work) {
         w.stats.lateness = w.lateness.summary();
+        w.stats.arrivals = self.arrivals.iter().map(ArrivalClock::stats).collect();
         w.stats.backlog_max_bytes = w.events.max_bytes() as u64;
         w.stats.backlog_bytes_now = w.events.bytes() as u64;
         if let Ok(mut live) = self.live.lock() {
