@@ -183,7 +183,7 @@ fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report(
     let mut ids = Vec::new();
     for b in longhaul_experiments::builtin::builtins() {
         let t0 = Instant::now();
-        // Every point of the reduced variant (73 points, about 10 minutes in all here);
+        // Every point of the reduced variant (85 points, about 11 minutes in all here);
         // `--points N` would trim further.
         let (o, file, doc) = run_builtin(b.name, a);
         longhaul_experiments::result::validate(&doc)
@@ -230,6 +230,37 @@ fn every_builtin_experiment_runs_reduced_with_a_valid_result_plots_and_a_report(
             );
         }
         assert!(text.matches("<svg").count() > points, "inline SVGs");
+        // The record paths set each point beside its class's record, and their IPv6 points ran
+        // over IPv6 (the report lists the connections' addresses).
+        let lsr = doc["experiment"]["spec"]["lsr"] == true;
+        assert_eq!(
+            text.contains("Beside the Land Speed Records"),
+            lsr,
+            "{}",
+            b.name
+        );
+        for p in doc["points"]
+            .as_array()
+            .expect("points")
+            .iter()
+            .filter(|_| lsr)
+        {
+            let v6 = p["point"]["ip"] == 6;
+            for r in p["repetitions"].as_array().expect("repetitions") {
+                let connected = r["report"]["start"]["connected"]
+                    .as_array()
+                    .expect("connected");
+                assert!(
+                    !connected.is_empty()
+                        && connected.iter().all(|c| {
+                            c["remote_host"].as_str().is_some_and(|h| h.contains(':')) == v6
+                        }),
+                    "{}: {}: {connected:?}",
+                    b.name,
+                    p["point"]["id"]
+                );
+            }
+        }
         println!("{}: {:.1} s", b.name, t0.elapsed().as_secs_f64());
         ids.push(id);
     }

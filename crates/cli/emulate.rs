@@ -13,7 +13,7 @@ use longhaul_emu::{HOST_A_V4, HOST_A_V6, HOST_B_V4, HOST_B_V6, Termination, Test
 use longhaul_units::{Nanos, fmt_size};
 
 mod calibrate;
-mod flags;
+pub(crate) mod flags;
 mod metrics;
 mod network;
 mod path;

@@ -35,6 +35,7 @@ result file. `run` needs root (it brings up emulated testbeds).\n\nExamples:\n  
 longhaul lab builtins\n  \
 sudo longhaul lab run window-sweep\n  \
 sudo longhaul lab run loss-recovery --reduced\n  \
+sudo longhaul lab run lsr-tokyo-loop --realtime --pin 0,1\n  \
 longhaul lab list\n  \
 longhaul lab report window-sweep -o window-sweep.html\n  \
 longhaul lab records --check window-sweep"
@@ -92,6 +93,14 @@ struct RunArgs {
     /// Keep at most N points (drops middle values of the longest sweep axis; noted in the result).
     #[arg(long, value_name = "N")]
     points: Option<usize>,
+    /// Run every testbed's forwarder threads at real-time priority (`emulate up --realtime`);
+    /// noted in the result. What the record paths at 10 Gbit/s need on a 2-core machine.
+    #[arg(long)]
+    realtime: bool,
+    /// Pin every testbed's forwarder threads to these CPUs (`emulate up --pin`); noted in the
+    /// result.
+    #[arg(long, value_name = "CPU,...", value_delimiter = ',', value_parser = crate::emulate::flags::cpu)]
+    pin: Option<Vec<usize>>,
     #[command(flatten)]
     archive: ArchiveArg,
     #[command(flatten)]
@@ -208,6 +217,19 @@ fn mbps(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |b| format!("{:.1}", b / 1e6))
 }
 
+/// The `emulate up` flags of `--realtime` and `--pin`.
+fn emulate_flags(a: &RunArgs) -> Vec<String> {
+    let mut flags = Vec::new();
+    if a.realtime {
+        flags.push("--realtime".to_owned());
+    }
+    if let Some(cpus) = &a.pin {
+        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+        flags.extend(["--pin".to_owned(), list.join(",")]);
+    }
+    flags
+}
+
 fn run_experiment(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let loaded = match runner::load(&a.experiment) {
         Ok(l) => l,
@@ -237,6 +259,7 @@ fn run_experiment(a: &RunArgs) -> anyhow::Result<ExitCode> {
         max_points: a.points,
         testbed: format!("lab{}", std::process::id() % 10_000_000),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        emulate_flags: emulate_flags(a),
         stop,
     };
     let mut last_point = String::new();
@@ -405,6 +428,7 @@ fn summary_text(rf: &ResultFile) -> String {
             check.len()
         );
     }
+    s += &longhaul_lab::lsr::text(rf);
     s
 }
 

@@ -199,7 +199,7 @@ fn on_off(s: &str) -> Result<OnOff, String> {
 }
 
 /// One CPU of `--pin`: an online one.
-fn cpu(s: &str) -> Result<usize, String> {
+pub(crate) fn cpu(s: &str) -> Result<usize, String> {
     let n = longhaul_sys::online_cpus();
     match s.trim().parse::<usize>() {
         Ok(c) if c < n => Ok(c),

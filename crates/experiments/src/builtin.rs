@@ -1,10 +1,12 @@
 //! The built-in experiments: the seeds' figures as experiment files, embedded
 //! from `crates/experiments/builtin/*.toml` (so each is also an example of the
 //! format), scaled to one 2-core machine (bottleneck at most 1 Gbit/s, paths
-//! from the topology presets). Each file says in `source`, `original_scale`
-//! and `scale` which figure it reproduces, at what scale it ran and what was
-//! chosen here; [`Spec::reduced`] gives each a CI variant with tiny
-//! durations.
+//! from the topology presets, a quarter of an hour at most), and the seeds'
+//! Land Speed Record paths at the records' own scale (`lsr-*`: 10 Gbit/s,
+//! 10-minute points, `lsr = true`). Each file says in `source`,
+//! `original_scale` and `scale` which figure or record it reproduces, at what
+//! scale it ran and what was chosen here; [`Spec::reduced`] gives each a CI
+//! variant with tiny durations.
 
 use crate::{Spec, SpecError};
 
@@ -34,7 +36,7 @@ macro_rules! builtin {
     };
 }
 
-const BUILTINS: [Builtin; 8] = [
+const BUILTINS: [Builtin; 11] = [
     builtin!("window-sweep"),
     builtin!("streams-sweep"),
     builtin!("loss-recovery"),
@@ -43,6 +45,9 @@ const BUILTINS: [Builtin; 8] = [
     builtin!("cc-compare"),
     builtin!("frame-size"),
     builtin!("transport-loss"),
+    builtin!("lsr-tokyo-loop"),
+    builtin!("lsr-sc2004-loop"),
+    builtin!("lsr-ipv6-2004"),
 ];
 
 /// All built-in experiments, in the order `longhaul lab list` shows them.
@@ -68,7 +73,7 @@ mod tests {
 
     #[test]
     fn every_builtin_parses_documents_itself_and_is_named_as_its_file() {
-        assert_eq!(builtins().len(), 8);
+        assert_eq!(builtins().len(), 11);
         for b in builtins() {
             let s = b.spec().unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(s.name, b.name);
@@ -83,10 +88,12 @@ mod tests {
             }
             assert!(s.source.contains("seed 00"), "{}", b.name);
             let topo = s.topology(None).unwrap();
+            // The record paths run at the records' rate; the figures at what one machine holds.
+            let max_rate = if s.lsr { 10_000_000_000 } else { 1_000_000_000 };
             for p in s.points() {
                 let path = p.compile(&topo).unwrap();
                 let rate = path.forward.bottleneck.unwrap().rate_bps;
-                assert!(rate <= 1_000_000_000, "{}: {rate}", b.name);
+                assert!(rate <= max_rate, "{}: {rate}", b.name);
                 assert!(!p.test_args().is_empty() && !p.emulate_args().is_empty());
             }
         }
@@ -96,8 +103,46 @@ mod tests {
     #[test]
     fn full_scale_runs_take_minutes_not_hours() {
         for b in builtins() {
-            let t = spec(b.name).test_time();
-            assert!(t <= Nanos::from_secs(15 * 60), "{}: {t}", b.name);
+            let s = spec(b.name);
+            let t = s.test_time();
+            let max = if s.lsr { 45 * 60 } else { 15 * 60 };
+            assert!(t <= Nanos::from_secs(max), "{}: {t}", b.name);
+        }
+    }
+
+    /// The record paths: each at 10 Gbit/s and MTU 9000 on its seed's preset, every point a run
+    /// the Land Speed Record's rules would time (10 minutes at least), paced, set beside the
+    /// records, and the class each record was set in among the points.
+    #[test]
+    fn the_record_paths_run_at_the_records_scale() {
+        let lsr: Vec<Builtin> = builtins()
+            .into_iter()
+            .filter(|b| b.name.starts_with("lsr-"))
+            .collect();
+        assert_eq!(lsr.len(), 3);
+        for (name, preset, class_point) in [
+            ("lsr-tokyo-loop", "tokyo-loop-30000km", "ip=6"),
+            ("lsr-sc2004-loop", "sc2004-loop", "streams=18"),
+            ("lsr-ipv6-2004", "ipv6-lsr-2004", "ip=6"),
+        ] {
+            let s = spec(name);
+            assert!(s.lsr, "{name}");
+            assert_eq!(
+                s.path.source,
+                crate::spec::PathSource::Preset(preset.into())
+            );
+            assert_eq!(s.path.rate_bps, Some(10_000_000_000), "{name}");
+            assert_eq!(s.path.mtu, Some(9000), "{name}");
+            assert!(s.duration >= Nanos::from_secs(600), "{name}");
+            assert!(s.pace_bps.is_some(), "{name}");
+            let points = s.points();
+            assert!(points.iter().any(|p| p.id.contains(class_point)), "{name}");
+            for cc in ["cubic", "bbr"] {
+                assert!(
+                    points.iter().any(|p| p.congestion.as_deref() == Some(cc)),
+                    "{name}: {cc}"
+                );
+            }
         }
     }
 

@@ -24,6 +24,8 @@ use crate::spec::{Point, UDP_IPV4_HEADERS};
 
 /// IPv4 + TCP header bytes with timestamps, per segment.
 pub const HEADER_BYTES: u32 = 52;
+/// IPv6 + TCP header bytes with timestamps, per segment: 20 more than IPv4's.
+pub const HEADER_BYTES_V6: u32 = 72;
 
 /// What the models say about one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,6 +111,15 @@ pub fn predict(point: &Point, path: &CompiledPath) -> Prediction {
         p.expected_bps = payload;
         p.window_ceiling_bps = None;
         p.window_limited = false;
+    } else if point.ip == 6 {
+        // Each segment carries 20 bytes more of header: less payload at the same IP rate.
+        let mtu = u128::from(path.mtu.max(HEADER_BYTES_V6 + 1));
+        let goodput =
+            (u128::from(p.bottleneck_bps) * (mtu - u128::from(HEADER_BYTES_V6)) / mtu) as u64;
+        p.goodput_bps = goodput;
+        p.expected_bps = p.window_ceiling_bps.map_or(goodput, |c| c.min(goodput));
+        p.window_limited = p.window_ceiling_bps.is_some_and(|c| c < goodput);
+        p.knee_window = bdp_bytes(goodput, p.rtt) / u64::from(p.streams);
     }
     p
 }
@@ -254,5 +265,21 @@ mod tests {
         assert_eq!(p.loss, 0.001);
         assert_eq!(p.rtt.as_millis(), 127);
         assert!(p.window_limited);
+    }
+
+    #[test]
+    fn over_ipv6_each_segment_carries_20_bytes_less() {
+        let text = "name = \"t\"\nduration = 10\n[path]\npreset = \"cern-starlight\"\nrate = \"1G\"\nmtu = 9000\n[sweep]\nip = [4, 6]\n";
+        let s = Spec::parse(text, "t.toml").unwrap();
+        let topo = s.topology(None).unwrap();
+        let [v4, v6] = [0, 1].map(|i| {
+            let pt = &s.points()[i];
+            predict(pt, &pt.compile(&topo).unwrap())
+        });
+        // 1 Gbit/s × 8948 / 9000 and × 8928 / 9000.
+        assert_eq!(v4.goodput_bps, 994_222_222);
+        assert_eq!(v6.goodput_bps, 992_000_000);
+        assert_eq!(v6.expected_bps, v6.goodput_bps);
+        assert!(v6.knee_window < v4.knee_window);
     }
 }

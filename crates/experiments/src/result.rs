@@ -266,39 +266,61 @@ impl ResultFile {
 }
 
 impl ResultFile {
-    /// The run's best repetition (highest LSR metric) as a Land Speed Record candidate: bytes and
-    /// seconds as the receiver counted them, the path's L3 distance and router hops from its compiled
-    /// topology, and the IP version and address pairs from the connections the report lists (a
-    /// report without them counts as one IPv4 pair, what `longhaul emulate` testbeds use).
+    /// The run's best repetition (highest LSR metric) as a Land Speed Record candidate (see
+    /// [`ResultFile::lsr_candidates`]).
     pub fn lsr_candidate(&self) -> Option<Candidate> {
+        self.lsr_candidates()
+            .into_iter()
+            .map(|(_, c)| c)
+            .max_by(|a, b| a.metric().total_cmp(&b.metric()))
+    }
+
+    /// Each point's best repetition (highest LSR metric) as a Land Speed Record candidate, with
+    /// the point's index; points without a finished test are left out. Bytes and seconds as the
+    /// receiver counted them, the path's L3 distance and router hops from its compiled topology,
+    /// and the IP version and address pairs from the connections the report lists (a report
+    /// without them counts as one IPv4 pair, what `longhaul emulate` testbeds use).
+    pub fn lsr_candidates(&self) -> Vec<(usize, Candidate)> {
         let topology = self.experiment.spec.topology(None).ok();
         self.points
             .iter()
-            .flat_map(|p| p.repetitions.iter().map(move |r| (p, r)))
-            .filter_map(|(p, r)| {
-                let received = &r.report["end"]["sum_received"];
-                let bytes = received["bytes"].as_u64()?;
-                let seconds = received["seconds"].as_f64()?;
+            .enumerate()
+            .filter_map(|(i, p)| {
                 let compiled = topology.as_ref().and_then(|t| p.point.compile(t).ok());
                 let hops = compiled
                     .as_ref()
                     .map_or(0, |c| u32::try_from(c.router_hops()).unwrap_or(u32::MAX));
-                let (ip, address_pairs) = addresses(&r.report);
-                Some(Candidate {
-                    label: format!("{} {} rep {}", self.run_id, p.point.id, r.repetition + 1),
-                    ip,
-                    streams: p.point.streams,
-                    claimed: None,
-                    bytes,
-                    seconds,
-                    km: compiled.as_ref().map_or(0.0, |c| c.lsr_distance_km()),
-                    hops_forward: hops,
-                    hops_reverse: hops,
-                    address_pairs,
-                    emulated: true,
-                })
+                let km = compiled.as_ref().map_or(0.0, |c| c.lsr_distance_km());
+                p.repetitions
+                    .iter()
+                    .filter_map(|r| {
+                        let received = &r.report["end"]["sum_received"];
+                        let bytes = received["bytes"].as_u64()?;
+                        let seconds = received["seconds"].as_f64()?;
+                        let (ip, address_pairs) = addresses(&r.report);
+                        Some(Candidate {
+                            label: format!(
+                                "{} {} rep {}",
+                                self.run_id,
+                                p.point.id,
+                                r.repetition + 1
+                            ),
+                            ip,
+                            streams: p.point.streams,
+                            claimed: None,
+                            bytes,
+                            seconds,
+                            km,
+                            hops_forward: hops,
+                            hops_reverse: hops,
+                            address_pairs,
+                            emulated: true,
+                        })
+                    })
+                    .max_by(|a, b| a.metric().total_cmp(&b.metric()))
+                    .map(|c| (i, c))
             })
-            .max_by(|a, b| a.metric().total_cmp(&b.metric()))
+            .collect()
     }
 }
 

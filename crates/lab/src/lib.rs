@@ -10,7 +10,8 @@
 //! - [`archive`]: the result archive, one JSON file per run and an SQLite index of the runs;
 //! - [`plot`]: PNG and SVG plots (time series per point, one summary per experiment), rendered
 //!   from result files only;
-//! - [`report`]: a self-contained HTML report of one or more runs.
+//! - [`report`]: a self-contained HTML report of one or more runs;
+//! - [`lsr`]: a run's points beside the Land Speed Records of their classes (`lsr = true`).
 //!
 //! Contract: plots and reports never read live state, only [`ResultFile`]s; an incomplete run is
 //! always shown as such.
@@ -19,6 +20,7 @@
 
 pub mod archive;
 pub mod host;
+pub mod lsr;
 pub mod plot;
 pub mod report;
 pub mod runner;

@@ -121,6 +121,7 @@ fn section(rf: &ResultFile, plots: &[Plot]) -> anyhow::Result<String> {
             check.len()
         );
     }
+    h += &crate::lsr::html(rf);
     h += "<h3>Emulator fidelity</h3><table><tr><th>point</th><th>rep</th><th>started</th><th>fidelity</th>\
           <th>p99 lateness</th><th>drops</th><th>error</th></tr>";
     for p in &rf.points {

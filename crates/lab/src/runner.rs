@@ -4,7 +4,9 @@
 //!
 //! 1. `longhaul emulate up --name NAME <point.emulate_args()> --json` (the default server runs on
 //!    host b);
-//! 2. `longhaul emulate exec --name NAME a -- longhaul test 10.201.0.2 <point.test_args()>` with
+//!    and the run's own emulator flags ([`RunOptions::emulate_flags`], e.g. `--realtime --pin 0,1`);
+//! 2. `longhaul emulate exec --name NAME a -- longhaul test 10.201.0.2 <point.test_args()>` (or
+//!    host b's IPv6 address, `fd00:4c48::2`, for a point with `ip = 6`) with
 //!    `--json-stream` instead of `--json`: the `interval` events show the live rate, and on the
 //!    `start` event an experiment with an event schedules `longhaul emulate burst RATE LENGTH --in
 //!    (at − elapsed)`, so the burst lands at the planned test time; the events are reassembled
@@ -41,6 +43,16 @@ use crate::{host, time};
 
 /// Host b's address on every testbed.
 pub const RECEIVER: &str = "10.201.0.2";
+/// Host b's IPv6 address on every testbed (a point with `ip = 6` tests to it).
+pub const RECEIVER_V6: &str = "fd00:4c48::2";
+
+/// The address a point's test goes to: host b's, over the point's IP version.
+pub fn receiver(point: &Point) -> &'static str {
+    match point.ip {
+        6 => RECEIVER_V6,
+        _ => RECEIVER,
+    }
+}
 
 /// An experiment ready to run: the checked spec and the texts it came from.
 #[derive(Debug, Clone)]
@@ -195,6 +207,10 @@ pub struct RunOptions {
     pub testbed: String,
     /// `longhaul --version`.
     pub version: String,
+    /// Flags added to every `longhaul emulate up` of the run: how this machine runs the emulator
+    /// (`--realtime`, `--pin CPUS`), not what the experiment asks of the path. Kept in the result
+    /// file's host section as `emulate_flags`.
+    pub emulate_flags: Vec<String>,
     /// Set by a signal handler: stop after tearing down, leave the run incomplete.
     pub stop: Arc<AtomicBool>,
 }
@@ -240,6 +256,7 @@ pub fn trim(spec: &mut Spec, max: usize) {
             Axis::Mtu(v) => drop(v.remove(i)),
             Axis::Rate(v) => drop(v.remove(i)),
             Axis::Loss(v) => drop(v.remove(i)),
+            Axis::Ip(v) => drop(v.remove(i)),
             Axis::Frame(v) => drop(v.remove(i)),
         }
     }
@@ -312,6 +329,11 @@ pub fn run(
             .other
             .insert("max_points".into(), Value::from(n as u64));
     }
+    if !opts.emulate_flags.is_empty() {
+        rf.host
+            .other
+            .insert("emulate_flags".into(), json!(opts.emulate_flags));
+    }
     let file = archive.save(&rf)?;
     progress(&Progress::Saved(file.clone()));
 
@@ -325,6 +347,7 @@ pub fn run(
         if let Some((p, _)) = &loaded.topology {
             args[0] = p.display().to_string();
         }
+        args.extend(opts.emulate_flags.iter().cloned());
         let mut reps = Vec::new();
         for r in 0..spec.repetitions {
             if opts.stop.load(Ordering::SeqCst) {
@@ -552,10 +575,14 @@ pub fn fidelity(doc: &Value) -> Fidelity {
 }
 
 /// Starts `longhaul test RECEIVER TEST_ARGS` on host a, its output piped.
-fn test_on_a(opts: &RunOptions, test_args: Vec<String>) -> anyhow::Result<std::process::Child> {
+fn test_on_a(
+    opts: &RunOptions,
+    point: &Point,
+    test_args: Vec<String>,
+) -> anyhow::Result<std::process::Child> {
     let exe = opts.exe.display().to_string();
     let mut args = sv(&["emulate", "exec", "--name", &opts.testbed, "a", "--"]);
-    args.extend([exe, "test".into(), RECEIVER.into()]);
+    args.extend([exe, "test".into(), receiver(point).into()]);
     args.extend(test_args);
     Command::new(&opts.exe)
         .args(&args)
@@ -578,7 +605,7 @@ fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Str
 /// Runs a line characterisation (`longhaul test -u --find-rate --json`) on host a; returns its
 /// document and whether the stop flag ended it.
 fn find_rate(opts: &RunOptions, point: &Point) -> anyhow::Result<(Value, bool)> {
-    let mut child = test_on_a(opts, point.test_args())?;
+    let mut child = test_on_a(opts, point, point.test_args())?;
     let out_thread = read_all(child.stdout.take().context("test stdout")?);
     let err_thread = read_all(child.stderr.take().context("test stderr")?);
     // Each trial is a whole test with its set-up; a search takes at most 32 of them, plus 3.
@@ -630,7 +657,7 @@ fn test(
             a
         }
     });
-    let mut child = test_on_a(opts, args.collect())?;
+    let mut child = test_on_a(opts, point, args.collect())?;
     let stdout = child.stdout.take().context("test stdout")?;
     let err_thread = read_all(child.stderr.take().context("test stderr")?);
     let (tx, rx) = mpsc::channel();

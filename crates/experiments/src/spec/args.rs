@@ -87,6 +87,9 @@ impl Point {
         if let Some(r) = self.path.rate_bps {
             a.extend(["--rate".into(), rate_flag(r)]);
         }
+        if let Some(p) = self.pace_bps {
+            a.extend(["--pace".into(), rate_flag(p)]);
+        }
         a.push("--json".into());
         a
     }

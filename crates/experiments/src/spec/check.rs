@@ -52,6 +52,7 @@ impl Spec {
         let path = Self::check_path(cx, &raw.path)?;
 
         let (mut window, mut streams, mut congestion, mut length) = (None, 1, None, None);
+        let (mut pace_bps, mut ip) = (None, 4);
         if let Some(t) = &raw.test {
             if let Some(v) = &t.window {
                 window = cx.window(v, "test.window")?;
@@ -65,12 +66,21 @@ impl Spec {
             if let Some(v) = &t.length {
                 length = Some(cx.length(v, "test.length")?);
             }
+            if let Some(v) = &t.pace {
+                pace_bps = Some(cx.rate(v, "test.pace")?);
+            }
+            if let Some(v) = &t.ip {
+                ip = cx.ip(v, "test.ip")?;
+            }
         }
 
         let s = raw.sweep.get_ref();
         let mut sweep = Vec::new();
         if let Some(v) = cx.list(&s.congestion, "congestion", |cx, v, f| cx.congestion(v, f))? {
             sweep.push(Axis::Congestion(v));
+        }
+        if let Some(v) = cx.list(&s.ip, "ip", |cx, v, f| cx.ip(v, f))? {
+            sweep.push(Axis::Ip(v));
         }
         if let Some(v) = cx.list(&s.mtu, "mtu", |cx, v, f| cx.mtu(v, f))? {
             sweep.push(Axis::Mtu(v));
@@ -97,7 +107,7 @@ impl Spec {
             return Err(cx.err(
                 &raw.sweep.span(),
                 "sweep",
-                "no axes: give at least one of window, streams, congestion, length, mtu, rate, loss, frame \
+                "no axes: give at least one of window, streams, congestion, length, mtu, rate, loss, ip, frame \
                  (a single point is an axis with one value, e.g. streams = [1])",
             ));
         }
@@ -117,6 +127,21 @@ impl Spec {
         }
 
         let find_rate = match &raw.find_rate {
+            Some(f) if pace_bps.is_some() => {
+                return Err(cx.err(
+                    &f.span(),
+                    "find_rate",
+                    "a line characterisation sets its own rates: drop test.pace",
+                ));
+            }
+            Some(f) if ip != 4 || sweep.iter().any(|a| matches!(a, Axis::Ip(_))) => {
+                return Err(cx.err(
+                    &f.span(),
+                    "find_rate",
+                    "a line characterisation's datagrams are reckoned for IPv4: drop test.ip and \
+                     sweep.ip",
+                ));
+            }
             Some(f) => Some(Self::check_find_rate(
                 cx,
                 &raw,
@@ -195,6 +220,21 @@ impl Spec {
             Some(e) => Some(Self::check_event(cx, e, &path, &sweep, omit, duration)?),
             None => None,
         };
+        let lsr = match &raw.lsr {
+            None => false,
+            Some(v) => match v.get_ref() {
+                toml::Value::Boolean(b) => *b,
+                other => return cx.fail(v, "lsr", format!("expected true or false, got {other}")),
+            },
+        };
+        if lsr && find_rate.is_some() {
+            let v = raw.lsr.as_ref().expect("read above");
+            return cx.fail(
+                v,
+                "lsr",
+                "a line characterisation moves no TCP data to set beside a record: drop lsr",
+            );
+        }
         let record = match &raw.record {
             None => vec![Series::Throughput],
             Some(list) => {
@@ -236,6 +276,8 @@ impl Spec {
             streams,
             congestion,
             length,
+            pace_bps,
+            ip,
             sweep,
             duration,
             omit,
@@ -245,6 +287,7 @@ impl Spec {
             record,
             reduced: false,
             find_rate,
+            lsr,
             warnings: Vec::new(),
         })
     }
@@ -994,5 +1037,51 @@ mod tests {
         let f = s.find_rate.unwrap();
         assert_eq!(f.loss_threshold, 0.0);
         assert!(f.upper_bps.is_some_and(|u| u > 0));
+    }
+
+    #[test]
+    fn pace_and_ip_version_reach_each_point_and_are_checked() {
+        let text = BASE.replace(
+            "[sweep]\n",
+            "[test]\npace = \"11G\"\n[sweep]\nip = [4, 6]\n",
+        );
+        let s = parse(&text).unwrap();
+        assert_eq!(s.pace_bps, Some(11_000_000_000));
+        let p = s.points();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0].id, "ip=4,window=1M");
+        assert_eq!(p[3].id, "ip=6,window=4M");
+        assert_eq!((p[0].ip, p[3].ip), (4, 6));
+        assert!(p.iter().all(|q| q.pace_bps == Some(11_000_000_000)));
+        let args = p[3].test_args();
+        let at = args.iter().position(|a| a == "--pace").expect("--pace");
+        assert_eq!(args[at + 1], "11G");
+        // Without either, IPv4 and unpaced.
+        let plain = parse(BASE).unwrap().points();
+        assert!(plain.iter().all(|q| q.ip == 4 && q.pace_bps.is_none()));
+        assert!(!plain[0].test_args().contains(&"--pace".to_owned()));
+
+        let e = refused(&BASE.replace("[sweep]\n", "[sweep]\nip = [4, 5]\n"));
+        assert!(
+            e.starts_with("lab/x.toml:9: sweep.ip[1]: the IP version is 4 or 6, got 5"),
+            "{e}"
+        );
+        let e = refused(&BASE.replace("[sweep]\n", "[test]\nip = \"v6\"\n[sweep]\n"));
+        assert!(e.contains("test.ip") && e.contains("an IP version"), "{e}");
+        let e = refused(&BASE.replace("[sweep]\n", "[test]\npace = \"0\"\n[sweep]\n"));
+        assert!(
+            e.contains("test.pace") && e.contains("rate must be > 0"),
+            "{e}"
+        );
+        let line = "name = \"f\"\nduration = \"1s\"\n[path]\npreset = \"cern-starlight\"\n";
+        let e = refused(&format!(
+            "{line}[test]\npace = \"1G\"\n[find_rate]\n[sweep]\nframe = [64]\n"
+        ));
+        assert!(
+            e.contains("find_rate") && e.contains("drop test.pace"),
+            "{e}"
+        );
+        let e = refused(&format!("{line}[find_rate]\n[sweep]\nip = [6]\n"));
+        assert!(e.contains("reckoned for IPv4"), "{e}");
     }
 }

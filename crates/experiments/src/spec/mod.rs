@@ -86,6 +86,8 @@ impl Spec {
             streams: self.streams,
             congestion: self.congestion.clone(),
             length: self.length,
+            pace_bps: self.pace_bps,
+            ip: self.ip,
             duration: self.duration,
             omit: self.omit,
             interval: self.interval,
@@ -126,6 +128,10 @@ impl Spec {
                         Axis::Loss(v) => {
                             q.path.loss = Some(v[i]);
                             loss_flag(v[i])
+                        }
+                        Axis::Ip(v) => {
+                            q.ip = v[i];
+                            v[i].to_string()
                         }
                         Axis::Frame(v) => {
                             q.frame = Some(v[i]);

@@ -118,6 +118,9 @@ pub enum Axis {
     Rate(Vec<u64>),
     /// `longhaul emulate --loss`: the forward random loss probability, in [0, 1).
     Loss(Vec<f64>),
+    /// The IP version the test runs over (4 or 6): `longhaul test` to host b's IPv4 or IPv6
+    /// address.
+    Ip(Vec<u8>),
     /// Ethernet frame sizes of a UDP line characterisation (`[find_rate]`): each point's datagrams
     /// fill frames of this many bytes (the payload is the frame less [`ETHERNET_OVERHEAD`] and
     /// [`UDP_IPV4_HEADERS`]).
@@ -135,6 +138,7 @@ impl Axis {
             Self::Mtu(_) => "mtu",
             Self::Rate(_) => "rate",
             Self::Loss(_) => "loss",
+            Self::Ip(_) => "ip",
             Self::Frame(_) => "frame",
         }
     }
@@ -149,6 +153,7 @@ impl Axis {
             Self::Mtu(v) => v.len(),
             Self::Rate(v) => v.len(),
             Self::Loss(v) => v.len(),
+            Self::Ip(v) => v.len(),
             Self::Frame(v) => v.len(),
         }
     }
@@ -274,6 +279,12 @@ pub struct Spec {
     pub congestion: Option<String>,
     /// Write size for points the sweep does not set (`None` = longhaul's).
     pub length: Option<u64>,
+    /// `longhaul test --pace`: all streams together, bit/s (`None`: unpaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_bps: Option<u64>,
+    /// IP version for points the sweep does not set (4 or 6).
+    #[serde(default = "ipv4", skip_serializing_if = "is_ipv4")]
+    pub ip: u8,
     /// The sweep axes, in expansion order (outermost first).
     pub sweep: Vec<Axis>,
     /// `longhaul test -t` per point.
@@ -293,6 +304,10 @@ pub struct Spec {
     /// A UDP line characterisation instead of a TCP test at each point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub find_rate: Option<FindRate>,
+    /// Whether the summary and the report set each point's Land Speed Record metric beside the
+    /// record of its class (`lsr = true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lsr: bool,
     /// Things accepted but worth saying.
     pub warnings: Vec<SpecWarning>,
 }
@@ -316,6 +331,12 @@ pub struct Point {
     pub congestion: Option<String>,
     /// Bytes per write; `None` = longhaul's default.
     pub length: Option<u64>,
+    /// `longhaul test --pace`: all streams together, bit/s (`None`: unpaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_bps: Option<u64>,
+    /// The IP version the test runs over: 4 or 6 (host b's IPv4 or IPv6 address).
+    #[serde(default = "ipv4", skip_serializing_if = "is_ipv4")]
+    pub ip: u8,
     /// Test duration (after the omit period).
     pub duration: Nanos,
     /// Omit period.
@@ -330,6 +351,16 @@ pub struct Point {
     /// The Ethernet frame size its datagrams fill (a `frame` sweep), bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frame: Option<u32>,
+}
+
+/// The IP version of a spec or point that does not name one (IPv4, as before there was a choice).
+fn ipv4() -> u8 {
+    4
+}
+
+/// IPv4 is not written: a result file names the IP version only of IPv6 points.
+fn is_ipv4(ip: &u8) -> bool {
+    *ip == 4
 }
 
 /// The topology overrides of a path ("auto" queue = the topology's own).

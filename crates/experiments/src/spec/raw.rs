@@ -50,6 +50,8 @@ pub(super) struct RawSpec {
     pub(super) record: Option<Spanned<Vec<V>>>,
     #[serde(default)]
     pub(super) find_rate: Option<Spanned<RawFindRate>>,
+    #[serde(default)]
+    pub(super) lsr: Option<V>,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +95,10 @@ pub(super) struct RawTest {
     pub(super) congestion: Option<V>,
     #[serde(default)]
     pub(super) length: Option<V>,
+    #[serde(default)]
+    pub(super) pace: Option<V>,
+    #[serde(default)]
+    pub(super) ip: Option<V>,
 }
 
 pub(super) type Values = Option<Spanned<Vec<V>>>;
@@ -114,6 +120,8 @@ pub(super) struct RawSweep {
     pub(super) rate: Values,
     #[serde(default)]
     pub(super) loss: Values,
+    #[serde(default)]
+    pub(super) ip: Values,
     #[serde(default)]
     pub(super) frame: Values,
 }
@@ -333,6 +341,15 @@ impl Ctx<'_> {
             );
         }
         Ok(p)
+    }
+
+    /// An IP version: 4 or 6.
+    pub(super) fn ip(&self, v: &V, field: &str) -> Result<u8, SpecError> {
+        match self.int(v, field, "an IP version")? {
+            4 => Ok(4),
+            6 => Ok(6),
+            n => self.fail(v, field, format!("the IP version is 4 or 6, got {n}")),
+        }
     }
 
     pub(super) fn mtu(&self, v: &V, field: &str) -> Result<u32, SpecError> {
