@@ -2,7 +2,8 @@
 //! point's best repetition as a candidate (rate × the path's distance, in bit·m/s), the record of
 //! its class (IP version, single or multi-stream) from `records::RECORDS`, the share of that
 //! record it reached, and the contest rules it broke besides the one no emulated run can meet
-//! (a real terrestrial path). For `longhaul lab run`'s summary and the HTML report.
+//! (a real terrestrial path). `longhaul lab run`'s summary prints [`text`]; the HTML report
+//! (`report`) makes a table of [`rows`].
 
 use std::fmt::Write as _;
 
@@ -10,8 +11,6 @@ use longhaul_experiments::records::{
     Candidate, RECORDS, RecordRow, Rule, Verdict, check, class_record,
 };
 use longhaul_experiments::result::ResultFile;
-
-use crate::report::esc;
 
 /// One point beside its class's record.
 #[derive(Debug, Clone)]
@@ -65,7 +64,8 @@ pub fn rows(rf: &ResultFile) -> Vec<LsrRow> {
         .collect()
 }
 
-fn pb(metric: f64) -> String {
+/// A metric in bit·m/s as Pb·m/s.
+pub fn pb(metric: f64) -> String {
     format!("{:.1} Pb·m/s", metric / 1e15)
 }
 
@@ -84,7 +84,8 @@ fn record_text(row: &LsrRow) -> String {
     }
 }
 
-fn broken_text(row: &LsrRow) -> String {
+/// The rules a row breaks, for people.
+pub fn broken_text(row: &LsrRow) -> String {
     if row.broken.is_empty() {
         return "every other rule met".to_owned();
     }
@@ -124,48 +125,8 @@ pub fn text(rf: &ResultFile) -> String {
     s
 }
 
-/// The report's table (empty when the experiment does not ask).
-pub fn html(rf: &ResultFile) -> String {
-    let rows = rows(rf);
-    if rows.is_empty() {
-        return String::new();
-    }
-    let mut h = String::from(
-        "<h3>Beside the Land Speed Records</h3><p>Each point's best repetition: the receiver's \
-         rate × the path's distance (capped at 30,000 km). An emulated path is never eligible; \
-         the last column names the other rules a run like it would break.</p><table \
-         class=\"lsr\"><tr><th>point</th><th>Gbit/s</th><th>km</th><th>metric</th><th>class</th>\
-         <th>class record</th><th>share</th><th>other rules</th></tr>",
-    );
-    for row in &rows {
-        let (record, share) = match row.record {
-            Some((m, r)) => (
-                format!("{} ({}, {})", pb(m), r.team, r.date),
-                row.share()
-                    .map_or_else(|| "–".to_owned(), |s| format!("{:.0} %", s * 100.0)),
-            ),
-            None => ("–".to_owned(), "–".to_owned()),
-        };
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{:.3}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td></tr>",
-            esc(&row.point),
-            row.bps() / 1e9,
-            row.candidate.km.min(30_000.0),
-            esc(&pb(row.candidate.metric())),
-            esc(&row.candidate.class().to_string()),
-            esc(&record),
-            esc(&share),
-            esc(&broken_text(row)),
-        );
-    }
-    h += "</table>";
-    h
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use longhaul_experiments::builtin::builtin;
@@ -178,7 +139,7 @@ mod tests {
 
     /// A run of `lsr-tokyo-loop` whose points received `gbps[i]` Gbit/s for `seconds[i]` s, over
     /// the points' own IP versions; `lsr` as given.
-    fn run(gbps: [f64; 4], seconds: [f64; 4], lsr: bool) -> ResultFile {
+    pub(crate) fn run(gbps: [f64; 4], seconds: [f64; 4], lsr: bool) -> ResultFile {
         let b = builtin("lsr-tokyo-loop").unwrap();
         let mut spec = b.spec().unwrap();
         spec.lsr = lsr;
@@ -273,9 +234,6 @@ mod tests {
             t.contains("also breaks Duration (30 s of transfer; at least 600 s (10 min) needed), Improvement"),
             "{t}"
         );
-        let h = html(&rf);
-        assert_eq!(h.matches("<tr><td>").count(), 4, "{h}");
-        assert!(h.contains("<td>104 %</td>"), "{h}");
         println!("{t}");
     }
 
@@ -284,6 +242,5 @@ mod tests {
         let rf = run([9.0; 4], [600.0; 4], false);
         assert!(rows(&rf).is_empty());
         assert_eq!(text(&rf), "");
-        assert_eq!(html(&rf), "");
     }
 }

@@ -11,6 +11,7 @@ use longhaul_experiments::analysis::{SWEEP_TOLERANCE, SweepPoint, window_sweep_c
 use longhaul_experiments::result::ResultFile;
 use serde_json::Value;
 
+use crate::lsr;
 use crate::plot::{self, Plot};
 
 /// Escapes text for HTML.
@@ -121,7 +122,7 @@ fn section(rf: &ResultFile, plots: &[Plot]) -> anyhow::Result<String> {
             check.len()
         );
     }
-    h += &crate::lsr::html(rf);
+    h += &lsr_table(rf);
     h += "<h3>Emulator fidelity</h3><table><tr><th>point</th><th>rep</th><th>started</th><th>fidelity</th>\
           <th>p99 lateness</th><th>drops</th><th>error</th></tr>";
     for p in &rf.points {
@@ -189,6 +190,46 @@ fn section(rf: &ResultFile, plots: &[Plot]) -> anyhow::Result<String> {
     }
     h += "</section>";
     Ok(h)
+}
+
+/// The points beside the Land Speed Records (`lsr = true`; empty otherwise).
+fn lsr_table(rf: &ResultFile) -> String {
+    let rows = lsr::rows(rf);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h3>Beside the Land Speed Records</h3><p>Each point's best repetition: the receiver's \
+         rate × the path's distance (capped at 30,000 km). An emulated path is never eligible; \
+         the last column names the other rules a run like it would break.</p><table \
+         class=\"lsr\"><tr><th>point</th><th>Gbit/s</th><th>km</th><th>metric</th><th>class</th>\
+         <th>class record</th><th>share</th><th>other rules</th></tr>",
+    );
+    for row in &rows {
+        let (record, share) = match row.record {
+            Some((m, r)) => (
+                format!("{} ({}, {})", lsr::pb(m), r.team, r.date),
+                row.share()
+                    .map_or_else(|| "–".to_owned(), |s| format!("{:.0} %", s * 100.0)),
+            ),
+            None => ("–".to_owned(), "–".to_owned()),
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{:.3}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            esc(&row.point),
+            row.bps() / 1e9,
+            row.candidate.km.min(30_000.0),
+            esc(&lsr::pb(row.candidate.metric())),
+            esc(&row.candidate.class().to_string()),
+            esc(&record),
+            esc(&share),
+            esc(&lsr::broken_text(row)),
+        );
+    }
+    h += "</table>";
+    h
 }
 
 /// Renders the plots of each run into `plots_dir/<run-id>/` and returns the report.
@@ -296,4 +337,29 @@ fn find_rate_table(rf: &ResultFile) -> String {
     }
     h += "</table>";
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsr::tests::run;
+
+    #[test]
+    fn the_record_paths_get_a_table_beside_the_records() {
+        let h = lsr_table(&run(
+            [9.0, 9.417, 8.5, 9.99],
+            [600.0, 600.0, 30.0, 600.0],
+            true,
+        ));
+        assert!(
+            h.starts_with("<h3>Beside the Land Speed Records</h3>"),
+            "{h}"
+        );
+        assert_eq!(h.matches("<tr><td>").count(), 4, "{h}");
+        assert!(h.contains("<tr><td>cc=cubic,ip=6</td><td>9.417</td><td>30000</td><td>282.5 Pb·m/s</td><td>IPv6 single-stream</td>"), "{h}");
+        assert!(h.contains("<td>104 %</td>"), "{h}");
+        assert!(h.contains("<td>every other rule met</td>"), "{h}");
+        let none = lsr_table(&run([9.0; 4], [600.0; 4], false));
+        assert_eq!(none, "");
+    }
 }
