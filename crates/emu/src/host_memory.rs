@@ -13,7 +13,8 @@
 //!   never followed through a symbolic link): an emulator killed with SIGKILL leaves its record, and
 //!   the next emulator (or `emulate status`/`down`) drops the dead holder and restores the value.
 //!   Concurrent emulators share one lease under `flock`; the value set is the largest any live
-//!   holder needs, and the original comes back only if nobody changed the sysctl meanwhile.
+//!   holder needs, and the original comes back only if nobody changed the sysctl meanwhile. Each
+//!   write is recorded before it is made, so a kill between the two steps loses nothing.
 //! - `Check`: nothing is changed; a path that needs more is refused with the exact `sysctl` line.
 //! - `Ignore`: the run goes ahead; the report still names a collapse.
 //!
@@ -257,11 +258,49 @@ impl Holder {
 }
 
 /// The lease file: the value before the first raise, the value last written, the live claims.
+///
+/// It is written *before* the sysctl: a process killed between the two steps leaves a record the
+/// next emulator can finish from (`replacing` holds the value the write was to replace, until the
+/// write is known to be done).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct LeaseFile {
     original: [u64; 3],
     set: [u64; 3],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replacing: Option<[u64; 3]>,
     holders: Vec<Holder>,
+}
+
+impl LeaseFile {
+    /// A lease starting from the value `now`.
+    fn new(now: [u64; 3]) -> LeaseFile {
+        LeaseFile {
+            original: now,
+            set: now,
+            replacing: None,
+            holders: Vec::new(),
+        }
+    }
+
+    /// Brings the record up to the sysctl's value `now`: a write the last writer recorded but did
+    /// not live to make, or made, is settled; any other value was set by someone else since, and
+    /// is theirs to come back to (returns `false`).
+    fn settle(&mut self, now: [u64; 3]) -> bool {
+        let ours = now == self.set || Some(now) == self.replacing;
+        if !ours {
+            self.original = now;
+        }
+        self.set = now;
+        self.replacing = None;
+        ours
+    }
+
+    /// The value the live holders need: the original, raised to each holder's wants.
+    fn target(&self) -> TcpMem {
+        self.holders
+            .iter()
+            .fold(tcp_mem(self.original), |t, h| t.at_least(&tcp_mem(h.wants)))
+    }
 }
 
 fn triple(t: &TcpMem) -> [u64; 3] {
@@ -294,7 +333,7 @@ static NEXT_LEASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 impl Lease {
     /// Sets `tcp_mem` to at least `wants` for as long as this lease lives, joining the lease of
     /// any other live emulator. A write the kernel refuses (not root, a read-only `/proc/sys`)
-    /// is an error carrying the `sysctl` line to run instead.
+    /// is an error carrying the `sysctl` line to run instead, with the lease file as it was.
     pub fn take(store: &Store, wants: &TcpMem) -> Result<Lease, EmuError> {
         let pid = std::process::id();
         let id = NEXT_LEASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -304,34 +343,34 @@ impl Lease {
             start_ticks: process_start_ticks(pid).unwrap_or(0),
             wants: triple(wants),
         };
-        with_lease_file(store, |file| {
-            let now = TcpMem::read_in(&store.proc_sys)?;
-            let mut lease = file.take().unwrap_or(LeaseFile {
-                original: triple(&now),
-                set: triple(&now),
-                holders: Vec::new(),
-            });
-            if triple(&now) != lease.set {
-                // Someone set it since the last emulator did: theirs is the value to come back to.
-                lease.original = triple(&now);
-            }
-            lease.holders.retain(Holder::alive);
-            lease.holders.push(holder);
-            let target = target(&lease);
-            if target != now {
-                target.write_in(&store.proc_sys).map_err(|e| {
-                    EmuError::Config(format!(
-                        "this path needs more TCP memory than net.ipv4.tcp_mem \"{}\" allows and \
-it cannot be raised here ({e}); run `{}` first, or pass --host-memory ignore",
-                        now.value(),
-                        sysctl_fix(&target)
-                    ))
+        let locked = LockedLease::lock(store)?;
+        let before = locked.read()?;
+        let now = TcpMem::read_in(&store.proc_sys)?;
+        let mut lease = before.clone().unwrap_or(LeaseFile::new(triple(&now)));
+        lease.settle(triple(&now));
+        lease.holders.retain(Holder::alive);
+        lease.holders.push(holder);
+        let target = lease.target();
+        if target != now {
+            locked
+                .set(&mut lease, &now, &target)
+                .map_err(|failed| match failed {
+                    SetFailed::Refused(refused) => {
+                        // The record as it was: nothing changed.
+                        if let Err(e) = locked.write(before.as_ref()) {
+                            return e;
+                        }
+                        EmuError::Config(format!(
+                            "this path needs more TCP memory than net.ipv4.tcp_mem \"{}\" allows \
+and it cannot be raised here ({refused}); run `{}` first, or pass --host-memory ignore",
+                            now.value(),
+                            sysctl_fix(&target)
+                        ))
+                    }
+                    SetFailed::Other(e) => e,
                 })?;
-            }
-            lease.set = triple(&target);
-            *file = Some(lease);
-            Ok(())
-        })?;
+        }
+        locked.write(Some(&lease))?;
         Ok(Lease {
             store: store.clone(),
             pid,
@@ -365,82 +404,117 @@ pub fn reap(store: &Store) -> Result<(), EmuError> {
     release(store, None)
 }
 
-/// The value the live holders need: the original, raised to each holder's wants.
-fn target(lease: &LeaseFile) -> TcpMem {
-    lease.holders.iter().fold(tcp_mem(lease.original), |t, h| {
-        t.at_least(&tcp_mem(h.wants))
-    })
-}
-
 /// Removes the claim `who` (pid, id) and every dead one, then sets what the rest need (the
 /// original when none is left), unless someone else set the sysctl meanwhile.
 fn release(store: &Store, who: Option<(u32, u64)>) -> Result<(), EmuError> {
-    with_lease_file(store, |file| {
-        let Some(mut lease) = file.take() else {
-            return Ok(());
-        };
-        let before = lease.holders.len();
-        lease
-            .holders
-            .retain(|h| Some((h.pid, h.id)) != who && h.alive());
-        if lease.holders.len() == before && who.is_none() {
-            *file = Some(lease);
-            return Ok(());
-        }
-        let now = TcpMem::read_in(&store.proc_sys)?;
-        let target = target(&lease);
-        if triple(&now) != lease.set {
-            // Someone set it since: theirs stands.
-            tracing::warn!(
-                "net.ipv4.tcp_mem is \"{}\", not the \"{}\" the emulator set; left as it is",
-                now.value(),
-                tcp_mem(lease.set).value()
-            );
-            lease.set = triple(&now);
-            lease.original = triple(&now);
-        } else if target != now {
-            target.write_in(&store.proc_sys)?;
-            lease.set = triple(&target);
-        }
-        if !lease.holders.is_empty() {
-            *file = Some(lease);
-        }
-        Ok(())
-    })
+    let locked = LockedLease::lock(store)?;
+    let Some(mut lease) = locked.read()? else {
+        return Ok(());
+    };
+    let before = lease.holders.len();
+    lease
+        .holders
+        .retain(|h| Some((h.pid, h.id)) != who && h.alive());
+    let unfinished = lease.replacing.is_some() || lease.holders.is_empty();
+    if lease.holders.len() == before && who.is_none() && !unfinished {
+        return Ok(());
+    }
+    let now = TcpMem::read_in(&store.proc_sys)?;
+    if !lease.settle(triple(&now)) {
+        // Someone set it since: theirs stands.
+        tracing::warn!(
+            "net.ipv4.tcp_mem is \"{}\", not the value the emulator set; left as it is",
+            now.value()
+        );
+    }
+    let target = lease.target();
+    if target != now {
+        locked.set(&mut lease, &now, &target)?;
+    }
+    locked.write(Some(&lease).filter(|l| !l.holders.is_empty()))
 }
 
-/// Runs `f` on the lease file's contents under an exclusive `flock` of the lease directory, then
-/// writes what `f` left (`None`: the file is removed).
-fn with_lease_file(
-    store: &Store,
-    f: impl FnOnce(&mut Option<LeaseFile>) -> Result<(), EmuError>,
-) -> Result<(), EmuError> {
-    ensure_private_dir(&store.dir)?;
-    let dir = open_private_dir(&store.dir, true)?.expect("the directory exists");
-    rustix::fs::flock(dir.as_fd(), rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| io(format!("lock {}", store.dir.display()))(e.into()))?;
-    let path = store.dir.join(LEASE_FILE);
-    let mut file = read_lease(&path)?;
-    f(&mut file)?;
-    match file {
-        Some(lease) => {
-            let tmp = store.dir.join(format!("{LEASE_FILE}.tmp"));
-            let _ = std::fs::remove_file(&tmp);
-            let text = serde_json::to_string_pretty(&lease).expect("a lease serialises");
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(io(format!("write {}", tmp.display())))?;
-            std::fs::rename(&tmp, &path).map_err(io(format!("rename {}", tmp.display())))
+/// A failed [`LockedLease::set`].
+enum SetFailed {
+    /// The kernel refused the sysctl write: the lease file records a write that never happened.
+    Refused(longhaul_sys::SysError),
+    /// Recording it failed.
+    Other(EmuError),
+}
+
+impl From<EmuError> for SetFailed {
+    fn from(e: EmuError) -> SetFailed {
+        SetFailed::Other(e)
+    }
+}
+
+impl From<SetFailed> for EmuError {
+    fn from(f: SetFailed) -> EmuError {
+        match f {
+            SetFailed::Refused(e) => e.into(),
+            SetFailed::Other(e) => e,
         }
-        None => match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io(format!("remove {}", path.display()))(e)),
-        },
+    }
+}
+
+/// The lease file under an exclusive `flock` of its directory, held until dropped.
+struct LockedLease {
+    /// The directory, open for as long as the lock is held.
+    _dir: std::os::fd::OwnedFd,
+    path: PathBuf,
+    proc_sys: PathBuf,
+}
+
+impl LockedLease {
+    fn lock(store: &Store) -> Result<LockedLease, EmuError> {
+        ensure_private_dir(&store.dir)?;
+        let dir = open_private_dir(&store.dir, true)?.expect("the directory exists");
+        rustix::fs::flock(dir.as_fd(), rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| io(format!("lock {}", store.dir.display()))(e.into()))?;
+        Ok(LockedLease {
+            _dir: dir,
+            path: store.dir.join(LEASE_FILE),
+            proc_sys: store.proc_sys.clone(),
+        })
+    }
+
+    fn read(&self) -> Result<Option<LeaseFile>, EmuError> {
+        read_lease(&self.path)
+    }
+
+    /// Writes `lease` (replacing the file by a rename), or removes the file for `None`.
+    fn write(&self, lease: Option<&LeaseFile>) -> Result<(), EmuError> {
+        let Some(lease) = lease else {
+            return match std::fs::remove_file(&self.path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io(format!("remove {}", self.path.display()))(e)),
+            };
+        };
+        let tmp = self.path.with_extension("json.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        let text = serde_json::to_string_pretty(lease).expect("a lease serialises");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(io(format!("write {}", tmp.display())))?;
+        std::fs::rename(&tmp, &self.path).map_err(io(format!("rename {}", tmp.display())))
+    }
+
+    /// Writes `target` to the sysctl (now `now`) for `lease`, recording the write first.
+    fn set(&self, lease: &mut LeaseFile, now: &TcpMem, target: &TcpMem) -> Result<(), SetFailed> {
+        lease.set = triple(target);
+        lease.replacing = Some(triple(now));
+        self.write(Some(lease))?;
+        target
+            .write_in(&self.proc_sys)
+            .map_err(SetFailed::Refused)?;
+        died_after_write()?;
+        lease.replacing = None;
+        Ok(())
     }
 }
 
@@ -463,6 +537,21 @@ fn read_lease(path: &Path) -> Result<Option<LeaseFile>, EmuError> {
             path.display()
         ))
     })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Set by a test: the process "dies" right after writing the sysctl.
+    static DIE_AFTER_WRITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Where a test kills the process: right after the sysctl is written (nothing in a build).
+fn died_after_write() -> Result<(), EmuError> {
+    #[cfg(test)]
+    if DIE_AFTER_WRITE.with(std::cell::Cell::get) {
+        return Err(EmuError::Config("killed by the test".into()));
+    }
+    Ok(())
 }
 
 fn libc_nofollow() -> i32 {
@@ -593,17 +682,17 @@ mod tests {
         fn lease(&self) -> Option<LeaseFile> {
             read_lease(&self.store().dir.join(LEASE_FILE)).unwrap()
         }
+        fn write_lease(&self, file: &LeaseFile) {
+            let locked = LockedLease::lock(&self.store()).unwrap();
+            locked.write(Some(file)).unwrap();
+        }
         /// What SIGKILL leaves: a lease taken for `wants`, never given back, whose holder's
         /// process is gone (the start time recorded no longer matches).
         fn killed_lease(&self, wants: &TcpMem) {
             std::mem::forget(Lease::take(&self.store(), wants).unwrap());
             let mut file = self.lease().unwrap();
             file.holders.last_mut().unwrap().start_ticks += 1;
-            with_lease_file(&self.store(), |l| {
-                *l = Some(file);
-                Ok(())
-            })
-            .unwrap();
+            self.write_lease(&file);
         }
     }
 
@@ -710,6 +799,91 @@ mod tests {
         assert_eq!(f.tcp_mem(), "100 400 500");
         drop(small);
         assert_eq!(f.tcp_mem(), "100 200 300");
+    }
+
+    /// Runs `f` as a process killed right after it writes the sysctl: whatever it recorded of its
+    /// claim is marked dead.
+    fn killed_after_writing<T: std::fmt::Debug>(
+        f: &Fake,
+        run: impl FnOnce() -> Result<T, EmuError>,
+    ) {
+        DIE_AFTER_WRITE.with(|d| d.set(true));
+        let r = run();
+        DIE_AFTER_WRITE.with(|d| d.set(false));
+        assert!(r.is_err(), "{r:?}");
+        if let Some(mut file) = f.lease() {
+            for h in &mut file.holders {
+                h.start_ticks += 1;
+            }
+            f.write_lease(&file);
+        }
+    }
+
+    #[test]
+    fn a_holder_killed_right_after_writing_the_sysctl_is_reaped_too() {
+        // The first raise: killed before anything else happened.
+        let f = Fake::new("100 200 300");
+        let s = f.store();
+        killed_after_writing(&f, || Lease::take(&s, &t(100, 1000, 1500)));
+        assert_eq!(f.tcp_mem(), "100 1000 1500");
+        reap(&s).unwrap();
+        assert_eq!(f.tcp_mem(), "100 200 300", "the raise is put back");
+        assert_eq!(f.lease(), None);
+        // A raise above a live holder's: the next emulator lowers it to what the live one needs.
+        let a = Lease::take(&s, &t(100, 1000, 1500)).unwrap();
+        let a_file = f.lease().unwrap();
+        killed_after_writing(&f, || Lease::take(&s, &t(100, 2000, 2500)));
+        assert_eq!(f.tcp_mem(), "100 2000 2500");
+        let mut file = f.lease().unwrap();
+        file.holders.retain(|h| h.id == a.id);
+        file.holders[0].start_ticks = a_file.holders[0].start_ticks;
+        f.write_lease(&file);
+        reap(&s).unwrap();
+        assert_eq!(f.tcp_mem(), "100 1000 1500", "what the live one needs");
+        drop(a);
+        assert_eq!(f.tcp_mem(), "100 200 300");
+        assert_eq!(f.lease(), None);
+        // Killed right after lowering it for a live holder: that holder still restores it.
+        let a = Lease::take(&s, &t(100, 1000, 1500)).unwrap();
+        let b = Lease::take(&s, &t(100, 2000, 2500)).unwrap();
+        let a_ticks = f.lease().unwrap().holders[0].start_ticks;
+        killed_after_writing(&f, || b.release());
+        assert_eq!(f.tcp_mem(), "100 1000 1500");
+        let mut file = f.lease().unwrap();
+        file.holders
+            .iter_mut()
+            .for_each(|h| h.start_ticks = a_ticks);
+        f.write_lease(&file);
+        drop(a);
+        assert_eq!(f.tcp_mem(), "100 200 300", "the original is back");
+        assert_eq!(f.lease(), None);
+    }
+
+    #[test]
+    fn a_write_recorded_but_never_made_is_settled() {
+        let f = Fake::new("100 200 300");
+        let s = f.store();
+        // What a SIGKILL between recording a raise and making it leaves.
+        let mut file = LeaseFile::new([100, 200, 300]);
+        file.set = [100, 1000, 1500];
+        file.replacing = Some([100, 200, 300]);
+        file.holders.push(Holder {
+            pid: std::process::id(),
+            id: u64::MAX,
+            start_ticks: 0,
+            wants: [100, 1000, 1500],
+        });
+        f.write_lease(&file);
+        let a = Lease::take(&s, &t(100, 500, 600)).unwrap();
+        assert_eq!(f.tcp_mem(), "100 500 600");
+        assert_eq!(
+            f.lease().unwrap().original,
+            [100, 200, 300],
+            "not taken as foreign"
+        );
+        drop(a);
+        assert_eq!(f.tcp_mem(), "100 200 300");
+        assert_eq!(f.lease(), None);
     }
 
     #[test]

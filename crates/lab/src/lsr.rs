@@ -231,7 +231,7 @@ pub(crate) mod tests {
         assert!(t.contains("cc=bbr,ip=6: 9.990 Gbit/s"), "{t}");
         assert!(t.contains(": 110 % of it; every other rule met"), "{t}");
         assert!(
-            t.contains("also breaks Duration (30 s of transfer; at least 600 s (10 min) needed), Improvement"),
+            t.contains("also breaks Duration (30.0 s of transfer; at least 600 s (10 min) needed), Improvement"),
             "{t}"
         );
         println!("{t}");

@@ -120,8 +120,9 @@ pub fn check_against(run: &Candidate, rows: &[RecordRow]) -> Vec<RuleResult> {
         rule: Rule::Duration,
         verdict: pass(run.seconds >= LSR_MIN_SECONDS),
         detail: format!(
-            "{:.0} s of transfer; at least {LSR_MIN_SECONDS:.0} s (10 min) needed",
-            run.seconds
+            "{:.1} s of transfer; at least {LSR_MIN_SECONDS:.0} s (10 min) needed",
+            // Cut, not rounded: 599.98 s is not shown as the 600 it falls short of.
+            (run.seconds * 10.0).floor() / 10.0
         ),
     });
     out.push(RuleResult {
@@ -274,6 +275,16 @@ pub(super) mod tests {
             ),
             Verdict::Fail
         );
+        // What a receiver counted for `-t 600` (bench/runs/20261205T110223Z-lsr-tokyo-ipv6-cubic):
+        // short by 23 ms, and the detail does not round it up to the 600 it misses.
+        let short = Candidate {
+            seconds: 599.977,
+            ..good()
+        };
+        let r = check(&short);
+        let d = r.iter().find(|r| r.rule == Rule::Duration).unwrap();
+        assert_eq!(d.verdict, Verdict::Fail);
+        assert!(d.detail.starts_with("599.9 s of transfer"), "{}", d.detail);
     }
 
     #[test]
