@@ -42,7 +42,7 @@ pub struct Prediction {
     pub streams: u32,
     /// Window per stream, bytes (`None` = auto).
     pub window: Option<u64>,
-    /// The bottleneck as a TCP payload rate: bottleneck × (MTU − 52) / MTU.
+    /// The bottleneck as a TCP payload rate: bottleneck × (MTU − 52) / MTU (72 over IPv6).
     pub goodput_bps: u64,
     /// All streams' window ÷ RTT ceiling (`None` with auto windows).
     pub window_ceiling_bps: Option<u64>,
@@ -84,6 +84,9 @@ pub struct ModelInputs {
     pub window: Option<u64>,
     /// Loss probability per segment.
     pub loss: f64,
+    /// IP and TCP header bytes per segment: [`HEADER_BYTES`] over IPv4, [`HEADER_BYTES_V6`] over
+    /// IPv6.
+    pub header_bytes: u32,
 }
 
 /// The prediction for `point` on `path` (the path compiled with
@@ -96,6 +99,11 @@ pub fn predict(point: &Point, path: &CompiledPath) -> Prediction {
         streams: point.streams,
         window: point.window,
         loss: mean_loss(path),
+        header_bytes: if point.ip == 6 {
+            HEADER_BYTES_V6
+        } else {
+            HEADER_BYTES
+        },
     });
     if point.find_rate.is_some() {
         // A line characterisation: the most UDP payload the bottleneck carries, every packet
@@ -111,15 +119,6 @@ pub fn predict(point: &Point, path: &CompiledPath) -> Prediction {
         p.expected_bps = payload;
         p.window_ceiling_bps = None;
         p.window_limited = false;
-    } else if point.ip == 6 {
-        // Each segment carries 20 bytes more of header: less payload at the same IP rate.
-        let mtu = u128::from(path.mtu.max(HEADER_BYTES_V6 + 1));
-        let goodput =
-            (u128::from(p.bottleneck_bps) * (mtu - u128::from(HEADER_BYTES_V6)) / mtu) as u64;
-        p.goodput_bps = goodput;
-        p.expected_bps = p.window_ceiling_bps.map_or(goodput, |c| c.min(goodput));
-        p.window_limited = p.window_ceiling_bps.is_some_and(|c| c < goodput);
-        p.knee_window = bdp_bytes(goodput, p.rtt) / u64::from(p.streams);
     }
     p
 }
@@ -147,9 +146,9 @@ fn mean_loss(path: &CompiledPath) -> f64 {
 /// The prediction from bare inputs.
 pub fn predict_with(m: ModelInputs) -> Prediction {
     let streams = m.streams.max(1);
-    let mtu = m.mtu.max(HEADER_BYTES + 1);
+    let mtu = m.mtu.max(m.header_bytes + 1);
     let goodput_bps =
-        (u128::from(m.bottleneck_bps) * u128::from(mtu - HEADER_BYTES) / u128::from(mtu)) as u64;
+        (u128::from(m.bottleneck_bps) * u128::from(mtu - m.header_bytes) / u128::from(mtu)) as u64;
     let window_ceiling_bps = m
         .window
         .map(|w| window_ceiling_bps(w, m.rtt).saturating_mul(u64::from(streams)));
@@ -196,6 +195,7 @@ mod tests {
             streams: 1,
             window,
             loss: 0.0,
+            header_bytes: HEADER_BYTES,
         }
     }
 
