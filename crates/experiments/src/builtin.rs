@@ -246,6 +246,7 @@ mod tests {
         let topo = s.topology(None).unwrap();
         let path = s.points()[0].compile(&topo).unwrap();
         assert_eq!(path.rtt, Nanos::from_millis(264));
+        assert_eq!(topo.name, "cern-caltech-2004", "the seed's own route");
         assert_eq!(s.points().len(), 3);
     }
 

@@ -36,7 +36,7 @@ macro_rules! preset {
     };
 }
 
-const PRESETS: [Preset; 5] = [
+const PRESETS: [Preset; 6] = [
     preset!(
         "cern-starlight",
         "DataTAG 2003, Geneva - Chicago, 7,067 km, RTT 127.2 ms (measured)",
@@ -56,6 +56,11 @@ const PRESETS: [Preset; 5] = [
         "sc2004-loop",
         "SC2004 loop Geneva - Chicago - Los Angeles - Pittsburgh - Chicago - Geneva, RTT 466 ms",
         "seed 003"
+    ),
+    preset!(
+        "cern-caltech-2004",
+        "Caltech Pasadena - Los Angeles - Chicago - Geneva CERN, OC-192, RTT 264 ms (measured)",
+        "seed 003 (the CERN-Caltech single-flow tests: Reno 3.0, BIC 5.0, FAST 7.3 Gbit/s)"
     ),
     preset!(
         "tokyo-loop-30000km",

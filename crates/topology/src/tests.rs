@@ -53,6 +53,11 @@ fn other_presets_match_their_seeds() {
     assert_eq!(c.rtt, Nanos(127_237_000));
     assert_eq!(compiled("amsterdam-geneva").rtt, Nanos::from_millis(17));
     assert_eq!(compiled("sc2004-loop").rtt, Nanos::from_millis(466));
+    let cc = compiled("cern-caltech-2004");
+    assert_eq!(cc.rtt, Nanos::from_millis(264));
+    assert_eq!(cc.router_hops(), 5);
+    // Great circles Pasadena - Los Angeles - Chicago - Geneva: ~9,900 km.
+    assert!(close(cc.distance_km, 9_900.0, 0.03), "{}", cc.distance_km);
     let t = compiled("tokyo-loop-30000km");
     assert!(close(t.distance_km, 32_372.0, 0.02), "{}", t.distance_km);
     assert_eq!(t.lsr_distance_km(), 30_000.0);
