@@ -589,6 +589,7 @@ fn presets_are_listed_and_described() {
         "ipv6-lsr-2004",
         "amsterdam-geneva",
         "sc2004-loop",
+        "cern-caltech-2004",
         "tokyo-loop-30000km",
     ] {
         assert!(
@@ -604,7 +605,7 @@ fn presets_are_listed_and_described() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON list");
     let list = v.as_array().expect("an array");
     let paths: Vec<&Value> = list.iter().filter(|p| p["kind"] == "path").collect();
-    assert_eq!(paths.len(), 5);
+    assert_eq!(paths.len(), 6);
     assert!(paths.iter().all(|p| p["rtt_ms"].as_f64().unwrap() > 0.0
         && p["router_hops"].as_u64().unwrap() >= 1
         && !p["source"].as_str().unwrap().is_empty()));
