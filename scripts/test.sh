@@ -77,6 +77,19 @@ if [ -n "$skipped" ]; then
         "$(printf '%s\n' "$skipped" | wc -l)"
     printf '%s\n' "$skipped" | sed 's/^skipped: [^ ]*: //' | sort | uniq -c | sort -rn
 fi
+# Why each failed test failed, just above the totals: the panic's place and message (the first
+# 4,000 characters, in lines of 800), so that a log cut to its last lines still says it. A backtrace
+# (RUST_BACKTRACE set) would otherwise push the message out of the log's tail.
+if [ "$status" -ne 0 ]; then
+    awk 'function flush() { if (name != "") { m = substr(msg, 1, 4000); printf "%s at %s\n", name, at
+                                                for (i = 1; i <= length(m); i += 800) printf "  %s\n", substr(m, i, 800) }
+                            name = ""; msg = "" }
+         /^thread .* panicked at / { flush(); if (++n > 5) { name = ""; next }
+                                     name = $2; gsub(/\047/, "", name); at = $NF; sub(/:$/, "", at); inmsg = 1; next }
+         inmsg && (/^stack backtrace:/ || /^note: run with/ || /^---- / || /^failures:/) { inmsg = 0; next }
+         inmsg { msg = msg (msg == "" ? "" : " / ") $0 }
+         END { flush() }' "$log" | { printf '\nwhy the failed tests failed:\n'; cat; }
+fi
 # One closing line with the totals over every test binary (cargo prints one "test result" per binary,
 # the last often a doc-test run with 0 tests).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }

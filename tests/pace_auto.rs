@@ -246,14 +246,16 @@ fn pace_auto_follows_cross_traffic_that_comes_and_goes() {
                     .collect();
                 let sndbuf = a["start"]["sndbuf_actual"].as_u64().unwrap_or(0);
                 let cc = &a["end"]["sender_tcp_congestion"];
+                // The socket's seconds first: a log cut to its first few thousand characters
+                // (scripts/test.sh's digest) still says what held the sender.
                 return Err(format!(
-                    "never went back up when it left (highest after the low {high_after}); \
-                     rounds from the low (rate/delivered Mbit/s, queue ms): {}; the sender's \
-                     socket each second ({cc}, sndbuf {sndbuf} at the start): {}; kernel: {tcp} \
-                     (pages; tcp_mem {})",
-                    after.join(", "),
+                    "never went back up when it left (highest after the low {high_after}); the \
+                     sender's socket each second ({cc}, sndbuf {sndbuf} at the start): {}; \
+                     kernel: {tcp} (pages; tcp_mem {}); rounds from the low (rate/delivered \
+                     Mbit/s, queue ms): {}",
                     seconds.join("; "),
-                    tcp_mem.trim()
+                    tcp_mem.trim(),
+                    after.join(", ")
                 ));
             }
             Ok(())

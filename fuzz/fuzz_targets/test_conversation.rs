@@ -188,6 +188,7 @@ fn governor(b: &mut Bytes) -> Option<GovernorSummary> {
             retransmits: b.u64(),
             srtt_us: b.u32(),
             min_rtt_us: b.u32(),
+            pacing_bound: b.u8() & 1 == 1,
         });
     }
     Some(g.summary())

@@ -78,6 +78,7 @@ fn read(socks: &[Arc<dyn PacedSocket>], at_ns: u64) -> Option<Reading> {
         ..Reading::default()
     };
     let (mut srtt_sum, mut n) = (0u64, 0u64);
+    let mut bound = true;
     for s in socks {
         let Some(t) = s.paced_fd().and_then(|fd| sys::tcp_info(fd).ok()) else {
             continue;
@@ -90,11 +91,24 @@ fn read(socks: &[Arc<dyn PacedSocket>], at_ns: u64) -> Option<Reading> {
         srtt_sum += u64::from(t.rtt_us);
         n += 1;
         r.min_rtt_us = r.min_rtt_us.min(t.min_rtt_us.unwrap_or(t.rtt_us));
+        bound &= held_by_pacing(&t);
     }
     (n > 0).then(|| {
         r.srtt_us = u32::try_from(srtt_sum / n).unwrap_or(u32::MAX);
+        r.pacing_bound = bound;
         r
     })
+}
+
+/// Whether pacing is what holds this stream now (the governor's cap, or its congestion control's
+/// own pacing, which follows what the cap let through): its congestion window and the peer's
+/// receive window have room, and data waits to be sent (`Reading::pacing_bound`).
+fn held_by_pacing(t: &sys::TcpInfo) -> bool {
+    let in_flight = u64::from(t.unacked) * u64::from(t.snd_mss);
+    t.unacked < t.snd_cwnd
+        && t.notsent_bytes.is_some_and(|b| b > 0)
+        && t.snd_wnd
+            .is_some_and(|w| in_flight + 2 * u64::from(t.snd_mss) <= u64::from(w))
 }
 
 fn govern(socks: &[Arc<dyn PacedSocket>], start_bps: u64, stop: &AtomicBool) -> GovernorSummary {
