@@ -610,9 +610,7 @@ mod tests {
                 pacing_bound: true,
             }
         }
-    }
 
-    impl Path {
         /// `rounds` rounds of the path at the governor's rate, each reading fed to it.
         fn drive(&mut self, g: &mut Governor, rounds: usize) {
             for _ in 0..rounds {
