@@ -55,10 +55,14 @@ pub(crate) fn direction_line(d: &DirectionStats) -> String {
         ),
         None => " [not steady yet]".to_string(),
     };
+    let stalls = match longhaul_emu::stall::describe(&d.stalls) {
+        s if s.is_empty() => s,
+        s => format!("; {s}"),
+    };
     format!(
         "{}: {} records, {} segments, delivered {} ({}), drops queue {} random {} burst {} aqm {}, \
 {} duplicates, {} reordered, {} splits, {} unparseable, {} hop time-exceeded, {} hop drops, {} cut drops; \
-queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes){phases}; TUN tx drops {tun}; arrivals {}{pool}{capture}",
+queue now {} max {}; lateness p50 {} p99 {} max {} ({} writes){phases}{stalls}; TUN tx drops {tun}; arrivals {}{pool}{capture}",
         d.name,
         l.records,
         l.segments,

@@ -32,6 +32,7 @@ use crate::pool::{BufPool, HANDOVER_MIN};
 use longhaul_units::hist::Summary;
 
 use crate::phase::{Lateness, PhaseClock, PhaseShared};
+use crate::stall::{StallShared, StallStats, StallWatch};
 
 /// Below this much remaining time the forwarder polls without sleeping, since
 /// a sleeping wake-up is typically 50–300 µs late (measured on the 2-core
@@ -100,6 +101,9 @@ pub struct DirectionStats {
     /// When the steady phase began, seconds after the testbed came up (`None`: not yet).
     #[serde(default)]
     pub steady_after_s: Option<f64>,
+    /// Stretches of writes far behind schedule, and the bottleneck drops after them.
+    #[serde(default)]
+    pub stalls: StallStats,
     /// Bytes in the bottleneck queue (live snapshots; at teardown, at the
     /// end of the run).
     pub queue_bytes_now: u64,
@@ -204,6 +208,8 @@ pub(crate) struct Forwarder {
     pub(crate) rtt_ns: u64,
     /// The testbed's phase, shared by its forwarders.
     pub(crate) phase: Arc<PhaseShared>,
+    /// The windows after the testbed's stalls, shared by its forwarders.
+    pub(crate) stalls: Arc<StallShared>,
     /// When each record entered the sending host's device (its tap), as the link's arrival.
     pub(crate) arrivals: ArrivalClock,
 }
@@ -414,6 +420,7 @@ impl Forwarder {
         let mut lateness = Lateness::new(
             PhaseClock::new(self.link.config(), self.rtt_ns),
             self.phase.clone(),
+            StallWatch::new(self.rtt_ns, self.phase.up_ns(), self.stalls.clone()),
         );
         let mut queue = ReleaseQueue::new();
         // ICMP answers of the router hops, written back to the source.
@@ -558,7 +565,7 @@ impl Forwarder {
         mut now: u64,
     ) -> u64 {
         while let Some(p) = queue.pop_due(now) {
-            lateness.record(now - p.at);
+            lateness.record(now, now - p.at);
             match self.dst.write(&p.bytes) {
                 Ok(_) => {
                     stats.records_written += 1;
@@ -594,6 +601,7 @@ impl Forwarder {
             stats.lateness_steady,
             stats.steady_after_s,
         ) = lateness.summaries();
+        stats.stalls = lateness.stalls();
         stats.backlog_max_bytes = queue.max_bytes() as u64;
         stats.pool_allocated = pool.allocated() - stats.pool_prefilled;
         stats.queue_bytes_now = self.link.backlog_bytes(Nanos(now));

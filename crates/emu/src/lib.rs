@@ -35,6 +35,7 @@ pub mod pool;
 mod private_dir;
 pub mod session;
 pub mod signals;
+pub mod stall;
 pub mod testbed;
 
 pub use capture::CaptureStats;

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use longhaul_link::LinkConfig;
 use longhaul_units::hist::{Histogram, Summary};
 
+use crate::stall::{StallStats, StallWatch};
+
 /// Shortest window judged.
 pub const MIN_WINDOW_NS: u64 = 1_000_000_000;
 /// Windows last this many round trips at least.
@@ -36,6 +38,11 @@ impl PhaseShared {
             up_ns,
             steady_since_ns: AtomicU64::new(0),
         }
+    }
+
+    /// When the testbed came up (monotonic clock).
+    pub(crate) fn up_ns(&self) -> u64 {
+        self.up_ns
     }
 
     fn steady(&self) -> bool {
@@ -113,7 +120,7 @@ impl PhaseClock {
     }
 }
 
-/// Write lateness: overall, and in the ramp and steady phases.
+/// Write lateness: overall, in the ramp and steady phases, and its stalls ([`crate::stall`]).
 #[derive(Debug)]
 pub(crate) struct Lateness {
     all: Histogram,
@@ -121,34 +128,43 @@ pub(crate) struct Lateness {
     steady: Histogram,
     clock: PhaseClock,
     shared: std::sync::Arc<PhaseShared>,
+    stalls: StallWatch,
 }
 
 impl Lateness {
-    pub(crate) fn new(clock: PhaseClock, shared: std::sync::Arc<PhaseShared>) -> Self {
+    pub(crate) fn new(
+        clock: PhaseClock,
+        shared: std::sync::Arc<PhaseShared>,
+        stalls: StallWatch,
+    ) -> Self {
         Self {
             all: Histogram::new(),
             ramp: Histogram::new(),
             steady: Histogram::new(),
             clock,
             shared,
+            stalls,
         }
     }
 
-    /// One write, `ns` after its scheduled release.
-    pub(crate) fn record(&mut self, ns: u64) {
+    /// One write at `now`, `ns` after its scheduled release.
+    pub(crate) fn record(&mut self, now: u64, ns: u64) {
         self.all.record(ns);
         if self.shared.steady() {
             self.steady.record(ns)
         } else {
             self.ramp.record(ns)
         }
+        self.stalls.write(now, ns);
     }
 
-    /// Judges the window with the direction's totals (see [`PhaseClock::tick`]).
+    /// Judges the window with the direction's totals (see [`PhaseClock::tick`]) and counts the
+    /// drops after a stall (see [`StallWatch::tick`]).
     pub(crate) fn tick(&mut self, now: u64, written: u64, queue_drops: u64) {
         if self.clock.tick(now, written, queue_drops) {
             self.shared.begin_steady(now);
         }
+        self.stalls.tick(now, queue_drops, true);
     }
 
     /// Overall, ramp and steady summaries, and when the steady phase began.
@@ -159,6 +175,11 @@ impl Lateness {
             self.steady.summary(),
             self.shared.steady_after_s(),
         )
+    }
+
+    /// The stalls so far.
+    pub(crate) fn stalls(&self) -> StallStats {
+        self.stalls.stats()
     }
 }
 
@@ -230,14 +251,16 @@ mod tests {
     #[test]
     fn both_directions_switch_together_and_lateness_is_split() {
         let shared = std::sync::Arc::new(PhaseShared::new(5 * S));
-        let mut data = Lateness::new(PhaseClock::new(&ten_gig(), 0), shared.clone());
-        let mut acks = Lateness::new(PhaseClock::new(&ten_gig(), 0), shared.clone());
-        data.record(100_000_000);
-        acks.record(50_000_000);
+        let stalls = std::sync::Arc::default();
+        let watch = || StallWatch::new(0, 5 * S, std::sync::Arc::clone(&stalls));
+        let mut data = Lateness::new(PhaseClock::new(&ten_gig(), 0), shared.clone(), watch());
+        let mut acks = Lateness::new(PhaseClock::new(&ten_gig(), 0), shared.clone(), watch());
+        data.record(5 * S, 100_000_000);
+        acks.record(5 * S, 50_000_000);
         data.tick(5 * S, 1, 0);
         data.tick(6 * S, 1 + 10_000_000_000 / 8, 0);
-        data.record(1_000);
-        acks.record(2_000);
+        data.record(6 * S, 1_000);
+        acks.record(6 * S, 2_000);
         let (all, ramp, steady, after) = acks.summaries();
         assert_eq!((all.samples, ramp.samples, steady.samples), (2, 1, 1));
         assert!(
@@ -245,6 +268,9 @@ mod tests {
             "{steady:?}"
         );
         assert_eq!(after, Some(1.0));
+        // Both late writes were stalls, each ended by the write on time after it.
+        assert_eq!((data.stalls().count, acks.stalls().count), (1, 1));
+        assert_eq!(acks.stalls().list[0].worst_ms, 50.0);
         // A later window does not move the start.
         data.tick(7 * S, 2 + 20_000_000_000 / 8, 0);
         assert_eq!(shared.steady_after_s(), Some(1.0));

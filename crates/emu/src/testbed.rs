@@ -220,6 +220,20 @@ impl Report {
             }
             out.extend(crate::arrival::untimed_problem(&d.name, &d.arrival));
         }
+        // A stall in either direction can overflow either direction's queue (see crate::stall).
+        let drops_after = self.a_to_b.stalls.drops_after + self.b_to_a.stalls.drops_after;
+        for d in [&self.a_to_b, &self.b_to_a] {
+            if let Some(w) = d.stalls.worst().filter(|_| drops_after > 0) {
+                out.push(format!(
+                    "{}: {} (worst {:.1} ms late at {:.1} s) followed by {drops_after} \
+                     bottleneck drops the path may not have made",
+                    d.name,
+                    crate::stall::stalls(d.stalls.count),
+                    w.worst_ms,
+                    w.at_s
+                ));
+            }
+        }
         out
     }
 }
@@ -412,6 +426,7 @@ impl Testbed {
         let phase = Arc::new(crate::phase::PhaseShared::new(
             longhaul_sys::monotonic_now_ns(),
         ));
+        let stalls = Arc::new(crate::stall::StallShared::default());
         let rtt_ns = (cfg.a_to_b.propagation() + cfg.b_to_a.propagation()).as_nanos();
         let hops_ab = stages(&cfg.hops, None);
         let hops_ba = stages(&cfg.hops, Some(cfg.b_to_a.propagation()));
@@ -446,6 +461,7 @@ impl Testbed {
                 capture,
                 rtt_ns,
                 phase: phase.clone(),
+                stalls: stalls.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("lh-fwd {name}"))
@@ -653,6 +669,60 @@ mod tests {
         assert!(p[0].contains("the tap missed them"), "{p:?}");
         let p = report(d(0, 5_000, false)).fidelity_problems(1);
         assert!(p[0].contains("no tap on the sending host"), "{p:?}");
+    }
+
+    #[test]
+    fn the_verdict_flags_a_stall_only_when_bottleneck_drops_followed_it() {
+        use crate::stall::{Stall, StallStats};
+        let stalled = |drops_after| DirectionStats {
+            name: "b→a".to_string(),
+            stalls: StallStats {
+                threshold_ns: 33_000_000,
+                count: 2,
+                list: vec![
+                    Stall {
+                        at_s: 120.3,
+                        worst_ms: 1_746.2,
+                        ..Stall::default()
+                    },
+                    Stall {
+                        at_s: 378.0,
+                        worst_ms: 900.0,
+                        ..Stall::default()
+                    },
+                ],
+                drops_after,
+            },
+            ..DirectionStats::default()
+        };
+        let report = |b_to_a, a_drops| Report {
+            host_a: String::new(),
+            host_b: String::new(),
+            tcp_buffer_max: 0,
+            a_to_b: DirectionStats {
+                name: "a→b".to_string(),
+                stalls: StallStats {
+                    drops_after: a_drops,
+                    ..StallStats::default()
+                },
+                ..DirectionStats::default()
+            },
+            b_to_a,
+            host_memory: None,
+            tcp_shortage: Vec::new(),
+        };
+        // A stall without drops after it: the p99 decides, as before.
+        assert!(report(stalled(0), 0).fidelity_problems(1).is_empty());
+        // The ACKs stalled and the data's queue overflowed after it.
+        let p = report(stalled(0), 11_745).fidelity_problems(1);
+        assert_eq!(
+            p,
+            [
+                "b→a: 2 stalls (worst 1746.2 ms late at 120.3 s) followed by 11745 bottleneck \
+              drops the path may not have made"
+            ]
+        );
+        assert_eq!(report(stalled(5), 0).fidelity_problems(1).len(), 1);
     }
 
     #[test]

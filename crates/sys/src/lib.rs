@@ -35,8 +35,8 @@ pub mod udp;
 pub mod zerocopy;
 
 pub use cpu::{
-    CpuTime, online_cpus, pin_thread_to_cpu, process_cpu_time, task_cpu_time, thread_cpu_time,
-    thread_id,
+    CpuTime, SchedSample, online_cpus, pin_thread_to_cpu, process_cpu_time, sched_sample,
+    task_cpu_time, thread_cpu_time, thread_id,
 };
 pub use dirs::data_dir;
 pub use error::{Result, SysError};
