@@ -164,7 +164,7 @@ impl Lateness {
         if self.clock.tick(now, written, queue_drops) {
             self.shared.begin_steady(now);
         }
-        self.stalls.tick(now, queue_drops, true);
+        self.stalls.tick(now, queue_drops);
     }
 
     /// Overall, ramp and steady summaries, and when the steady phase began.

@@ -186,12 +186,12 @@ impl StallWatch {
         } else if let Some(open) = self.open.take() {
             // Listed stalls only: /proc is read at most LISTED times a run.
             if self.stats.list.len() < LISTED {
-                let sched = sched_sample()
-                    .ok()
-                    .zip(open.before)
-                    .map(|(later, (then, before))| {
-                        sched_of(now.saturating_sub(then), later - before)
-                    });
+                let later = sched_sample().ok();
+                let sched = later.zip(open.before).map(|(later, (then, before))| {
+                    sched_of(now.saturating_sub(then), later - before)
+                });
+                // The next stall, if it comes before the next tick, counts from this one's end.
+                self.sample = later.map(|l| (now, l));
                 self.stats.list.push(self.stall_of(&open, sched));
             }
         }
@@ -209,15 +209,15 @@ impl StallWatch {
 
     /// Now and then (every counter publication) with the direction's bottleneck drops so far:
     /// counts the drops since the last tick if a stall's window covers that interval, and
-    /// samples the thread (`sample`: whether to read `/proc` now).
-    pub(crate) fn tick(&mut self, now: u64, queue_drops: u64, sample: bool) {
+    /// samples the thread while stalls are still listed.
+    pub(crate) fn tick(&mut self, now: u64, queue_drops: u64) {
         let new = queue_drops.saturating_sub(self.last_drops);
         if new > 0 && self.shared.covers(self.last_tick_ns, now) {
             self.stats.drops_after += new;
         }
         self.last_drops = queue_drops;
         self.last_tick_ns = now;
-        if sample && self.open.is_none() && self.stats.list.len() < LISTED {
+        if self.open.is_none() && self.stats.list.len() < LISTED {
             self.sample = sched_sample().ok().map(|s| (now, s));
         }
     }
@@ -311,7 +311,7 @@ mod tests {
         let shared = Arc::new(StallShared::default());
         let mut w = watch(&shared);
         assert_eq!(w.stats.threshold_ns, 33 * MS);
-        w.tick(11 * S, 0, true);
+        w.tick(11 * S, 0);
         writes(&mut w, 11 * S, 12 * S, MS, |_| 100_000);
         // Nothing written from 12.0 s to 14.0 s; then the backlog, late by 2 s falling to 0.
         writes(&mut w, 14 * S, 16 * S, MS, |t| (16 * S - t).min(2 * S));
@@ -326,6 +326,12 @@ mod tests {
         let sched = st.sched.expect("sampled at the tick before and at the end");
         assert!((sched.interval_ms - 4_967.0).abs() < 1.0, "{sched:?}");
         assert_eq!(s.drops_after, 0, "nothing dropped");
+        // A second stall before the next tick counts its thread from the first one's end
+        // (15.967 s), not from the tick at 11 s.
+        w.write(16 * S, 50 * MS);
+        w.write(16 * S + 10 * MS, 0);
+        let second = w.stats().list[1].sched.expect("sampled");
+        assert!((second.interval_ms - 43.0).abs() < 1.0, "{second:?}");
         assert!(
             describe(&s).contains("1 stall (writes late by > 33 ms; worst 2000.0 ms late at 2.0 s")
         );
@@ -337,23 +343,23 @@ mod tests {
         let mut acks = watch(&shared);
         let mut data = watch(&shared);
         // Drops before any stall do not count.
-        data.tick(11 * S, 500, true);
+        data.tick(11 * S, 500);
         // The ACK direction stalls: 300 ms late at 12 s.
         acks.write(12 * S, 300 * MS);
         acks.write(12 * S + MS, 0);
         // The data direction drops 40 in the next 100 ms, 60 more by 12.5 s, inside the window
         // (12.001 s + 528 ms) ...
-        data.tick(12 * S + 100 * MS, 540, true);
-        data.tick(12 * S + 500 * MS, 600, true);
+        data.tick(12 * S + 100 * MS, 540);
+        data.tick(12 * S + 500 * MS, 600);
         // ... and 1,000 a second later, outside it.
-        data.tick(12 * S + 600 * MS, 600, true);
-        data.tick(13 * S + 600 * MS, 1_600, true);
+        data.tick(12 * S + 600 * MS, 600);
+        data.tick(13 * S + 600 * MS, 1_600);
         assert_eq!(data.stats().drops_after, 100);
         assert_eq!(data.stats().count, 0);
         assert_eq!(acks.stats().count, 1);
         // A later stall opens a new window.
         data.write(20 * S, 50 * MS);
-        data.tick(20 * S + 100 * MS, 1_610, true);
+        data.tick(20 * S + 100 * MS, 1_610);
         assert_eq!(data.stats().drops_after, 110);
         assert_eq!(data.stats().count, 1);
     }

@@ -59,7 +59,7 @@ fn timeval_to_duration(tv: libc::timeval) -> Duration {
     Duration::from_secs(secs) + Duration::from_micros(u64::from(micros))
 }
 
-fn rusage(who: libc::c_int, label: &str) -> Result<CpuTime> {
+fn getrusage(who: libc::c_int, label: &str) -> Result<libc::rusage> {
     let mut ru = MaybeUninit::<libc::rusage>::uninit();
     // SAFETY: `ru` points to writable memory large enough for a `rusage`,
     // which the kernel fills completely on success.
@@ -68,7 +68,11 @@ fn rusage(who: libc::c_int, label: &str) -> Result<CpuTime> {
         return Err(SysError::last_os_error(|| format!("getrusage({label})")));
     }
     // SAFETY: getrusage returned 0, so it initialised the whole struct.
-    let ru = unsafe { ru.assume_init() };
+    Ok(unsafe { ru.assume_init() })
+}
+
+fn rusage(who: libc::c_int, label: &str) -> Result<CpuTime> {
+    let ru = getrusage(who, label)?;
     Ok(CpuTime {
         user: timeval_to_duration(ru.ru_utime),
         system: timeval_to_duration(ru.ru_stime),
@@ -180,15 +184,7 @@ pub fn sched_sample() -> Result<SchedSample> {
             std::io::Error::new(std::io::ErrorKind::InvalidData, "not two numbers"),
         ));
     };
-    let mut ru = MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: as in `rusage` above.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, ru.as_mut_ptr()) } != 0 {
-        return Err(SysError::last_os_error(|| {
-            "getrusage(RUSAGE_THREAD)".to_string()
-        }));
-    }
-    // SAFETY: getrusage returned 0, so it initialised the whole struct.
-    let ru = unsafe { ru.assume_init() };
+    let ru = getrusage(libc::RUSAGE_THREAD, "RUSAGE_THREAD")?;
     let count = |n: libc::c_long| u64::try_from(n).unwrap_or(0);
     let steal_ns = std::fs::read_to_string("/proc/stat")
         .ok()
