@@ -100,6 +100,7 @@ impl RawPeer {
         let Message::AuthChallenge {
             server_nonce,
             server_proof,
+            ..
         } = peer.recv()?
         else {
             panic!("expected auth_challenge")
@@ -137,6 +138,8 @@ impl RawPeer {
         peer.send(&Message::AuthChallenge {
             server_nonce,
             server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
+            // This server takes data on data connections only: a client falls back to them.
+            inline: false,
         });
         let Message::AuthResponse { client_proof } = peer.recv().expect("auth_response") else {
             panic!("expected auth_response")
@@ -258,6 +261,25 @@ impl RawPeer {
         overwrite: bool,
         entries: Vec<ManifestEntry>,
     ) -> Result<Message, String> {
+        self.offer_streams(overwrite, entries, 1)
+    }
+
+    /// [`RawPeer::offer`] as a small send: a plan of 0 streams, whose chunks go on the control
+    /// connection (`chunk_inline`).
+    pub(crate) fn offer_small(
+        &mut self,
+        overwrite: bool,
+        entries: Vec<ManifestEntry>,
+    ) -> Result<Message, String> {
+        self.offer_streams(overwrite, entries, 0)
+    }
+
+    fn offer_streams(
+        &mut self,
+        overwrite: bool,
+        entries: Vec<ManifestEntry>,
+        streams: u32,
+    ) -> Result<Message, String> {
         self.send(&Message::SendTo {
             dest: None,
             overwrite,
@@ -265,7 +287,7 @@ impl RawPeer {
             stripe: None,
         });
         self.send(&Message::Plan {
-            streams: 1,
+            streams,
             chunk_size: MIB,
             rtt_ns: 100_000,
             rate_bps: 1_000_000_000,

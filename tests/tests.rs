@@ -35,6 +35,7 @@ mod testbed_power;
 mod testbed_ui;
 mod transfer;
 mod transfer_hostile;
+mod transfer_round_trips;
 mod transfer_session;
 mod transfer_udp;
 mod transport;

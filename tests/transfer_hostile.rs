@@ -607,3 +607,86 @@ fn temporaries_and_journals_planted_by_others_are_never_written_through() {
         assert_eq!(std::fs::metadata(root.join(f)).unwrap().uid(), uid, "{f}");
     }
 }
+
+/// A key holder's small send (a plan of 0 streams, chunks on the control connection) writes
+/// nowhere the manifest and its chunk plans do not allow: an inline chunk for a file not in the
+/// manifest, or one that is not its chunk, ends that transfer with the reason and puts nothing in
+/// place; one for a file the server refused (it exists, no --overwrite) leaves that file as it
+/// was. The server keeps serving: a real small send afterwards lands.
+#[test]
+fn inline_chunks_outside_the_manifest_or_their_chunk_plan_are_refused() {
+    let scratch = Scratch::new("hostile-inline");
+    let key_path = scratch.key("k");
+    let key = key_of(&key_path);
+    let dst = scratch.dir("dst");
+    std::fs::write(dst.join("kept"), b"original").unwrap();
+    let srv = serve(&dst, &key_path);
+    let inline = |file: u32, data: &[u8]| Message::ChunkInline {
+        file,
+        chunk: 0,
+        data: data.to_vec(),
+    };
+
+    for (entry, chunk, why) in [
+        (
+            file_entry(1, "a", 0o644, 3),
+            inline(7, b"abc"),
+            "not in the manifest",
+        ),
+        (
+            file_entry(1, "b", 0o644, 3),
+            inline(1, b"abcdef"),
+            "does not match its chunk plan",
+        ),
+        (
+            file_entry(1, "c", 0o644, 3),
+            Message::ChunkInline {
+                file: 1,
+                chunk: 1,
+                data: b"abc".to_vec(),
+            },
+            "does not match its chunk plan",
+        ),
+    ] {
+        let mut peer = RawPeer::connect(srv.port, &key, Direction::Send);
+        peer.offer_small(false, vec![entry]).unwrap();
+        peer.send(&chunk);
+        let err = peer.recv_until(|_| false).unwrap_err();
+        assert!(err.contains(why), "{err:?} should say {why:?}");
+    }
+
+    let mut peer = RawPeer::connect(srv.port, &key, Direction::Send);
+    peer.offer_small(false, vec![file_entry(1, "kept", 0o644, 3)])
+        .unwrap();
+    peer.send(&inline(1, b"bad"));
+    peer.send(&Message::FileDone {
+        file: 1,
+        digest: crate::raw_peer::one_chunk_digest(b"bad", MIB),
+    });
+    let result = peer
+        .recv_until(|m| matches!(m, Message::FileVerified { .. } | Message::FileFailed { .. }))
+        .unwrap();
+    assert!(
+        matches!(&result, Message::FileFailed { reason, .. } if reason.contains("overwrite")),
+        "{result:?}"
+    );
+    peer.done(&[(1, b"bad")]);
+    assert_eq!(std::fs::read(dst.join("kept")).unwrap(), b"original");
+    for name in ["a", "b", "c"] {
+        assert!(!dst.join(name).exists(), "{name} was put in place");
+    }
+
+    let src = scratch.dir("src");
+    std::fs::write(src.join("new"), b"xyz").unwrap();
+    let v = xfer_ok(
+        "send",
+        srv.port,
+        &key_path,
+        &[s(&src.join("new")), "127.0.0.1:"],
+    );
+    assert_eq!(
+        v["streams"], 0,
+        "a 3-byte send opens no data connection: {v}"
+    );
+    assert_eq!(std::fs::read(dst.join("new")).unwrap(), b"xyz");
+}

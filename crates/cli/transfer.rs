@@ -417,11 +417,16 @@ impl Output {
                 bytes_to_send,
             } => {
                 if !self.json {
+                    // A small send opens no data connection: its bytes go with the request.
+                    let carried = if *streams == 0 {
+                        "on the control connection".to_string()
+                    } else {
+                        format!("{streams} streams, {} chunks", fmt_size(*chunk_size))
+                    };
                     eprintln!(
-                        "{files} files, {} ({} to move), {streams} streams, {} chunks",
+                        "{files} files, {} ({} to move), {carried}",
                         fmt_size(*bytes_total),
                         fmt_size(*bytes_to_send),
-                        fmt_size(*chunk_size)
                     );
                 }
                 if let Some(b) = &self.bar {

@@ -9,7 +9,8 @@
 //! - every accepted message re-encodes to a frame that decodes to the same message;
 //! - a sealed stream built from the input never opens to anything but what was sealed (a genuine frame
 //!   opens to exactly what `Message::from_json` makes of its body; a forged one is refused);
-//! - an accepted plan is within its ranges and the memory limit; the sender's checks of `have`
+//! - an accepted plan is within its ranges and the memory limit (0 streams only over TCP), an
+//!   accepted inline chunk within its limit; the sender's checks of `have`
 //!   (against a manifest of files 0..4, file i with 37 × i chunks) keep every chunk within its file
 //!   and stop endless resume state;
 //! - journal replay trusts only a prefix of the input, that prefix replays to the same state, and
@@ -22,9 +23,10 @@ use longhaul_proto::frame::{self, FrameDecoder};
 use longhaul_transfer::journal::Journal;
 use longhaul_transfer::manifest::{MAX_CHUNK, MEMORY_LIMIT, memory_bound};
 use longhaul_transfer::msg::{
-    CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, HaveCollector, MAX_FRAME_LEN, MAX_RATE_BPS,
-    MAX_RTT_NS, Message, WireError,
+    CHUNK_FIELDS_LEN, CHUNK_HEADER_LEN, ChunkHeader, HaveCollector, INLINE_LIMIT, MAX_FRAME_LEN,
+    MAX_RATE_BPS, MAX_RTT_NS, Message, WireError,
 };
+use longhaul_proto::msg::Transport;
 use longhaul_transfer::session::{
     ChunkOpener, ChunkSealer, FRAME_TAG_LEN, FrameOpener, FrameSealer,
 };
@@ -76,10 +78,15 @@ fuzz_target!(|data: &[u8]| {
                 chunk_size,
                 rtt_ns,
                 rate_bps,
+                transport,
                 ..
             } => {
                 assert!(memory_bound(*streams, *chunk_size) <= MEMORY_LIMIT);
                 assert!(*rtt_ns <= MAX_RTT_NS && *rate_bps <= MAX_RATE_BPS);
+                assert!(*streams > 0 || *transport == Transport::Tcp);
+            }
+            Message::ChunkInline { data, .. } => {
+                assert!(data.len() as u64 <= INLINE_LIMIT);
             }
             Message::Have { files, .. } => {
                 if let Some(c) = have.as_mut()

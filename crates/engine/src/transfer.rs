@@ -29,7 +29,7 @@ use longhaul_proto::wire::Preamble;
 use longhaul_transfer::auth::TicketId;
 use longhaul_transfer::journal::JOURNAL_KEY_CONTEXT;
 use longhaul_transfer::manifest::{MAX_STREAMS, ModePolicy, memory_bound};
-use longhaul_transfer::msg::Direction;
+use longhaul_transfer::msg::{Direction, INLINE_LIMIT};
 use longhaul_transfer::session::{DATA_PROOF_LEN, verify_data_proof};
 use longhaul_transfer::stripe::Stripe;
 use longhaul_transfer::{Key, MacKey, Message, RelPath, Role, SessionKeys, choose_chunk_size};
@@ -231,7 +231,7 @@ impl Plan {
 fn trains(
     cfg: &TransferConfig,
     ctl: &Ctl,
-    session: &Session,
+    server: std::net::SocketAddr,
     direction: Direction,
     p: &mut Plan,
 ) -> Result<Option<BottleneckEstimate>, EngineError> {
@@ -243,18 +243,23 @@ fn trains(
         Direction::Get => TrainTiming::RoundTrip,
     };
     let mss = longhaul_sys::mss(ctl.socket().as_fd()).unwrap_or(1448);
-    let e = crate::probe::estimate_bottleneck(session.server, mss, timing, cfg.endpoint.timeout)?;
+    let e = crate::probe::estimate_bottleneck(server, mss, timing, cfg.endpoint.timeout)?;
     p.pace_auto_bps = Some(e.start_bps.clamp(MIN_PACE_BPS, MAX_RATE_BPS));
     Ok(Some(e))
 }
 
 /// The client's plan: RTT from the control connection's TCP_INFO (after the handshake's round
 /// trips), streams from the window plan (enough windows for the target rate under this host's
-/// buffer limits, at least [`DEFAULT_STREAMS`]) unless given, chunk size from the core's rule.
+/// buffer limits, at least [`DEFAULT_STREAMS`], but no more than there are chunks to send when
+/// `chunks_of` counts them) unless given, chunk size from the core's rule.
 ///
 /// The plan is checked against the limits the server enforces (`check_plan`: chunk-buffer memory,
 /// rtt, rate), so a `--chunk`/`-P`/`--rate` beyond them is refused here with the same reason.
-fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
+fn plan(
+    cfg: &TransferConfig,
+    ctl: &Ctl,
+    chunks_of: Option<&dyn Fn(u64) -> u64>,
+) -> Result<Plan, EngineError> {
     let rtt_ns = longhaul_sys::tcp_info(ctl.socket().as_fd())
         .map(|t| u64::from(t.min_rtt_us.filter(|&m| m > 0).unwrap_or(t.rtt_us)) * 1000)
         .unwrap_or(1_000_000)
@@ -280,6 +285,13 @@ fn plan(cfg: &TransferConfig, ctl: &Ctl) -> Result<Plan, EngineError> {
         .map(|s| s.chunk_size)
         .or(cfg.chunk_size)
         .unwrap_or_else(|| choose_chunk_size(cfg.rate_bps, rtt_ns, streams));
+    // A stream with no chunk to send would cost a connection and two threads for nothing.
+    let streams = match (cfg.streams, chunks_of) {
+        (None, Some(count)) => {
+            streams.min(u32::try_from(count(chunk_size).max(1)).unwrap_or(u32::MAX))
+        }
+        _ => streams,
+    };
     longhaul_transfer::msg::check_plan(streams, chunk_size, rtt_ns, cfg.rate_bps)
         .map_err(EngineError::Transfer)?;
     let controller = match cfg.transport {
@@ -399,19 +411,38 @@ fn open_tcp_streams(
         plan: &window,
         congestion: cfg.congestion.as_deref(),
     };
-    let mut out = Vec::with_capacity(p.streams as usize);
-    for i in 0..p.streams {
+    let open_one = |i: u32| -> Result<DataConn, EngineError> {
         let s = cfg.endpoint.socket(session.server)?;
         socket::apply(s.as_fd(), &opts, sender, i)?;
+        // The preamble and a chunk header are small writes right behind one another: without
+        // this, Nagle would hold each one until the previous was acknowledged, a round trip each.
+        s.set_tcp_nodelay(true)
+            .map_err(|e| EngineError::io(format!("set TCP_NODELAY on stream {i}"), e))?;
         let s = cfg.endpoint.connect(s, session.server)?;
         let s = cfg.endpoint.wrap(s, session.pinned.as_ref())?;
         let mut hello = Preamble::data(cookie, i).encode().to_vec();
         hello.extend_from_slice(&keys.sending(Role::Client).data_proof(&cookie, i).0);
         s.write_all(&hello)
             .map_err(|e| EngineError::io(format!("send preamble of stream {i}"), e))?;
-        out.push(DataConn::Tcp(Box::new(s)));
-    }
-    Ok(out)
+        Ok(DataConn::Tcp(Box::new(s)))
+    };
+    // All at once: their handshakes (TCP's, and TLS's with --encrypt) cost one round trip in all,
+    // not one each.
+    std::thread::scope(|scope| {
+        let opening: Vec<_> = (0..p.streams)
+            .map(|i| scope.spawn(move || open_one(i)))
+            .collect();
+        opening
+            .into_iter()
+            .map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(EngineError::Transfer(
+                        "a thread opening a data connection panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    })
 }
 
 /// Caps each sending stream at its share of the target rate (`SO_MAX_PACING_RATE`, or a QUIC
@@ -463,29 +494,55 @@ struct Session {
     pinned: Option<Pinned>,
 }
 
-/// Connects, authenticates and returns the control connection, the session and its keys.
+/// A control connection whose server has proven it holds the key and has our proof on its way:
+/// the request may follow at once, and the server's answer (the cookie the data connections
+/// present) comes a round trip later, in [`Opening::authenticated`].
+struct Opening {
+    server: std::net::SocketAddr,
+    pinned: Option<Pinned>,
+    /// The server takes a small transfer's files on the control connection.
+    inline: bool,
+}
+
+impl Opening {
+    /// The server's answer to our proof, read after the request was sent behind the proof.
+    fn authenticated(self, ctl: &mut Ctl, timeout: Duration) -> Result<Session, EngineError> {
+        let cookie = conn::recv_auth_ok(ctl, timeout)?;
+        Ok(Session {
+            server: self.server,
+            cookie,
+            pinned: self.pinned,
+        })
+    }
+}
+
+/// Connects and authenticates: returns the control connection, the session being opened and its
+/// keys, with the client's proof sent and the server's answer not yet read.
 fn open(
     cfg: &TransferConfig,
     direction: Direction,
-) -> Result<(Ctl, Session, SessionKeys), EngineError> {
+) -> Result<(Ctl, Opening, SessionKeys), EngineError> {
     let (channel, server, pinned) = cfg.endpoint.open()?;
     channel
         .write_all(&Preamble::transfer().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
     let mut ctl = Ctl::new(channel);
-    let (cookie, keys) = conn::client_handshake(
+    let (keys, inline) = conn::client_handshake(
         &mut ctl,
         &cfg.key,
         cfg.ticket,
         direction,
         cfg.endpoint.timeout,
     )?;
-    let session = Session {
-        server,
-        cookie,
-        pinned,
-    };
-    Ok((ctl, session, keys))
+    Ok((
+        ctl,
+        Opening {
+            server,
+            pinned,
+            inline,
+        },
+        keys,
+    ))
 }
 
 /// `longhaul send SRC... HOST:DEST`: each source (a file, a directory tree or a symlink) lands in
@@ -532,10 +589,22 @@ fn send_sources(
     on_event: &mut dyn FnMut(&Event),
 ) -> Result<Summary, EngineError> {
     src.stripe = cfg.stripe;
-    let (mut ctl, session, keys) = open(cfg, Direction::Send)?;
-    let mut p = plan(cfg, &ctl)?;
+    // The request follows the proof in the same flight; the server's answer to the proof comes
+    // back with its first answer to the request.
+    let (mut ctl, opening, keys) = open(cfg, Direction::Send)?;
+    let mut p = plan(cfg, &ctl, Some(&|chunk| src.chunk_count(chunk)))?;
+    let inline = opening.inline
+        && src.total_bytes() <= INLINE_LIMIT
+        && cfg.streams.is_none()
+        && cfg.stripe.is_none()
+        && cfg.transport == Transport::Tcp
+        && !cfg.pace_auto
+        && !cfg.fast_start;
+    if inline {
+        p.streams = 0;
+    }
     admit(p.streams, p.rate_bps, src.total_bytes())?;
-    let estimate = trains(cfg, &ctl, &session, Direction::Send, &mut p)?;
+    let estimate = trains(cfg, &ctl, opening.server, Direction::Send, &mut p)?;
     ctl.send(&Message::SendTo {
         dest,
         overwrite: cfg.overwrite,
@@ -544,6 +613,10 @@ fn send_sources(
     })?;
     ctl.send(&p.message())?;
     src.send_manifest(&ctl)?;
+    if inline {
+        return send_small(cfg, ctl, opening, src, &p, on_event);
+    }
+    let session = opening.authenticated(&mut ctl, cfg.endpoint.timeout)?;
     let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
     let route = fast_start_route(&p, &ctl, session.server)?;
     let socks = open_streams(cfg, &ctl, &session, &keys, &p, true)?;
@@ -584,6 +657,38 @@ fn send_sources(
     Ok(s)
 }
 
+/// The rest of a small send (a plan of 0 streams): the files, their digests and the end go out at
+/// once behind the request, then the server's answers come back: its answer to our proof, its
+/// resume state and a result for every file. No data connection is opened: the whole transfer
+/// takes the round trip of the handshake and one more.
+fn send_small(
+    cfg: &TransferConfig,
+    mut ctl: Ctl,
+    opening: Opening,
+    mut src: Sources,
+    p: &Plan,
+    on_event: &mut dyn FnMut(&Event),
+) -> Result<Summary, EngineError> {
+    let mut side = Side::new(on_event, cfg.idle_timeout);
+    side.limit_time(cfg.time_limit);
+    let sent = source::send_inline(&ctl, &src, p.chunk_size)?;
+    opening.authenticated(&mut ctl, cfg.endpoint.timeout)?;
+    source::recv_have(&mut ctl, &src, p.chunk_size)?;
+    source::inline_results(&mut ctl, &src, p.chunk_size, sent, &mut side)?;
+    let retransmits = longhaul_sys::tcp_info(ctl.socket().as_fd())
+        .map(|t| u64::from(t.total_retrans))
+        .ok();
+    let skipped = std::mem::take(&mut src.skipped);
+    Ok(summary(
+        &ctl,
+        &side,
+        Direction::Send,
+        p,
+        skipped,
+        retransmits,
+    ))
+}
+
 /// `--pace auto` for the summary: the client's trains and this side's governor (stopped now).
 fn pace_auto_summary(
     estimate: Option<BottleneckEstimate>,
@@ -610,13 +715,14 @@ pub fn get(
         ));
     }
     // Authenticate first: a wrong key or an unreachable server leaves no trace in DEST.
-    let (mut ctl, session, keys) = open(cfg, Direction::Get)?;
-    let mut p = plan(cfg, &ctl)?;
-    let estimate = trains(cfg, &ctl, &session, Direction::Get, &mut p)?;
+    let (mut ctl, opening, keys) = open(cfg, Direction::Get)?;
+    let mut p = plan(cfg, &ctl, None)?;
+    let estimate = trains(cfg, &ctl, opening.server, Direction::Get, &mut p)?;
     ctl.send(&Message::Request {
         paths: sources.to_vec(),
     })?;
     ctl.send(&p.message())?;
+    let session = opening.authenticated(&mut ctl, cfg.endpoint.timeout)?;
     // The whole manifest is checked before DEST is created or looked at: a server may list only the
     // names asked for, and what lies under them.
     let names: Vec<String> = sources.iter().map(|s| s.file_name().to_string()).collect();
@@ -1003,8 +1109,10 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
                 transport,
                 controller,
             };
+            // A plan of 0 streams (a small send) opens no data connection to widen for.
             if let longhaul_proto::window::BufferAction::Set { request, force } =
                 window_plan(&p).recv.action
+                && streams > 0
             {
                 (adm.widen)(request, force);
             }
@@ -1074,6 +1182,10 @@ fn setup_accepted(socks: &[DataConn], p: &Plan, sender: bool) -> Result<(), Engi
     };
     for (i, s) in socks.iter().filter_map(DataConn::tcp).enumerate() {
         socket::apply(s.as_fd(), &opts, sender, i as u32)?;
+        // A chunk's header and payload are written one after the other (see `open_tcp_streams`).
+        s.socket()
+            .set_nodelay(true)
+            .map_err(|e| EngineError::io(format!("set TCP_NODELAY on stream {i}"), e))?;
     }
     if sender && p.rate_bps > 0 && p.pace_auto_bps.is_none() {
         pace(socks, p)?;

@@ -6,13 +6,15 @@
 //! test then writes `skipped: <test>: <reason>` to standard error and returns, and
 //! `scripts/test.sh` counts those lines. For tests only: no crate uses it outside its tests and
 //! test fixtures. Depends on std only. Start at [`require`]; [`fixtures`] has what several crates'
-//! tests share (temporary directories, a PostgreSQL cluster of their own).
+//! tests share (temporary directories, a PostgreSQL cluster of their own); [`flights`] is a relay
+//! in virtual time that counts a conversation's round trips.
 
 use std::fmt::Display;
 use std::io::Write;
 use std::path::Path;
 
 pub mod fixtures;
+pub mod flights;
 
 /// The environment variable that turns "cannot run" from a failure into a skip (value `1`).
 pub const SKIP_VAR: &str = "LONGHAUL_TEST_SKIP";

@@ -7,14 +7,17 @@
 //!
 //! ```text
 //! C: TransferHello{version, direction, client_nonce, ticket?}
-//!                     S: AuthChallenge{server_nonce, server_proof} | Error
-//! C: (checks server_proof) AuthResponse{client_proof}
-//!                     S: (checks client_proof, before touching any file) AuthOk{cookie} | Error
-//! get only:  C: Request{paths}
-//! sender:    Plan{streams, chunk_size}, ManifestBatch{entries, last} × n
+//!                     S: AuthChallenge{server_nonce, server_proof, inline?} | Error
+//! C: (checks server_proof) AuthResponse{client_proof}, and in the same flight:
+//!            Request{paths} (get) | SendTo{..} (send), Plan{streams, chunk_size, ..},
+//!            send: ManifestBatch{entries, last} × n
+//!                     S: (checks client_proof, before reading on) AuthOk{cookie} | Error
+//! get:       S: ManifestBatch{entries, last} × n
 //! receiver:  Have{files, last} × m       (verified chunks from its journal; one round trip in all)
-//! C opens `streams` data connections, each presenting the cookie, its stream index and a proof of
-//!   the session key.
+//! C opens `streams` data connections at once, each presenting the cookie, its stream index and a
+//!   proof of the session key.
+//! (A small send, `Plan{streams: 0}`, sends instead ChunkInline{file, chunk, data} × k, FileDone
+//!   and Done right behind its manifest; the server answers each file, then Done.)
 //! sender, data streams:  (ChunkHeader ‖ tag ‖ chunk bytes) × k, streams pulling work from the scheduler
 //! receiver:  ChunkVerdict{file, chunk, ok} per chunk   (ok = false: the sender re-sends it)
 //! sender:    FileDone{file, digest} once every chunk of a file is verified
@@ -44,6 +47,28 @@ pub use longhaul_proto::frame::MAX_FRAME_LEN;
 use longhaul_proto::frame::{self, FrameError, Framed};
 pub use longhaul_proto::msg::{MAX_RATE_BPS, MAX_RTT_NS};
 use longhaul_proto::msg::{QUIC_CONTROLLERS, Transport};
+
+/// The most bytes of files a transfer sends on its control connection ([`Message::ChunkInline`],
+/// a plan of 0 streams) instead of opening data connections: what fits, base64-encoded beside the
+/// request, in TCP's initial window of ten segments, so the data leaves with the client's proof
+/// and no data connection's handshake is waited for.
+pub const INLINE_LIMIT: u64 = 8 * 1024;
+
+/// Serde adapter for byte strings written as standard base64 text.
+mod base64_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(v))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        STANDARD.decode(s).map_err(D::Error::custom)
+    }
+}
 
 /// Version of the transfer protocol spoken by this build.
 ///
@@ -111,6 +136,12 @@ pub enum Message {
         server_nonce: [u8; 32],
         /// `proof(Server, server_nonce, client_nonce)`.
         server_proof: Digest,
+        /// The server takes a small transfer's files on the control connection: a plan of 0
+        /// streams and [`Message::ChunkInline`] (absent: false, as from older servers). Not
+        /// covered by the proof: a path that clears it only costs the transfer a round trip or
+        /// two, and one that sets it for a server without it gets the plan refused.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        inline: bool,
     },
     /// Client's proof of the key.
     AuthResponse {
@@ -199,7 +230,20 @@ pub enum Message {
         /// Whether the hash matched; `false` asks for a re-send.
         ok: bool,
     },
-    /// Sender: every chunk of `file` is verified; here is its file digest.
+    /// Sender, in a plan of 0 streams: one chunk of a small file, on the control connection
+    /// (sealed like every control frame, so it needs no hash of its own). Its offset and length
+    /// are the file's chunk plan's; at most [`INLINE_LIMIT`] bytes.
+    ChunkInline {
+        /// File id.
+        file: u32,
+        /// Chunk index.
+        chunk: u64,
+        /// The chunk's bytes (base64 in the JSON).
+        #[serde(with = "base64_bytes")]
+        data: Vec<u8>,
+    },
+    /// Sender: every chunk of `file` is verified (in a plan of 0 streams: sent, ahead of this);
+    /// here is its file digest.
     FileDone {
         /// File id.
         file: u32,
@@ -354,12 +398,26 @@ impl Message {
                 c.chars().take(40).collect::<String>()
             )),
             Message::Plan {
+                streams: 0,
+                transport: Transport::Quic,
+                ..
+            } => invalid(
+                "a plan of 0 streams sends its files on the control connection, over TCP".into(),
+            ),
+            // 0 streams: a small transfer's files travel on the control connection.
+            Message::Plan {
                 streams,
                 chunk_size,
                 rtt_ns,
                 rate_bps,
                 ..
-            } => check_plan(*streams, *chunk_size, *rtt_ns, *rate_bps).or_else(invalid),
+            } => check_plan((*streams).max(1), *chunk_size, *rtt_ns, *rate_bps).or_else(invalid),
+            Message::ChunkInline { data, .. } if data.len() as u64 > INLINE_LIMIT => {
+                invalid(format!(
+                    "an inline chunk of {} bytes (limit {INLINE_LIMIT})",
+                    data.len()
+                ))
+            }
             Message::SendTo {
                 stripe: Some(s), ..
             } => s.validate().or_else(|e| invalid(e.to_string())),
@@ -399,6 +457,7 @@ impl Message {
             Message::ManifestBatch { .. } => "manifest_batch",
             Message::Have { .. } => "have",
             Message::ChunkVerdict { .. } => "chunk_verdict",
+            Message::ChunkInline { .. } => "chunk_inline",
             Message::FileDone { .. } => "file_done",
             Message::FileVerified { .. } => "file_verified",
             Message::FileFailed { .. } => "file_failed",
@@ -763,7 +822,7 @@ pub(crate) mod tests {
             (plan(4, MIB, u64::MAX, 0), "rtt"),
             (plan(4, MIB, MAX_RTT_NS + 1, 0), "rtt"),
             (plan(4, MIB, 0, u64::MAX), "rate"),
-            (plan(0, MIB, 0, 0), "streams"),
+            (plan(MAX_STREAMS + 1, MIB, 0, 0), "streams"),
             (plan(4, 3 * MIB, 0, 0), "chunk"),
         ] {
             let err = m.validate().unwrap_err().to_string();
@@ -779,6 +838,56 @@ pub(crate) mod tests {
         ] {
             m.validate().unwrap();
         }
+    }
+
+    /// A plan of 0 streams (a small send, its files on the control connection) is a TCP plan,
+    /// still within the chunk and rate bounds; an inline chunk carries at most INLINE_LIMIT bytes.
+    #[test]
+    fn a_small_send_plans_no_streams_and_inlines_at_most_its_limit() {
+        plan(0, MIB, 120_000_000, 0).validate().unwrap();
+        let Message::Plan {
+            chunk_size, rtt_ns, ..
+        } = plan(0, MIB, 0, 0)
+        else {
+            unreachable!()
+        };
+        let udp = Message::Plan {
+            streams: 0,
+            chunk_size,
+            rtt_ns,
+            rate_bps: 0,
+            pace_auto_bps: None,
+            fast_start: false,
+            transport: Transport::Quic,
+            controller: None,
+        };
+        let err = udp.validate().unwrap_err().to_string();
+        assert!(err.contains("0 streams"), "{err}");
+        assert!(plan(0, 3 * MIB, 0, 0).validate().is_err());
+        let inline = |len: u64| Message::ChunkInline {
+            file: 1,
+            chunk: 0,
+            data: vec![7; len as usize],
+        };
+        let m = inline(INLINE_LIMIT);
+        let frame = m.encode_frame();
+        assert!(frame.len() <= MAX_FRAME_LEN, "{} bytes", frame.len());
+        assert_eq!(decode_frame(&frame).unwrap().unwrap().0, m);
+        let big = inline(INLINE_LIMIT + 1);
+        assert!(
+            big.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("inline chunk")
+        );
+        assert!(decode_frame(&big.encode_frame()).is_err());
+        // The bytes are base64 text: anything else is refused.
+        assert!(matches!(
+            Message::from_json(
+                br#"{"type":"chunk_inline","file":1,"chunk":0,"data":"not base64!"}"#
+            ),
+            Err(WireError::BadMessage(_))
+        ));
     }
 
     /// A fast start is sized by the rate: a plan asking for one with no rate (a window sized by
@@ -945,6 +1054,7 @@ pub(crate) mod tests {
             Message::AuthChallenge {
                 server_nonce: [4; 32],
                 server_proof: hash_chunk(b"p"),
+                inline: true,
             },
             Message::AuthResponse {
                 client_proof: hash_chunk(b"q"),
@@ -992,6 +1102,11 @@ pub(crate) mod tests {
                 file: 0,
                 chunk: 7,
                 ok: false,
+            },
+            Message::ChunkInline {
+                file: 1,
+                chunk: 0,
+                data: b"abc".to_vec(),
             },
             Message::FileDone {
                 file: 1,
@@ -1083,7 +1198,7 @@ pub(crate) mod tests {
             WireError::Invalid(_)
         ));
         assert!(matches!(
-            bad(r#"{"type":"plan","streams":0,"chunk_size":1048576}"#),
+            bad(r#"{"type":"plan","streams":257,"chunk_size":1048576}"#),
             WireError::Invalid(_)
         ));
         assert!(matches!(

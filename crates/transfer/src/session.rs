@@ -324,7 +324,7 @@ mod tests {
     #[test]
     fn an_authentic_frame_with_a_bad_message_is_refused_by_validation() {
         let (mut s, mut o) = pair();
-        let body = br#"{"type":"plan","streams":0,"chunk_size":1048576}"#;
+        let body = br#"{"type":"plan","streams":257,"chunk_size":1048576}"#;
         let mut f = (body.len() as u32).to_be_bytes().to_vec();
         f.extend_from_slice(body);
         assert!(matches!(

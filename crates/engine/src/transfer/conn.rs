@@ -198,15 +198,19 @@ fn nonce() -> Result<[u8; 32], EngineError> {
     Ok(n)
 }
 
-/// The client's half of the handshake: hello, check the server's proof, prove, get the cookie (in
-/// the first sealed frame). Returns the cookie and the session keys.
+/// The client's half of the handshake: hello, check the server's proof, prove. Returns the
+/// session keys at once, without waiting for the server's answer to the proof: once the server
+/// has proven it holds the key, the client may send its request right behind its own proof, sealed
+/// under the session's keys (the server reads nothing after the proof until it has checked it), and
+/// [`recv_auth_ok`] takes the answer, with the cookie, a round trip later. Also returns whether the
+/// server takes a small transfer's files on the control connection (its challenge says so).
 pub(crate) fn client_handshake(
     ctl: &mut Ctl,
     key: &Key,
     ticket: Option<TicketId>,
     direction: Direction,
     timeout: Duration,
-) -> Result<([u8; 16], SessionKeys), EngineError> {
+) -> Result<(SessionKeys, bool), EngineError> {
     let client_nonce = nonce()?;
     ctl.send(&Message::TransferHello {
         version: TRANSFER_VERSION,
@@ -214,11 +218,12 @@ pub(crate) fn client_handshake(
         client_nonce,
         ticket,
     })?;
-    let (server_nonce, server_proof) = match ctl.recv(timeout, "the server's challenge")? {
+    let (server_nonce, server_proof, inline) = match ctl.recv(timeout, "the server's challenge")? {
         Message::AuthChallenge {
             server_nonce,
             server_proof,
-        } => (server_nonce, server_proof),
+            inline,
+        } => (server_nonce, server_proof, inline),
         m => return Err(unexpected(&m, "the server's challenge")),
     };
     let (server_nonce, client_nonce) = bound(ctl, &server_nonce, &client_nonce);
@@ -234,8 +239,13 @@ pub(crate) fn client_handshake(
     })?;
     let keys = key.session(direction, &server_nonce, &client_nonce);
     seal(ctl, &keys, Role::Client);
+    Ok((keys, inline))
+}
+
+/// The server's answer to the client's proof (the first sealed frame): the transfer's cookie.
+pub(crate) fn recv_auth_ok(ctl: &mut Ctl, timeout: Duration) -> Result<[u8; 16], EngineError> {
     match ctl.recv(timeout, "the server's authentication result")? {
-        Message::AuthOk { cookie } => Ok((cookie, keys)),
+        Message::AuthOk { cookie } => Ok(cookie),
         m => Err(unexpected(&m, "the authentication result")),
     }
 }
@@ -274,6 +284,7 @@ pub(crate) fn server_handshake(
     ctl.send(&Message::AuthChallenge {
         server_nonce: sent_nonce,
         server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
+        inline: true,
     })?;
     let proof = match ctl.recv_by(deadline, "the client's proof")? {
         Message::AuthResponse { client_proof } => client_proof,

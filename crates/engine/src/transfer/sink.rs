@@ -564,49 +564,102 @@ fn stream(
         }
         let ok = h.matches(&buf) && slot.refused.is_none() && !slot.in_place;
         if ok {
-            if open.as_ref().is_none_or(|(id, _)| *id != h.file) {
-                let f = sink.root.open_rw(slot.temp.as_str())?;
-                if Some(inode_of(&f, &slot.temp)?) != slot.inode {
-                    return Err(EngineError::Transfer(format!(
-                        "{}: {}",
-                        slot.path,
-                        replaced(&slot.temp)
-                    )));
-                }
-                open = Some((h.file, f));
-            }
-            let f = &open.as_ref().expect("opened above").1;
-            f.write_all_at(&buf, h.offset).map_err(|e| {
-                let err = RootError {
-                    op: "write",
-                    path: slot.temp.to_string(),
-                    root: sink.root.path().display().to_string(),
-                    source: e,
-                };
-                if err.is_disk_full() {
-                    EngineError::Transfer(format!(
-                        "receiver's disk is full writing {}; free some space and run the same \
-command again to resume",
-                        slot.path
-                    ))
-                } else {
-                    err.into()
-                }
-            })?;
-            sink.journals()
-                .record(|j| j.chunk_verified(&slot.path, h.chunk, h.hash))?;
-            slot.hashes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(h.chunk, h.hash);
-            shared.bytes.fetch_add(u64::from(h.len), Ordering::Relaxed);
-            shared.chunks.fetch_add(1, Ordering::Relaxed);
+            let at = (h.file, h.chunk, h.offset);
+            store(shared, slot, at, &buf, h.hash, &mut open)?;
         }
         shared.verdicts.send(&Message::ChunkVerdict {
             file: h.file,
             chunk: h.chunk,
             ok,
         })?;
+    }
+}
+
+/// Writes a verified chunk (`at`: file id, chunk index, offset) of `slot` into its temporary file
+/// (`open` keeps the last file opened), journals it and counts it.
+fn store(
+    shared: &Shared,
+    slot: &Slot,
+    at: (u32, u64, u64),
+    buf: &[u8],
+    hash: Digest,
+    open: &mut Option<(u32, File)>,
+) -> Result<(), EngineError> {
+    let (file, chunk, offset) = at;
+    let sink = &shared.sink;
+    if open.as_ref().is_none_or(|(id, _)| *id != file) {
+        let f = sink.root.open_rw(slot.temp.as_str())?;
+        if Some(inode_of(&f, &slot.temp)?) != slot.inode {
+            return Err(EngineError::Transfer(format!(
+                "{}: {}",
+                slot.path,
+                replaced(&slot.temp)
+            )));
+        }
+        *open = Some((file, f));
+    }
+    let f = &open.as_ref().expect("opened above").1;
+    f.write_all_at(buf, offset).map_err(|e| {
+        let err = RootError {
+            op: "write",
+            path: slot.temp.to_string(),
+            root: sink.root.path().display().to_string(),
+            source: e,
+        };
+        if err.is_disk_full() {
+            EngineError::Transfer(format!(
+                "receiver's disk is full writing {}; free some space and run the same command \
+again to resume",
+                slot.path
+            ))
+        } else {
+            err.into()
+        }
+    })?;
+    sink.journals()
+        .record(|j| j.chunk_verified(&slot.path, chunk, hash))?;
+    slot.hashes
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(chunk, hash);
+    shared.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+    shared.chunks.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// A chunk that came on the control connection (a plan of 0 streams): checked against the file's
+/// chunk plan like a data connection's header, then stored; a file already in place or refused
+/// takes nothing (its `file_done` says how it ended). The frame was authenticated, so the bytes
+/// are the sender's; their hash is taken here for the file digest.
+fn store_inline(
+    shared: &Shared,
+    (file, chunk, data): (u32, u64, &[u8]),
+    open: &mut Option<(u32, File)>,
+) -> Result<(), EngineError> {
+    let slot = shared.sink.slots.get(&file).ok_or_else(|| {
+        EngineError::Transfer(format!(
+            "inline chunk for file {file}, which is not in the manifest"
+        ))
+    })?;
+    match slot.plan.chunk(chunk) {
+        Some(span) if span.len as usize == data.len() && slot.owns(chunk) => {
+            if slot.refused.is_some() || slot.in_place {
+                return Ok(());
+            }
+            store(
+                shared,
+                slot,
+                (file, chunk, span.offset),
+                data,
+                hash_chunk(data),
+                open,
+            )
+        }
+        _ => Err(EngineError::Transfer(format!(
+            "inline chunk {chunk} of {} ({} bytes) does not match its chunk plan",
+            slot.path,
+            data.len()
+        ))),
     }
 }
 
@@ -726,6 +779,7 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
     let sink = &shared.sink;
     let mut next_tick = Instant::now() + PROGRESS_EVERY;
     let mut failed = 0u64;
+    let mut inline_file = None;
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return Ok(());
@@ -742,7 +796,11 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
         };
         side.touch();
         match m {
+            Message::ChunkInline { file, chunk, data } => {
+                store_inline(shared, (file, chunk, &data), &mut inline_file)?;
+            }
             Message::FileDone { file, digest } => {
+                inline_file = None;
                 let path = sink
                     .slots
                     .get(&file)

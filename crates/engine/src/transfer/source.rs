@@ -172,6 +172,14 @@ temporary files)"
             .fold(0, u64::saturating_add)
     }
 
+    /// How many chunks of `chunk_size` the files to send make.
+    pub(crate) fn chunk_count(&self, chunk_size: u64) -> u64 {
+        self.files
+            .values()
+            .map(|f| f.size.div_ceil(chunk_size.max(1)))
+            .fold(0, u64::saturating_add)
+    }
+
     /// Sends the manifest in frames of at most 64 KiB.
     pub(crate) fn send_manifest(&self, ctl: &Ctl) -> Result<(), EngineError> {
         let mut b = ManifestBatcher::new();
@@ -209,6 +217,98 @@ pub(crate) fn recv_have(
             m => return Err(unexpected(&m, "have")),
         }
     }
+}
+
+/// A small transfer (a plan of 0 streams): every file's chunks and digest on the control
+/// connection, then the sender's `done`, all written at once right behind the request, before the
+/// receiver has answered anything: the receiver reads them in order, so each file's chunks are
+/// stored before its digest is checked, and the authenticated frames need no verdicts. Returns the
+/// bytes sent.
+pub(crate) fn send_inline(ctl: &Ctl, src: &Sources, chunk_size: u64) -> Result<u64, EngineError> {
+    let mut sent = 0u64;
+    for (&id, f) in &src.files {
+        let plan =
+            ChunkPlan::new(f.size, chunk_size).map_err(|e| EngineError::Transfer(e.to_string()))?;
+        let mut hashes = Vec::new();
+        if plan.count() > 0 {
+            let file = src.roots[f.root].open_read(&f.rel)?;
+            for i in 0..plan.count() {
+                let span = plan.chunk(i).expect("index below count");
+                let mut data = vec![0; span.len as usize];
+                file.read_exact_at(&mut data, span.offset).map_err(|e| {
+                    EngineError::Transfer(format!(
+                        "read {} at {}: {e} (did the file change during the transfer?)",
+                        f.rel, span.offset
+                    ))
+                })?;
+                hashes.push(hash_chunk(&data));
+                sent += data.len() as u64;
+                ctl.send(&Message::ChunkInline {
+                    file: id,
+                    chunk: i,
+                    data,
+                })?;
+            }
+        }
+        ctl.send(&Message::FileDone {
+            file: id,
+            digest: file_digest(plan.size(), plan.chunk_size(), &hashes),
+        })?;
+    }
+    ctl.send(&Message::Done {
+        files: src.files.len() as u64,
+        bytes: sent,
+    })?;
+    Ok(sent)
+}
+
+/// The receiver's answers to [`send_inline`] (after its resume state, once the server has taken
+/// the request: the transfer has started, its `sent` bytes on their way): a result for every
+/// file, then its `done`.
+pub(crate) fn inline_results(
+    ctl: &mut Ctl,
+    src: &Sources,
+    chunk_size: u64,
+    sent: u64,
+    side: &mut Side<'_>,
+) -> Result<(), EngineError> {
+    let total = src.files.len() as u64;
+    side.to_send = sent;
+    side.event(Event::Started {
+        streams: 0,
+        chunk_size,
+        files: total,
+        bytes_total: src.total_bytes(),
+        bytes_to_send: sent,
+    });
+    side.bytes_moved = sent;
+    let (mut verified, mut failed) = (0u64, 0u64);
+    loop {
+        match ctl.recv(IDLE_TIMEOUT, "the receiver's file results")? {
+            Message::FileVerified { file } => {
+                verified += 1;
+                side.chunks_verified += src
+                    .files
+                    .get(&file)
+                    .map_or(0, |f| f.size.div_ceil(chunk_size.max(1)));
+                side.file_done(src_path(src, file), None);
+            }
+            Message::FileFailed { file, reason } => {
+                failed += 1;
+                side.file_done(src_path(src, file), Some(reason));
+            }
+            Message::Done { .. } => break,
+            m => return Err(unexpected(&m, "file results")),
+        }
+    }
+    if verified + failed != total {
+        return Err(EngineError::Transfer(format!(
+            "the receiver ended after answering for {} of {total} files",
+            verified + failed
+        )));
+    }
+    side.progress(side.bytes_moved, verified);
+    Ok(())
 }
 
 /// State shared by the control thread and the stream threads.
