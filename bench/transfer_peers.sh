@@ -38,7 +38,7 @@
 # `-aa` anonymous access, XRootD with no security library): the cheapest setting for them.
 #
 # Needs root (namespaces). Installs globus-gridftp-server-progs, globus-gass-copy-progs,
-# xrootd-server, xrootd-client and GNU time if missing.
+# xrootd-server and xrootd-client if missing.
 # Output: a table on stdout; raw rows with the exact commands in bench/runs/<UTC>-transfer-peers/raw.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +57,7 @@ BUFMAX=67108864
 
 [ "$(id -u)" = 0 ] || { echo "bench/transfer_peers.sh needs root (namespaces)" >&2; exit 1; }
 need=()
-for p in globus-gridftp-server-progs globus-gass-copy-progs xrootd-server xrootd-client time; do
+for p in globus-gridftp-server-progs globus-gass-copy-progs xrootd-server xrootd-client; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -123,6 +123,16 @@ on() {
     if [ "$path" = loopback ]; then "$@"; else "$LH" emulate exec --name "$NAME" "$h" -- "$@"; fi
 }
 
+# named CMD...: CMD with the emulated hosts' addresses in /etc/hosts (a mount namespace of its own):
+# GridFTP turns addresses into names, and a DNS lookup from the namespaces reaches no server.
+printf '127.0.0.1 localhost %s\n10.201.0.1 lh-%s-a\n10.201.0.2 lh-%s-b\n' "$(hostname)" "$NAME" "$NAME" >"$data/hosts"
+named=$data/named
+cat >"$named" <<EOF
+#!/bin/sh
+exec unshare -m sh -c 'mount --bind "\$0" /etc/hosts && exec "\$@"' "$data/hosts" "\$@"
+EOF
+chmod 755 "$named"
+
 up() { # brings the row's path up; sets $host
     case $path in
     loopback) host=127.0.0.1 ;;
@@ -161,7 +171,7 @@ start_server() { # tool
         ;;
     gridftp)
         : >"$run/gridftp.conf"
-        on b setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$GFS" -c "$run/gridftp.conf" \
+        on b "$named" setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$GFS" -c "$run/gridftp.conf" \
             -aa -p $FTP_PORT -control-interface "$host" -data-interface "$host" -home-dir "$dst" \
             -d error -l "$run/gridftp.log" -pidfile "$run/gridftp.pid" >/dev/null 2>&1 &
         for _ in $(seq 50); do [ -s "$run/gridftp.pid" ] && break; sleep 0.1; done
@@ -222,6 +232,13 @@ same_copy() { # workload -> ok | BAD
     esac
 }
 
+# Runs argv[2:] and writes its wall-clock seconds (monotonic clock, microseconds) to argv[1].
+timed='import subprocess, sys, time
+t = time.monotonic()
+r = subprocess.run(sys.argv[2:])
+open(sys.argv[1], "w").write(f"{time.monotonic() - t:.6f}")
+sys.exit(r.returncode)'
+
 stop_servers
 for path in $PATHS; do
     for w in $WORKLOADS; do
@@ -234,7 +251,7 @@ for path in $PATHS; do
             t=$out/time.txt
             rm -f "$t"
             # shellcheck disable=SC2086
-            on a timeout "$ROW_TIMEOUT" /usr/bin/time -f "%e" -o "$t" $cmd >"$out/last.out" 2>"$out/last.err" ||
+            on a "$named" timeout "$ROW_TIMEOUT" python3 -c "$timed" "$t" $cmd >"$out/last.out" 2>"$out/last.err" ||
                 { echo "FAILED ($path $w $label): $(tail -2 "$out/last.err" | tr '\n' ' ')" >&2; }
             secs=$(cat "$t" 2>/dev/null || echo nan)
             snmp=$(on a cat /proc/net/snmp)
@@ -263,7 +280,7 @@ for r in rows:
     rtts = f"{s / rt:.1f}" if rt and s == s else "-"
     ceil = ceiling.get(r["path"])
     of = f"{float(r['gbps']) * 1e9 / ceil * 100:.0f} %" if ceil and r["gbps"] != "nan" else "-"
-    print(f"{r['path']:9} {r['workload']:8} {r['tool']:40} {s:8.2f} {r['gbps']:>7} {rtts:>6} {of:>10} {r['retrans_pct']:>7} {r['copy']:4} {r['fidelity']}")
+    print(f"{r['path']:9} {r['workload']:8} {r['tool']:40} {s:8.3f} {r['gbps']:>7} {rtts:>6} {of:>10} {r['retrans_pct']:>7} {r['copy']:4} {r['fidelity']}")
 print()
 for p in sorted({r["path"] for r in rows}):
     for w in ("big", "small", "tiny"):
@@ -273,8 +290,10 @@ for p in sorted({r["path"] for r in rows}):
         if not mine or not peers:
             continue
         best = min(peers, key=lambda r: float(r["seconds"]))
-        print(f"{p:9} {w:6} longhaul {float(mine[0]['seconds']):.2f} s, best peer {best['tool']} "
-              f"{float(best['seconds']):.2f} s: longhaul is {float(best['seconds']) / float(mine[0]['seconds']):.2f}x as fast")
+        if float(mine[0]["seconds"]) <= 0:
+            continue
+        print(f"{p:9} {w:6} longhaul {float(mine[0]['seconds']):.3f} s, best peer {best['tool']} "
+              f"{float(best['seconds']):.3f} s: longhaul is {float(best['seconds']) / float(mine[0]['seconds']):.2f}x as fast")
 EOF
 cp "$run"/*.log "$out/" 2>/dev/null || true
 echo "raw: $raw" >&2
