@@ -10,7 +10,9 @@
 #   defaults: 4096 MiB, 1000 files of 64 KiB, PATHS="loopback wan lossy", WORKLOADS="big small tiny"
 #   TOOLS="longhaul gridftp xrootd" (the default) picks the tools; EMULATE (default "--realtime
 #   --pin 0,1": the emulator's forwarders at real-time priority) more flags of `emulate up`; BENCH_DIR (default
-#   /dev/shm/lh-peers: RAM) holds the files; set it on a real filesystem to compare on disk.
+#   /dev/shm/lh-peers: RAM) holds the files; set it on a real filesystem to compare on disk;
+#   ROW_TIMEOUT (default 900 s) ends a row that takes longer (GridFTP's plain `-r` moves about one
+#   small file per second at 120 ms: 1,000 files take longer than that).
 #
 # What is measured, per row: the client's wall clock from the command's start to its end (every
 # copy is then compared byte for byte with its source: a row whose copy differs is marked BAD);
@@ -251,13 +253,16 @@ for path in $PATHS; do
             t=$out/time.txt
             rm -f "$t"
             # shellcheck disable=SC2086
-            on a "$named" timeout "$ROW_TIMEOUT" python3 -c "$timed" "$t" $cmd >"$out/last.out" 2>"$out/last.err" ||
-                { echo "FAILED ($path $w $label): $(tail -2 "$out/last.err" | tr '\n' ' ')" >&2; }
+            rc=0
+            on a "$named" timeout "$ROW_TIMEOUT" python3 -c "$timed" "$t" $cmd >"$out/last.out" 2>"$out/last.err" || rc=$?
+            [ $rc = 0 ] || echo "FAILED ($path $w $label, status $rc): $(tail -2 "$out/last.err" | tr '\n' ' ')" >&2
             secs=$(cat "$t" 2>/dev/null || echo nan)
             snmp=$(on a cat /proc/net/snmp)
             retrans=$(awk '/^Tcp:/ { if (!h) { for (i = 1; i <= NF; i++) n[$i] = i; h = 1 } else { printf "%.4f", ($n["OutSegs"] ? 100 * $n["RetransSegs"] / $n["OutSegs"] : 0) } }' <<<"$snmp")
             [ "$path" = loopback ] && retrans=-
             copy=$(same_copy "$w")
+            # A row over ROW_TIMEOUT (timeout's status 124) is reported as such, not as a bad copy.
+            [ $rc = 124 ] && copy="timeout>${ROW_TIMEOUT}s"
             stop_servers
             fid=$(down)
             bytes=$(bytes_of "$w")
