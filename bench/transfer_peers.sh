@@ -254,7 +254,7 @@ for path in $PATHS; do
             rm -f "$t"
             # shellcheck disable=SC2086
             rc=0
-            on a "$named" timeout "$ROW_TIMEOUT" python3 -c "$timed" "$t" $cmd >"$out/last.out" 2>"$out/last.err" || rc=$?
+            on a "$named" python3 -c "$timed" "$t" timeout "$ROW_TIMEOUT" $cmd >"$out/last.out" 2>"$out/last.err" || rc=$?
             [ $rc = 0 ] || echo "FAILED ($path $w $label, status $rc): $(tail -2 "$out/last.err" | tr '\n' ' ')" >&2
             secs=$(cat "$t" 2>/dev/null || echo nan)
             snmp=$(on a cat /proc/net/snmp)
