@@ -42,8 +42,6 @@ pub struct Log {
     /// The tick at which the client first sent the watched bytes (when they left, after the
     /// connection's handshake).
     pub marker_sent: Option<u64>,
-    /// Everything the client sent, in bytes.
-    pub client_bytes: u64,
 }
 
 impl Log {
@@ -207,7 +205,6 @@ fn run(to: SocketAddr, rx: &Receiver<Event>, tx: &Sender<Event>, marker: &[u8], 
                 let c = &mut conns[id];
                 // Bytes leave once the handshake is done (the SYN-ACK back at opened + 2).
                 let leave = tick.max(c.opened + 2);
-                l.client_bytes += b.len() as u64;
                 if l.marker_sent.is_none() && !marker.is_empty() {
                     let mut hay = std::mem::take(&mut c.tail);
                     hay.extend_from_slice(&b);

@@ -201,10 +201,7 @@ pub(crate) fn recv_have(
     // Resume state is checked against our own manifest: only our files, only their chunks, and no
     // more of it than the manifest could need (issue 11, finding 7).
     let chunks = |id: u32| src.files.get(&id).map(|f| f.size.div_ceil(chunk_size));
-    let total = src
-        .files
-        .values()
-        .fold(0u64, |t, f| t.saturating_add(f.size.div_ceil(chunk_size)));
+    let total = src.chunk_count(chunk_size);
     let mut have = longhaul_transfer::msg::HaveCollector::new(total);
     loop {
         match ctl.recv(IDLE_TIMEOUT, "the receiver's resume state")? {
