@@ -1562,6 +1562,10 @@ fn send_with_a_fast_start_on_a_dedicated_path() {
             f["initial_window_segments"]
         );
         assert!(slow["fast_start"].is_null(), "{slow}");
+        // --rate describes the path: one window of 2 x 1.93 Gbit/s x 120 ms fits a stream's
+        // buffer (forced past rmem_max as root), so one stream carries it.
+        assert_eq!(u(&slow, "streams"), 1, "{slow}");
+        assert_eq!(u(&fast, "streams"), 1, "{fast}");
         assert_eq!(routes(), before, "the host route is back as it was");
         if rate(&fast) < 1.6e9 {
             return Err(format!("--dedicated averaged {} bit/s", rate(&fast)));

@@ -531,7 +531,7 @@ fn pair_copy(
         overwrite: k.overwrite,
         fsync: k.fsync,
         streams: k.streams.n,
-        rate_bps: k.rate,
+        rate_bps: k.rate_bps(),
         chunk_size: k.chunk,
         congestion: k.congestion,
         idle_timeout: Duration::from_secs(k.idle_timeout),

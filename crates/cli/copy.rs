@@ -157,7 +157,7 @@ pub(crate) fn run(a: &CopyArgs) -> anyhow::Result<ExitCode> {
         overwrite: k.overwrite,
         fsync: k.fsync,
         streams: k.streams.n,
-        rate_bps: k.rate,
+        rate_bps: k.rate_bps(),
         chunk_size: k.chunk,
         congestion: k.congestion.clone(),
         idle_timeout: Duration::from_secs(k.idle_timeout),

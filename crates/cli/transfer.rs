@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use longhaul_engine::transfer::{Endpoint, Event, Summary, TransferConfig};
+use longhaul_engine::transfer::{DEFAULT_RATE_BPS, Endpoint, Event, Summary, TransferConfig};
 use longhaul_engine::{DEFAULT_PORT, EngineError};
 use longhaul_transfer::manifest::ModePolicy;
 use longhaul_transfer::{Key, RelPath};
@@ -76,9 +76,11 @@ fn pace_auto(s: &str) -> Result<args::Pace, String> {
 pub(crate) struct TransferKnobs {
     #[command(flatten)]
     pub(crate) streams: args::TransferStreams,
-    /// Target rate of the whole transfer; sizes windows and chunks.
-    #[arg(long, default_value = "10G", value_parser = args::rate)]
-    pub(crate) rate: u64,
+    /// Target rate of the whole transfer, best the path's own (e.g. its bottleneck's payload
+    /// rate): sizes windows, chunks and streams (no more than the windows it needs: one where one
+    /// carries it) and paces the streams to it [default: 10G, with at least 4 streams]
+    #[arg(long, value_parser = args::rate)]
+    pub(crate) rate: Option<u64>,
     /// Chunk size (a power of two, 1M to 64M) [default: one stream's share of one RTT].
     #[arg(long, value_parser = chunk)]
     pub(crate) chunk: Option<u64>,
@@ -101,6 +103,13 @@ pub(crate) struct TransferKnobs {
     #[arg(long, default_value_t = 60, value_name = "SECS",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) idle_timeout: u64,
+}
+
+impl TransferKnobs {
+    /// `--rate`, or the default of a path nobody described.
+    pub(crate) fn rate_bps(&self) -> u64 {
+        self.rate.unwrap_or(DEFAULT_RATE_BPS)
+    }
 }
 
 /// `longhaul send SRC... HOST:DEST`.
@@ -287,7 +296,8 @@ fn config(c: &CommonArgs, host: String) -> anyhow::Result<TransferConfig> {
         },
         key: load_key(c.key.as_deref())?,
         streams: k.streams.n,
-        rate_bps: k.rate,
+        rate_bps: k.rate_bps(),
+        rate_is_path: k.rate.is_some(),
         chunk_size: k.chunk,
         overwrite: k.overwrite,
         fsync: k.fsync,

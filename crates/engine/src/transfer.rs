@@ -73,6 +73,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// cores and to spread one big file, few enough not to thrash a disk.
 pub const DEFAULT_STREAMS: u32 = 4;
 
+/// The target rate when the user gives none, bit/s: a 10 Gbit/s host.
+pub const DEFAULT_RATE_BPS: u64 = 10_000_000_000;
+
 /// What the client asks for.
 #[derive(Debug, Clone)]
 pub struct TransferConfig {
@@ -80,10 +83,15 @@ pub struct TransferConfig {
     pub endpoint: Endpoint,
     /// The shared key.
     pub key: Key,
-    /// Data streams; `None`: from the window plan (at least [`DEFAULT_STREAMS`]).
+    /// Data streams; `None`: from the window plan (at least [`DEFAULT_STREAMS`] unless
+    /// `rate_is_path`).
     pub streams: Option<u32>,
     /// Target rate of all streams together, bit/s (sizes windows and chunks).
     pub rate_bps: u64,
+    /// `rate_bps` is the user's figure for the path (`--rate`): the plan opens no more streams
+    /// than the windows it needs, one where one window carries it. Otherwise the path is unknown
+    /// and at least [`DEFAULT_STREAMS`] hedge it.
+    pub rate_is_path: bool,
     /// Chunk size; `None`: one stream's share of one RTT (1–64 MiB).
     pub chunk_size: Option<u64>,
     /// Replace existing files that differ.
@@ -250,8 +258,9 @@ fn trains(
 
 /// The client's plan: RTT from the control connection's TCP_INFO (after the handshake's round
 /// trips), streams from the window plan (enough windows for the target rate under this host's
-/// buffer limits, at least [`DEFAULT_STREAMS`], but no more than there are chunks to send when
-/// `chunks_of` counts them) unless given, chunk size from the core's rule.
+/// buffer limits, at least [`DEFAULT_STREAMS`] on a path the user did not describe, but no more
+/// than there are chunks to send when `chunks_of` counts them) unless given, chunk size from the
+/// core's rule.
 ///
 /// The plan is checked against the limits the server enforces (`check_plan`: chunk-buffer memory,
 /// rtt, rate), so a `--chunk`/`-P`/`--rate` beyond them is refused here with the same reason.
@@ -273,9 +282,10 @@ fn plan(
             _ => (w.recv.cap / 2).max(1),
         };
         let needed = (2 * w.bdp_per_stream).div_ceil(per_stream.max(1));
+        let least = if cfg.rate_is_path { 1 } else { DEFAULT_STREAMS };
         u32::try_from(needed)
             .unwrap_or(MAX_STREAMS)
-            .clamp(DEFAULT_STREAMS, 64)
+            .clamp(least, 64)
     });
     let streams = streams.clamp(1, MAX_STREAMS);
     // A stripe uses its run's chunk size: chunks, digests and journals are the same for every

@@ -196,6 +196,8 @@ pub(super) fn send(
         ticket: Some(ticket),
         streams,
         rate_bps,
+        // A controller's job carries a rate as a limit, not as the path's.
+        rate_is_path: false,
         chunk_size,
         overwrite,
         fsync,

@@ -259,10 +259,7 @@ impl Sink {
                 .map_err(|err| EngineError::io(format!("truncate {}", slot.temp), err))?;
         }
         // Reserve the space now: a full disk is found before any data moves.
-        if size > 0 {
-            rustix::fs::fallocate(&f, FallocateFlags::empty(), 0, size)
-                .map_err(|err| disk_error(&self.root, &e.path, size, err.into()))?;
-        }
+        reserve(&f, size).map_err(|err| disk_error(&self.root, &e.path, size, err))?;
         *slot.hashes.get_mut().unwrap_or_else(|e| e.into_inner()) = claims.hashes;
         Ok(slot)
     }
@@ -401,6 +398,37 @@ pub(crate) fn recv_manifest(
             return Ok(manifest);
         }
     }
+}
+
+/// The filesystem type of tmpfs (`TMPFS_MAGIC` of linux/magic.h).
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Reserves `size` bytes for a file about to be written. Where the filesystem keeps extents (ext4,
+/// XFS, btrfs) `fallocate` lays the file out in one piece at once, and a full disk is found before
+/// any data moves. tmpfs has no layout to keep, and reserving there zeroes every page up front:
+/// 1.2 s for 4 GiB on the 2-core bench machine, all of it before the sender may start (the `have`
+/// waits for it); there the free space is checked instead and the pages come with the data.
+fn reserve(f: &File, size: u64) -> std::io::Result<()> {
+    if size == 0 {
+        return Ok(());
+    }
+    let fs = rustix::fs::fstatfs(f)?;
+    #[allow(
+        clippy::useless_conversion,
+        reason = "f_type is i64 here, narrower on other architectures"
+    )]
+    let on_tmpfs = i64::from(fs.f_type) == TMPFS_MAGIC;
+    if !on_tmpfs {
+        return Ok(rustix::fs::fallocate(f, FallocateFlags::empty(), 0, size)?);
+    }
+    let held = rustix::fs::fstat(f)?.st_blocks.max(0) as u64 * 512;
+    let free = (fs.f_bavail as u64).saturating_mul(fs.f_bsize.max(0) as u64);
+    if size.saturating_sub(held) > free {
+        return Err(std::io::Error::from_raw_os_error(
+            rustix::io::Errno::NOSPC.raw_os_error(),
+        ));
+    }
+    Ok(())
 }
 
 fn disk_error(root: &Root, path: &RelPath, size: u64, e: std::io::Error) -> EngineError {
