@@ -41,8 +41,11 @@ cleanup() {
     [ -f "$data/server.pid" ] && kill "$(cat "$data/server.pid")" 2>/dev/null || true
     "$LH" emulate down --name "$NAME" >/dev/null 2>&1 || true
 }
-trap cleanup EXIT
+trap 'cleanup; restore_pages' EXIT
 cleanup
+# shellcheck source=bench/keep_pages.sh
+. "$(dirname "$0")/keep_pages.sh"
+keep_pages $(((2 * BIG_MIB >> 10) + 1))
 # shellcheck disable=SC2086
 "$LH" emulate up --name "$NAME" --rtt "$RTT" --rate "$RATE" --no-server $EMULATE >/dev/null
 for h in a b; do

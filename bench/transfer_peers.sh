@@ -106,6 +106,7 @@ mkdir -p "$admin" && chown -R nobody:nogroup "$run"
 cleanup() {
     stop_servers
     "$LH" emulate down --name "$NAME" >/dev/null 2>&1 || true
+    restore_pages
 }
 stop_servers() {
     local f
@@ -120,6 +121,10 @@ stop_servers() {
     sleep 0.3
 }
 trap cleanup EXIT
+# shellcheck source=bench/keep_pages.sh
+. bench/keep_pages.sh
+# Room for the largest copy and its source, in memory the host backs.
+keep_pages $(((2 * BIG_MIB >> 10) + 1))
 
 # on HOST CMD...: CMD on host a (client) or b (server) of the row's path.
 on() {

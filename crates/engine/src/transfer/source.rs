@@ -583,6 +583,7 @@ fn control(
 ) -> Result<(), EngineError> {
     let total = src.files.len();
     let (mut verified, mut failed) = (0usize, 0usize);
+    let (mut announced, mut done_sent) = (0usize, false);
     let mut next_tick = Instant::now() + PROGRESS_EVERY;
     loop {
         // Files whose chunks are all verified (or were already there) get their digest.
@@ -595,6 +596,17 @@ fn control(
             let Some(id) = ready else { break };
             let digest = digest_of(id, src, shared)?;
             ctl.send(&Message::FileDone { file: id, digest })?;
+            announced += 1;
+        }
+        // Every digest is out and nothing more will be: the end follows in the same flight, so
+        // the receiver's `done` comes right behind its last result, a round trip sooner than
+        // after the results. (With a file failed on the way, the end waits for every result.)
+        if announced == total && !done_sent {
+            ctl.send(&Message::Done {
+                files: total as u64,
+                bytes: shared.bytes.load(Ordering::Relaxed),
+            })?;
+            done_sent = true;
         }
         if verified + failed == total {
             break;
@@ -641,10 +653,12 @@ fn control(
         }
     }
     side.progress(shared.bytes.load(Ordering::Relaxed), verified as u64);
-    ctl.send(&Message::Done {
-        files: verified as u64,
-        bytes: shared.bytes.load(Ordering::Relaxed),
-    })?;
+    if !done_sent {
+        ctl.send(&Message::Done {
+            files: verified as u64,
+            bytes: shared.bytes.load(Ordering::Relaxed),
+        })?;
+    }
     match ctl.recv(IDLE_TIMEOUT, "the receiver's done")? {
         Message::Done { .. } => Ok(()),
         m => Err(unexpected(&m, "done")),
