@@ -7,16 +7,18 @@
 # the emulator's verdict turns NOT TRUSTWORTHY (p99 lateness 1.3-12.7 ms in 4 of 6 runs, 2026-12-06);
 # with freed pages kept for the run, 0 of 4 (bench/RESULTS.md, "Issue 23 item 3").
 #
-# keep_pages GIB: keeps freed pages for an hour and touches GIB GiB once (at most half of what is
-# available), so later allocations reuse memory the host already backs; restore_pages puts the
-# setting back (call it from the script's exit trap). Nothing happens where the knob is absent.
+# keep_pages GIB: keeps freed pages for 5 minutes (the most this kernel takes: 600000 is refused)
+# and touches GIB GiB once (at most half of what is available), so later allocations reuse memory
+# the host already backs (a row that frees its copy and the next that writes one stay within
+# that); restore_pages puts the setting back (call it from the script's exit trap). Nothing
+# happens where the knob is absent.
 KEEP_PAGES_KNOB=/sys/module/page_reporting/parameters/min_free_ms
 KEEP_PAGES_WAS=
 
 keep_pages() {
     [ -w "$KEEP_PAGES_KNOB" ] || return 0
     KEEP_PAGES_WAS=$(cat "$KEEP_PAGES_KNOB")
-    echo 3600000 >"$KEEP_PAGES_KNOB"
+    echo 300000 >"$KEEP_PAGES_KNOB"
     local avail_mib want_mib
     avail_mib=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
     want_mib=$(($1 * 1024))
