@@ -140,6 +140,9 @@ impl RawPeer {
             server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
             // This server takes data on data connections only: a client falls back to them.
             inline: false,
+            // Nor does it name its cookie early: a client opens its data connections after
+            // `auth_ok`, as it does with servers older than the early cookie.
+            cookie: None,
         });
         let Message::AuthResponse { client_proof } = peer.recv().expect("auth_response") else {
             panic!("expected auth_response")

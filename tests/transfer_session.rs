@@ -599,6 +599,93 @@ fn a_data_connection_with_a_sniffed_cookie_but_no_proof_is_not_admitted() {
     server_still_serves(&t, server.port, &key, &root);
 }
 
+/// The challenge names the transfer's cookie before the client has proven anything (a sender opens
+/// its data connections in the flight of its proof). A stranger without the key who takes the cookie
+/// from it, opens a data connection with a made-up proof and a chunk behind it, and then fails the
+/// handshake gets nothing in: the connection waits for a key that never comes and is closed as soon
+/// as the handshake fails (not at its own deadline), nothing is written, and the server keeps serving.
+#[test]
+fn a_stranger_with_the_challenges_cookie_gets_no_data_connection_in() {
+    use longhaul_transfer::Message;
+    use longhaul_transfer::msg::{DataCookie, Direction, TRANSFER_VERSION};
+
+    let t = Scratch::new("early-cookie");
+    let key = t.key();
+    let root = t.dir("root");
+    let mut server = serve(&root, &key);
+    let frame = |sock: &mut TcpStream| -> Message {
+        let mut len = [0u8; 4];
+        sock.read_exact(&mut len).expect("a frame's length");
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        sock.read_exact(&mut body).expect("a frame's body");
+        Message::from_json(&body).expect("a message")
+    };
+
+    let mut ctl = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    ctl.write_all(&Preamble::transfer().encode()).unwrap();
+    let hello = Message::TransferHello {
+        version: TRANSFER_VERSION,
+        direction: Direction::Send,
+        client_nonce: [7; 32],
+        ticket: None,
+    };
+    ctl.write_all(&hello.encode_frame()).unwrap();
+    let Message::AuthChallenge {
+        cookie: Some(DataCookie(cookie)),
+        ..
+    } = frame(&mut ctl)
+    else {
+        panic!("expected a challenge that names the cookie")
+    };
+
+    let evil = b"INJECTED BEFORE ANY PROOF".to_vec();
+    let mut inject = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    inject
+        .write_all(&Preamble::data(cookie, 0).encode())
+        .unwrap();
+    inject.write_all(&[0x5a; 32]).unwrap();
+    let _ = inject.write_all(&evil);
+    // The proof is in, the key is not: the connection waits (neither admitted nor refused yet).
+    std::thread::sleep(Duration::from_millis(300));
+    inject
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    assert!(
+        matches!(inject.read(&mut b), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the data connection was closed before the handshake ended"
+    );
+
+    // A wrong proof: the handshake fails, and the waiting connection is refused at once.
+    let guess = Message::AuthResponse {
+        client_proof: hash_chunk(b"a guess"),
+    };
+    let failed = Instant::now();
+    ctl.write_all(&guess.encode_frame()).unwrap();
+    inject
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    match inject.read(&mut b) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the data connection is still open after the failed handshake: {other:?}"),
+    }
+    assert!(
+        failed.elapsed() < Duration::from_secs(3),
+        "refused only after {:?}",
+        failed.elapsed()
+    );
+    server.wait_for("authentication failed");
+    server.wait_for("data connection refused");
+    assert!(
+        !files_under(&root)
+            .iter()
+            .any(|(_, b)| find(b, &evil).is_some()),
+        "the injected bytes were written"
+    );
+    server_still_serves(&t, server.port, &key, &root);
+}
+
 /// The hand-written peer speaks version 2 as a server too: a real `longhaul send` authenticates to it,
 /// proves its data connection and sends sealed chunk headers it opens, so hostile-server tests built on
 /// it are refused for their content, not for a broken seal.

@@ -20,7 +20,7 @@ use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::auto_pace::{BottleneckEstimate, TrainTiming};
@@ -510,18 +510,34 @@ struct Session {
 struct Opening {
     server: std::net::SocketAddr,
     pinned: Option<Pinned>,
-    /// The server takes a small transfer's files on the control connection.
-    inline: bool,
+    /// What the server's challenge offered.
+    offer: conn::Offer,
 }
 
 impl Opening {
     /// The server's answer to our proof, read after the request was sent behind the proof.
     fn authenticated(self, ctl: &mut Ctl, timeout: Duration) -> Result<Session, EngineError> {
         let cookie = conn::recv_auth_ok(ctl, timeout)?;
+        if self.offer.cookie.is_some_and(|named| named != cookie) {
+            return Err(EngineError::Transfer(
+                "the server's answer to our proof names another cookie than its challenge did"
+                    .into(),
+            ));
+        }
         Ok(Session {
             server: self.server,
             cookie,
             pinned: self.pinned,
+        })
+    }
+
+    /// The session as the server's challenge named it, for data connections opened before its
+    /// answer to our proof; `None` if it named no cookie (an older server).
+    fn named(&self) -> Option<Session> {
+        self.offer.cookie.map(|cookie| Session {
+            server: self.server,
+            cookie,
+            pinned: self.pinned.clone(),
         })
     }
 }
@@ -537,7 +553,7 @@ fn open(
         .write_all(&Preamble::transfer().encode())
         .map_err(|e| EngineError::io("send preamble", e))?;
     let mut ctl = Ctl::new(channel);
-    let (keys, inline) = conn::client_handshake(
+    let (keys, offer) = conn::client_handshake(
         &mut ctl,
         &cfg.key,
         cfg.ticket,
@@ -549,7 +565,7 @@ fn open(
         Opening {
             server,
             pinned,
-            inline,
+            offer,
         },
         keys,
     ))
@@ -603,7 +619,7 @@ fn send_sources(
     // back with its first answer to the request.
     let (mut ctl, opening, keys) = open(cfg, Direction::Send)?;
     let mut p = plan(cfg, &ctl, Some(&|chunk| src.chunk_count(chunk)))?;
-    let inline = opening.inline
+    let inline = opening.offer.inline
         && src.total_bytes() <= INLINE_LIMIT
         && cfg.streams.is_none()
         && cfg.stripe.is_none()
@@ -626,10 +642,34 @@ fn send_sources(
     if inline {
         return send_small(cfg, ctl, opening, src, &p, on_event);
     }
-    let session = opening.authenticated(&mut ctl, cfg.endpoint.timeout)?;
-    let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
-    let route = fast_start_route(&p, &ctl, session.server)?;
-    let socks = open_streams(cfg, &ctl, &session, &keys, &p, true)?;
+    let timeout = cfg.endpoint.timeout;
+    let (have, route, socks) = match opening.named().filter(|_| p.transport == Transport::Tcp) {
+        // The cookie came with the challenge: the data connections open now, their handshakes
+        // overlapping the server's check of our proof and its answer to the request, so the
+        // first chunk can leave as soon as that answer (`have`) is here, a round trip sooner.
+        Some(session) => {
+            let route = fast_start_route(&p, &ctl, session.server)?;
+            let socks = open_streams(cfg, &ctl, &session, &keys, &p, true);
+            // A refusal of our proof explains a data connection the server closed.
+            opening.authenticated(&mut ctl, timeout)?;
+            let socks = socks?;
+            (
+                source::recv_have(&mut ctl, &src, p.chunk_size)?,
+                route,
+                socks,
+            )
+        }
+        None => {
+            let session = opening.authenticated(&mut ctl, timeout)?;
+            let have = source::recv_have(&mut ctl, &src, p.chunk_size)?;
+            let route = fast_start_route(&p, &ctl, session.server)?;
+            (
+                have,
+                route,
+                open_streams(cfg, &ctl, &session, &keys, &p, true)?,
+            )
+        }
+    };
     let probe = probes(&socks);
     let governor = p.governor(&probe.tcp)?;
     let ramp = route
@@ -798,13 +838,48 @@ pub struct ServeFiles {
 /// What a transfer's data connections must prove: the session's client → server key, known once its
 /// handshake is done. The server's connection threads check each data connection that presents the
 /// transfer's cookie against it before handing it to the session (`server::handle`), so an unproven
-/// connection never takes a stream slot.
+/// connection never takes a stream slot. The cookie is named in the server's challenge, before the
+/// client has proven anything (a sending client opens its data connections in the flight of its
+/// proof), so a connection may come before the key: it waits for it, within its own handshake
+/// deadline, and is refused as soon as the session ends without one.
 #[derive(Clone, Default)]
-pub(crate) struct DataGate(Arc<OnceLock<MacKey>>);
+pub(crate) struct DataGate(Arc<(Mutex<Gate>, Condvar)>);
+
+#[derive(Default)]
+enum Gate {
+    /// The client has not proven the key yet.
+    #[default]
+    Waiting,
+    /// Authenticated: data connections prove this key.
+    Open(MacKey),
+    /// The session ended (or failed its handshake): nothing more is admitted.
+    Closed,
+}
 
 impl DataGate {
+    /// The client is authenticated: admit connections that prove `key`.
+    pub(crate) fn open(&self, key: MacKey) {
+        self.set(|g| {
+            if matches!(g, Gate::Waiting) {
+                *g = Gate::Open(key);
+            }
+        });
+    }
+
+    /// The session is over: refuse what comes from now on, and what waits for the key.
+    pub(crate) fn close(&self) {
+        self.set(|g| *g = Gate::Closed);
+    }
+
+    fn set(&self, f: impl FnOnce(&mut Gate)) {
+        let (gate, changed) = &*self.0;
+        f(&mut gate.lock().unwrap_or_else(|e| e.into_inner()));
+        changed.notify_all();
+    }
+
     /// Reads the proof that follows a data connection's preamble (all of it within `timeout`) and
-    /// checks it for `cookie` and `stream`.
+    /// checks it for `cookie` and `stream`, once the session's key is known (within the same
+    /// `timeout`).
     pub(crate) fn admit(
         &self,
         conn: &Channel,
@@ -812,11 +887,6 @@ impl DataGate {
         stream: u32,
         timeout: Duration,
     ) -> Result<(), EngineError> {
-        let Some(key) = self.0.get() else {
-            return Err(EngineError::Transfer(format!(
-                "data connection for stream {stream} before the transfer authenticated"
-            )));
-        };
         let deadline = Instant::now() + timeout;
         let mut proof = [0u8; DATA_PROOF_LEN];
         let mut got = 0;
@@ -842,8 +912,35 @@ impl DataGate {
             }
         }
         conn.socket().set_read_timeout(None).ok();
-        verify_data_proof(key, cookie, stream, &proof)?;
+        let key = self.key_by(deadline).ok_or_else(|| {
+            EngineError::Transfer(format!(
+                "data connection for stream {stream} of a transfer that did not authenticate"
+            ))
+        })?;
+        verify_data_proof(&key, cookie, stream, &proof)?;
         Ok(())
+    }
+
+    /// The session's key once the client has proven it; `None` if the session ends first or
+    /// `deadline` passes.
+    fn key_by(&self, deadline: Instant) -> Option<MacKey> {
+        let (gate, changed) = &*self.0;
+        let mut g = gate.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match &*g {
+                Gate::Open(key) => return Some(key.clone()),
+                Gate::Closed => return None,
+                Gate::Waiting => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            g = changed
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 }
 
@@ -905,11 +1002,14 @@ pub(crate) fn serve(
             Ok(g) => {
                 grant = g;
                 let files = files.expect("the handshake refuses when no files are served");
-                let _ = adm.gate.0.set(keys.receiving(Role::Server).clone());
+                adm.gate.open(keys.receiving(Role::Server).clone());
                 serve_authenticated(&mut ctl, files, direction, &keys, adm, grant.as_ref())
             }
         },
     };
+    // Nothing more is admitted, and a connection still waiting for the key (the handshake failed)
+    // is refused now rather than at its deadline.
+    adm.gate.close();
     if let Err(e) = &result
         && !matches!(e, EngineError::Peer(_) | EngineError::Closed(_))
     {

@@ -7,15 +7,16 @@
 //!
 //! ```text
 //! C: TransferHello{version, direction, client_nonce, ticket?}
-//!                     S: AuthChallenge{server_nonce, server_proof, inline?} | Error
+//!                     S: AuthChallenge{server_nonce, server_proof, inline?, cookie?} | Error
 //! C: (checks server_proof) AuthResponse{client_proof}, and in the same flight:
 //!            Request{paths} (get) | SendTo{..} (send), Plan{streams, chunk_size, ..},
 //!            send: ManifestBatch{entries, last} × n
+//! send, when the challenge named the cookie: C opens its data connections now (below)
 //!                     S: (checks client_proof, before reading on) AuthOk{cookie} | Error
 //! get:       S: ManifestBatch{entries, last} × n
 //! receiver:  Have{files, last} × m       (verified chunks from its journal; one round trip in all)
-//! C opens `streams` data connections at once, each presenting the cookie, its stream index and a
-//!   proof of the session key.
+//! C opens `streams` data connections at once (unless it did above), each presenting the cookie,
+//!   its stream index and a proof of the session key.
 //! (A small send, `Plan{streams: 0}`, sends instead ChunkInline{file, chunk, data} × k, FileDone
 //!   and Done right behind its manifest; the server answers each file, then Done.)
 //! sender, data streams:  (ChunkHeader ‖ tag ‖ chunk bytes) × k, streams pulling work from the scheduler
@@ -90,6 +91,11 @@ pub enum Direction {
     Get,
 }
 
+/// A transfer's cookie where a message may leave it out (32 hex digits on the wire).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DataCookie(#[serde(with = "hex_bytes")] pub [u8; 16]);
+
 /// The name of a ticket (16 random bytes from the issuing server; 32 hex digits on the wire).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -142,6 +148,14 @@ pub enum Message {
         /// two, and one that sets it for a server without it gets the plan refused.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         inline: bool,
+        /// The cookie the transfer's data connections will present (the one `AuthOk` repeats),
+        /// given this early so that a sending client can open them in the flight of its proof, a
+        /// round trip before `AuthOk` (absent: from older servers, which admit data connections
+        /// only once the client is authenticated). Not a secret: a data connection is admitted
+        /// only with a proof of the session key, which the server waits for (bounded by its
+        /// handshake deadline) when the connection comes first.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cookie: Option<DataCookie>,
     },
     /// Client's proof of the key.
     AuthResponse {
@@ -1055,6 +1069,7 @@ pub(crate) mod tests {
                 server_nonce: [4; 32],
                 server_proof: hash_chunk(b"p"),
                 inline: true,
+                cookie: Some(DataCookie([5; 16])),
             },
             Message::AuthResponse {
                 client_proof: hash_chunk(b"q"),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use longhaul_proto::frame::Framed;
 use longhaul_transfer::auth::{Key, Nonce, Role, SessionKeys, TicketId, bind_nonce};
-use longhaul_transfer::msg::{Direction, TRANSFER_VERSION};
+use longhaul_transfer::msg::{DataCookie, Direction, TRANSFER_VERSION};
 use longhaul_transfer::session::{FrameOpener, FrameSealer};
 use longhaul_transfer::{Message, WireError};
 
@@ -202,15 +202,15 @@ fn nonce() -> Result<[u8; 32], EngineError> {
 /// session keys at once, without waiting for the server's answer to the proof: once the server
 /// has proven it holds the key, the client may send its request right behind its own proof, sealed
 /// under the session's keys (the server reads nothing after the proof until it has checked it), and
-/// [`recv_auth_ok`] takes the answer, with the cookie, a round trip later. Also returns whether the
-/// server takes a small transfer's files on the control connection (its challenge says so).
+/// [`recv_auth_ok`] takes the answer, with the cookie, a round trip later. Also returns what the
+/// server's challenge offered.
 pub(crate) fn client_handshake(
     ctl: &mut Ctl,
     key: &Key,
     ticket: Option<TicketId>,
     direction: Direction,
     timeout: Duration,
-) -> Result<(SessionKeys, bool), EngineError> {
+) -> Result<(SessionKeys, Offer), EngineError> {
     let client_nonce = nonce()?;
     ctl.send(&Message::TransferHello {
         version: TRANSFER_VERSION,
@@ -218,12 +218,20 @@ pub(crate) fn client_handshake(
         client_nonce,
         ticket,
     })?;
-    let (server_nonce, server_proof, inline) = match ctl.recv(timeout, "the server's challenge")? {
+    let (server_nonce, server_proof, offer) = match ctl.recv(timeout, "the server's challenge")? {
         Message::AuthChallenge {
             server_nonce,
             server_proof,
             inline,
-        } => (server_nonce, server_proof, inline),
+            cookie,
+        } => (
+            server_nonce,
+            server_proof,
+            Offer {
+                inline,
+                cookie: cookie.map(|c| c.0),
+            },
+        ),
         m => return Err(unexpected(&m, "the server's challenge")),
     };
     let (server_nonce, client_nonce) = bound(ctl, &server_nonce, &client_nonce);
@@ -239,7 +247,17 @@ pub(crate) fn client_handshake(
     })?;
     let keys = key.session(direction, &server_nonce, &client_nonce);
     seal(ctl, &keys, Role::Client);
-    Ok((keys, inline))
+    Ok((keys, offer))
+}
+
+/// What a server's challenge offers a client, beyond the proof.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Offer {
+    /// It takes a small transfer's files on the control connection.
+    pub(crate) inline: bool,
+    /// The cookie its data connections present, named before the client is authenticated: a
+    /// sending client may open them in the flight of its proof.
+    pub(crate) cookie: Option<[u8; 16]>,
 }
 
 /// The server's answer to the client's proof (the first sealed frame): the transfer's cookie.
@@ -285,6 +303,7 @@ pub(crate) fn server_handshake(
         server_nonce: sent_nonce,
         server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
         inline: true,
+        cookie: Some(DataCookie(cookie)),
     })?;
     let proof = match ctl.recv_by(deadline, "the client's proof")? {
         Message::AuthResponse { client_proof } => client_proof,
