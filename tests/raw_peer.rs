@@ -96,6 +96,8 @@ impl RawPeer {
             direction,
             client_nonce,
             ticket,
+            // Checks each digest as it comes, as clients older than early digests did.
+            early_digest: false,
         });
         let Message::AuthChallenge {
             server_nonce,
@@ -143,6 +145,7 @@ impl RawPeer {
             // Nor does it name its cookie early: a client opens its data connections after
             // `auth_ok`, as it does with servers older than the early cookie.
             cookie: None,
+            early_digest: false,
         });
         let Message::AuthResponse { client_proof } = peer.recv().expect("auth_response") else {
             panic!("expected auth_response")

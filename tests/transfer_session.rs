@@ -542,6 +542,38 @@ fn a_relay_replacing_a_chunk_and_its_hash_is_refused() {
     server_still_serves(&t, server.port, &key, &root);
 }
 
+/// A relay that damages one byte of a chunk once (a fault the TCP checksum missed): the receiver
+/// finds the chunk's hash wrong and the sender sends it again. The sender has already announced the
+/// file's digest by then (it does so as soon as a file's chunks are sent, since the receiver takes
+/// a digest early): the receiver holds it until the chunk comes again, then checks the file whole.
+#[test]
+fn a_chunk_damaged_on_the_way_is_sent_again_after_its_files_digest() {
+    let t = Scratch::new("relay-damage");
+    let key = t.key();
+    let root = t.dir("root");
+    let server = serve(&root, &key);
+    let content = random_bytes((2 << 20) + 4321);
+    let marker = content[(1 << 20) + 1000..(1 << 20) + 1064].to_vec();
+    let mut damaged = marker.clone();
+    damaged[7] ^= 0x40;
+    let edits: Edits = Arc::new(move |kind| match kind {
+        ConnKind::Data => (
+            replace_bytes(vec![(marker.clone(), damaged.clone())]),
+            pass(),
+        ),
+        _ => (pass(), pass()),
+    });
+    let relay = Relay::start(server.port, edits);
+    let src = t.join("f.bin");
+    std::fs::write(&src, &content).unwrap();
+    let out = xfer("send", relay.port, &key, &[s(&src), "localhost:", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the JSON summary");
+    assert_eq!(v["chunks_resent"], 1, "{v}");
+    assert_eq!(v["files"], 1, "{v}");
+    assert_eq!(std::fs::read(root.join("f.bin")).unwrap(), content);
+}
+
 /// A data connection that presents a transfer's cookie (sniffed on the path) but not the session's
 /// proof, and injects a chunk whose header carries the payload's plain BLAKE3: it is not admitted,
 /// nothing of it is written, and the session goes on with its own data connection.
@@ -628,6 +660,7 @@ fn a_stranger_with_the_challenges_cookie_gets_no_data_connection_in() {
         direction: Direction::Send,
         client_nonce: [7; 32],
         ticket: None,
+        early_digest: false,
     };
     ctl.write_all(&hello.encode_frame()).unwrap();
     let Message::AuthChallenge {

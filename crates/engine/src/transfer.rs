@@ -643,6 +643,7 @@ fn send_sources(
         return send_small(cfg, ctl, opening, src, &p, on_event);
     }
     let timeout = cfg.endpoint.timeout;
+    let early_digest = opening.offer.early_digest;
     let (have, route, socks) = match opening.named().filter(|_| p.transport == Transport::Tcp) {
         // The cookie came with the challenge: the data connections open now, their handshakes
         // overlapping the server's check of our proof and its answer to the request, so the
@@ -677,6 +678,7 @@ fn send_sources(
         .then(|| RampWatch::start(probe.tcp.clone(), p.rate_bps, p.rtt_ns))
         .transpose()?;
     let skipped = std::mem::take(&mut src.skipped);
+    src.early_digest = early_digest;
     let mut side = Side::new(on_event, cfg.idle_timeout);
     side.limit_time(cfg.time_limit);
     side.stripe = cfg.stripe.as_ref().map(|s| stripes::summary(s, None));
@@ -997,15 +999,21 @@ pub(crate) fn serve(
     let mut grant = None;
     let result = match handshake {
         Err(e) => Err(e),
-        Ok((direction, keys)) => match presented.map(|id| tickets.take(&id)).transpose() {
-            Err(e) => Err(e),
-            Ok(g) => {
-                grant = g;
-                let files = files.expect("the handshake refuses when no files are served");
-                adm.gate.open(keys.receiving(Role::Server).clone());
-                serve_authenticated(&mut ctl, files, direction, &keys, adm, grant.as_ref())
+        Ok((direction, keys, early_digest)) => {
+            match presented.map(|id| tickets.take(&id)).transpose() {
+                Err(e) => Err(e),
+                Ok(g) => {
+                    grant = g;
+                    let files = files.expect("the handshake refuses when no files are served");
+                    adm.gate.open(keys.receiving(Role::Server).clone());
+                    let asked = Asked {
+                        direction,
+                        early_digest,
+                    };
+                    serve_authenticated(&mut ctl, files, asked, &keys, adm, grant.as_ref())
+                }
             }
-        },
+        }
     };
     // Nothing more is admitted, and a connection still waiting for the key (the handshake failed)
     // is refused now rather than at its deadline.
@@ -1026,10 +1034,20 @@ pub(crate) fn serve(
     result.map(Some)
 }
 
+/// What an authenticated client asked for in its hello.
+struct Asked {
+    direction: Direction,
+    /// As a `get`'s receiver it takes a file's digest before the file's chunks are verified.
+    early_digest: bool,
+}
+
 fn serve_authenticated(
     ctl: &mut Ctl,
     files: &ServeFiles,
-    direction: Direction,
+    Asked {
+        direction,
+        early_digest,
+    }: Asked,
     keys: &SessionKeys,
     adm: &Admission<'_>,
     grant: Option<&Grant>,
@@ -1154,6 +1172,7 @@ fn serve_authenticated(
             let probe = probes(&socks);
             let governor = p.governor(&probe.tcp)?;
             let skipped = std::mem::take(&mut src.skipped);
+            src.early_digest = early_digest;
             let mut side = Side::new(&mut log, files.idle_timeout);
             side.stop_when(adm.stopping.0, adm.stopping.1);
             let chunk_key = keys.sending(Role::Server);

@@ -45,5 +45,5 @@ pub use manifest::{
 pub use msg::{ChunkHeader, Direction, Message, WireError};
 pub use ranges::RangeSet;
 pub use relpath::{PathError, RelPath, check_symlink_target};
-pub use schedule::{ScheduleError, Scheduler, Work};
+pub use schedule::{Announce, ScheduleError, Scheduler, Work};
 pub use session::{ChunkOpener, ChunkSealer, FrameOpener, FrameSealer};

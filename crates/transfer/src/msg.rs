@@ -6,8 +6,8 @@
 //! "receiver" are the data's):
 //!
 //! ```text
-//! C: TransferHello{version, direction, client_nonce, ticket?}
-//!                     S: AuthChallenge{server_nonce, server_proof, inline?, cookie?} | Error
+//! C: TransferHello{version, direction, client_nonce, ticket?, early_digest?}
+//!                     S: AuthChallenge{server_nonce, server_proof, inline?, cookie?, early_digest?} | Error
 //! C: (checks server_proof) AuthResponse{client_proof}, and in the same flight:
 //!            Request{paths} (get) | SendTo{..} (send), Plan{streams, chunk_size, ..},
 //!            send: ManifestBatch{entries, last} × n
@@ -21,7 +21,8 @@
 //!   and Done right behind its manifest; the server answers each file, then Done.)
 //! sender, data streams:  (ChunkHeader ‖ tag ‖ chunk bytes) × k, streams pulling work from the scheduler
 //! receiver:  ChunkVerdict{file, chunk, ok} per chunk   (ok = false: the sender re-sends it)
-//! sender:    FileDone{file, digest} once every chunk of a file is verified
+//! sender:    FileDone{file, digest} once every chunk of a file is verified, or once every chunk is
+//!            sent when the receiver said `early_digest` (it checks the digest once they are verified)
 //! receiver:  FileVerified{file} | FileFailed{file, reason}
 //! sender:    Done{files, bytes}        receiver: Done{files, bytes}, then both close
 //! ```
@@ -134,6 +135,12 @@ pub enum Message {
         /// ([`TicketId`], issued by this server to a controller it accepts).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ticket: Option<TicketId>,
+        /// As the receiver (`get`), the client takes a file's `FileDone` before the file's chunks
+        /// are all verified and checks it once they are, so the sender may announce each file
+        /// as soon as its chunks are sent, a round trip sooner (absent: false, as from older
+        /// clients).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        early_digest: bool,
     },
     /// Server's nonce and its proof of the key.
     AuthChallenge {
@@ -156,6 +163,10 @@ pub enum Message {
         /// handshake deadline) when the connection comes first.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cookie: Option<DataCookie>,
+        /// As the receiver (`send`), the server takes a file's `FileDone` before the file's
+        /// chunks are all verified (as `TransferHello::early_digest` for the client).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        early_digest: bool,
     },
     /// Client's proof of the key.
     AuthResponse {
@@ -1064,12 +1075,14 @@ pub(crate) mod tests {
                 direction: Direction::Get,
                 client_nonce: [3; 32],
                 ticket: None,
+                early_digest: true,
             },
             Message::AuthChallenge {
                 server_nonce: [4; 32],
                 server_proof: hash_chunk(b"p"),
                 inline: true,
                 cookie: Some(DataCookie([5; 16])),
+                early_digest: true,
             },
             Message::AuthResponse {
                 client_proof: hash_chunk(b"q"),
@@ -1144,6 +1157,7 @@ pub(crate) mod tests {
                 direction: Direction::Send,
                 client_nonce: [3; 32],
                 ticket: Some(TicketId([5; 16])),
+                early_digest: false,
             },
             Message::Plan {
                 streams: 4,

@@ -71,6 +71,21 @@ struct FileWork {
     todo: RangeSet,
     /// Chunks not yet verified (todo + in flight + queued retries).
     unverified: u64,
+    /// Chunks not yet sent once ([`Announce::Sent`]).
+    unsent: RangeSet,
+    /// Made ready for its `FileDone` (each file once).
+    announced: bool,
+}
+
+/// When a file is ready for its `FileDone` (the digest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Announce {
+    /// Once every chunk is verified: for a receiver that checks a digest the moment it arrives.
+    Verified,
+    /// Once every chunk has been sent ([`Scheduler::on_sent`]), a round trip sooner: for a
+    /// receiver that holds a digest until the file's chunks are verified. Chunks that fail
+    /// verification are still re-sent; the digest does not change.
+    Sent,
 }
 
 /// The sender's scheduler (module docs).
@@ -87,14 +102,21 @@ pub struct Scheduler {
     /// Chunks re-queued after their stream was lost, with how many lost copies may still get a verdict.
     orphans: BTreeMap<(u32, u64), u32>,
     ready: VecDeque<u32>,
+    announce: Announce,
     max_retries: u32,
     bytes_to_send: u64,
     bytes_handed_out: u64,
 }
 
 impl Scheduler {
-    /// An empty scheduler that fails a chunk after `max_retries` bad verdicts.
+    /// An empty scheduler that fails a chunk after `max_retries` bad verdicts and makes a file
+    /// ready once its chunks are verified.
     pub fn new(max_retries: u32) -> Self {
+        Self::announcing(max_retries, Announce::Verified)
+    }
+
+    /// As [`Scheduler::new`], making files ready as `announce` says.
+    pub fn announcing(max_retries: u32, announce: Announce) -> Self {
         Self {
             files: BTreeMap::new(),
             order: VecDeque::new(),
@@ -103,6 +125,7 @@ impl Scheduler {
             failures: BTreeMap::new(),
             orphans: BTreeMap::new(),
             ready: VecDeque::new(),
+            announce,
             max_retries,
             bytes_to_send: 0,
             bytes_handed_out: 0,
@@ -138,8 +161,10 @@ impl Scheduler {
             file,
             FileWork {
                 plan,
+                unsent: todo.clone(),
                 todo,
                 unverified,
+                announced: unverified == 0,
             },
         );
         Ok(())
@@ -217,10 +242,27 @@ impl Scheduler {
             .expect("in-flight chunks belong to added files");
         f.unverified -= 1;
         self.bytes_to_send -= span_bytes(&f.plan, chunk, chunk + 1);
-        if f.unverified == 0 {
+        if f.unverified == 0 && !f.announced {
+            f.announced = true;
             self.ready.push_back(file);
         }
         Ok(())
+    }
+
+    /// A stream has written chunk `chunk` of `file` to its connection (the chunk's hash is known):
+    /// with [`Announce::Sent`], the file's last chunk to go out makes it ready.
+    pub fn on_sent(&mut self, file: u32, chunk: u64) {
+        if self.announce != Announce::Sent {
+            return;
+        }
+        if let Some(f) = self.files.get_mut(&file)
+            && f.unsent.remove(chunk)
+            && f.unsent.is_empty()
+            && !f.announced
+        {
+            f.announced = true;
+            self.ready.push_back(file);
+        }
     }
 
     /// A stream died: its chunks in flight go back to the front of the queue (not counted as failures),
@@ -239,7 +281,8 @@ impl Scheduler {
         }
     }
 
-    /// The next file whose chunks are all verified (each file once): send its `FileDone`.
+    /// The next file whose chunks are all verified, or all sent with [`Announce::Sent`] (each
+    /// file once): send its `FileDone`.
     pub fn poll_file_ready(&mut self) -> Option<u32> {
         self.ready.pop_front()
     }
@@ -317,6 +360,38 @@ mod tests {
         assert_eq!(ready, (0..100).collect::<Vec<_>>());
         assert!(s.is_finished());
         assert_eq!(s.bytes_to_send(), 0);
+    }
+
+    /// With `Announce::Sent` a file is ready once its last chunk has gone out, before any verdict;
+    /// a bad verdict after that re-sends the chunk without making the file ready again.
+    #[test]
+    fn a_file_is_announced_when_sent_if_the_receiver_holds_early_digests() {
+        let mut s = Scheduler::announcing(DEFAULT_MAX_RETRIES, Announce::Sent);
+        s.add_file(0, plan(3 * MIB), &RangeSet::new()).unwrap();
+        let work: Vec<Work> = std::iter::from_fn(|| s.next_for_stream(0)).collect();
+        assert_eq!(work.len(), 3);
+        s.on_sent(0, 0);
+        s.on_sent(0, 1);
+        assert_eq!(s.poll_file_ready(), None, "a chunk is still unsent");
+        s.on_sent(0, 2);
+        assert_eq!(s.poll_file_ready(), Some(0));
+        s.on_verdict(0, 0, true).unwrap();
+        s.on_verdict(0, 1, false).unwrap();
+        s.on_verdict(0, 2, true).unwrap();
+        let again = s.next_for_stream(0).expect("the bad chunk again");
+        assert_eq!((again.file, again.chunk), (0, 1));
+        s.on_sent(0, 1);
+        s.on_verdict(0, 1, true).unwrap();
+        assert_eq!(s.poll_file_ready(), None, "announced once");
+        assert!(s.is_finished());
+        // The default waits for the verdicts.
+        let mut v = Scheduler::new(DEFAULT_MAX_RETRIES);
+        v.add_file(0, plan(MIB), &RangeSet::new()).unwrap();
+        v.next_for_stream(0).unwrap();
+        v.on_sent(0, 0);
+        assert_eq!(v.poll_file_ready(), None);
+        v.on_verdict(0, 0, true).unwrap();
+        assert_eq!(v.poll_file_ready(), Some(0));
     }
 
     #[test]
@@ -433,12 +508,18 @@ mod tests {
 
     /// Property: under random resume states, stream counts, verdict orders, corruption, and stream losses
     /// (whose chunks may or may not still get a verdict), nothing the receiver holds is ever sent, every
-    /// missing chunk ends verified and is counted once, and each file becomes ready exactly once.
+    /// missing chunk ends verified and is counted once, and each file becomes ready exactly once: not
+    /// before its every missing chunk is verified ([`Announce::Verified`]) or sent ([`Announce::Sent`]).
     #[test]
     fn random_runs_deliver_every_missing_chunk_exactly_once() {
         let mut rng = Rng(0x5C4E_D00E_0000_0001);
-        for _ in 0..300 {
-            let mut s = Scheduler::new(u32::MAX);
+        for run in 0..600 {
+            let announce = if run % 2 == 0 {
+                Announce::Verified
+            } else {
+                Announce::Sent
+            };
+            let mut s = Scheduler::announcing(u32::MAX, announce);
             let mut expected = BTreeSet::new();
             let mut expected_bytes = 0;
             let nfiles = rng.below(8) as u32;
@@ -460,9 +541,21 @@ mod tests {
             // Copies on the wire that may still get a verdict: (file, chunk, stream).
             let mut wire: Vec<(u32, u64, u32)> = Vec::new();
             let mut judged_good = BTreeSet::new();
+            let mut sent = BTreeSet::new();
             let mut ready = Vec::new();
             for _ in 0..20_000 {
-                ready.extend(std::iter::from_fn(|| s.poll_file_ready()));
+                for id in std::iter::from_fn(|| s.poll_file_ready()) {
+                    // (A chunk verified was sent, even where this model skipped its `on_sent`.)
+                    let done = |k: &(u32, u64)| match announce {
+                        Announce::Verified => judged_good.contains(k),
+                        Announce::Sent => sent.contains(k) || judged_good.contains(k),
+                    };
+                    assert!(
+                        expected.iter().filter(|&&(f, _)| f == id).all(done),
+                        "file {id} ready too soon ({announce:?})"
+                    );
+                    ready.push(id);
+                }
                 if s.is_finished() {
                     break;
                 }
@@ -472,6 +565,11 @@ mod tests {
                         if let Some(w) = s.next_for_stream(stream) {
                             assert!(expected.contains(&(w.file, w.chunk)), "sent a held chunk");
                             wire.push((w.file, w.chunk, stream));
+                            // The stream writes it out (or dies first, then it is sent again).
+                            if rng.below(4) != 0 {
+                                s.on_sent(w.file, w.chunk);
+                                sent.insert((w.file, w.chunk));
+                            }
                         }
                     }
                     2 | 3 if !wire.is_empty() => {
@@ -492,11 +590,12 @@ mod tests {
                 }
             }
             assert!(s.is_finished());
+            ready.extend(std::iter::from_fn(|| s.poll_file_ready()));
             assert_eq!(judged_good, expected);
             // Counted once: a double count would have underflowed or left this non-zero.
             assert_eq!(s.bytes_to_send(), 0);
             ready.sort_unstable();
-            assert_eq!(ready, (0..nfiles).collect::<Vec<_>>());
+            assert_eq!(ready, (0..nfiles).collect::<Vec<_>>(), "{announce:?}");
         }
     }
 }

@@ -217,6 +217,7 @@ pub(crate) fn client_handshake(
         direction,
         client_nonce,
         ticket,
+        early_digest: true,
     })?;
     let (server_nonce, server_proof, offer) = match ctl.recv(timeout, "the server's challenge")? {
         Message::AuthChallenge {
@@ -224,12 +225,14 @@ pub(crate) fn client_handshake(
             server_proof,
             inline,
             cookie,
+            early_digest,
         } => (
             server_nonce,
             server_proof,
             Offer {
                 inline,
                 cookie: cookie.map(|c| c.0),
+                early_digest,
             },
         ),
         m => return Err(unexpected(&m, "the server's challenge")),
@@ -258,6 +261,9 @@ pub(crate) struct Offer {
     /// The cookie its data connections present, named before the client is authenticated: a
     /// sending client may open them in the flight of its proof.
     pub(crate) cookie: Option<[u8; 16]>,
+    /// As the receiver of a `send`, it takes a file's digest before the file's chunks are all
+    /// verified.
+    pub(crate) early_digest: bool,
 }
 
 /// The server's answer to the client's proof (the first sealed frame): the transfer's cookie.
@@ -271,23 +277,25 @@ pub(crate) fn recv_auth_ok(ctl: &mut Ctl, timeout: Duration) -> Result<[u8; 16],
 /// The server's half: answers the hello with its proof and checks the client's before anything
 /// else happens; everything after the client's proof is sealed. `key_for` gives the key the
 /// client must hold: the server's own, or a copy ticket's when the hello names one (or refuses).
-/// Returns the direction asked for and the session keys.
+/// Returns the direction asked for, the session keys and whether the client, as a `get`'s
+/// receiver, takes a file's digest before the file's chunks are all verified.
 pub(crate) fn server_handshake(
     ctl: &mut Ctl,
     key_for: &mut dyn FnMut(Option<TicketId>) -> Result<Key, EngineError>,
     cookie: [u8; 16],
     timeout: Duration,
-) -> Result<(Direction, SessionKeys), EngineError> {
+) -> Result<(Direction, SessionKeys, bool), EngineError> {
     // One deadline for the whole handshake, so a peer trickling its messages cannot stretch it.
     let deadline = Instant::now() + timeout;
-    let (version, direction, client_nonce, ticket) =
+    let (version, direction, client_nonce, ticket, early_digest) =
         match ctl.recv_by(deadline, "transfer hello")? {
             Message::TransferHello {
                 version,
                 direction,
                 client_nonce,
                 ticket,
-            } => (version, direction, client_nonce, ticket),
+                early_digest,
+            } => (version, direction, client_nonce, ticket, early_digest),
             m => return Err(unexpected(&m, "transfer hello")),
         };
     if version != TRANSFER_VERSION {
@@ -304,6 +312,7 @@ pub(crate) fn server_handshake(
         server_proof: key.proof(Role::Server, &server_nonce, &client_nonce),
         inline: true,
         cookie: Some(DataCookie(cookie)),
+        early_digest: true,
     })?;
     let proof = match ctl.recv_by(deadline, "the client's proof")? {
         Message::AuthResponse { client_proof } => client_proof,
@@ -322,7 +331,7 @@ pub(crate) fn server_handshake(
         )));
     }
     ctl.send(&Message::AuthOk { cookie })?;
-    Ok((direction, keys))
+    Ok((direction, keys, early_digest))
 }
 
 /// A message that does not belong at this point of the conversation.

@@ -73,6 +73,16 @@ impl Slot {
     fn owns(&self, chunk: u64) -> bool {
         self.owned.as_ref().is_none_or(|o| o.contains(chunk))
     }
+
+    /// Whether the file's digest can be checked now: every chunk this receiver takes is verified
+    /// (or nothing is written: a file already in place, or refused).
+    fn complete(&self) -> bool {
+        if self.in_place || self.refused.is_some() {
+            return true;
+        }
+        let expected = self.owned.as_ref().map_or(self.plan.count(), RangeSet::len);
+        self.hashes.lock().unwrap_or_else(|e| e.into_inner()).len() as u64 >= expected
+    }
 }
 
 /// A prepared receiver: the destination, the manifest's files and the journal.
@@ -803,12 +813,63 @@ fn finalize(sink: &Sink, id: u32, want: &Digest) -> Result<Result<(), String>, E
     Ok(Ok(()))
 }
 
+/// Checks file `id` against the sender's digest and tells the sender how it ended.
+fn conclude(
+    ctl: &Ctl,
+    sink: &Sink,
+    side: &mut Side<'_>,
+    (id, digest): (u32, &Digest),
+    failed: &mut u64,
+) -> Result<(), EngineError> {
+    let path = sink
+        .slots
+        .get(&id)
+        .map_or_else(|| format!("file {id}"), |s| s.path.to_string());
+    match finalize(sink, id, digest)? {
+        Ok(()) => {
+            ctl.send(&Message::FileVerified { file: id })?;
+            side.file_done(path, None);
+        }
+        Err(reason) => {
+            *failed += 1;
+            if sink.slots.get(&id).is_some_and(|s| s.refused.is_none()) {
+                ctl.send(&Message::FileFailed {
+                    file: id,
+                    reason: reason.clone(),
+                })?;
+            }
+            side.file_done(path, Some(reason));
+        }
+    }
+    Ok(())
+}
+
+/// How often the control loop looks again at files whose digest came before their last chunks.
+const EARLY_DIGEST_POLL: Duration = Duration::from_millis(2);
+
 fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), EngineError> {
     let sink = &shared.sink;
     let mut next_tick = Instant::now() + PROGRESS_EVERY;
     let mut failed = 0u64;
     let mut inline_file = None;
+    // Digests the sender announced as soon as it had sent a file's chunks, before they were all
+    // verified here (we said we take them so): each is checked once its chunks are in.
+    let mut early: BTreeMap<u32, Digest> = BTreeMap::new();
+    // The sender's `done` came; the loop ends once no early digest waits.
+    let mut ended = false;
     loop {
+        let complete: Vec<u32> = early
+            .keys()
+            .copied()
+            .filter(|id| sink.slots.get(id).is_none_or(|s| s.complete()))
+            .collect();
+        for id in complete {
+            let digest = early.remove(&id).expect("listed above");
+            conclude(ctl, sink, side, (id, &digest), &mut failed)?;
+        }
+        if ended && early.is_empty() {
+            break;
+        }
         if shared.stop.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -818,7 +879,12 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
             next_tick = now + PROGRESS_EVERY;
             side.progress(shared.bytes.load(Ordering::Relaxed), side.files_ok);
         }
-        let Some(m) = ctl.recv_until(now + Duration::from_millis(250))? else {
+        let wait = if early.is_empty() {
+            Duration::from_millis(250)
+        } else {
+            EARLY_DIGEST_POLL
+        };
+        let Some(m) = ctl.recv_until(now + wait)? else {
             side.check_idle(shared.bytes.load(Ordering::Relaxed))?;
             continue;
         };
@@ -829,28 +895,14 @@ fn control(ctl: &mut Ctl, shared: &Shared, side: &mut Side<'_>) -> Result<(), En
             }
             Message::FileDone { file, digest } => {
                 inline_file = None;
-                let path = sink
-                    .slots
-                    .get(&file)
-                    .map_or_else(|| format!("file {file}"), |s| s.path.to_string());
-                match finalize(sink, file, &digest)? {
-                    Ok(()) => {
-                        ctl.send(&Message::FileVerified { file })?;
-                        side.file_done(path, None);
-                    }
-                    Err(reason) => {
-                        failed += 1;
-                        if sink.slots.get(&file).is_some_and(|s| s.refused.is_none()) {
-                            ctl.send(&Message::FileFailed {
-                                file,
-                                reason: reason.clone(),
-                            })?;
-                        }
-                        side.file_done(path, Some(reason));
-                    }
+                if sink.slots.get(&file).is_some_and(|s| !s.complete()) {
+                    early.insert(file, digest);
+                } else {
+                    conclude(ctl, sink, side, (file, &digest), &mut failed)?;
                 }
             }
-            Message::Done { .. } => break,
+            Message::Done { .. } if ended => return Err(unexpected(&m, "file digests")),
+            Message::Done { .. } => ended = true,
             m => return Err(unexpected(&m, "file digests")),
         }
     }

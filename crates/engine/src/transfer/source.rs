@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use longhaul_transfer::manifest::{ChunkPlan, Entry, EntryKind, ManifestEntry};
 use longhaul_transfer::msg::ManifestBatcher;
 use longhaul_transfer::reserved::is_reserved_name;
-use longhaul_transfer::schedule::DEFAULT_MAX_RETRIES;
+use longhaul_transfer::schedule::{Announce, DEFAULT_MAX_RETRIES};
 use longhaul_transfer::stripe::{Assignment, Stripe};
 use longhaul_transfer::{
     ChunkHeader, ChunkSealer, Digest, MacKey, Message, RangeSet, RelPath, Scheduler,
@@ -53,6 +53,9 @@ pub(crate) struct Sources {
     pub(crate) skipped: Vec<String>,
     /// One stripe of a striped transfer: only its files and chunks are sent.
     pub(crate) stripe: Option<Stripe>,
+    /// The receiver takes a file's digest before the file's chunks are all verified: each
+    /// `file_done` goes out once the file's chunks are sent, a round trip sooner.
+    pub(crate) early_digest: bool,
 }
 
 impl Sources {
@@ -360,7 +363,12 @@ pub(crate) fn run(
     have: &HashMap<u32, RangeSet>,
     side: &mut Side<'_>,
 ) -> Result<(), EngineError> {
-    let mut sched = Scheduler::new(DEFAULT_MAX_RETRIES);
+    let announce = if src.early_digest {
+        Announce::Sent
+    } else {
+        Announce::Verified
+    };
+    let mut sched = Scheduler::announcing(DEFAULT_MAX_RETRIES, announce);
     let empty = RangeSet::new();
     if let Some(s) = src.stripe {
         let mut owned: HashMap<u32, RangeSet> =
@@ -482,6 +490,11 @@ fn stream(
                 break;
             }
             shared.bytes.fetch_add(u64::from(w.len), Ordering::Relaxed);
+            shared
+                .sched
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .on_sent(w.file, w.chunk);
             let _ = empty_tx.send(buf);
         }
         // Closing our end stops a reader blocked on handing over the next chunk.
@@ -620,7 +633,14 @@ fn control(
             next_tick = now + PROGRESS_EVERY;
             side.progress(shared.bytes.load(Ordering::Relaxed), verified as u64);
         }
-        let Some(m) = ctl.recv_until(now + PROGRESS_EVERY.min(Duration::from_millis(250)))? else {
+        // Files announced as they are sent: look again soon, so a file's digest leaves right
+        // behind its last chunk (a verdict may be a while coming).
+        let wait = if src.early_digest && announced < total {
+            Duration::from_millis(20)
+        } else {
+            PROGRESS_EVERY.min(Duration::from_millis(250))
+        };
+        let Some(m) = ctl.recv_until(now + wait)? else {
             side.check_idle(shared.bytes.load(Ordering::Relaxed))?;
             continue;
         };
