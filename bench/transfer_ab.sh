@@ -45,7 +45,7 @@ trap 'cleanup; restore_pages' EXIT
 cleanup
 # shellcheck source=bench/keep_pages.sh
 . "$(dirname "$0")/keep_pages.sh"
-keep_pages $(((2 * BIG_MIB >> 10) + 1))
+keep_pages
 # shellcheck disable=SC2086
 "$LH" emulate up --name "$NAME" --rtt "$RTT" --rate "$RATE" --no-server $EMULATE >/dev/null
 for h in a b; do
@@ -68,6 +68,7 @@ for rep in $(seq 1 "$REPS"); do
         for f in tiny mid big; do
             rm -f "$data/dst/$f"
             cmd="$bin send $data/src/$f 10.201.0.2: -p $PORT --key $data/key"
+            pages_quiet
             read -r r0 o0 < <(snmp)
             # shellcheck disable=SC2086
             "$LH" emulate exec --name "$NAME" a -- /usr/bin/time -f "%e" -o "$out/time.txt" $cmd >/dev/null 2>"$out/last.err" ||

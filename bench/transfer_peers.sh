@@ -38,7 +38,9 @@
 #   longhaul: `longhaul send SRC HOST:` with no flag: its defaults are its tuning. On an emulated
 #     path, where the path is known and carries nothing else, also `--rate R --dedicated`
 #     (docs/pacing.md: R the payload ceiling, 1.93G and 0.965G here): one stream paced at R,
-#     opened at R from the first round trip.
+#     opened at R from the first round trip; and that with `-C cubic`, the controller for a clean
+#     dedicated path (docs/pacing.md: no BBR ProbeRTT dip, no 1 % pacing margin; it backs off on
+#     random loss, so not for the lossy path).
 # Both peers' servers run as `nobody` (neither runs as root), without authentication (GridFTP's
 # `-aa` anonymous access, XRootD with no security library): the cheapest setting for them.
 #
@@ -124,7 +126,7 @@ trap cleanup EXIT
 # shellcheck source=bench/keep_pages.sh
 . bench/keep_pages.sh
 # Room for the largest copy and its source, in memory the host backs.
-keep_pages $(((2 * BIG_MIB >> 10) + 1))
+keep_pages
 
 # on HOST CMD...: CMD on host a (client) or b (server) of the row's path.
 on() {
@@ -209,6 +211,7 @@ rows() {
     cat <<'EOF'
 big|longhaul|longhaul send|$LH send $src/big.bin $host: -p $LH_PORT --key $data/key
 big|longhaul|longhaul send --rate R --dedicated|$LH send $src/big.bin $host: -p $LH_PORT --key $data/key --rate $PATHRATE --dedicated
+big|longhaul|longhaul send --rate R --dedicated -C cubic|$LH send $src/big.bin $host: -p $LH_PORT --key $data/key --rate $PATHRATE --dedicated -C cubic
 big|gridftp|globus-url-copy|globus-url-copy file://$src/big.bin ftp://$host:$FTP_PORT$dst/big.bin
 big|gridftp|globus-url-copy -fast -p 4|globus-url-copy -fast -p 4 file://$src/big.bin ftp://$host:$FTP_PORT$dst/big.bin
 big|gridftp|globus-url-copy -fast -p 8|globus-url-copy -fast -p 8 file://$src/big.bin ftp://$host:$FTP_PORT$dst/big.bin
@@ -264,6 +267,7 @@ for path in $PATHS; do
             cmd=$(eval "echo \"$template\"")
             t=$out/time.txt
             rm -f "$t"
+            pages_quiet
             # shellcheck disable=SC2086
             rc=0
             on a "$named" python3 -c "$timed" "$t" timeout "$ROW_TIMEOUT" $cmd >"$out/last.out" 2>"$out/last.err" || rc=$?
