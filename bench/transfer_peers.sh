@@ -125,7 +125,7 @@ stop_servers() {
 trap cleanup EXIT
 # shellcheck source=bench/keep_pages.sh
 . bench/keep_pages.sh
-# Room for the largest copy and its source, in memory the host backs.
+# Freed pages kept a while; each row waits for the VM's page reporter to go quiet first.
 keep_pages
 
 # on HOST CMD...: CMD on host a (client) or b (server) of the row's path.
