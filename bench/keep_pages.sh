@@ -11,7 +11,7 @@
 # (0 of 4 without). At 08:30 the same machine reported freed memory beyond about 2 GiB within seconds
 # whatever min_free_ms said, and touching memory first made it worse (9.5 GB reported during the
 # run, p99 lateness 14-24 ms); waiting until the reporter had been quiet for 3 s before each run
-# made 4 of 4 4-GiB runs OK.
+# made 5 of 5 4-GiB runs OK.
 #
 # keep_pages: keeps freed pages for 5 minutes where the knob exists (the most this kernel takes).
 # pages_quiet: waits (at most 60 s) until the reporter has returned nothing for 3 s: call it after a
