@@ -10,7 +10,9 @@
 #   defaults: 4096 MiB, 1000 files of 64 KiB, PATHS="loopback wan lossy", WORKLOADS="big small tiny"
 #   TOOLS="longhaul gridftp xrootd" (the default) picks the tools; EMULATE (default "--realtime
 #   --pin 0,1": the emulator's forwarders at real-time priority) more flags of `emulate up`; BENCH_DIR (default
-#   /dev/shm/lh-peers: RAM) holds the files; set it on a real filesystem to compare on disk;
+#   /dev/shm/lh-peers: RAM) holds the files; set it on a real filesystem to compare on disk (then each
+#   row starts with the page cache dropped, so the source is read from the disk, and the table says
+#   which side bounded the row);
 #   ROW_TIMEOUT (default 900 s) ends a row that takes longer (GridFTP's plain `-r` moves about one
 #   small file per second at 120 ms: 1,000 files take longer than that).
 #
@@ -18,7 +20,10 @@
 # copy is then compared byte for byte with its source: a row whose copy differs is marked BAD);
 # the client host's TCP retransmits over its segments sent (its own network namespace, fresh for
 # the row: /proc/net/snmp); and the emulator's fidelity verdict (a fresh testbed per row, its
-# report at `emulate down`). Both hosts' tcp_rmem/tcp_wmem maximum are 64 MiB, as on a tuned
+# report at `emulate down`). With BENCH_DIR on a disk, also the disk's busy time over the row
+# (/proc/diskstats: the device's I/O ticks over the wall clock), what it read and wrote during the
+# row, and how long a `sync` after the row took (the writes the tool left in the page cache; no tool
+# here syncs by default). Both hosts' tcp_rmem/tcp_wmem maximum are 64 MiB, as on a tuned
 # data-transfer node (per namespace); congestion control BBR (this kernel's default) for every tool.
 #
 # The peers' settings, each from its documentation:
@@ -79,10 +84,19 @@ LH=$PWD/target/release/longhaul
 out=$PWD/bench/runs/$(date -u +%Y%m%dT%H%M%SZ)-transfer-peers
 mkdir -p "$out"
 raw=$out/raw.csv
-echo "path,workload,tool,bytes,seconds,gbps,retrans_pct,fidelity,copy,command" >"$raw"
+echo "path,workload,tool,bytes,seconds,gbps,retrans_pct,fidelity,copy,disk_busy_pct,disk_read_mb,disk_write_mb,flush_s,command" >"$raw"
 data=${BENCH_DIR:-/dev/shm/lh-peers}
 mkdir -p "$data"
 chmod 755 "$data"
+# On a disk (not tmpfs): the block device under BENCH_DIR, whose counters each row reads.
+disk=
+if [ "$(stat -f -c %T "$data")" != tmpfs ]; then
+    disk=$(basename "$(findmnt -n -o SOURCE --target "$data")")
+    grep -q " $disk " /proc/diskstats || { echo "no /proc/diskstats line for $disk (BENCH_DIR $data)" >&2; exit 1; }
+    echo "files on $disk ($(findmnt -n -o FSTYPE --target "$data")): page cache dropped before each row" >&2
+fi
+# disk_stats -> "sectors_read sectors_written io_ticks_ms" of $disk
+disk_stats() { awk -v d="$disk" '$3 == d { print $6, $10, $13 }' /proc/diskstats; }
 
 # --- data ----------------------------------------------------------------------------------------
 src=$data/src
@@ -267,12 +281,24 @@ for path in $PATHS; do
             cmd=$(eval "echo \"$template\"")
             t=$out/time.txt
             rm -f "$t"
+            if [ -n "$disk" ]; then
+                sync
+                echo 3 >/proc/sys/vm/drop_caches
+            fi
             pages_quiet
+            [ -n "$disk" ] && read -r r0 w0 b0 < <(disk_stats)
             # shellcheck disable=SC2086
             rc=0
             on a "$named" python3 -c "$timed" "$t" timeout "$ROW_TIMEOUT" $cmd >"$out/last.out" 2>"$out/last.err" || rc=$?
             [ $rc = 0 ] || echo "FAILED ($path $w $label, status $rc): $(tail -2 "$out/last.err" | tr '\n' ' ')" >&2
             secs=$(cat "$t" 2>/dev/null || echo nan)
+            busy=- rmb=- wmb=- flush=-
+            if [ -n "$disk" ]; then
+                read -r r1 w1 b1 < <(disk_stats)
+                flush=$(python3 -c 'import os, time; t = time.monotonic(); os.sync(); print(f"{time.monotonic() - t:.3f}")')
+                busy=$(awk -v b=$((b1 - b0)) -v s="$secs" 'BEGIN { if (s + 0 > 0) printf "%.0f", b / 10 / s; else print "nan" }')
+                rmb=$(((r1 - r0) / 2048)) wmb=$(((w1 - w0) / 2048))
+            fi
             snmp=$(on a cat /proc/net/snmp)
             retrans=$(awk '/^Tcp:/ { if (!h) { for (i = 1; i <= NF; i++) n[$i] = i; h = 1 } else { printf "%.4f", ($n["OutSegs"] ? 100 * $n["RetransSegs"] / $n["OutSegs"] : 0) } }' <<<"$snmp")
             [ "$path" = loopback ] && retrans=-
@@ -283,7 +309,7 @@ for path in $PATHS; do
             fid=$(down)
             bytes=$(bytes_of "$w")
             gbps=$(awk -v b="$bytes" -v s="$secs" 'BEGIN { if (s + 0 > 0) printf "%.3f", b * 8 / s / 1e9; else print "nan" }')
-            echo "$path,$w,$label,$bytes,$secs,$gbps,$retrans,$fid,$copy,\"$cmd\"" >>"$raw"
+            echo "$path,$w,$label,$bytes,$secs,$gbps,$retrans,$fid,$copy,$busy,$rmb,$wmb,$flush,\"$cmd\"" >>"$raw"
             tail -1 "$raw" >&2
         done < <(rows)
     done
@@ -294,14 +320,31 @@ import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 rtt = {"loopback": None, "wan": 0.120, "lossy": 0.250}
 ceiling = {"wan": 2e9 * 1448 / 1500, "lossy": 1e9 * 1448 / 1500}
-print(f"{'path':9} {'workload':8} {'tool':40} {'s':>8} {'Gbit/s':>7} {'RTTs':>6} {'of ceiling':>10} {'retr %':>7} copy fidelity")
+on_disk = any(r["disk_busy_pct"] != "-" for r in rows)
+
+
+def bound(r):
+    """Which side held the row back: the disk when it was busy most of the row, the path when the
+    row ran at 90 % of its ceiling or more, else the tool itself (its protocol, CPU or waiting)."""
+    if r["disk_busy_pct"] not in ("-", "nan") and float(r["disk_busy_pct"]) >= 80:
+        return "disk"
+    ceil = ceiling.get(r["path"])
+    if ceil and r["gbps"] != "nan" and float(r["gbps"]) * 1e9 >= 0.9 * ceil:
+        return "network"
+    return "tool"
+
+
+disk_head = f" {'disk busy':>9} {'read MB':>7} {'wrote MB':>8} {'sync s':>6} {'bound':7}" if on_disk else ""
+print(f"{'path':9} {'workload':8} {'tool':40} {'s':>8} {'Gbit/s':>7} {'RTTs':>6} {'of ceiling':>10} {'retr %':>7}{disk_head} copy fidelity")
 for r in rows:
     s = float(r["seconds"])
     rt = rtt.get(r["path"])
     rtts = f"{s / rt:.1f}" if rt and s == s else "-"
     ceil = ceiling.get(r["path"])
     of = f"{float(r['gbps']) * 1e9 / ceil * 100:.0f} %" if ceil and r["gbps"] != "nan" else "-"
-    print(f"{r['path']:9} {r['workload']:8} {r['tool']:40} {s:8.3f} {r['gbps']:>7} {rtts:>6} {of:>10} {r['retrans_pct']:>7} {r['copy']:4} {r['fidelity']}")
+    d = (f" {r['disk_busy_pct'] + ' %':>9} {r['disk_read_mb']:>7} {r['disk_write_mb']:>8} {r['flush_s']:>6} {bound(r):7}"
+         if on_disk else "")
+    print(f"{r['path']:9} {r['workload']:8} {r['tool']:40} {s:8.3f} {r['gbps']:>7} {rtts:>6} {of:>10} {r['retrans_pct']:>7}{d} {r['copy']:4} {r['fidelity']}")
 print()
 for p in sorted({r["path"] for r in rows}):
     for w in ("big", "small", "tiny"):

@@ -47,6 +47,7 @@ mod data;
 mod dest;
 mod journals;
 mod over_udp;
+mod page_cache;
 pub mod root;
 mod side;
 mod sink;

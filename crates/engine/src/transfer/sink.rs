@@ -42,6 +42,7 @@ use super::conn::{Ctl, REASON_GRACE, Writer, unexpected};
 use super::data::DataConn;
 use super::dest::{PlacedFile, SinkOptions, inode_of, place_symlink, replaced};
 use super::journals::{self, Journals};
+use super::page_cache::Behind;
 use super::root::{Inode, Kind, Root, RootError};
 use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use super::stripes;
@@ -557,7 +558,7 @@ fn stream(
 ) -> Result<(), EngineError> {
     let sink = &shared.sink;
     let mut buf = Vec::with_capacity(chunk_size as usize);
-    let mut open: Option<(u32, File)> = None;
+    let mut open: Option<(u32, File, Behind)> = None;
     let mut hdr = [0u8; CHUNK_HEADER_LEN];
     // Reads time out now and then so that a stop (an error elsewhere) is noticed.
     sock.set_read_tick(Duration::from_millis(500));
@@ -621,11 +622,11 @@ fn store(
     at: (u32, u64, u64),
     buf: &[u8],
     hash: Digest,
-    open: &mut Option<(u32, File)>,
+    open: &mut Option<(u32, File, Behind)>,
 ) -> Result<(), EngineError> {
     let (file, chunk, offset) = at;
     let sink = &shared.sink;
-    if open.as_ref().is_none_or(|(id, _)| *id != file) {
+    if open.as_ref().is_none_or(|(id, ..)| *id != file) {
         let f = sink.root.open_rw(slot.temp.as_str())?;
         if Some(inode_of(&f, &slot.temp)?) != slot.inode {
             return Err(EngineError::Transfer(format!(
@@ -634,9 +635,9 @@ fn store(
                 replaced(&slot.temp)
             )));
         }
-        *open = Some((file, f));
+        *open = Some((file, f, Behind::default()));
     }
-    let f = &open.as_ref().expect("opened above").1;
+    let (_, f, behind) = open.as_mut().expect("opened above");
     f.write_all_at(buf, offset).map_err(|e| {
         let err = RootError {
             op: "write",
@@ -654,6 +655,7 @@ again to resume",
             err.into()
         }
     })?;
+    behind.done(f, offset, buf.len() as u64);
     sink.journals()
         .record(|j| j.chunk_verified(&slot.path, chunk, hash))?;
     slot.hashes
@@ -672,7 +674,7 @@ again to resume",
 fn store_inline(
     shared: &Shared,
     (file, chunk, data): (u32, u64, &[u8]),
-    open: &mut Option<(u32, File)>,
+    open: &mut Option<(u32, File, Behind)>,
 ) -> Result<(), EngineError> {
     let slot = shared.sink.slots.get(&file).ok_or_else(|| {
         EngineError::Transfer(format!(

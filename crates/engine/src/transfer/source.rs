@@ -27,6 +27,7 @@ use tracing::warn;
 
 use super::conn::{Ctl, REASON_GRACE, unexpected};
 use super::data::DataConn;
+use super::page_cache;
 use super::root::{Kind, Root, join};
 use super::side::{IDLE_TIMEOUT, PROGRESS_EVERY, Side};
 use crate::EngineError;
@@ -521,16 +522,17 @@ fn read_ahead(
     full: &mpsc::SyncSender<Filled>,
     empty: &mpsc::Receiver<Vec<u8>>,
 ) -> Result<(), EngineError> {
-    let mut open: Option<(u32, File)> = None;
+    let mut open: Option<(u32, File, page_cache::Behind)> = None;
     while let Ok(mut buf) = empty.recv() {
         let Some(w) = shared.next(index) else {
             return Ok(());
         };
         let f = &src.files[&w.file];
-        if open.as_ref().is_none_or(|(id, _)| *id != w.file) {
-            open = Some((w.file, src.roots[f.root].open_read(&f.rel)?));
+        if open.as_ref().is_none_or(|(id, ..)| *id != w.file) {
+            let file = src.roots[f.root].open_read(&f.rel)?;
+            open = Some((w.file, file, page_cache::Behind::default()));
         }
-        let file = &open.as_ref().expect("opened above").1;
+        let (_, file, behind) = open.as_mut().expect("opened above");
         buf.resize(w.len as usize, 0);
         file.read_exact_at(&mut buf, w.offset).map_err(|e| {
             EngineError::Transfer(format!(
@@ -538,6 +540,7 @@ fn read_ahead(
                 f.rel, w.offset
             ))
         })?;
+        behind.done(file, w.offset, buf.len() as u64);
         let hash = hash_chunk(&buf);
         shared
             .hashes
