@@ -13,6 +13,9 @@
 #   /dev/shm/lh-peers: RAM) holds the files; set it on a real filesystem to compare on disk (then each
 #   row starts with the page cache dropped, so the source is read from the disk, and the table says
 #   which side bounded the row);
+#   REPS (default 1) runs every row that many times, round after round (each round all rows in
+#   turn, so a slow spell of this shared machine hits every tool alike), and the comparison takes
+#   each row's median over its runs with a whole copy and a trustworthy emulator;
 #   ROW_TIMEOUT (default 900 s) ends a row that takes longer (GridFTP's plain `-r` moves about one
 #   small file per second at 120 ms: 1,000 files take longer than that).
 #
@@ -61,6 +64,7 @@ WORKLOADS=${4:-"big small tiny"}
 TOOLS=${TOOLS:-"longhaul gridftp xrootd"}
 EMULATE=${EMULATE:---realtime --pin 0,1}
 ROW_TIMEOUT=${ROW_TIMEOUT:-900}
+REPS=${REPS:-1}
 LH_PORT=7296
 FTP_PORT=2811
 XRD_PORT=1094
@@ -84,7 +88,7 @@ LH=$PWD/target/release/longhaul
 out=$PWD/bench/runs/$(date -u +%Y%m%dT%H%M%SZ)-transfer-peers
 mkdir -p "$out"
 raw=$out/raw.csv
-echo "path,workload,tool,bytes,seconds,gbps,retrans_pct,fidelity,copy,disk_busy_pct,disk_read_mb,disk_write_mb,flush_s,command" >"$raw"
+echo "path,rep,workload,tool,bytes,seconds,gbps,retrans_pct,fidelity,copy,disk_busy_pct,disk_read_mb,disk_write_mb,flush_s,command" >"$raw"
 data=${BENCH_DIR:-/dev/shm/lh-peers}
 mkdir -p "$data"
 chmod 755 "$data"
@@ -271,6 +275,7 @@ stop_servers
 for path in $PATHS; do
     # The path's payload ceiling (1448 of every 1500 bytes), for the rows that are told it.
     case $path in wan) PATHRATE=1.93G ;; lossy) PATHRATE=0.965G ;; *) PATHRATE= ;; esac
+    for rep in $(seq "$REPS"); do
     for w in $WORKLOADS; do
         while IFS='|' read -r rw tool label template; do
             [ "$rw" = "$w" ] || continue
@@ -309,9 +314,10 @@ for path in $PATHS; do
             fid=$(down)
             bytes=$(bytes_of "$w")
             gbps=$(awk -v b="$bytes" -v s="$secs" 'BEGIN { if (s + 0 > 0) printf "%.3f", b * 8 / s / 1e9; else print "nan" }')
-            echo "$path,$w,$label,$bytes,$secs,$gbps,$retrans,$fid,$copy,$busy,$rmb,$wmb,$flush,\"$cmd\"" >>"$raw"
+            echo "$path,$rep,$w,$label,$bytes,$secs,$gbps,$retrans,$fid,$copy,$busy,$rmb,$wmb,$flush,\"$cmd\"" >>"$raw"
             tail -1 "$raw" >&2
         done < <(rows)
+    done
     done
 done
 
@@ -335,7 +341,7 @@ def bound(r):
 
 
 disk_head = f" {'disk busy':>9} {'read MB':>7} {'wrote MB':>8} {'sync s':>6} {'bound':7}" if on_disk else ""
-print(f"{'path':9} {'workload':8} {'tool':40} {'s':>8} {'Gbit/s':>7} {'RTTs':>6} {'of ceiling':>10} {'retr %':>7}{disk_head} copy fidelity")
+print(f"{'path':9} {'rep':>3} {'workload':8} {'tool':40} {'s':>8} {'Gbit/s':>7} {'RTTs':>6} {'of ceiling':>10} {'retr %':>7}{disk_head} copy fidelity")
 for r in rows:
     s = float(r["seconds"])
     rt = rtt.get(r["path"])
@@ -344,19 +350,41 @@ for r in rows:
     of = f"{float(r['gbps']) * 1e9 / ceil * 100:.0f} %" if ceil and r["gbps"] != "nan" else "-"
     d = (f" {r['disk_busy_pct'] + ' %':>9} {r['disk_read_mb']:>7} {r['disk_write_mb']:>8} {r['flush_s']:>6} {bound(r):7}"
          if on_disk else "")
-    print(f"{r['path']:9} {r['workload']:8} {r['tool']:40} {s:8.3f} {r['gbps']:>7} {rtts:>6} {of:>10} {r['retrans_pct']:>7}{d} {r['copy']:4} {r['fidelity']}")
+    print(f"{r['path']:9} {r['rep']:>3} {r['workload']:8} {r['tool']:40} {s:8.3f} {r['gbps']:>7} {rtts:>6} {of:>10} {r['retrans_pct']:>7}{d} {r['copy']:4} {r['fidelity']}")
 print()
+
+
+def trusted(r):
+    """A run that counts: a whole copy, a time, and an emulator that kept its timing (or none)."""
+    return r["copy"] == "ok" and float(r["seconds"]) == float(r["seconds"]) and r["fidelity"] in ("OK", "-")
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+print("medians over the trustworthy runs of each row (runs: trustworthy/all)")
 for p in sorted({r["path"] for r in rows}):
     for w in ("big", "small", "tiny"):
         here = [r for r in rows if r["path"] == p and r["workload"] == w]
-        peers = [r for r in here if not r["tool"].startswith("longhaul")
-                 and r["copy"] == "ok" and float(r["seconds"]) == float(r["seconds"])]
+        tools = list(dict.fromkeys(r["tool"] for r in here))
+        med = {}
+        for t in tools:
+            runs = [r for r in here if r["tool"] == t]
+            good = [float(r["seconds"]) for r in runs if trusted(r)]
+            if good:
+                med[t] = median(good)
+            shown = f"{med[t]:8.3f} s" if t in med else "no trustworthy run"
+            print(f"{p:9} {w:6} {t:44} {shown:>18} ({len(good)}/{len(runs)})")
+        peers = {t: m for t, m in med.items() if not t.startswith("longhaul")}
         if not peers:
             continue
-        best = min(peers, key=lambda r: float(r["seconds"]))
-        for mine in (r for r in here if r["tool"].startswith("longhaul") and float(r["seconds"]) > 0):
-            print(f"{p:9} {w:6} {mine['tool']}: {float(mine['seconds']):.3f} s, best peer {best['tool']} "
-                  f"{float(best['seconds']):.3f} s: longhaul is {float(best['seconds']) / float(mine['seconds']):.2f}x as fast")
+        best = min(peers, key=peers.get)
+        for t in (t for t in med if t.startswith("longhaul")):
+            print(f"{p:9} {w:6} {t}: {med[t]:.3f} s, best peer {best} {peers[best]:.3f} s: "
+                  f"longhaul is {peers[best] / med[t]:.2f}x as fast")
 EOF
 cp "$run"/*.log "$out/" 2>/dev/null || true
 echo "raw: $raw" >&2
