@@ -69,11 +69,15 @@ mod tests {
     }
 
     /// A 4-MiB file on a disk-backed filesystem, written and synced (its pages clean and cached),
-    /// or `None` where the temporary directory is tmpfs, which keeps every page whatever the advice.
-    fn clean_cached_file(tag: &str) -> Option<(std::path::PathBuf, File)> {
+    /// with its first two MiB passed (and let go of) one MiB at a time; `None` where the temporary
+    /// directory is tmpfs, which keeps every page whatever the advice.
+    fn first_two_mib_passed(tag: &str) -> Option<(std::path::PathBuf, File, Behind)> {
         let dir = std::env::temp_dir();
-        const TMPFS_MAGIC: i64 = 0x0102_1994;
-        if rustix::fs::statfs(&dir).unwrap().f_type as i64 == TMPFS_MAGIC {
+        #[allow(
+            clippy::useless_conversion,
+            reason = "f_type is i64 here, narrower on other architectures"
+        )]
+        if i64::from(rustix::fs::statfs(&dir).unwrap().f_type) == super::super::sink::TMPFS_MAGIC {
             eprintln!("{} is tmpfs: nothing to let go of there", dir.display());
             return None;
         }
@@ -92,17 +96,17 @@ mod tests {
             4 * MIB,
             "a file just written is in the page cache"
         );
-        Some((path, f))
+        let mut behind = Behind::default();
+        behind.done(&f, 0, MIB);
+        behind.done(&f, MIB, MIB);
+        Some((path, f, behind))
     }
 
     #[test]
     fn chunks_read_leave_the_page_cache_and_nothing_else_does() {
-        let Some((path, f)) = clean_cached_file("read") else {
+        let Some((path, f, mut behind)) = first_two_mib_passed("read") else {
             return;
         };
-        let mut behind = Behind::default();
-        behind.done(&f, 0, MIB);
-        behind.done(&f, MIB, MIB);
         assert_eq!(
             cached(&path),
             2 * MIB,
@@ -119,12 +123,9 @@ mod tests {
 
     #[test]
     fn a_chunk_written_leaves_the_page_cache_once_on_disk() {
-        let Some((path, f)) = clean_cached_file("write") else {
+        let Some((path, f, mut behind)) = first_two_mib_passed("write") else {
             return;
         };
-        let mut behind = Behind::default();
-        behind.done(&f, 0, MIB);
-        behind.done(&f, MIB, MIB);
         assert_eq!(cached(&path), 2 * MIB);
         f.write_all_at(&vec![8u8; 2 * MIB as usize], 2 * MIB)
             .unwrap();

@@ -412,7 +412,7 @@ pub(crate) fn recv_manifest(
 }
 
 /// The filesystem type of tmpfs (`TMPFS_MAGIC` of linux/magic.h).
-const TMPFS_MAGIC: i64 = 0x0102_1994;
+pub(super) const TMPFS_MAGIC: i64 = 0x0102_1994;
 
 /// Reserves `size` bytes for a file about to be written. Where the filesystem keeps extents (ext4,
 /// XFS, btrfs) `fallocate` lays the file out in one piece at once, and a full disk is found before
