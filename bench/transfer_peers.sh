@@ -48,7 +48,9 @@
 #     (docs/pacing.md: R the payload ceiling, 1.93G and 0.965G here): one stream paced at R,
 #     opened at R from the first round trip; and that with `-C cubic`, the controller for a clean
 #     dedicated path (docs/pacing.md: no BBR ProbeRTT dip, no 1 % pacing margin; it backs off on
-#     random loss, so not for the lossy path).
+#     random loss, so not for the lossy path). And `longhaul send` with no flag to a server whose
+#     operator named the path's rate (`server --path-rate R`, docs/transfer.md): the client plans
+#     and paces with it.
 # Both peers' servers run as `nobody` (neither runs as root), without authentication (GridFTP's
 # `-aa` anonymous access, XRootD with no security library): the cheapest setting for them.
 #
@@ -66,6 +68,7 @@ EMULATE=${EMULATE:---realtime --pin 0,1}
 ROW_TIMEOUT=${ROW_TIMEOUT:-900}
 REPS=${REPS:-1}
 LH_PORT=7296
+LH_SERVER_FLAGS=
 FTP_PORT=2811
 XRD_PORT=1094
 NAME=peers
@@ -195,8 +198,9 @@ start_server() { # tool
     rm -rf "$dst" && mkdir -p "$dst" && chown nobody:nogroup "$dst"
     case $1 in
     longhaul)
+        # shellcheck disable=SC2086
         on b "$LH" server -p $LH_PORT --iperf3-port off --root "$dst" --key "$data/key" --log warn \
-            -D --pidfile "$run/lh.pid" 2>/dev/null
+            $LH_SERVER_FLAGS -D --pidfile "$run/lh.pid" 2>/dev/null
         for _ in $(seq 50); do [ -s "$run/lh.pid" ] && break; sleep 0.1; done
         ;;
     gridftp)
@@ -228,6 +232,7 @@ EOF
 rows() {
     cat <<'EOF'
 big|longhaul|longhaul send|$LH send $src/big.bin $host: -p $LH_PORT --key $data/key
+big|longhaul|longhaul send (server --path-rate R)|$LH send $src/big.bin $host: -p $LH_PORT --key $data/key
 big|longhaul|longhaul send --rate R --dedicated|$LH send $src/big.bin $host: -p $LH_PORT --key $data/key --rate $PATHRATE --dedicated
 big|longhaul|longhaul send --rate R --dedicated -C cubic|$LH send $src/big.bin $host: -p $LH_PORT --key $data/key --rate $PATHRATE --dedicated -C cubic
 big|gridftp|globus-url-copy|globus-url-copy file://$src/big.bin ftp://$host:$FTP_PORT$dst/big.bin
@@ -280,7 +285,9 @@ for path in $PATHS; do
         while IFS='|' read -r rw tool label template; do
             [ "$rw" = "$w" ] || continue
             case " $TOOLS " in *" $tool "*) ;; *) continue ;; esac
-            [[ -z $PATHRATE && $template == *PATHRATE* ]] && continue
+            [[ -z $PATHRATE && ($template == *PATHRATE* || $label == *--path-rate*) ]] && continue
+            LH_SERVER_FLAGS=
+            [[ $label == *"server --path-rate"* ]] && LH_SERVER_FLAGS="--path-rate $PATHRATE"
             up
             start_server "$tool"
             cmd=$(eval "echo \"$template\"")

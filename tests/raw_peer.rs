@@ -124,6 +124,18 @@ impl RawPeer {
     /// to it), answers its hello with a proof of `key`, checks the client's proof and issues
     /// `cookie`. Returns the peer and the direction the client asked for.
     pub(crate) fn accept(listener: &TcpListener, key: &Key, cookie: [u8; 16]) -> (Self, Direction) {
+        Self::accept_claiming(listener, key, cookie, None).expect("the client's proof")
+    }
+
+    /// As [`RawPeer::accept`], naming `path_rate_bps` as the server's `--path-rate` in the
+    /// challenge, whatever it is; `Err` (what went wrong) when the client answers it with
+    /// anything but a valid proof, hanging up included.
+    pub(crate) fn accept_claiming(
+        listener: &TcpListener,
+        key: &Key,
+        cookie: [u8; 16],
+        path_rate_bps: Option<u64>,
+    ) -> Result<(Self, Direction), String> {
         let (mut sock, _) = accept_within(listener, STEP);
         let pre = read_preamble(&mut sock);
         assert_eq!(pre.kind, ConnKind::Transfer, "expected a transfer preamble");
@@ -146,15 +158,17 @@ impl RawPeer {
             // `auth_ok`, as it does with servers older than the early cookie.
             cookie: None,
             early_digest: false,
+            path_rate_bps,
         });
-        let Message::AuthResponse { client_proof } = peer.recv().expect("auth_response") else {
-            panic!("expected auth_response")
+        let client_proof = match peer.recv() {
+            Ok(Message::AuthResponse { client_proof }) => client_proof,
+            other => return Err(format!("expected auth_response, got {other:?}")),
         };
         key.verify(Role::Client, &server_nonce, &client_nonce, &client_proof)
-            .expect("the client proves the key");
+            .map_err(|e| format!("the client's proof: {e:?}"))?;
         peer.keyed(key.session(direction, &server_nonce, &client_nonce));
         peer.send(&Message::AuthOk { cookie });
-        (peer, direction)
+        Ok((peer, direction))
     }
 
     fn new(sock: TcpStream, cookie: [u8; 16], role: Role) -> Self {

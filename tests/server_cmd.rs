@@ -86,6 +86,34 @@ fn an_unwritable_log_file_is_an_error_before_detaching() {
     );
 }
 
+/// `--path-rate` is a rate the clients can pace at, for a server that serves files: anything else
+/// is a usage error of one line, before the server starts.
+#[test]
+fn a_path_rate_out_of_range_or_without_files_is_a_usage_error() {
+    for (args, says) in [
+        (
+            &["--path-rate", "0", "--root", "/tmp", "--key", "k"][..],
+            "above 0",
+        ),
+        (
+            &["--path-rate", "11T", "--root", "/tmp", "--key", "k"][..],
+            "1k to 10T",
+        ),
+        (
+            &["--path-rate", "fast", "--root", "/tmp", "--key", "k"][..],
+            "--path-rate",
+        ),
+        (&["--path-rate", "1G"][..], "--root"),
+    ] {
+        let mut all = vec!["server", "-p", "0"];
+        all.extend_from_slice(args);
+        let out = longhaul(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 /// Logs that do not go to a terminal are plain text: no ANSI colour escapes in a `--logfile` nor in
 /// stderr read through a pipe (what a service manager or `2>file` gives).
 #[test]

@@ -1637,3 +1637,56 @@ fn send_with_a_fast_start_on_a_dedicated_path() {
         Ok(())
     });
 }
+
+/// `server --path-rate` (issue 23): a DTN's operator names the path's payload rate once, and a
+/// client given no --rate plans and paces with it, so `send` and `get` with no flags run one
+/// stream paced at the bottleneck's rate instead of several unpaced ones hedging an unknown path
+/// (on this 120 ms, 2 Gbit/s path those lose several % of their segments to the bottleneck's
+/// queue). Each summary names the figure it took; a client's own --rate wins over the server's.
+#[test]
+fn send_and_get_pace_at_the_servers_path_rate() {
+    if !crate::util::netns_privileges() {
+        return;
+    }
+    let _machine = crate::util::machine_alone();
+    let t = Scratch::in_memory("path-rate");
+    let key = t.key("key");
+    const SIZE: u64 = 512 << 20;
+    let src = t.join("src/big.dat");
+    random_file(&src, SIZE);
+    Testbed::checked(&["--rtt", "120ms", "--rate", "2G"], |bed| {
+        let root = t.join("root");
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let (_server, _log) = bed.server(&root, &key, &["--path-rate", "1.93G"]);
+        let summary = |args: &[&str]| -> Value {
+            let mut all = vec![bin()];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["--key", s(&key), "--json"]);
+            let out = bed.exec("a", &all).output().unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            serde_json::from_slice(&out.stdout).expect("the summary as JSON")
+        };
+        let sent = summary(&["send", s(&src), "10.201.0.2:in"]);
+        assert!(same_bytes(&src, &root.join("in/big.dat")));
+        assert_eq!(sent["path_rate_bps"], 1_930_000_000_u64, "{sent}");
+        assert_eq!(u(&sent, "streams"), 1, "{sent}");
+        let back = t.dir("back");
+        let got = summary(&["get", "10.201.0.2:in/big.dat", s(&back)]);
+        assert!(same_bytes(&src, &back.join("big.dat")));
+        assert_eq!(got["path_rate_bps"], 1_930_000_000_u64, "{got}");
+        assert_eq!(u(&got, "streams"), 1, "{got}");
+        let own = summary(&["send", s(&src), "10.201.0.2:own", "--rate", "1G"]);
+        assert!(own["path_rate_bps"].is_null(), "--rate wins: {own}");
+        let retransmits = u(&sent, "retransmits");
+        println!(
+            "send 512 MiB over 120 ms, 2 Gbit/s with the server's --path-rate 1.93G: {:.2} Gbit/s, \
+             {retransmits} retransmits",
+            sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9
+        );
+        if retransmits as f64 >= 0.001 * (SIZE / 1448) as f64 {
+            return Err(format!("{retransmits} retransmits: {sent}"));
+        }
+        Ok(())
+    });
+}

@@ -690,3 +690,45 @@ fn inline_chunks_outside_the_manifest_or_their_chunk_plan_are_refused() {
     );
     assert_eq!(std::fs::read(dst.join("new")).unwrap(), b"xyz");
 }
+
+/// A server's `--path-rate` (named in its challenge) steers a client given no `--rate`, within
+/// what the protocol carries: a server claiming 0 bit/s (a transfer paced to a standstill) is
+/// refused at its challenge with one line naming the claim, before DEST exists; a claim in range
+/// becomes the rate of the client's plan.
+#[test]
+fn a_servers_path_rate_is_taken_only_within_range() {
+    let _m = crate::util::machine_shared();
+    let t = Scratch::new("hostile-path-rate");
+    let key = t.key("key");
+    let dest = t.join("dest");
+    let (l, port) = listener();
+
+    let child = spawn_get(port, &key, &["localhost:x", s(&dest)]);
+    let refused = RawPeer::accept_claiming(&l, &key_of(&key), [7; 16], Some(0));
+    assert!(
+        refused.is_err(),
+        "the client went on after a claim of 0 bit/s"
+    );
+    let out = wait_output(child);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--path-rate"), "{}", stderr(&out));
+    assert!(!dest.exists(), "DEST was created");
+
+    let child = spawn_get(port, &key, &["localhost:x", s(&dest)]);
+    let (mut peer, _) =
+        RawPeer::accept_claiming(&l, &key_of(&key), [7; 16], Some(1_930_000_000)).unwrap();
+    assert!(matches!(peer.recv(), Ok(Message::Request { .. })));
+    let plan = peer.recv();
+    assert!(
+        matches!(
+            plan,
+            Ok(Message::Plan {
+                rate_bps: 1_930_000_000,
+                ..
+            })
+        ),
+        "{plan:?}"
+    );
+    drop(peer);
+    assert!(!wait_output(child).status.success());
+}

@@ -108,6 +108,12 @@ pub(crate) struct ServerArgs {
     #[arg(long, default_value_t = 60, value_name = "SECS", requires = "root",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout: u64,
+    /// The payload rate of the path between this server and its clients (its bottleneck, e.g.
+    /// 9.4G on a dedicated 10 Gbit/s circuit), named to every transfer client: one given no
+    /// --rate plans its streams and paces them at it, instead of hedging an unknown path with
+    /// several unpaced streams that overrun the bottleneck's queue (docs/transfer.md).
+    #[arg(long, value_name = "RATE", requires = "root", value_parser = path_rate)]
+    path_rate: Option<u64>,
     /// Run jobs for the controllers listed in this TOML file (`[[controller]]` tables: name, key
     /// file, limits; docs/fleet.md): each may ask this server to test to another server
     /// (`longhaul test THIS --to OTHER`), within its limits.
@@ -191,6 +197,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
                     keep_special_bits: a.modes.keep_special_bits,
                 },
                 chmod_existing_dirs: a.modes.chmod_existing_dirs,
+                path_rate_bps: a.path_rate,
             })
         }
         None => None,
@@ -471,4 +478,15 @@ fn server_metrics(s: &longhaul_engine::ServerSnapshot) -> Vec<longhaul_service::
             ],
         ),
     ]
+}
+
+/// `--path-rate`: a rate the clients can pace at, within what the protocol carries.
+fn path_rate(s: &str) -> Result<u64, String> {
+    use longhaul_proto::msg::{MAX_RATE_BPS, MIN_PACE_BPS};
+    let r = crate::args::rate(s)?;
+    if (MIN_PACE_BPS..=MAX_RATE_BPS).contains(&r) {
+        Ok(r)
+    } else {
+        Err("must be 1k to 10T (bit/s)".into())
+    }
 }

@@ -78,7 +78,8 @@ pub(crate) struct TransferKnobs {
     pub(crate) streams: args::TransferStreams,
     /// Target rate of the whole transfer, best the path's own (e.g. its bottleneck's payload
     /// rate): sizes windows, chunks and streams (no more than the windows it needs: one where one
-    /// carries it) and paces the streams to it [default: 10G, with at least 4 streams]
+    /// carries it) and paces the streams to it [default: the server's --path-rate, else 10G
+    /// with at least 4 streams]
     #[arg(long, value_parser = args::rate)]
     pub(crate) rate: Option<u64>,
     /// Chunk size (a power of two, 1M to 64M) [default: one stream's share of one RTT].
@@ -547,6 +548,9 @@ buffers), RTT {:.3} ms{}{}; {}",
         + &s.fast_start
             .as_ref()
             .map_or_else(String::new, fast_start_text)
+        + &s.path_rate_bps.map_or_else(String::new, |r| {
+            format!("; paced at {} (the server's --path-rate)", fmt_rate(r))
+        })
         + &s.udp.as_ref().map_or_else(String::new, |u| {
             format!("; over QUIC/UDP ({} controller)", u.controller)
         })

@@ -175,6 +175,7 @@ fn summary(
         encryption: ctl.channel().encryption(),
         pace_auto: None,
         fast_start: None,
+        path_rate_bps: plan.rate_from_server.then_some(plan.rate_bps),
         udp: plan.controller.map(|c| UdpSummary {
             controller: c.to_string(),
         }),
@@ -191,6 +192,8 @@ struct Plan {
     chunk_size: u64,
     rtt_ns: u64,
     rate_bps: u64,
+    /// `rate_bps` is the server's `--path-rate` (the user gave no `--rate`).
+    rate_from_server: bool,
     /// `--pace auto`: the bottleneck the packet trains found, bit/s of IP packets.
     pace_auto_bps: Option<u64>,
     /// `--dedicated`: buffers set before the handshake; the sending client opens at `rate_bps`.
@@ -258,32 +261,39 @@ fn trains(
 }
 
 /// The client's plan: RTT from the control connection's TCP_INFO (after the handshake's round
-/// trips), streams from the window plan (enough windows for the target rate under this host's
-/// buffer limits, at least [`DEFAULT_STREAMS`] on a path the user did not describe, but no more
-/// than there are chunks to send when `chunks_of` counts them) unless given, chunk size from the
-/// core's rule.
+/// trips), the target rate from `--rate`, else from the server's `--path-rate` (`server_rate`,
+/// named in its challenge), else [`DEFAULT_RATE_BPS`]; streams from the window plan (enough
+/// windows for the target rate under this host's buffer limits, at least [`DEFAULT_STREAMS`] on a
+/// path neither the user nor the server described, but no more than there are chunks to send when
+/// `chunks_of` counts them) unless given, chunk size from the core's rule.
 ///
 /// The plan is checked against the limits the server enforces (`check_plan`: chunk-buffer memory,
 /// rtt, rate), so a `--chunk`/`-P`/`--rate` beyond them is refused here with the same reason.
 fn plan(
     cfg: &TransferConfig,
     ctl: &Ctl,
+    server_rate: Option<u64>,
     chunks_of: Option<&dyn Fn(u64) -> u64>,
 ) -> Result<Plan, EngineError> {
+    let rate_from_server = !cfg.rate_is_path && server_rate.is_some();
+    let (rate_bps, rate_is_path) = match server_rate.filter(|_| rate_from_server) {
+        Some(r) => (r, true),
+        None => (cfg.rate_bps, cfg.rate_is_path),
+    };
     let rtt_ns = longhaul_sys::tcp_info(ctl.socket().as_fd())
         .map(|t| u64::from(t.min_rtt_us.filter(|&m| m > 0).unwrap_or(t.rtt_us)) * 1000)
         .unwrap_or(1_000_000)
         .clamp(1000, longhaul_transfer::msg::MAX_RTT_NS);
     let streams = cfg.streams.unwrap_or_else(|| {
         let limits = socket::kernel_limits();
-        let w = longhaul_proto::window::plan(Nanos(rtt_ns), cfg.rate_bps, 1, None, &limits);
+        let w = longhaul_proto::window::plan(Nanos(rtt_ns), rate_bps, 1, None, &limits);
         // One window per stream at most what the buffer cap lets us have.
         let per_stream = match w.recv.action {
             longhaul_proto::window::BufferAction::Set { force: true, .. } => w.wanted,
             _ => (w.recv.cap / 2).max(1),
         };
         let needed = (2 * w.bdp_per_stream).div_ceil(per_stream.max(1));
-        let least = if cfg.rate_is_path { 1 } else { DEFAULT_STREAMS };
+        let least = if rate_is_path { 1 } else { DEFAULT_STREAMS };
         u32::try_from(needed)
             .unwrap_or(MAX_STREAMS)
             .clamp(least, 64)
@@ -295,7 +305,7 @@ fn plan(
         .stripe
         .map(|s| s.chunk_size)
         .or(cfg.chunk_size)
-        .unwrap_or_else(|| choose_chunk_size(cfg.rate_bps, rtt_ns, streams));
+        .unwrap_or_else(|| choose_chunk_size(rate_bps, rtt_ns, streams));
     // A stream with no chunk to send would cost a connection and two threads for nothing.
     let streams = match (cfg.streams, chunks_of) {
         (None, Some(count)) => {
@@ -303,7 +313,7 @@ fn plan(
         }
         _ => streams,
     };
-    longhaul_transfer::msg::check_plan(streams, chunk_size, rtt_ns, cfg.rate_bps)
+    longhaul_transfer::msg::check_plan(streams, chunk_size, rtt_ns, rate_bps)
         .map_err(EngineError::Transfer)?;
     let controller = match cfg.transport {
         Transport::Tcp => None,
@@ -313,7 +323,8 @@ fn plan(
         streams,
         chunk_size,
         rtt_ns,
-        rate_bps: cfg.rate_bps,
+        rate_bps,
+        rate_from_server,
         pace_auto_bps: None,
         fast_start: cfg.fast_start,
         transport: cfg.transport,
@@ -619,7 +630,12 @@ fn send_sources(
     // The request follows the proof in the same flight; the server's answer to the proof comes
     // back with its first answer to the request.
     let (mut ctl, opening, keys) = open(cfg, Direction::Send)?;
-    let mut p = plan(cfg, &ctl, Some(&|chunk| src.chunk_count(chunk)))?;
+    let mut p = plan(
+        cfg,
+        &ctl,
+        opening.offer.path_rate_bps,
+        Some(&|chunk| src.chunk_count(chunk)),
+    )?;
     let inline = opening.offer.inline
         && src.total_bytes() <= INLINE_LIMIT
         && cfg.streams.is_none()
@@ -769,7 +785,7 @@ pub fn get(
     }
     // Authenticate first: a wrong key or an unreachable server leaves no trace in DEST.
     let (mut ctl, opening, keys) = open(cfg, Direction::Get)?;
-    let mut p = plan(cfg, &ctl, None)?;
+    let mut p = plan(cfg, &ctl, opening.offer.path_rate_bps, None)?;
     let estimate = trains(cfg, &ctl, opening.server, Direction::Get, &mut p)?;
     ctl.send(&Message::Request {
         paths: sources.to_vec(),
@@ -836,6 +852,9 @@ pub struct ServeFiles {
     pub modes: ModePolicy,
     /// With a client's `--overwrite`: existing directories get the client's (filtered) mode too.
     pub chmod_existing_dirs: bool,
+    /// `--path-rate`: the payload rate of the path to this server's clients, bit/s, named in
+    /// every challenge; a client given no `--rate` plans and paces with it.
+    pub path_rate_bps: Option<u64>,
 }
 
 /// What a transfer's data connections must prove: the session's client → server key, known once its
@@ -996,7 +1015,9 @@ pub(crate) fn serve(
             }
         }
     };
-    let handshake = conn::server_handshake(&mut ctl, &mut key_for, adm.cookie, adm.timeout);
+    let path_rate = files.and_then(|f| f.path_rate_bps);
+    let handshake =
+        conn::server_handshake(&mut ctl, &mut key_for, adm.cookie, path_rate, adm.timeout);
     let mut grant = None;
     let result = match handshake {
         Err(e) => Err(e),
@@ -1234,6 +1255,8 @@ fn recv_plan(ctl: &mut Ctl, adm: &Admission<'_>) -> Result<Plan, EngineError> {
                 chunk_size,
                 rtt_ns,
                 rate_bps,
+                // Where the client's rate came from is the client's to report.
+                rate_from_server: false,
                 pace_auto_bps,
                 fast_start,
                 transport,

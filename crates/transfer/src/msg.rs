@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! C: TransferHello{version, direction, client_nonce, ticket?, early_digest?}
-//!                     S: AuthChallenge{server_nonce, server_proof, inline?, cookie?, early_digest?} | Error
+//!                     S: AuthChallenge{server_nonce, server_proof, inline?, cookie?, early_digest?,
+//!                                      path_rate_bps?} | Error
 //! C: (checks server_proof) AuthResponse{client_proof}, and in the same flight:
 //!            Request{paths} (get) | SendTo{..} (send), Plan{streams, chunk_size, ..},
 //!            send: ManifestBatch{entries, last} × n
@@ -167,6 +168,13 @@ pub enum Message {
         /// chunks are all verified (as `TransferHello::early_digest` for the client).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         early_digest: bool,
+        /// The payload rate of the path to this server as its operator set it (`server
+        /// --path-rate`), bit/s: a client given no `--rate` plans and paces with it instead of
+        /// hedging an unknown path ([`longhaul_proto::msg::MIN_PACE_BPS`]..=[`MAX_RATE_BPS`];
+        /// absent: not set, also from older servers). Not covered by the proof: a path that
+        /// changes it can only slow the transfer, as it could by dropping packets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path_rate_bps: Option<u64>,
     },
     /// Client's proof of the key.
     AuthResponse {
@@ -390,6 +398,12 @@ impl Message {
                     "--pace auto's bottleneck must be 1 kbit/s..=10 Tbit/s, got {b} bit/s"
                 ))
             }
+            Message::AuthChallenge {
+                path_rate_bps: Some(b),
+                ..
+            } if !(longhaul_proto::msg::MIN_PACE_BPS..=MAX_RATE_BPS).contains(b) => invalid(
+                format!("the server's --path-rate must be 1 kbit/s..=10 Tbit/s, got {b} bit/s"),
+            ),
             Message::Plan {
                 fast_start: true,
                 rate_bps,
@@ -937,6 +951,29 @@ pub(crate) mod tests {
         fast(1_930_000_000, None).validate().unwrap();
     }
 
+    /// A server's --path-rate is a rate a client can pace at: 0 (which would pace nothing) and
+    /// figures past the protocol's ceiling are refused on the wire, before a plan is made of them.
+    #[test]
+    fn a_servers_path_rate_is_a_rate_to_pace_at() {
+        let challenge = |path_rate_bps| Message::AuthChallenge {
+            server_nonce: [4; 32],
+            server_proof: hash_chunk(b"p"),
+            inline: true,
+            cookie: None,
+            early_digest: true,
+            path_rate_bps,
+        };
+        for b in [0, 999, MAX_RATE_BPS + 1, u64::MAX] {
+            let m = challenge(Some(b));
+            let err = m.validate().unwrap_err().to_string();
+            assert!(err.contains("--path-rate"), "{err}");
+            assert!(decode_frame(&m.encode_frame()).is_err(), "{m:?} decodes");
+        }
+        for ok in [None, Some(1_000), Some(1_930_000_000), Some(MAX_RATE_BPS)] {
+            challenge(ok).validate().unwrap();
+        }
+    }
+
     /// A UDP plan names one of the QUIC controllers (or none), and none of the kernel TCP's
     /// steering; a TCP plan names no controller.
     #[test]
@@ -1083,6 +1120,7 @@ pub(crate) mod tests {
                 inline: true,
                 cookie: Some(DataCookie([5; 16])),
                 early_digest: true,
+                path_rate_bps: Some(1_930_000_000),
             },
             Message::AuthResponse {
                 client_proof: hash_chunk(b"q"),

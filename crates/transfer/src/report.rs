@@ -114,6 +114,10 @@ pub struct Summary {
     /// `--dedicated`: the sending client's fast start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_start: Option<FastStartSummary>,
+    /// The target rate the plan took from the server's `--path-rate` (the client gave no
+    /// `--rate`), bit/s: the streams were paced at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_rate_bps: Option<u64>,
     /// One stripe of a striped transfer: which, and (at the receiver) whether it put the files
     /// in place. `files` then counts this stripe's parts of files verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]

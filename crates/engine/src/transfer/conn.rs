@@ -226,6 +226,7 @@ pub(crate) fn client_handshake(
             inline,
             cookie,
             early_digest,
+            path_rate_bps,
         } => (
             server_nonce,
             server_proof,
@@ -233,6 +234,7 @@ pub(crate) fn client_handshake(
                 inline,
                 cookie: cookie.map(|c| c.0),
                 early_digest,
+                path_rate_bps,
             },
         ),
         m => return Err(unexpected(&m, "the server's challenge")),
@@ -264,6 +266,8 @@ pub(crate) struct Offer {
     /// As the receiver of a `send`, it takes a file's digest before the file's chunks are all
     /// verified.
     pub(crate) early_digest: bool,
+    /// The path's payload rate as the server's operator set it (`server --path-rate`), bit/s.
+    pub(crate) path_rate_bps: Option<u64>,
 }
 
 /// The server's answer to the client's proof (the first sealed frame): the transfer's cookie.
@@ -277,12 +281,14 @@ pub(crate) fn recv_auth_ok(ctl: &mut Ctl, timeout: Duration) -> Result<[u8; 16],
 /// The server's half: answers the hello with its proof and checks the client's before anything
 /// else happens; everything after the client's proof is sealed. `key_for` gives the key the
 /// client must hold: the server's own, or a copy ticket's when the hello names one (or refuses).
+/// The challenge also names the path's rate when the operator set one (`path_rate_bps`).
 /// Returns the direction asked for, the session keys and whether the client, as a `get`'s
 /// receiver, takes a file's digest before the file's chunks are all verified.
 pub(crate) fn server_handshake(
     ctl: &mut Ctl,
     key_for: &mut dyn FnMut(Option<TicketId>) -> Result<Key, EngineError>,
     cookie: [u8; 16],
+    path_rate_bps: Option<u64>,
     timeout: Duration,
 ) -> Result<(Direction, SessionKeys, bool), EngineError> {
     // One deadline for the whole handshake, so a peer trickling its messages cannot stretch it.
@@ -313,6 +319,7 @@ pub(crate) fn server_handshake(
         inline: true,
         cookie: Some(DataCookie(cookie)),
         early_digest: true,
+        path_rate_bps,
     })?;
     let proof = match ctl.recv_by(deadline, "the client's proof")? {
         Message::AuthResponse { client_proof } => client_proof,
