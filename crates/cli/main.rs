@@ -24,6 +24,7 @@ mod isolate;
 mod lab;
 mod logging;
 mod monitor;
+mod panic_hook;
 mod probe;
 mod server;
 mod systemd;
@@ -111,6 +112,7 @@ enum Command {
 
 fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
+    panic_hook::install();
     // A daemon's configuration file becomes flags before the command line's (which win).
     let args = match config::plan(&Cli::command(), std::env::args_os().collect()) {
         Ok(config::Plan::Run(args)) => args,
