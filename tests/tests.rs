@@ -2,7 +2,7 @@
 //! Networking uses loopback only.
 
 mod browser;
-mod cli_pipes;
+mod cli_exits;
 mod config_file;
 mod emulate;
 mod emulate_hardening;

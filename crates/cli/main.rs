@@ -20,6 +20,7 @@ mod copy;
 mod doctor;
 mod emulate;
 mod generate;
+mod interrupt;
 mod isolate;
 mod lab;
 mod logging;

@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 
 use longhaul_engine::{
-    ClientConfig, DEFAULT_PORT, Observer, RemoteTest, Server, ServerConfig, ServerProtocol, TestTo,
-    run_remote_test, run_test,
+    ClientConfig, DEFAULT_PORT, EngineError, Observer, RemoteTest, Server, ServerConfig,
+    ServerProtocol, TestTo, run_remote_test, run_test,
 };
 use longhaul_proto::auto_pace::TrainTiming;
 use longhaul_proto::msg::{AUTO_DATAGRAM_LEN, MAX_BURST, MAX_OMIT_NS, MAX_WRITE_LEN, UdpParams};
@@ -22,6 +22,7 @@ use longhaul_units::{
 };
 
 use crate::args;
+use crate::interrupt::Interrupts;
 
 /// Flags of `longhaul test`.
 #[derive(clap::Args, Debug)]
@@ -386,7 +387,12 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
             };
             run_remote_test(&cfg, &mut out)
         }
-        None => run_test(&client_config(a, params)?, &mut out),
+        None => {
+            let interrupts = Interrupts::install()?;
+            let cfg = client_config(a, params, Some(&interrupts))?;
+            out.interrupts = Some(interrupts);
+            run_test(&cfg, &mut out)
+        }
     };
     match ran {
         Ok(mut report) => {
@@ -394,7 +400,21 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                 report.end.longhaul.lsr = Some(lsr(&report, km));
             }
             out.end(&report);
-            Ok(ExitCode::SUCCESS)
+            if !report.end.longhaul.interrupted {
+                return Ok(ExitCode::SUCCESS);
+            }
+            eprintln!(
+                "longhaul: interrupted: the results cover the first {:.1} s of the test",
+                report.end.sum_sent.seconds
+            );
+            Ok(ExitCode::from(crate::interrupt::STATUS))
+        }
+        Err(e @ EngineError::Interrupted(_)) => {
+            out.error(&e.to_string());
+            if out.mode == Mode::Human {
+                eprintln!("longhaul: {e}");
+            }
+            Ok(ExitCode::from(crate::interrupt::STATUS))
         }
         Err(e) => {
             out.error(&e.to_string());
@@ -430,7 +450,12 @@ fn target(a: &TestArgs) -> anyhow::Result<(String, u16)> {
 }
 
 /// The client configuration of a test from this host (not `--to`).
-fn client_config(a: &TestArgs, params: TestParams) -> anyhow::Result<ClientConfig> {
+/// `interrupts`: SIGINT/SIGTERM end the running test with its results (else they end the process).
+fn client_config(
+    a: &TestArgs,
+    params: TestParams,
+    interrupts: Option<&Interrupts>,
+) -> anyhow::Result<ClientConfig> {
     let (host, port) = target(a)?;
     Ok(ClientConfig {
         host,
@@ -454,6 +479,7 @@ fn client_config(a: &TestArgs, params: TestParams) -> anyhow::Result<ClientConfi
             .map(|k| crate::transfer::load_key(Some(k)))
             .transpose()?,
         pace_auto: a.pace == Some(args::Pace::Auto),
+        interrupt: interrupts.map(Interrupts::asked),
     })
 }
 
@@ -470,7 +496,7 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
         ),
     };
     anyhow::ensure!(a.to.is_none(), "--find-rate runs from this host: drop --to");
-    let cfg = client_config(a, params)?;
+    let cfg = client_config(a, params, None)?;
     let json = a.json.json;
     let mut show = |t: &TrialResult| {
         if !json {
@@ -587,6 +613,8 @@ struct Output {
     mode: Mode,
     streams: u32,
     start: Option<Start>,
+    /// SIGINT/SIGTERM, told when the test starts (then a signal ends it with its results).
+    interrupts: Option<Interrupts>,
 }
 
 impl Output {
@@ -602,6 +630,7 @@ impl Output {
             mode,
             streams: a.streams.n,
             start: None,
+            interrupts: None,
         }
     }
 
@@ -639,6 +668,9 @@ impl Output {
 
 impl Observer for Output {
     fn start(&mut self, s: &Start) {
+        if let Some(i) = &self.interrupts {
+            i.running();
+        }
         match self.mode {
             Mode::JsonStream => self.event("start", s),
             Mode::Human => print_start(s),

@@ -67,6 +67,9 @@ pub enum EngineError {
     /// The peer went quiet.
     #[error("timed out waiting for {0}")]
     Timeout(String),
+    /// The user interrupted (SIGINT, SIGTERM) before there was anything to report.
+    #[error("interrupted {0}")]
+    Interrupted(&'static str),
     /// The peer closed the control connection between messages.
     #[error("peer {0} closed the control connection (did it die?)")]
     Closed(String),

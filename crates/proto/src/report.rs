@@ -731,6 +731,9 @@ pub struct EndExtra {
     /// `--pace auto`: what each sending side's governor did (the trains' estimate is in `start`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pace_auto: Option<PaceAutoReport>,
+    /// The user interrupted the test (SIGINT, SIGTERM): the totals are of what ran before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// `--pace auto` in the end report.

@@ -338,6 +338,9 @@ struct Test {
     short_before: Option<sys::ShortOfMemory>,
 }
 
+/// How soon a client with an interrupt flag sees it set, at most.
+const INTERRUPT_CHECK: Duration = Duration::from_millis(100);
+
 /// The client's driver: the machine, and the I/O it asks for.
 struct Driver<'a> {
     cfg: &'a ClientConfig,
@@ -365,7 +368,21 @@ impl Driver<'_> {
     }
 
     fn converse(&mut self, ctrl: &mut Control, obs: &mut dyn Observer) -> Result<(), EngineError> {
+        let mut interrupted = false;
         loop {
+            if !interrupted
+                && self
+                    .cfg
+                    .interrupt
+                    .as_ref()
+                    .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                interrupted = true;
+                let started = self.test.as_ref().is_some_and(|t| t.start.is_some());
+                if !self.conv.interrupt(self.now()) && !started {
+                    return Err(EngineError::Interrupted("before the test started"));
+                }
+            }
             while let Some(ev) = self.conv.poll_event() {
                 self.act(ev, ctrl, obs)?;
             }
@@ -373,7 +390,10 @@ impl Driver<'_> {
             if self.conv.is_over() {
                 return Ok(());
             }
-            let wake = wake_at(self.origin, self.conv.poll_timeout(), self.run.as_ref());
+            let mut wake = wake_at(self.origin, self.conv.poll_timeout(), self.run.as_ref());
+            if self.cfg.interrupt.is_some() && !interrupted {
+                wake = wake.min(Instant::now() + INTERRUPT_CHECK);
+            }
             match ctrl.recv_until(wake)? {
                 Some(m) => self.conv.handle(m, self.now())?,
                 None => {

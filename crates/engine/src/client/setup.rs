@@ -49,6 +49,10 @@ pub struct ClientConfig {
     /// `--pace auto`: estimate the bottleneck by packet trains to the server's reflector before
     /// the test, and govern the pacing of every sending side from there.
     pub pace_auto: bool,
+    /// Set (by a SIGINT or SIGTERM handler) to end the running test now: the server is told, and
+    /// the report holds what ran, marked interrupted. Set before the test starts, it ends the
+    /// client with [`crate::EngineError::Interrupted`]. `None`: only the test's end ends it.
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// The protocol a test speaks to its server.

@@ -77,6 +77,8 @@ pub(super) fn serve(
         key: None,
         // A job's test carries no --pace auto (its parameters came from the controller).
         pace_auto: false,
+        // A job's test ends at its end, or with the job's control connection.
+        interrupt: None,
     };
     let mut relay = Relay {
         writer: ctl.writer(),

@@ -164,6 +164,8 @@ pub struct Client {
     server_results: Option<SideResults>,
     /// When the streams started (the origin of both sides' interval indices, give or take an RTT).
     started: Option<Time>,
+    /// The user ended the running test early ([`Self::interrupt`]).
+    interrupted: bool,
 }
 
 impl Client {
@@ -186,6 +188,7 @@ impl Client {
             merger,
             cookie: None,
             server_results: None,
+            interrupted: false,
             started: None,
         }
     }
@@ -358,6 +361,7 @@ impl Client {
             local.cpu,
             remote_cpu,
         );
+        end.longhaul.interrupted = self.interrupted;
         if self.params.pace_auto.is_some() {
             end.longhaul.pace_auto = Some(report::PaceAutoReport {
                 client: local.pace_auto.clone(),
@@ -369,6 +373,20 @@ impl Client {
         self.events
             .push_back(Event::Finished(Box::new(Finished { intervals, end })));
         self.phase = Phase::Done;
+    }
+
+    /// The user asks to end the test now (SIGINT, SIGTERM). A running test stops as a timed one
+    /// does at its end, `Stop` tells the server, and both sides' results of what ran make the
+    /// report, marked interrupted; returns true. Before the streams run there is nothing to
+    /// report and after they stopped the end is already on its way: false, and nothing changes
+    /// (the driver gives up before the start, or lets the end finish).
+    pub fn interrupt(&mut self, now: Time) -> bool {
+        if !matches!(self.phase, Phase::Running { .. }) {
+            return false;
+        }
+        self.interrupted = true;
+        self.stop(now);
+        true
     }
 
     /// Whether the conversation is over (finished or failed).

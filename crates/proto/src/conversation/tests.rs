@@ -283,6 +283,47 @@ fn whole_test(direction: Direction) -> (client::Finished, Vec<usize>) {
     (*done, shown)
 }
 
+/// An interrupt (SIGINT) ends a running test at once as its time would: the stop goes to the
+/// server, both sides' results of what ran make the report, marked interrupted. Before the streams
+/// run, and once the end is on its way, it changes nothing.
+#[test]
+fn an_interrupted_test_stops_now_and_reports_what_ran() {
+    for phase in [0, 1, 2, 3, 5] {
+        let (mut c, _, now) = client_at(phase);
+        let deadline = c.poll_timeout();
+        assert!(!c.interrupt(now + S), "phase {phase}");
+        assert!(c.poll_event().is_none(), "phase {phase}");
+        assert_eq!(c.poll_timeout(), deadline, "phase {phase}");
+    }
+    let p = params(Direction::Forward);
+    let (mut c, _, now) = client_at(4);
+    assert_eq!(c.poll_timeout(), Some(now + 3 * S), "a 3-s test");
+    let at = now + Duration::from_millis(1200);
+    c.local_interval(0, sample(0, 0..2));
+    assert!(c.interrupt(at));
+    let ev = events(|| c.poll_event());
+    assert!(
+        matches!(ev.last(), Some(client::Event::StopSenders { drain_by }) if *drain_by > at),
+        "{ev:?}"
+    );
+    assert!(!c.interrupt(at), "a second interrupt changes nothing");
+    c.senders_drained();
+    let sent: Vec<Message> = std::iter::from_fn(|| c.poll_transmit()).collect();
+    assert!(sent.iter().any(|m| matches!(m, Message::Stop)), "{sent:?}");
+    c.handle(Message::Results(results(&p, false)), at).unwrap();
+    while c.poll_event().is_some() {}
+    c.streams_ended(true).unwrap();
+    c.local_results(results(&p, true));
+    let ev = events(|| c.poll_event());
+    let Some(client::Event::Finished(done)) = ev.last() else {
+        panic!("expected the end: {ev:?}")
+    };
+    assert!(done.end.longhaul.interrupted);
+    assert!(c.is_over());
+    let json = serde_json::to_value(&done.end).unwrap();
+    assert_eq!(json["longhaul"]["interrupted"], true, "{json}");
+}
+
 fn c_params(p: &TestParams, sent: &TestParams) -> TestParams {
     TestParams {
         rtt_ns: sent.rtt_ns,

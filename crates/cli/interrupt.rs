@@ -1,0 +1,57 @@
+//! SIGINT and SIGTERM for a command whose results are worth keeping (`longhaul test`): until its
+//! work runs, a signal ends the process at once, as it would with no handler; once it runs, the
+//! first one asks the work to end and report what ran, and a second ends the process at once.
+//! Either way the exit status is 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), as a
+//! shell reports a command a signal ended.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+/// Exit status of a command ended by SIGINT: 128 + 2.
+pub(crate) const STATUS: u8 = 130;
+
+/// The handlers' two flags.
+pub(crate) struct Interrupts {
+    /// Set by the first signal once the work runs: end it and report.
+    asked: Arc<AtomicBool>,
+    /// The work has not started: a signal ends the process.
+    idle: Arc<AtomicBool>,
+}
+
+impl Interrupts {
+    /// Handles SIGINT and SIGTERM for the rest of the process's life.
+    pub(crate) fn install() -> anyhow::Result<Self> {
+        let (asked, idle) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(true)),
+        );
+        for (signal, status) in [(SIGINT, 130), (SIGTERM, 143)] {
+            // signal-hook runs a signal's actions in the order they were registered: the two
+            // exits look at the flags before the last action sets one.
+            for exit_if in [&idle, &asked] {
+                signal_hook::flag::register_conditional_shutdown(
+                    signal,
+                    status,
+                    Arc::clone(exit_if),
+                )
+                .context("cannot handle SIGINT/SIGTERM")?;
+            }
+            signal_hook::flag::register(signal, Arc::clone(&asked))
+                .context("cannot handle SIGINT/SIGTERM")?;
+        }
+        Ok(Self { asked, idle })
+    }
+
+    /// The flag the work watches.
+    pub(crate) fn asked(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.asked)
+    }
+
+    /// The work runs: from now on the first signal asks it to end.
+    pub(crate) fn running(&self) {
+        self.idle.store(false, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,137 @@
+//! How commands end besides their own end (issue 24). A closed standard output (a reader such as
+//! `head` that has read enough and gone) ends a command quietly, by SIGPIPE as coreutils end there:
+//! no panic message, no backtrace, and a server whose client went that way serves the next one. A
+//! SIGINT during `longhaul test` ends the test on both ends and prints what ran.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::{ServerProc, bin};
+
+/// `longhaul ARGS` with its standard output a pipe nobody reads from any more.
+fn into_a_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        // Whatever the caller's environment asks for, no backtrace may appear.
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run longhaul")
+}
+
+fn ended_quietly(args: &[&str], out: &Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{args:?} ended with {:?}: {err}",
+        out.status
+    );
+    assert!(err.is_empty(), "{args:?} wrote to stderr: {err}");
+}
+
+#[test]
+fn commands_whose_reader_has_gone_end_quietly_by_sigpipe() {
+    let _m = crate::util::machine_shared();
+    for args in [
+        &["calc", "--rate", "1G", "--rtt", "100ms"][..],
+        &["calc", "--rate", "1G", "--rtt", "100ms", "--json"],
+        &["calc", "path", "--rate", "10G", "--rtt", "120ms"],
+        &["emulate", "presets"],
+        &["lab", "builtins"],
+        &["lab", "records"],
+    ] {
+        ended_quietly(args, &into_a_closed_pipe(args));
+    }
+}
+
+#[test]
+fn a_test_whose_reader_has_gone_ends_quietly_and_the_server_serves_the_next() {
+    let server = ServerProc::start(&[]);
+    let port = server.port.to_string();
+    let args = ["test", "127.0.0.1", "-p", &port, "-t", "2"];
+    ended_quietly(&args, &into_a_closed_pipe(&args));
+    let json = ["test", "127.0.0.1", "-p", &port, "-t", "1", "--json"];
+    ended_quietly(&json, &into_a_closed_pipe(&json));
+    let next = Command::new(bin())
+        .args(["test", "127.0.0.1", "-p", &port, "-t", "1", "--json"])
+        .output()
+        .expect("run longhaul test");
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&next.stdout).expect("a JSON report");
+    assert!(v.is_object(), "{v}");
+}
+
+/// SIGINT 2 s into a 10-s test: the client prints the summary of the ~2 s that ran (text, or a
+/// JSON document that parses, marked interrupted) and exits 130; the server ends the test as
+/// finished (not failed) after as long, and serves the next.
+#[test]
+fn sigint_during_a_test_keeps_what_ran_on_both_ends() {
+    let mut server = ServerProc::start(&[]);
+    let port = server.port.to_string();
+    for json in [false, true] {
+        let mut args = vec!["test", "127.0.0.1", "-p", &port, "-t", "10", "-i", "0.5"];
+        if json {
+            args.push("--json");
+        }
+        let child = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start longhaul test");
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_secs(2));
+        let kill = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(kill.success());
+        let out = child.wait_with_output().expect("longhaul test ends");
+        let took = started.elapsed();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+        assert!(took < Duration::from_secs(6), "ended after {took:?}");
+        assert!(stderr.contains("interrupted"), "{stderr}");
+        let seconds = if json {
+            let v: serde_json::Value = serde_json::from_str(&stdout).expect("a JSON document");
+            assert_eq!(v["end"]["longhaul"]["interrupted"], true, "{v}");
+            assert!(!v["intervals"].as_array().unwrap().is_empty(), "{v}");
+            v["end"]["sum_sent"]["seconds"].as_f64().unwrap()
+        } else {
+            let sum = stdout
+                .lines()
+                .find(|l| l.starts_with("[SUM]") && l.contains("sender"))
+                .or_else(|| stdout.lines().find(|l| l.contains(" sender")))
+                .unwrap_or_else(|| panic!("no summary: {stdout}"));
+            // "[  1]   0.00-2.03   sec ..."
+            let span = sum.split_whitespace().find(|w| w.contains('-')).unwrap();
+            span.rsplit('-').next().unwrap().parse().unwrap()
+        };
+        assert!((1.5..4.0).contains(&seconds), "{seconds} s: {stdout}");
+    }
+    server.wait_for("test finished");
+    let log = server.log();
+    assert!(!log.contains("test ended with an error"), "{log}");
+    let next = Command::new(bin())
+        .args(["test", "127.0.0.1", "-p", &port, "-t", "1", "--json"])
+        .output()
+        .expect("run longhaul test");
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+}
