@@ -674,6 +674,49 @@ fn sender_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     assert!(!root.join("in/.longhaul-journal").exists());
 }
 
+/// Ctrl-C (SIGINT) during a `send` (issue 24): the client ends with status 130 and a line saying
+/// how to resume; the same command then moves only what the journal does not hold.
+#[test]
+fn sender_interrupted_mid_transfer_says_how_to_resume_and_resumes() {
+    let t = Scratch::new("sigint-sender");
+    let key = t.key("key");
+    let root = t.dir("root");
+    let mut server = serve(&root, &key);
+    let src = t.join("src/big.dat");
+    random_file(&src, KILL_SIZE);
+    let args = [s(&src), "localhost:in", "-P", "1", "--chunk", "1M"];
+
+    let relay = Relay::throttled(server.port, KILL_PACE);
+    let mut child = xfer_cmd("send", relay.port, &key, &args)
+        .arg("--json-stream")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = events(&mut child);
+    wait_mid_transfer(&rx, KILL_SIZE);
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = wait_exit(&mut child);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("run the same command again to resume"),
+        "{err}"
+    );
+    server.wait_for("transfer ended with an error");
+    let verified = journal_verified_bytes(&root.join("in"));
+    assert!(verified > 0 && verified < KILL_SIZE, "{verified}");
+
+    let v = xfer_ok("send", server.port, &key, &args);
+    assert_eq!(u(&v, "bytes_moved"), KILL_SIZE - verified, "{v}");
+    assert!(same_bytes(&src, &root.join("in/big.dat")), "not identical");
+}
+
 #[test]
 fn receiver_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     receiver_stopped_mid_transfer("kill-receiver", false);

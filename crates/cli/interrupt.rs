@@ -1,14 +1,17 @@
-//! SIGINT and SIGTERM for a command whose results are worth keeping (`longhaul test`): until its
-//! work runs, a signal ends the process at once, as it would with no handler; once it runs, the
-//! first one asks the work to end and report what ran, and a second ends the process at once.
-//! Either way the exit status is 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), as a
-//! shell reports a command a signal ended.
+//! SIGINT and SIGTERM for a command whose results are worth keeping. `longhaul test`
+//! ([`Interrupts`]): until its work runs, a signal ends the process at once, as it would with no
+//! handler; once it runs, the first one asks the work to end and report what ran, and a second
+//! ends the process at once. `send` and `get` ([`end_with`]), whose journal already holds every
+//! verified chunk: a signal ends the process with a line saying how to resume. Either way the exit
+//! status is 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), as a shell reports a
+//! command a signal ended.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 /// Exit status of a command ended by SIGINT: 128 + 2.
 pub(crate) const STATUS: u8 = 130;
@@ -54,4 +57,22 @@ impl Interrupts {
     pub(crate) fn running(&self) {
         self.idle.store(false, Ordering::SeqCst);
     }
+}
+
+/// On the first SIGINT or SIGTERM, prints `message` on stderr and ends the process (a thread of its
+/// own waits for the signal). For work whose state a rerun picks up: a transfer's journal records
+/// each chunk as it is verified, so ending between two records loses nothing.
+pub(crate) fn end_with(message: &'static str) -> anyhow::Result<()> {
+    let mut signals = Signals::new([SIGINT, SIGTERM]).context("cannot handle SIGINT/SIGTERM")?;
+    std::thread::Builder::new()
+        .name("lh-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                // A progress bar may hold the line.
+                eprintln!("\n{message}");
+                std::process::exit(128 + signal);
+            }
+        })
+        .context("cannot start the signal thread")?;
+    Ok(())
 }

@@ -345,6 +345,7 @@ pub(crate) fn send(a: &SendArgs) -> anyhow::Result<ExitCode> {
         srcs.push(PathBuf::from(s));
     }
     let cfg = config(&a.common, host)?;
+    crate::interrupt::end_with(RESUME)?;
     let mut out = Output::new(&a.common.knobs);
     let result = longhaul_engine::transfer::send(&cfg, &srcs, dest, &mut |e| out.event(e));
     out.finish(result)
@@ -376,11 +377,16 @@ pub(crate) fn get(a: &GetArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = config(&a.common, host.expect("at least one source"))?;
     cfg.modes.keep_special_bits = a.modes.keep_special_bits;
     cfg.chmod_existing_dirs = a.modes.chmod_existing_dirs;
+    crate::interrupt::end_with(RESUME)?;
     let mut out = Output::new(&a.common.knobs);
     let result =
         longhaul_engine::transfer::get(&cfg, &paths, Path::new(dest), &mut |e| out.event(e));
     out.finish(result)
 }
+
+/// What `send` and `get` say when a signal ends them.
+const RESUME: &str = "longhaul: interrupted; every chunk verified so far is kept: run the same \
+command again to resume (only what is missing moves)";
 
 /// Writes one line to stdout; a reader that went away (`| head`) is not an error of the transfer.
 pub(crate) fn out_line(line: &str) {
