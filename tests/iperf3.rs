@@ -388,3 +388,41 @@ fn a_lying_or_silent_iperf3_server_is_a_clear_client_error() {
         fake.join().unwrap();
     }
 }
+
+/// Ctrl-C (SIGINT) 2 s into a 10-s test against a stock iperf3 server: the client ends the test as
+/// a byte count ends (the server takes the early end), and both ends give JSON of the ~2 s that
+/// ran: the client's marked interrupted (status 130), the server's its usual `-J` document.
+#[test]
+fn sigint_against_a_stock_iperf3_server_keeps_both_ends_results() {
+    if !program("iperf3", "iperf3") {
+        return;
+    }
+    let _alone = machine_alone();
+    let port = free_port();
+    let srv = iperf3_server(port, true);
+    let child = Command::new(bin())
+        .args(["test", "127.0.0.1", "-p", &port.to_string(), "--iperf3"])
+        .args(["-t", "10", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start longhaul test");
+    std::thread::sleep(Duration::from_secs(2));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success());
+    let out = child.wait_with_output().expect("longhaul test ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let ours: Value = serde_json::from_slice(&out.stdout).expect("the client's JSON");
+    assert_eq!(ours["end"]["longhaul"]["interrupted"], true, "{ours}");
+    let theirs: Value =
+        serde_json::from_slice(&srv.wait_with_output().expect("iperf3 -s -1 ends").stdout)
+            .expect("the server's JSON");
+    for (who, v) in [("client", &ours), ("server", &theirs)] {
+        let secs = v["end"]["sum_received"]["seconds"].as_f64().unwrap_or(0.0);
+        assert!((1.5..4.0).contains(&secs), "{who}: {secs} s: {v}");
+    }
+}

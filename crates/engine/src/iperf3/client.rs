@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use longhaul_proto::conversation::drain_timeout;
@@ -106,7 +107,8 @@ pub(crate) fn run(
     let mut recv = recv_config(&params);
     recv.report = true;
     let mut run = Run::start(streams, &send, recv, params.interval_ns, params.omit_ns)?;
-    let outcome = drive(&ctrl, &mut run, &params, obs, cfg.timeout);
+    let interrupt = cfg.interrupt.as_deref();
+    let outcome = drive(&ctrl, &mut run, &params, obs, cfg.timeout, interrupt);
     let intervals = match outcome {
         Ok(i) => i,
         Err(e) => {
@@ -150,6 +152,7 @@ pub(crate) fn run(
         remote_cpu,
     );
     end.longhaul.warnings = window_warnings(&start.longhaul);
+    end.longhaul.interrupted = interrupt.is_some_and(|f| f.load(Ordering::Relaxed));
     Ok(Report {
         start,
         intervals,
@@ -158,14 +161,17 @@ pub(crate) fn run(
     })
 }
 
-/// Runs the test to its end (time, or bytes), reporting each interval, then tells the server and
-/// waits for its go to exchange results; this side's streams have ended when it returns.
+/// Runs the test to its end (time, or bytes, or `interrupt` set: the user's early end, which an
+/// iperf3 server takes as it takes a byte count's), reporting each interval, then tells the
+/// server and waits for its go to exchange results; this side's streams have ended when it
+/// returns.
 fn drive(
     ctrl: &TcpStream,
     run: &mut Run,
     p: &TestParams,
     obs: &mut dyn Observer,
     timeout: Duration,
+    interrupt: Option<&AtomicBool>,
 ) -> Result<Vec<IntervalReport>, EngineError> {
     let mut intervals = Vec::new();
     let mut report = |run: &mut Run, last: bool| {
@@ -191,7 +197,8 @@ fn drive(
     };
     loop {
         let now = Instant::now();
-        if end_at.is_some_and(|t| now >= t) {
+        if end_at.is_some_and(|t| now >= t) || interrupt.is_some_and(|f| f.load(Ordering::Relaxed))
+        {
             break;
         }
         // A byte count ends when this side's senders spent their budget, or (receiving) when
