@@ -35,6 +35,21 @@ fn ended_quietly(args: &[&str], out: &Output) {
     assert!(err.is_empty(), "{args:?} wrote to stderr: {err}");
 }
 
+/// A one-second test against the server on `port` runs to its end with a JSON report.
+fn serves_a_test(port: &str) {
+    let next = Command::new(bin())
+        .args(["test", "127.0.0.1", "-p", port, "-t", "1", "--json"])
+        .output()
+        .expect("run longhaul test");
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&next.stdout).expect("a JSON report");
+    assert!(v.is_object(), "{v}");
+}
+
 #[test]
 fn commands_whose_reader_has_gone_end_quietly_by_sigpipe() {
     let _m = crate::util::machine_shared();
@@ -58,17 +73,7 @@ fn a_test_whose_reader_has_gone_ends_quietly_and_the_server_serves_the_next() {
     ended_quietly(&args, &into_a_closed_pipe(&args));
     let json = ["test", "127.0.0.1", "-p", &port, "-t", "1", "--json"];
     ended_quietly(&json, &into_a_closed_pipe(&json));
-    let next = Command::new(bin())
-        .args(["test", "127.0.0.1", "-p", &port, "-t", "1", "--json"])
-        .output()
-        .expect("run longhaul test");
-    assert!(
-        next.status.success(),
-        "{}",
-        String::from_utf8_lossy(&next.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&next.stdout).expect("a JSON report");
-    assert!(v.is_object(), "{v}");
+    serves_a_test(&port);
 }
 
 /// SIGINT 2 s into a 10-s test: the client prints the summary of the ~2 s that ran (text, or a
@@ -91,11 +96,7 @@ fn sigint_during_a_test_keeps_what_ran_on_both_ends() {
             .expect("start longhaul test");
         let started = Instant::now();
         std::thread::sleep(Duration::from_secs(2));
-        let kill = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(kill.success());
+        crate::util::sigint(&child);
         let out = child.wait_with_output().expect("longhaul test ends");
         let took = started.elapsed();
         let (stdout, stderr) = (
@@ -125,13 +126,5 @@ fn sigint_during_a_test_keeps_what_ran_on_both_ends() {
     server.wait_for("test finished");
     let log = server.log();
     assert!(!log.contains("test ended with an error"), "{log}");
-    let next = Command::new(bin())
-        .args(["test", "127.0.0.1", "-p", &port, "-t", "1", "--json"])
-        .output()
-        .expect("run longhaul test");
-    assert!(
-        next.status.success(),
-        "{}",
-        String::from_utf8_lossy(&next.stderr)
-    );
+    serves_a_test(&port);
 }

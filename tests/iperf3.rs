@@ -408,11 +408,7 @@ fn sigint_against_a_stock_iperf3_server_keeps_both_ends_results() {
         .spawn()
         .expect("start longhaul test");
     std::thread::sleep(Duration::from_secs(2));
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(kill.success());
+    crate::util::sigint(&child);
     let out = child.wait_with_output().expect("longhaul test ends");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");

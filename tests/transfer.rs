@@ -639,7 +639,21 @@ pub(crate) fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
 
 #[test]
 fn sender_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
-    let t = Scratch::new("kill-sender");
+    sender_stopped_mid_transfer("kill-sender", false);
+}
+
+/// Ctrl-C (SIGINT) during a `send` (issue 24): the client ends with status 130 and a line saying
+/// how to resume; the same command then moves only what the journal does not hold.
+#[test]
+fn sender_interrupted_mid_transfer_says_how_to_resume_and_resumes() {
+    sender_stopped_mid_transfer("sigint-sender", true);
+}
+
+/// A `send` stopped once some chunks are verified, by SIGKILL or (`sigint`) by SIGINT, which must
+/// end it with status 130 and a line saying how to resume: nothing partial is put in place, and
+/// the same command then moves only what the journal does not hold.
+fn sender_stopped_mid_transfer(name: &str, sigint: bool) {
+    let t = Scratch::new(name);
     let key = t.key("key");
     let root = t.dir("root");
     let mut server = serve(&root, &key);
@@ -651,20 +665,36 @@ fn sender_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     let mut child = xfer_cmd("send", relay.port, &key, &args)
         .arg("--json-stream")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(if sigint {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .unwrap();
     let rx = events(&mut child);
     let at = wait_mid_transfer(&rx, KILL_SIZE);
-    child.kill().unwrap(); // SIGKILL
-    let _ = child.wait();
+    if sigint {
+        crate::util::sigint(&child);
+        let status = wait_exit(&mut child);
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(130), "{err}");
+        assert!(
+            err.contains("run the same command again to resume"),
+            "{err}"
+        );
+    } else {
+        child.kill().unwrap(); // SIGKILL
+        let _ = child.wait();
+    }
     server.wait_for("transfer ended with an error");
     assert!(
         !root.join("in/big.dat").exists(),
         "no partial file in place"
     );
     let verified = journal_verified_bytes(&root.join("in"));
-    println!("killed at {at}; journal: {verified} bytes verified");
+    println!("stopped at {at}; journal: {verified} bytes verified");
     assert!(verified > 0 && verified < KILL_SIZE, "{verified}");
 
     let v = xfer_ok("send", server.port, &key, &args);
@@ -672,49 +702,6 @@ fn sender_killed_mid_transfer_resumes_with_only_the_missing_bytes() {
     assert_eq!(u(&v, "bytes_moved"), KILL_SIZE - verified, "{v}");
     assert!(same_bytes(&src, &root.join("in/big.dat")), "not identical");
     assert!(!root.join("in/.longhaul-journal").exists());
-}
-
-/// Ctrl-C (SIGINT) during a `send` (issue 24): the client ends with status 130 and a line saying
-/// how to resume; the same command then moves only what the journal does not hold.
-#[test]
-fn sender_interrupted_mid_transfer_says_how_to_resume_and_resumes() {
-    let t = Scratch::new("sigint-sender");
-    let key = t.key("key");
-    let root = t.dir("root");
-    let mut server = serve(&root, &key);
-    let src = t.join("src/big.dat");
-    random_file(&src, KILL_SIZE);
-    let args = [s(&src), "localhost:in", "-P", "1", "--chunk", "1M"];
-
-    let relay = Relay::throttled(server.port, KILL_PACE);
-    let mut child = xfer_cmd("send", relay.port, &key, &args)
-        .arg("--json-stream")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = events(&mut child);
-    wait_mid_transfer(&rx, KILL_SIZE);
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = wait_exit(&mut child);
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(130), "{err}");
-    assert!(
-        err.contains("run the same command again to resume"),
-        "{err}"
-    );
-    server.wait_for("transfer ended with an error");
-    let verified = journal_verified_bytes(&root.join("in"));
-    assert!(verified > 0 && verified < KILL_SIZE, "{verified}");
-
-    let v = xfer_ok("send", server.port, &key, &args);
-    assert_eq!(u(&v, "bytes_moved"), KILL_SIZE - verified, "{v}");
-    assert!(same_bytes(&src, &root.join("in/big.dat")), "not identical");
 }
 
 #[test]

@@ -671,3 +671,12 @@ impl Testbed {
         c
     }
 }
+
+/// Sends SIGINT (a Ctrl-C) to `child`, which has not been waited for.
+pub(crate) fn sigint(child: &Child) {
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success(), "kill -INT {}", child.id());
+}

@@ -275,10 +275,9 @@ fn plan(
     server_rate: Option<u64>,
     chunks_of: Option<&dyn Fn(u64) -> u64>,
 ) -> Result<Plan, EngineError> {
-    let rate_from_server = !cfg.rate_is_path && server_rate.is_some();
-    let (rate_bps, rate_is_path) = match server_rate.filter(|_| rate_from_server) {
-        Some(r) => (r, true),
-        None => (cfg.rate_bps, cfg.rate_is_path),
+    let (rate_bps, rate_is_path, rate_from_server) = match server_rate {
+        Some(r) if !cfg.rate_is_path => (r, true, true),
+        _ => (cfg.rate_bps, cfg.rate_is_path, false),
     };
     let rtt_ns = longhaul_sys::tcp_info(ctl.socket().as_fd())
         .map(|t| u64::from(t.min_rtt_us.filter(|&m| m > 0).unwrap_or(t.rtt_us)) * 1000)
