@@ -65,6 +65,30 @@ fn commands_whose_reader_has_gone_end_quietly_by_sigpipe() {
     }
 }
 
+/// `testbed list` against a service holding a booking: its table into a closed pipe.
+#[test]
+fn testbed_list_whose_reader_has_gone_ends_quietly() {
+    use crate::testbed::{Service, at, post_booking};
+    let dir = longhaul_testkit::fixtures::TempDir::new("list-pipe");
+    let db = format!("sqlite://{}", dir.0.join("t.sqlite").display());
+    let (svc, tokens) = Service::start(&db, &[("alice", "user")]);
+    let body = serde_json::json!({
+        "resource": "cern/starlight-lambda/1g-b",
+        "start": at(1, 0),
+        "end": at(1, 60),
+    });
+    let (status, answer) = post_booking(&svc, &tokens[0], &body, None);
+    assert_eq!(status, 201, "{answer}");
+    let url = svc.url("");
+    for json in [false, true] {
+        let mut args = vec!["testbed", "list", "--server", &url, "--token", &tokens[0]];
+        if json {
+            args.push("--json");
+        }
+        ended_quietly(&args, &into_a_closed_pipe(&args));
+    }
+}
+
 #[test]
 fn a_test_whose_reader_has_gone_ends_quietly_and_the_server_serves_the_next() {
     let server = ServerProc::start(&[]);
@@ -81,7 +105,7 @@ fn a_test_whose_reader_has_gone_ends_quietly_and_the_server_serves_the_next() {
 /// finished (not failed) after as long, and serves the next.
 #[test]
 fn sigint_during_a_test_keeps_what_ran_on_both_ends() {
-    let mut server = ServerProc::start(&[]);
+    let mut server = ServerProc::start(&["--json"]);
     let port = server.port.to_string();
     for json in [false, true] {
         let mut args = vec!["test", "127.0.0.1", "-p", &port, "-t", "10", "-i", "0.5"];
@@ -122,6 +146,21 @@ fn sigint_during_a_test_keeps_what_ran_on_both_ends() {
             span.rsplit('-').next().unwrap().parse().unwrap()
         };
         assert!((1.5..4.0).contains(&seconds), "{seconds} s: {stdout}");
+        // The server's own report of the same test: what ran, marked as stopped early.
+        let reports = server.reports(if json { 2 } else { 1 });
+        let mine = reports.last().expect("a report");
+        assert_eq!(mine["end"]["longhaul"]["interrupted"], true, "{mine}");
+        let theirs = mine["end"]["sum_received"]["seconds"]
+            .as_f64()
+            .expect("seconds");
+        assert!(
+            (1.5..4.0).contains(&theirs),
+            "the server's {theirs} s: {mine}"
+        );
+        assert!(
+            mine["end"]["sum_received"]["bytes"].as_u64() > Some(0),
+            "{mine}"
+        );
     }
     server.wait_for("test finished");
     let log = server.log();

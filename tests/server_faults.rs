@@ -57,6 +57,7 @@ pub(crate) fn params() -> TestParams {
         omit_ns: 0,
         udp: None,
         transport: Transport::Tcp,
+        sockets: Default::default(),
     }
 }
 

@@ -13,6 +13,7 @@ mod fleet;
 mod fleet_copy;
 mod fleet_stripe;
 mod iperf3;
+mod iperf3_flags;
 mod isolate;
 mod lab;
 mod module_graph;

@@ -340,6 +340,9 @@ pub(crate) struct ServerProc {
     pub(crate) iperf3_port: Option<u16>,
     log: mpsc::Receiver<String>,
     seen: String,
+    /// Standard output's lines, with `--json` in `extra` (else it goes nowhere).
+    stdout: Option<mpsc::Receiver<String>>,
+    printed: String,
     _machine: Machine,
 }
 
@@ -359,6 +362,7 @@ impl ServerProc {
             &["-p", "0"]
         };
         let iperf3 = extra.contains(&"--iperf3-port");
+        let json = extra.contains(&"--json");
         let mut child = Command::new(bin())
             .arg("server")
             .args(port)
@@ -369,10 +373,14 @@ impl ServerProc {
             })
             .args(["--log", "info"])
             .args(extra)
-            .stdout(Stdio::null())
+            .stdout(if json { Stdio::piped() } else { Stdio::null() })
             .stderr(Stdio::piped())
             .spawn()
             .expect("start longhaul server");
+        let stdout = child
+            .stdout
+            .take()
+            .map(|out| read_lines(out, None, |_| true));
         let rx = read_lines(child.stderr.take().expect("stderr piped"), None, |_| true);
         let port = loop {
             let line = rx
@@ -410,6 +418,8 @@ impl ServerProc {
             iperf3_port,
             log: rx,
             seen: String::new(),
+            stdout,
+            printed: String::new(),
             _machine: machine,
         }
     }
@@ -432,6 +442,32 @@ impl ServerProc {
                 std::time::Instant::now() < deadline,
                 "server never logged {needle:?}:\n{}",
                 self.seen
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The JSON documents a `--json` server printed, once there are `n` (within 30 s).
+    pub(crate) fn reports(&mut self, n: usize) -> Vec<serde_json::Value> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let out = self.stdout.as_ref().expect("a server started with --json");
+        loop {
+            for line in out.try_iter() {
+                self.printed.push_str(&line);
+                self.printed.push('\n');
+            }
+            let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&self.printed)
+                .into_iter()
+                .map_while(Result::ok)
+                .collect();
+            if docs.len() >= n {
+                return docs;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server printed {} of {n} reports:\n{}",
+                docs.len(),
+                self.printed
             );
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -118,6 +118,31 @@ pub(crate) fn error_line(e: &anyhow::Error) -> String {
     line
 }
 
+/// Opens `path` to append to, made with mode 0644 if missing; never through a symbolic link (a
+/// link planted where root writes would make it write elsewhere), and only a regular file.
+pub(crate) fn open_append(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => anyhow::anyhow!(
+                "{}: a symbolic link; give the file itself (longhaul never writes through a link)",
+                path.display()
+            ),
+            _ => anyhow::anyhow!("cannot open log file {}: {e}", path.display()),
+        })?;
+    anyhow::ensure!(
+        f.metadata()?.is_file(),
+        "{}: not a regular file",
+        path.display()
+    );
+    Ok(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::error_line;

@@ -21,6 +21,7 @@ mod doctor;
 mod emulate;
 mod generate;
 mod interrupt;
+mod iperf3_flags;
 mod isolate;
 mod lab;
 mod logging;

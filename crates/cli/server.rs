@@ -1,6 +1,5 @@
 //! `longhaul server`.
 
-use std::fs::OpenOptions;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -88,6 +87,11 @@ pub(crate) struct ServerArgs {
     /// Append logs to this file instead of standard error.
     #[arg(long)]
     logfile: Option<PathBuf>,
+    /// Print each longhaul test's report from this server's side, an iperf3-shaped JSON document
+    /// (as `iperf3 -s -J`), on standard output as the test ends; also when its client stopped it
+    /// early (`end.longhaul.interrupted`).
+    #[arg(short = 'J', long)]
+    json: bool,
     /// Write the server's process id to this file (with --daemon: the background process).
     #[arg(short = 'I', long)]
     pidfile: Option<PathBuf>,
@@ -174,13 +178,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     let logfile = a
         .logfile
         .as_ref()
-        .map(|p| {
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .with_context(|| format!("cannot open log file {}", p.display()))
-        })
+        .map(|p| crate::logging::open_append(p))
         .transpose()?;
     let files = match &a.root {
         Some(root) => {
@@ -215,6 +213,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         Some(file) => load_controllers(file)?,
         None => Default::default(),
     };
+    let reports = a.json.then(std::sync::mpsc::channel);
     let cfg = ServerConfig {
         bind: a.bind,
         port: a.port,
@@ -242,6 +241,7 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
         allow_udp: !a.no_udp,
         allow_from: a.allow_from.clone(),
         test_key,
+        reports: reports.as_ref().map(|(tx, _)| tx.clone()),
     };
     // Bind before detaching, so "address in use" reaches the user's terminal.
     // Before binding, which may warn (an iperf3 port taken). The subscriber starts no thread, so
@@ -279,6 +279,20 @@ pub(crate) fn run(a: &ServerArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.pidfile {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .with_context(|| format!("cannot write pid file {}", p.display()))?;
+    }
+    if let Some((_, rx)) = reports {
+        std::thread::Builder::new()
+            .name("lh-json".into())
+            .spawn(move || {
+                for r in rx {
+                    // A closed standard output ends the server quietly (panic_hook), as iperf3's.
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&r).expect("a report serialises")
+                    );
+                }
+            })
+            .context("cannot start the JSON printer")?;
     }
     if let Some(m) = metrics {
         let at = m.local_addr()?;

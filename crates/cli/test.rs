@@ -23,6 +23,7 @@ use longhaul_units::{
 
 use crate::args;
 use crate::interrupt::Interrupts;
+use crate::iperf3_flags::{Iperf3Flags, fmt_rate_in};
 
 /// Flags of `longhaul test`.
 #[derive(clap::Args, Debug)]
@@ -40,6 +41,14 @@ longhaul test dtn1.example.org --to dtn2.example.org --key ops.key -t 30   (thir
 pub(crate) struct TestArgs {
     /// Server to test against; omit for a self-test against an in-process server on loopback.
     host: Option<String>,
+    /// The server, as iperf3 -c takes it (the same as HOST).
+    #[arg(
+        short = 'c',
+        long = "client",
+        value_name = "HOST",
+        conflicts_with = "host"
+    )]
+    client: Option<String>,
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
@@ -164,6 +173,8 @@ pub(crate) struct TestArgs {
     /// Speak longhaul's protocol only, even on port 5201.
     #[arg(long)]
     longhaul: bool,
+    #[command(flatten)]
+    iperf3_flags: Iperf3Flags,
 }
 
 fn omit(s: &str) -> Result<Nanos, String> {
@@ -236,6 +247,11 @@ fn distance(s: &str) -> Result<f64, String> {
 }
 
 impl TestArgs {
+    /// The server: HOST or `-c HOST`.
+    fn server(&self) -> Option<&String> {
+        self.host.as_ref().or(self.client.as_ref())
+    }
+
     /// Whether the flags ask for encryption.
     pub(crate) fn encrypts(&self) -> bool {
         self.encrypt.encrypt
@@ -280,9 +296,24 @@ const DEFAULT_UDP_BPS: u64 = 1_000_000;
 
 /// The test parameters the flags ask for.
 pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
-    let end = match a.bytes {
-        Some(bytes) => EndCondition::Bytes { bytes },
-        None => EndCondition::Time { ns: a.time.0 },
+    let x = &a.iperf3_flags;
+    let write_len = match (a.length, a.udp) {
+        (Some(l), _) => l,
+        (None, true) => AUTO_DATAGRAM_LEN,
+        (None, false) => 1 << 20,
+    };
+    let end = match (a.bytes, x.blockcount) {
+        (Some(bytes), _) => EndCondition::Bytes { bytes },
+        (None, Some(blocks)) => {
+            anyhow::ensure!(
+                !a.udp || a.length.is_some(),
+                "-k counts datagrams of -l bytes: with -u give -l too"
+            );
+            EndCondition::Bytes {
+                bytes: blocks.saturating_mul(u64::from(write_len)),
+            }
+        }
+        (None, None) => EndCondition::Time { ns: a.time.0 },
     };
     let streams = u64::from(a.streams.n);
     let udp = a.udp.then(|| UdpParams {
@@ -295,24 +326,31 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         counters_64bit: a.udp_counters_64bit,
         no_offload: a.no_gso,
     });
-    // iperf3's -b on a TCP test paces each stream at that rate.
-    let pace = match (a.udp, a.bitrate, a.pace.and_then(args::Pace::rate)) {
-        (false, Some(_), Some(_)) => {
+    // iperf3's -b and --fq-rate on a TCP test pace each stream at that rate (the lower, given
+    // both, as the two pacers of iperf3 would).
+    let per_stream = match (a.bitrate.map(|(b, _)| b).filter(|b| *b > 0), x.fq_rate) {
+        _ if a.udp => {
+            anyhow::ensure!(
+                x.fq_rate.is_none(),
+                "--fq-rate paces TCP streams; -u is paced by -b"
+            );
+            None
+        }
+        (Some(b), Some(f)) => Some(b.min(f)),
+        (b, f) => b.or(f),
+    };
+    let pace = match (per_stream, a.pace.and_then(args::Pace::rate)) {
+        (Some(_), Some(_)) => {
             anyhow::bail!(
-                "-b and --pace both pace a TCP test: give one (-b per stream, --pace total)"
+                "-b/--fq-rate and --pace all pace a TCP test: give one (-b per stream, --pace total)"
             )
         }
-        (false, Some((b, _)), None) if b > 0 => Some(b.saturating_mul(streams)),
-        (_, _, p) => p,
+        (Some(b), None) => Some(b.saturating_mul(streams)),
+        (None, p) => p,
     };
     let target = match &udp {
         Some(u) if u.rate_bps > 0 => u.rate_bps.saturating_mul(streams),
         _ => a.rate.unwrap_or(DEFAULT_TARGET_BPS),
-    };
-    let write_len = match (a.length, a.udp) {
-        (Some(l), _) => l,
-        (None, true) => AUTO_DATAGRAM_LEN,
-        (None, false) => 1 << 20,
     };
     let p = TestParams {
         streams: a.streams.n,
@@ -337,14 +375,23 @@ pub(crate) fn params(a: &TestArgs) -> anyhow::Result<TestParams> {
         omit_ns: a.omit.0,
         udp,
         transport: a.transport.into(),
+        sockets: x.sockets(),
     };
     p.validate_request()?;
     Ok(p)
 }
 
 pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
-    crate::logging::to_stderr("warn");
+    let x = &a.iperf3_flags;
+    crate::logging::to_stderr(match x.debug {
+        None => "warn",
+        Some(1) => "error",
+        Some(2) => "warn",
+        Some(3) => "info",
+        Some(_) => "debug",
+    });
     let params = params(a)?;
+    x.pin()?;
     if a.pace == Some(args::Pace::Auto) {
         anyhow::ensure!(
             !a.udp && a.bitrate.is_none(),
@@ -366,7 +413,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     if a.find_rate {
         return find_rate(a, params);
     }
-    let mut out = Output::new(a);
+    let mut out = Output::new(a)?;
     let ran = match &a.to {
         Some(to) => {
             let (host, port) = target(a)?;
@@ -430,7 +477,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
 /// The server a test runs against: `a.host`, or without one, a server in this process on loopback
 /// (the self-test).
 fn target(a: &TestArgs) -> anyhow::Result<(String, u16)> {
-    if let Some(h) = &a.host {
+    if let Some(h) = a.server() {
         return Ok((h.clone(), a.port));
     }
     let ip: IpAddr = if a.ip.ipv6 {
@@ -480,6 +527,7 @@ fn client_config(
             .transpose()?,
         pace_auto: a.pace == Some(args::Pace::Auto),
         interrupt: interrupts.map(Interrupts::asked),
+        data_port: a.iperf3_flags.cport,
     })
 }
 
@@ -608,6 +656,102 @@ enum Mode {
     JsonStream,
 }
 
+/// Writes a line of the text form into a [`Text`].
+macro_rules! outln {
+    ($o:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($o.out, $($arg)*);
+    }};
+}
+
+/// The unit of the bitrate column: `-f`'s, or the one that fits each figure.
+#[derive(Debug, Clone, Copy)]
+struct Unit(Option<char>);
+
+impl Unit {
+    fn rate(self, bps: f64) -> String {
+        match self.0 {
+            Some(u) => fmt_rate_in(bps, u),
+            None => fmt_rate_iperf(bps as u64),
+        }
+    }
+}
+
+/// Lines of the text form, written before they go out.
+struct Text {
+    out: String,
+    unit: Unit,
+    /// `-V`: the parameters and every data socket's set-up too.
+    verbose: bool,
+}
+
+/// Where the output goes: standard output or `--logfile`, each line of text after `--timestamps`'
+/// time and `-T`'s title (as iperf3 orders them), and flushed at once (iperf3's `--forceflush`
+/// is always so).
+struct Sink {
+    title: Option<String>,
+    timestamps: Option<String>,
+    file: Option<std::fs::File>,
+}
+
+impl Sink {
+    fn new(x: &Iperf3Flags) -> anyhow::Result<Self> {
+        let file = match &x.logfile {
+            Some(p) => Some(crate::logging::open_append(p)?),
+            None => None,
+        };
+        if let Some(f) = &x.timestamps {
+            stamp(f)?;
+        }
+        Ok(Self {
+            title: x.title.clone(),
+            timestamps: x.timestamps.clone(),
+            file,
+        })
+    }
+
+    /// Lines of text, each prefixed.
+    fn text(&mut self, text: &str) {
+        let mut out = String::with_capacity(text.len() + 64);
+        for line in text.lines() {
+            if let Some(f) = &self.timestamps {
+                out.push_str(&stamp(f).unwrap_or_default());
+            }
+            if let Some(t) = &self.title {
+                out.push_str(t);
+                out.push_str(":  ");
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        self.raw(&out);
+    }
+
+    /// Text as it is (JSON).
+    fn raw(&mut self, text: &str) {
+        match &mut self.file {
+            Some(f) => {
+                if let Err(e) = f.write_all(text.as_bytes()) {
+                    eprintln!("longhaul: --logfile: {e}");
+                    std::process::exit(1);
+                }
+            }
+            None => {
+                // A closed standard output ends the process quietly (panic_hook), as print! does.
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+            }
+        }
+    }
+}
+
+/// The time now in strftime `format` (`--timestamps`), in the local time zone where the system
+/// names one.
+fn stamp(format: &str) -> anyhow::Result<String> {
+    jiff::fmt::strtime::format(format, &jiff::Zoned::now())
+        .map_err(|e| anyhow::anyhow!("--timestamps={format:?}: {e}"))
+}
+
 /// Prints the report as the test goes, in the chosen form.
 struct Output {
     mode: Mode,
@@ -615,10 +759,17 @@ struct Output {
     start: Option<Start>,
     /// SIGINT/SIGTERM, told when the test starts (then a signal ends it with its results).
     interrupts: Option<Interrupts>,
+    sink: Sink,
+    unit: Unit,
+    verbose: bool,
+    /// Top-level members of the JSON document beside the report: `-T`'s "title", "extra_data".
+    extra: serde_json::Map<String, serde_json::Value>,
+    /// `-k`: the blocks asked for (the report's `test_start.blocks`).
+    blocks: Option<u64>,
 }
 
 impl Output {
-    fn new(a: &TestArgs) -> Self {
+    fn new(a: &TestArgs) -> anyhow::Result<Self> {
         let mode = if a.json.json {
             Mode::Json
         } else if a.json_stream {
@@ -626,29 +777,65 @@ impl Output {
         } else {
             Mode::Human
         };
-        Self {
+        let x = &a.iperf3_flags;
+        let mut extra = serde_json::Map::new();
+        if let Some(t) = &x.title {
+            extra.insert("title".into(), t.clone().into());
+        }
+        if let Some(d) = &x.extra_data {
+            extra.insert("extra_data".into(), d.clone().into());
+        }
+        Ok(Self {
             mode,
             streams: a.streams.n,
             start: None,
             interrupts: None,
+            sink: Sink::new(x)?,
+            unit: Unit(x.format),
+            verbose: x.verbose,
+            extra,
+            blocks: x.blockcount,
+        })
+    }
+
+    fn text(&self) -> Text {
+        Text {
+            out: String::new(),
+            unit: self.unit,
+            verbose: self.verbose,
         }
     }
 
-    fn event(&self, event: &str, data: &impl serde::Serialize) {
+    fn event(&mut self, event: &str, data: &impl serde::Serialize) {
         let line = serde_json::json!({ "event": event, "data": data });
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        self.sink.raw(&format!("{line}\n"));
+    }
+
+    /// The JSON document: the report, or what there is of one, with `extra`'s members.
+    fn document(&mut self, doc: serde_json::Value) {
+        let mut doc = doc;
+        if let Some(m) = doc.as_object_mut() {
+            m.extend(self.extra.clone());
+        }
+        let text = serde_json::to_string_pretty(&doc).expect("json");
+        self.sink.raw(&format!("{text}\n"));
     }
 
     fn end(&mut self, r: &Report) {
         match self.mode {
-            Mode::Json => println!(
-                "{}",
-                serde_json::to_string_pretty(r).expect("report serialises")
-            ),
+            Mode::Json => {
+                let mut r = r.clone();
+                if let Some(k) = self.blocks {
+                    r.start.test_start.blocks = k;
+                }
+                self.document(serde_json::to_value(&r).expect("report serialises"));
+            }
             Mode::JsonStream => self.event("end", &r.end),
-            Mode::Human => print_end(r),
+            Mode::Human => {
+                let mut o = self.text();
+                print_end(&mut o, r);
+                self.sink.text(&o.out);
+            }
         }
     }
 
@@ -658,7 +845,7 @@ impl Output {
                 let mut doc =
                     serde_json::json!({ "start": self.start, "intervals": [], "end": {} });
                 doc["error"] = serde_json::Value::String(msg.to_string());
-                println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+                self.document(doc);
             }
             Mode::JsonStream => self.event("error", &msg),
             Mode::Human => {}
@@ -673,7 +860,11 @@ impl Observer for Output {
         }
         match self.mode {
             Mode::JsonStream => self.event("start", s),
-            Mode::Human => print_start(s),
+            Mode::Human => {
+                let mut o = self.text();
+                print_start(&mut o, s);
+                self.sink.text(&o.out);
+            }
             Mode::Json => {}
         }
         self.start = Some(s.clone());
@@ -687,27 +878,36 @@ impl Observer for Output {
                     .start
                     .as_ref()
                     .is_some_and(|s| s.longhaul.pace_auto.is_some());
-                print_interval(r, self.streams, auto);
+                let mut o = self.text();
+                print_interval(&mut o, r, self.streams, auto);
+                self.sink.text(&o.out);
             }
             Mode::Json => {}
         }
     }
 }
 
-fn print_start(s: &Start) {
+fn print_start(o: &mut Text, s: &Start) {
     let x = &s.longhaul;
-    println!(
+    outln!(
+        o,
         "Connecting to host {}, port {}",
-        s.connecting_to.host, s.connecting_to.port
+        s.connecting_to.host,
+        s.connecting_to.port
     );
     for c in &s.connected {
-        println!(
+        outln!(
+            o,
             "[{:>3}] local {} port {} connected to {} port {}",
-            c.socket, c.local_host, c.local_port, c.remote_host, c.remote_port
+            c.socket,
+            c.local_host,
+            c.local_port,
+            c.remote_host,
+            c.remote_port
         );
     }
     if let Some(tls) = &s.longhaul.encryption {
-        println!("encrypted: {tls}");
+        outln!(o, "encrypted: {tls}");
     }
     let cc_local = x
         .local_sockets
@@ -722,16 +922,23 @@ fn print_start(s: &Start) {
         |s| s.congestion.as_str(),
     );
     if x.server_protocol == "iperf3" {
-        println!("the server speaks iperf3: it reports its totals at the end, nothing else");
+        outln!(
+            o,
+            "the server speaks iperf3: it reports its totals at the end, nothing else"
+        );
     }
     if s.test_start.protocol == "UDP" {
-        println!("RTT {:.3} ms (control connection)", x.rtt_ms);
-        print_udp_start(s);
+        outln!(o, "RTT {:.3} ms (control connection)", x.rtt_ms);
+        if o.verbose {
+            print_verbose_start(o, s);
+        }
+        print_udp_start(o, s);
         return;
     }
     if let Some(q) = &x.quic {
         let bdp = x.local_plan.window.bdp_per_stream.max(1);
-        println!(
+        outln!(
+            o,
             "RTT {:.3} ms (control connection); target {}; transport QUIC over UDP, {} controller; \
              flow-control window {} per stream = {:.1}× BDP; packets up to {} B of UDP payload",
             x.rtt_ms,
@@ -743,7 +950,8 @@ fn print_start(s: &Start) {
         );
         return;
     }
-    println!(
+    outln!(
+        o,
         "RTT {:.3} ms (control connection); target {}; congestion control: client {cc_local}, server {cc_remote}{}",
         x.rtt_ms,
         fmt_rate_iperf(x.target_rate_bps),
@@ -755,23 +963,25 @@ fn print_start(s: &Start) {
     );
     for (side, list) in [("client", &x.local_buffers), ("server", &x.remote_buffers)] {
         for b in list {
-            println!("{side} {}", b.summary);
+            outln!(o, "{side} {}", b.summary);
             if let Some(fix) = &b.fix {
-                println!("    fix: {fix}");
+                outln!(o, "    fix: {fix}");
             }
         }
     }
     for n in &x.local_plan.window.notes {
-        println!("note: {n}");
+        outln!(o, "note: {n}");
     }
     if let Some(p) = x.pace_total_bps {
-        println!(
+        outln!(
+            o,
             "pacing: {} total, split across the sending streams (SO_MAX_PACING_RATE)",
             fmt_rate_iperf(p)
         );
     }
     if let Some(e) = &x.pace_auto {
-        println!(
+        outln!(
+            o,
             "pacing: auto; bottleneck {} (median of {} of {} packet trains of {} x {} B, {} to {}, \
              timed {}, in {:.0} ms); each sending side governs from under {}",
             fmt_rate_iperf(e.rate_bps),
@@ -789,12 +999,60 @@ fn print_start(s: &Start) {
             fmt_rate_iperf(e.start_bps)
         );
     }
-    println!(
+    if o.verbose {
+        print_verbose_start(o, s);
+    }
+    outln!(
+        o,
         "[ ID] Interval           Transfer     Bitrate          Retr   Cwnd         RTT       rwnd-lim sndbuf-lim"
     );
 }
 
-fn print_udp_start(s: &Start) {
+/// `-V`: iperf3's "Starting Test" line, and every data socket of both ends as its kernel set
+/// it up.
+fn print_verbose_start(o: &mut Text, s: &Start) {
+    let t = &s.test_start;
+    let end = if t.bytes > 0 {
+        format!("{} bytes to send", t.bytes)
+    } else {
+        format!("{} second test", t.duration)
+    };
+    outln!(
+        o,
+        "Starting Test: protocol: {}, {} streams, {} byte blocks, omitting {} seconds, {end}, tos {}",
+        t.protocol,
+        t.num_streams,
+        t.blksize,
+        t.omit,
+        t.tos
+    );
+    let x = &s.longhaul;
+    for (side, list) in [("client", &x.local_sockets), ("server", &x.remote_sockets)] {
+        for k in list.iter() {
+            outln!(
+                o,
+                "{side} socket {} ({}): {} -> {}, mss {}, tos {:#04x}, nodelay {}, {}sndbuf {}, rcvbuf {}{}",
+                k.stream + 1,
+                if k.sender { "sends" } else { "receives" },
+                k.local,
+                k.remote,
+                k.mss,
+                k.tos,
+                if k.nodelay { "on" } else { "off" },
+                if k.congestion.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}, ", k.congestion)
+                },
+                fmt_size_iperf(k.sndbuf),
+                fmt_size_iperf(k.rcvbuf),
+                if k.dont_fragment { ", DF" } else { "" }
+            );
+        }
+    }
+}
+
+fn print_udp_start(o: &mut Text, s: &Start) {
     let rate = match s.test_start.target_bitrate {
         0 => "as fast as the host sends".to_string(),
         r => format!("{} per stream", fmt_rate_iperf(r)),
@@ -805,7 +1063,8 @@ fn print_udp_start(s: &Start) {
             .map(|k| fmt_size_iperf(if sender { k.sndbuf } else { k.rcvbuf }))
     };
     let x = &s.longhaul;
-    println!(
+    outln!(
+        o,
         "UDP: {}-byte datagrams, {rate}; socket buffers: client {}, server {}",
         s.test_start.blksize,
         buf(&x.local_sockets, true)
@@ -815,7 +1074,8 @@ fn print_udp_start(s: &Start) {
             .or_else(|| buf(&x.remote_sockets, true))
             .unwrap_or_default(),
     );
-    println!(
+    outln!(
+        o,
         "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
     );
 }
@@ -848,11 +1108,19 @@ fn udp_columns(u: &UdpEntry) -> String {
     out
 }
 
-fn udp_line(id: &str, start: f64, end: f64, bytes: u64, bps: f64, u: &UdpEntry) -> String {
+fn udp_line(
+    unit: Unit,
+    id: &str,
+    start: f64,
+    end: f64,
+    bytes: u64,
+    bps: f64,
+    u: &UdpEntry,
+) -> String {
     format!(
         "[{id:>3}] {start:6.2}-{end:<6.2} sec  {:>12}  {:>15}  {}",
         fmt_size_iperf(bytes),
-        fmt_rate_iperf(bps as u64),
+        unit.rate(bps),
         udp_columns(u)
     )
 }
@@ -869,7 +1137,7 @@ fn omitted(yes: bool) -> &'static str {
     if yes { "  (omitted)" } else { "" }
 }
 
-fn stream_line(id: &str, e: &StreamEntry) -> String {
+fn stream_line(unit: Unit, id: &str, e: &StreamEntry) -> String {
     if !e.sender {
         // A receiver's view (the sender, an iperf3 server, reported none): bytes only.
         return format!(
@@ -877,7 +1145,7 @@ fn stream_line(id: &str, e: &StreamEntry) -> String {
             e.start,
             e.end,
             fmt_size_iperf(e.bytes),
-            fmt_rate_iperf(e.bits_per_second as u64),
+            unit.rate(e.bits_per_second),
             omitted(e.omitted),
         );
     }
@@ -886,7 +1154,7 @@ fn stream_line(id: &str, e: &StreamEntry) -> String {
         e.start,
         e.end,
         fmt_size_iperf(e.bytes),
-        fmt_rate_iperf(e.bits_per_second as u64),
+        unit.rate(e.bits_per_second),
         e.retransmits,
         fmt_size_iperf(e.snd_cwnd),
         format!("{:.2} ms", f64::from(e.rtt) / 1000.0),
@@ -896,11 +1164,11 @@ fn stream_line(id: &str, e: &StreamEntry) -> String {
     )
 }
 
-fn sum_line(id: &str, s: &SumEntry, suffix: &str) -> String {
+fn sum_line(unit: Unit, id: &str, s: &SumEntry, suffix: &str) -> String {
     if let Some(u) = &s.udp {
         return format!(
             "{}  {suffix}",
-            udp_line(id, s.start, s.end, s.bytes, s.bits_per_second, u)
+            udp_line(unit, id, s.start, s.end, s.bytes, s.bits_per_second, u)
         );
     }
     format!(
@@ -908,12 +1176,12 @@ fn sum_line(id: &str, s: &SumEntry, suffix: &str) -> String {
         s.start,
         s.end,
         fmt_size_iperf(s.bytes),
-        fmt_rate_iperf(s.bits_per_second as u64),
+        unit.rate(s.bits_per_second),
         s.retransmits.map_or(String::new(), |r| r.to_string()),
     )
 }
 
-fn print_interval(r: &IntervalReport, streams: u32, auto_pace: bool) {
+fn print_interval(o: &mut Text, r: &IntervalReport, streams: u32, auto_pace: bool) {
     // With --pace auto, the sending streams' pacing rate closes the interval's last line.
     let pace = if auto_pace {
         let bps: u64 = r
@@ -929,9 +1197,11 @@ fn print_interval(r: &IntervalReport, streams: u32, auto_pace: bool) {
     let summed = streams > 1 || r.sum_bidir_reverse.is_some();
     for e in &r.streams {
         match &e.udp {
-            Some(u) => println!(
+            Some(u) => outln!(
+                o,
                 "{}{}",
                 udp_line(
+                    o.unit,
                     &e.socket.to_string(),
                     e.start,
                     e.end,
@@ -941,33 +1211,37 @@ fn print_interval(r: &IntervalReport, streams: u32, auto_pace: bool) {
                 ),
                 omitted(e.omitted)
             ),
-            None if summed => println!("{}", stream_line(&e.socket.to_string(), e)),
-            None => println!("{}{pace}", stream_line(&e.socket.to_string(), e)),
+            None if summed => outln!(o, "{}", stream_line(o.unit, &e.socket.to_string(), e)),
+            None => outln!(o, "{}{pace}", stream_line(o.unit, &e.socket.to_string(), e)),
         }
     }
     if summed {
-        println!(
+        outln!(
+            o,
             "{}{pace}",
-            sum_line("SUM", &r.sum, omitted(r.sum.omitted).trim_start())
+            sum_line(o.unit, "SUM", &r.sum, omitted(r.sum.omitted).trim_start())
         );
         if let Some(rev) = &r.sum_bidir_reverse {
             let suffix = format!("(reverse){}", omitted(rev.omitted));
-            println!("{}", sum_line("SUM", rev, &suffix));
+            outln!(o, "{}", sum_line(o.unit, "SUM", rev, &suffix));
         }
     }
 }
 
-fn print_udp_end(e: &End) {
-    println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
-    println!(
+fn print_udp_end(o: &mut Text, e: &End) {
+    outln!(o, "- - - - - - - - - - - - - - - - - - - - - - - - -");
+    outln!(
+        o,
         "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
     );
     for s in &e.streams {
         let Some(u) = &s.udp else { continue };
         let rx = &s.receiver;
-        println!(
+        outln!(
+            o,
             "{}  sender",
             udp_line(
+                o.unit,
                 &u.socket.to_string(),
                 0.0,
                 u.seconds,
@@ -979,9 +1253,11 @@ fn print_udp_end(e: &End) {
                 }
             )
         );
-        println!(
+        outln!(
+            o,
             "{}  receiver",
             udp_line(
+                o.unit,
                 &u.socket.to_string(),
                 0.0,
                 rx.seconds,
@@ -1015,7 +1291,8 @@ fn print_udp_end(e: &End) {
                 .into(),
             (None, false) => "one-way delay: not measured (clocks not both synchronised)".into(),
         };
-        println!(
+        outln!(
+            o,
             "      sender {asked}, sent {}; {}{owd}",
             fmt_rate_iperf(u.bits_per_second as u64),
             if u.end_marker_seen {
@@ -1028,24 +1305,30 @@ fn print_udp_end(e: &End) {
     }
     for (s, role) in [(&e.sum_sent, "sender"), (&e.sum_received, "receiver")] {
         if e.streams.len() > 1 {
-            println!("{}", sum_line("SUM", s, role));
+            outln!(o, "{}", sum_line(o.unit, "SUM", s, role));
         }
     }
     if let (Some(s), Some(rv)) = (&e.sum_sent_bidir_reverse, &e.sum_received_bidir_reverse) {
-        println!("{}", sum_line("SUM", s, "sender (reverse)"));
-        println!("{}", sum_line("SUM", rv, "receiver (reverse)"));
+        outln!(o, "{}", sum_line(o.unit, "SUM", s, "sender (reverse)"));
+        outln!(o, "{}", sum_line(o.unit, "SUM", rv, "receiver (reverse)"));
     }
 }
 
-fn print_end(r: &Report) {
+fn print_end(o: &mut Text, r: &Report) {
     let e = &r.end;
+    if o.verbose {
+        outln!(o, "Test Complete. Summary Results:");
+    }
     if e.sum.is_some() {
-        print_udp_end(e);
-        print_cpu_and_notes(e);
+        print_udp_end(o, e);
+        print_cpu_and_notes(o, e);
         return;
     }
-    println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
-    println!("[ ID] Interval           Transfer     Bitrate          Retr");
+    outln!(o, "- - - - - - - - - - - - - - - - - - - - - - - - -");
+    outln!(
+        o,
+        "[ ID] Interval           Transfer     Bitrate          Retr"
+    );
     for s in &e.streams {
         let (tx, rx) = (&s.sender, &s.receiver);
         // An iperf3 server tells only its totals: no socket facts to show for its senders.
@@ -1061,40 +1344,48 @@ fn print_end(r: &Report) {
         } else {
             String::new()
         };
-        println!(
+        outln!(
+            o,
             "[{:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}  {:>4}  sender{facts}",
             tx.socket,
             0.0,
             tx.seconds,
             fmt_size_iperf(tx.bytes),
-            fmt_rate_iperf(tx.bits_per_second as u64),
+            o.unit.rate(tx.bits_per_second),
             tx.retransmits,
         );
-        println!(
+        outln!(
+            o,
             "[{:>3}] {:6.2}-{:<6.2} sec  {:>12}  {:>15}        receiver",
             rx.socket,
             0.0,
             rx.seconds,
             fmt_size_iperf(rx.bytes),
-            fmt_rate_iperf(rx.bits_per_second as u64),
+            o.unit.rate(rx.bits_per_second),
         );
     }
     let sums = [(&e.sum_sent, "sender"), (&e.sum_received, "receiver")];
     for (s, role) in sums {
-        println!("{}", sum_line("SUM", s, role));
+        outln!(o, "{}", sum_line(o.unit, "SUM", s, role));
     }
     if let (Some(s), Some(rv)) = (&e.sum_sent_bidir_reverse, &e.sum_received_bidir_reverse) {
-        println!("{}", sum_line("SUM", s, "sender (reverse)"));
-        println!("{}", sum_line("SUM", rv, "receiver (reverse)"));
+        outln!(o, "{}", sum_line(o.unit, "SUM", s, "sender (reverse)"));
+        outln!(o, "{}", sum_line(o.unit, "SUM", rv, "receiver (reverse)"));
     }
-    print_cpu_and_notes(e);
+    print_cpu_and_notes(o, e);
 }
 
-fn print_cpu_and_notes(e: &End) {
+fn print_cpu_and_notes(o: &mut Text, e: &End) {
     let c = &e.cpu_utilization_percent;
-    println!(
+    outln!(
+        o,
         "CPU Utilization: local/client {:.1}% ({:.1}%u/{:.1}%s), remote/server {:.1}% ({:.1}%u/{:.1}%s)",
-        c.host_total, c.host_user, c.host_system, c.remote_total, c.remote_user, c.remote_system
+        c.host_total,
+        c.host_user,
+        c.host_system,
+        c.remote_total,
+        c.remote_user,
+        c.remote_system
     );
     if e.sum.is_none() {
         let named = |c: &str| {
@@ -1104,14 +1395,16 @@ fn print_cpu_and_notes(e: &End) {
                 c.to_string()
             }
         };
-        println!(
+        outln!(
+            o,
             "congestion control: sender {}, receiver {}",
             named(&e.sender_tcp_congestion),
             named(&e.receiver_tcp_congestion)
         );
     }
     if let Some(l) = &e.longhaul.lsr {
-        println!(
+        outln!(
+            o,
             "Land Speed Record metric: {} ({} over {} km)",
             l.display,
             fmt_rate_iperf(l.bits_per_second as u64),
@@ -1121,11 +1414,11 @@ fn print_cpu_and_notes(e: &End) {
     if let Some(p) = &e.longhaul.pace_auto {
         for (side, g) in [("client", &p.client), ("server", &p.server)] {
             if let Some(g) = g {
-                println!("pace auto ({side} sends): {}", g.line());
+                outln!(o, "pace auto ({side} sends): {}", g.line());
             }
         }
     }
     for w in &e.longhaul.warnings {
-        println!("warning: {w}");
+        outln!(o, "warning: {w}");
     }
 }

@@ -102,6 +102,7 @@ fn params(b: &mut Bytes) -> TestParams {
         },
         udp,
         transport: Transport::Tcp,
+        sockets: Default::default(),
     };
     // The conversation is the same over either transport; the parameters say which.
     let p = TestParams {
@@ -292,6 +293,9 @@ fn any_message(b: &mut Bytes, p: &TestParams, limits: &KernelLimits) -> Message 
 fn setup(stream: u32) -> SocketSetup {
     SocketSetup {
         stream,
+        tos: 0,
+        nodelay: false,
+        dont_fragment: false,
         sender: true,
         congestion: "cubic".into(),
         mss: 1448,

@@ -68,3 +68,11 @@ pub(crate) fn connect_any(
     }
     Err(last.expect("resolve returns at least one address"))
 }
+
+/// The unspecified address of `peer`'s family (0.0.0.0 or ::), to bind a socket for it.
+pub(crate) fn unspecified(peer: SocketAddr) -> IpAddr {
+    match peer {
+        SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    }
+}

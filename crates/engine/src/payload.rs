@@ -45,10 +45,18 @@ impl AlignedBuf {
 }
 
 /// Test payload: pseudo-random bytes, so no compressing or deduplicating element on the path can make a
-/// stream look faster than it is (the LSR rules required every packet to carry different data).
-pub(crate) fn payload(len: usize) -> Result<Arc<AlignedBuf>, crate::EngineError> {
-    let mut seed = crate::random::seed()?;
+/// stream look faster than it is (the LSR rules required every packet to carry different data); or,
+/// `repeating` (`--repeating-payload`), iperf2's and iperf3's `0123456789` over and over, for
+/// measuring what such an element does.
+pub(crate) fn payload(len: usize, repeating: bool) -> Result<Arc<AlignedBuf>, crate::EngineError> {
     let mut buf = AlignedBuf::zeroed(len);
+    if repeating {
+        for (b, digit) in buf.as_mut_slice().iter_mut().zip((b'0'..=b'9').cycle()) {
+            *b = digit;
+        }
+        return Ok(Arc::new(buf));
+    }
+    let mut seed = crate::random::seed()?;
     for chunk in buf.as_mut_slice().chunks_mut(8) {
         // xorshift64*: fast and good enough for filler bytes; not for anything secret.
         seed ^= seed >> 12;

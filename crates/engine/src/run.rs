@@ -455,13 +455,19 @@ pub(crate) fn wake_at(origin: Instant, deadline: Option<Duration>, run: Option<&
 
 pub(crate) fn send_config(params: &TestParams) -> Result<SendConfig, EngineError> {
     let write_len = params.write_len as usize;
-    let method = crate::zerocopy::method(params.zerocopy, write_len)?;
+    let repeating = params.sockets.repeating_payload;
+    let method = crate::zerocopy::method(params.zerocopy, write_len, repeating)?;
     let budget_per_stream = match params.end {
         EndCondition::Bytes { bytes } => Some(bytes.div_ceil(u64::from(params.streams))),
         EndCondition::Time { .. } => None,
     };
     let udp = match &params.udp {
-        Some(u) => Some(UdpSend::new(u, params.write_len, budget_per_stream)?),
+        Some(u) => Some(UdpSend::new(
+            u,
+            params.write_len,
+            budget_per_stream,
+            repeating,
+        )?),
         None => None,
     };
     Ok(SendConfig {

@@ -5,7 +5,7 @@ use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use longhaul_proto::interval::TcpSample;
-use longhaul_proto::msg::{SidePlan, SocketSetup};
+use longhaul_proto::msg::{SidePlan, SocketFlags, SocketSetup};
 use longhaul_proto::pacing::split_pacing;
 use longhaul_proto::window::{self, BufferAction, BufferPlan, KernelLimits, WindowPlan};
 use longhaul_proto::{TestParams, WindowRequest};
@@ -18,6 +18,8 @@ use crate::EngineError;
 pub(crate) struct SocketOptions<'a> {
     pub(crate) plan: &'a WindowPlan,
     pub(crate) congestion: Option<&'a str>,
+    /// `-M`, `-N`, `-S` and the like ([`apply_flags`]).
+    pub(crate) flags: SocketFlags,
 }
 
 /// Applies the buffer that matters for this socket's role (send buffer on a sender, receive buffer on a
@@ -42,7 +44,67 @@ pub(crate) fn apply(
     if let Some(cc) = opts.congestion {
         sys::set_congestion(fd, cc).map_err(|e| annotate(e, stream))?;
     }
+    apply_flags(fd, &opts.flags, stream)
+}
+
+/// Sets the user's socket flags on a data socket, TCP or UDP: the MSS and `TCP_NODELAY` on TCP,
+/// DF on UDP, the TOS byte on both (on an IPv6 socket the traffic class, and the IPv4 TOS too for
+/// the IPv4-mapped peers of a dual-stack server).
+pub(crate) fn apply_flags(
+    fd: BorrowedFd<'_>,
+    flags: &SocketFlags,
+    stream: u32,
+) -> Result<(), EngineError> {
+    let s = socket2::SockRef::from(&fd);
+    let err = |what: String| move |e| EngineError::io(format!("stream {stream}: set {what}"), e);
+    let tcp = s.r#type().map_err(err("the socket's type".into()))? == socket2::Type::STREAM;
+    let v6 = s.domain().map_err(err("the socket's family".into()))? == socket2::Domain::IPV6;
+    if tcp {
+        if let Some(mss) = flags.mss {
+            s.set_tcp_mss(mss)
+                .map_err(err(format!("TCP_MAXSEG {mss}")))?;
+        }
+        if flags.nodelay {
+            s.set_tcp_nodelay(true).map_err(err("TCP_NODELAY".into()))?;
+        }
+    } else if flags.dont_fragment {
+        sys::set_dont_fragment(fd, v6).map_err(|e| annotate(e, stream))?;
+    }
+    if let Some(tos) = flags.tos {
+        let what = format!("the TOS byte {tos:#04x}");
+        if v6 {
+            s.set_tclass_v6(u32::from(tos)).map_err(err(what.clone()))?;
+            // IPv4-mapped peers take the IPv4 option; a v6-only socket may refuse it, harmlessly.
+            let _ = s.set_tos_v4(u32::from(tos));
+        } else {
+            s.set_tos_v4(u32::from(tos)).map_err(err(what))?;
+        }
+    }
     Ok(())
+}
+
+/// The TOS byte (IPv6: traffic class) the kernel sets on a socket's packets, `TCP_NODELAY`, and
+/// whether DF is forced on, read back.
+pub(crate) fn read_flags(fd: BorrowedFd<'_>) -> (u8, bool, bool) {
+    let s = socket2::SockRef::from(&fd);
+    let v6 = s.domain().is_ok_and(|d| d == socket2::Domain::IPV6);
+    // A dual-stack socket's IPv4-mapped peer gets the IPv4 TOS on its packets, not the class.
+    let mapped = s
+        .peer_addr()
+        .ok()
+        .and_then(|a| a.as_socket_ipv6())
+        .is_some_and(|a| a.ip().to_ipv4_mapped().is_some());
+    let tos = if v6 && !mapped {
+        s.tclass_v6()
+    } else {
+        s.tos_v4()
+    };
+    let tcp = s.r#type().is_ok_and(|t| t == socket2::Type::STREAM);
+    (
+        tos.map_or(0, |t| t as u8),
+        tcp && s.tcp_nodelay().unwrap_or(false),
+        !tcp && sys::dont_fragment(fd, v6).unwrap_or(false),
+    )
 }
 
 fn apply_buffer(fd: BorrowedFd<'_>, buf: &BufferPlan) -> Result<(), sys::SysError> {
@@ -106,7 +168,11 @@ pub(crate) fn describe(
     pacing: Option<u64>,
 ) -> SocketSetup {
     let fd = sock.as_fd();
+    let (tos, nodelay, dont_fragment) = read_flags(fd);
     SocketSetup {
+        tos,
+        nodelay,
+        dont_fragment,
         stream,
         sender,
         congestion: sys::congestion(fd).unwrap_or_else(|_| "?".into()),
@@ -268,6 +334,7 @@ mod tests {
         let opts = SocketOptions {
             plan: &p,
             congestion: None,
+            flags: Default::default(),
         };
         apply(sock.as_fd(), &opts, false, 0).unwrap();
         let granted = sys::recv_buffer(sock.as_fd()).unwrap();

@@ -431,14 +431,11 @@ fn open_tcp_streams(
     let opts = SocketOptions {
         plan: &window,
         congestion: cfg.congestion.as_deref(),
+        flags: NO_DELAY,
     };
     let open_one = |i: u32| -> Result<DataConn, EngineError> {
         let s = cfg.endpoint.socket(session.server)?;
         socket::apply(s.as_fd(), &opts, sender, i)?;
-        // The preamble and a chunk header are small writes right behind one another: without
-        // this, Nagle would hold each one until the previous was acknowledged, a round trip each.
-        s.set_tcp_nodelay(true)
-            .map_err(|e| EngineError::io(format!("set TCP_NODELAY on stream {i}"), e))?;
         let s = cfg.endpoint.connect(s, session.server)?;
         let s = cfg.endpoint.wrap(s, session.pinned.as_ref())?;
         let mut hello = Preamble::data(cookie, i).encode().to_vec();
@@ -1325,19 +1322,27 @@ fn udp_hellos(adm: &Admission<'_>, p: &Plan) -> Option<Receiver<(u32, std::net::
     (p.transport == Transport::Quic).then(|| (adm.udp_hellos)())
 }
 
+/// A transfer's data sockets: TCP_NODELAY, since the preamble, a chunk's header and its payload
+/// are small writes right behind one another, and Nagle would hold each one until the previous
+/// was acknowledged, a round trip each.
+const NO_DELAY: longhaul_proto::msg::SocketFlags = longhaul_proto::msg::SocketFlags {
+    mss: None,
+    nodelay: true,
+    tos: None,
+    repeating_payload: false,
+    dont_fragment: false,
+};
+
 /// Sets up the accepted data connections for this side's role, as the client does before connect.
 fn setup_accepted(socks: &[DataConn], p: &Plan, sender: bool) -> Result<(), EngineError> {
     let window = window_plan(p);
     let opts = SocketOptions {
         plan: &window,
         congestion: None,
+        flags: NO_DELAY,
     };
     for (i, s) in socks.iter().filter_map(DataConn::tcp).enumerate() {
         socket::apply(s.as_fd(), &opts, sender, i as u32)?;
-        // A chunk's header and payload are written one after the other (see `open_tcp_streams`).
-        s.socket()
-            .set_nodelay(true)
-            .map_err(|e| EngineError::io(format!("set TCP_NODELAY on stream {i}"), e))?;
     }
     if sender && p.rate_bps > 0 && p.pace_auto_bps.is_none() {
         pace(socks, p)?;

@@ -22,7 +22,7 @@
 //! when stopped.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -157,6 +157,7 @@ impl UdpSend {
         params: &UdpParams,
         len: u32,
         budget: Option<u64>,
+        repeating: bool,
     ) -> Result<Self, EngineError> {
         Ok(Self {
             len: len as usize,
@@ -164,7 +165,7 @@ impl UdpSend {
             burst: params.burst,
             counters_64: params.counters_64bit,
             budget,
-            payload: crate::payload::payload(MAX_BATCH * len as usize)?,
+            payload: crate::payload::payload(MAX_BATCH * len as usize, repeating)?,
             end_markers: true,
             gso: !params.no_offload,
         })
@@ -386,7 +387,11 @@ pub(crate) fn apply_buffers(
 /// How the kernel set up a UDP flow's socket, for the report.
 pub(crate) fn describe(sock: &UdpSocket, stream: u32, sender: bool) -> SocketSetup {
     let fd = sock.as_fd();
+    let (tos, nodelay, dont_fragment) = crate::socket::read_flags(fd);
     SocketSetup {
+        tos,
+        nodelay,
+        dont_fragment,
         stream,
         sender,
         congestion: String::new(),
@@ -405,13 +410,15 @@ pub(crate) fn describe(sock: &UdpSocket, stream: u32, sender: bool) -> SocketSet
 pub(crate) fn open_flows(
     server: SocketAddr,
     bind: Option<IpAddr>,
+    first_port: Option<u16>,
     hellos: &[([u8; 32], bool)],
     plan: &WindowPlan,
     timeout: Duration,
 ) -> Result<Vec<UdpSocket>, EngineError> {
     let mut socks = Vec::with_capacity(hellos.len());
     for (i, (_, sender)) in hellos.iter().enumerate() {
-        let s = flow_socket(server, bind, i as u32)?;
+        let port = first_port.map_or(0, |p| p.saturating_add(i as u16));
+        let s = flow_socket(server, bind, i as u32, port)?;
         apply_buffers(&s, plan, *sender, i as u32)?;
         s.set_nonblocking(true)
             .map_err(|e| EngineError::io("set a UDP socket non-blocking", e))?;
@@ -462,12 +469,13 @@ pub(crate) fn flow_socket(
     server: SocketAddr,
     bind: Option<IpAddr>,
     index: u32,
+    port: u16,
 ) -> Result<UdpSocket, EngineError> {
-    let local = bind.unwrap_or(match server {
-        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-    });
-    let s = UdpSocket::bind(SocketAddr::new(local, 0))
+    let local = SocketAddr::new(
+        bind.unwrap_or_else(|| crate::address::unspecified(server)),
+        port,
+    );
+    let s = UdpSocket::bind(local)
         .map_err(|e| EngineError::io(format!("bind a UDP socket on {local}"), e))?;
     s.connect(server)
         .map_err(|e| EngineError::io(format!("connect UDP stream {index} to {server}"), e))?;

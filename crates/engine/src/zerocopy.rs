@@ -118,8 +118,12 @@ impl StreamSender<'_> {
 }
 
 /// The send method for a test: plain copies, or zero-copy with `-Z`.
-pub(crate) fn method(zerocopy: bool, write_len: usize) -> Result<SendMethod, EngineError> {
-    let payload = payload::payload(write_len)?;
+pub(crate) fn method(
+    zerocopy: bool,
+    write_len: usize,
+    repeating: bool,
+) -> Result<SendMethod, EngineError> {
+    let payload = payload::payload(write_len, repeating)?;
     Ok(if zerocopy {
         SendMethod::ZeroCopy(Arc::new(ZeroCopySource::new(payload)?))
     } else {

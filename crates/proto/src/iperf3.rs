@@ -336,6 +336,21 @@ pub fn read_params(json: &[u8]) -> Result<ClientRequest, Refusal> {
         Some(Value::String(c)) => Some(c.clone()),
         _ => None,
     };
+    let tos = match num("TOS")? {
+        Some(t) => Some(u8::try_from(t).map_err(|_| {
+            Refusal::new(ErrorCode::Protocol, format!("TOS {t} is not a byte (-S)"))
+        })?),
+        None => None,
+    };
+    let sockets = crate::msg::SocketFlags {
+        mss: num("MSS")?
+            .filter(|&m| m > 0)
+            .map(|m| u32::try_from(m).unwrap_or(u32::MAX)),
+        nodelay: m.contains_key("nodelay"),
+        tos: tos.filter(|&t| t > 0),
+        repeating_payload: m.contains_key("repeating_payload"),
+        dont_fragment: m.contains_key("dont_fragment"),
+    };
     let params = TestParams {
         streams,
         end,
@@ -366,6 +381,7 @@ pub fn read_params(json: &[u8]) -> Result<ClientRequest, Refusal> {
             no_offload: false,
         }),
         transport: crate::Transport::Tcp,
+        sockets,
     };
     params.validate().map_err(|e| {
         let code = match e.to_string() {
@@ -381,12 +397,7 @@ pub fn read_params(json: &[u8]) -> Result<ClientRequest, Refusal> {
     })?;
     let mut ignored = Vec::new();
     for (key, what) in [
-        ("MSS", "-M (MSS)"),
-        ("nodelay", "-N (no delay)"),
-        ("TOS", "-S (TOS)"),
         ("flowlabel", "-L (flow label)"),
-        ("dont_fragment", "--dont-fragment"),
-        ("repeating_payload", "--repeating-payload"),
         ("zerocopy", "-Z"),
         ("server_affinity", "-A (server affinity)"),
         ("pacing_timer", "--pacing-timer"),
@@ -458,6 +469,22 @@ pub fn write_params(p: &TestParams, client_version: &str) -> Value {
     m.insert("pacing_timer".into(), json!(1000));
     if let Some(cc) = &p.congestion {
         m.insert("congestion".into(), json!(cc));
+    }
+    let f = &p.sockets;
+    if let Some(mss) = f.mss {
+        m.insert("MSS".into(), json!(mss));
+    }
+    if let Some(tos) = f.tos {
+        m.insert("TOS".into(), json!(tos));
+    }
+    for (on, key) in [
+        (f.nodelay, "nodelay"),
+        (f.repeating_payload, "repeating_payload"),
+        (f.dont_fragment, "dont_fragment"),
+    ] {
+        if on {
+            m.insert(key.into(), json!(1));
+        }
     }
     m.insert("client_version".into(), json!(client_version));
     Value::Object(m)

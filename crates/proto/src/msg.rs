@@ -317,6 +317,43 @@ pub struct TestParams {
     /// What carries the data connections (`--transport`). Absent: TCP (also from older peers).
     #[serde(default, skip_serializing_if = "Transport::is_tcp")]
     pub transport: Transport,
+    /// Options both ends set on every data socket (iperf3's `-M`, `-N`, `-S`,
+    /// `--repeating-payload`, `--dont-fragment`). Absent: none (also from older peers).
+    #[serde(default, skip_serializing_if = "SocketFlags::is_unset")]
+    pub sockets: SocketFlags,
+}
+
+/// Options for every data socket of a test, set by both ends (iperf3's client flags of the same
+/// meaning); each is read back from the sockets into the report ([`SocketSetup`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SocketFlags {
+    /// `TCP_MAXSEG` (`-M`): the largest segment each end sends and advertises, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mss: Option<u32>,
+    /// `TCP_NODELAY` (`-N`): Nagle's algorithm off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nodelay: bool,
+    /// The IP TOS byte (IPv6: traffic class) of every data packet (`-S`, `--dscp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// Payload of repeating `0123456789` instead of pseudo-random bytes (`--repeating-payload`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repeating_payload: bool,
+    /// UDP over IPv4: the DF bit set, never fragmented (`--dont-fragment`; TCP always sets it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dont_fragment: bool,
+}
+
+/// The smallest `-M` Linux takes (`TCP_MIN_MSS`).
+pub const MIN_MSS: u32 = 88;
+/// The largest `-M` Linux takes (`MAX_TCP_WINDOW`).
+pub const MAX_MSS: u32 = 32_767;
+
+impl SocketFlags {
+    /// Whether none is set.
+    pub fn is_unset(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// What carries a test's or a transfer's data (`--transport`).
@@ -474,6 +511,16 @@ impl TestParams {
         if self.transport == Transport::Quic {
             self.validate_quic()?;
         }
+        if let Some(mss) = self.sockets.mss {
+            if !(MIN_MSS..=MAX_MSS).contains(&mss) {
+                return bad(format!(
+                    "MSS (-M) must be {MIN_MSS}..={MAX_MSS} bytes, got {mss}"
+                ));
+            }
+            if self.is_udp() || self.transport == Transport::Quic {
+                return bad("the MSS (-M) is TCP's: not with -u or --transport udp".into());
+            }
+        }
         Ok(())
     }
 
@@ -604,6 +651,15 @@ pub struct SocketSetup {
     pub local: String,
     /// Remote address.
     pub remote: String,
+    /// The IP TOS byte (IPv6: traffic class) the kernel puts on its packets (read back).
+    #[serde(default)]
+    pub tos: u8,
+    /// Whether `TCP_NODELAY` is set (read back).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nodelay: bool,
+    /// Whether the DF bit is forced on (`IP_PMTUDISC_DO`, read back).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dont_fragment: bool,
 }
 
 /// One reporting interval of one side's streams.
@@ -680,6 +736,7 @@ pub(crate) mod tests {
             omit_ns: 0,
             udp: None,
             transport: Transport::Tcp,
+            sockets: SocketFlags::default(),
         }
     }
 

@@ -47,9 +47,10 @@ pub use packet_tap::{PacketTap, TAP_HEAD, Tapped, realtime_minus_monotonic_ns};
 pub use privilege::{CAP_NET_ADMIN, has_capability, has_net_admin};
 pub use process::daemonize;
 pub use sockopt::{
-    MAX_BUFFER_REQUEST, MAX_CONGESTION_NAME, congestion, max_pacing_rate, mss, notsent_lowat,
-    recv_buffer, send_buffer, set_congestion, set_max_pacing_rate, set_notsent_lowat,
-    set_recv_buffer, set_send_buffer, set_window_clamp, window_clamp,
+    MAX_BUFFER_REQUEST, MAX_CONGESTION_NAME, congestion, dont_fragment, max_pacing_rate, mss,
+    notsent_lowat, recv_buffer, send_buffer, set_congestion, set_dont_fragment,
+    set_max_pacing_rate, set_notsent_lowat, set_recv_buffer, set_send_buffer, set_window_clamp,
+    window_clamp,
 };
 pub use sysctl::{
     NetLimits, PROC_SYS, read_sysctl, read_sysctl_in, sysctl_path_in, write_sysctl, write_sysctl_in,

@@ -382,6 +382,43 @@ pub fn mss(fd: BorrowedFd<'_>) -> Result<u32> {
     Ok(u32::try_from(v).unwrap_or(0))
 }
 
+/// Sets path-MTU discovery to "do" (`IP_PMTUDISC_DO`; on an IPv6 socket `IPV6_PMTUDISC_DO`, and
+/// the IPv4 option too for the IPv4-mapped peers of a dual-stack socket): every datagram carries
+/// DF and is never fragmented, one larger than the path's MTU fails with `EMSGSIZE`.
+pub fn set_dont_fragment(fd: BorrowedFd<'_>, v6: bool) -> Result<()> {
+    let v4: c_int = libc::IP_PMTUDISC_DO;
+    let set_v4 = set_raw(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &v4, || {
+        format!("setsockopt(IP_MTU_DISCOVER) on fd {}", fd.as_raw_fd())
+    });
+    if !v6 {
+        return set_v4;
+    }
+    let v: c_int = libc::IPV6_PMTUDISC_DO;
+    set_raw(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, &v, || {
+        format!("setsockopt(IPV6_MTU_DISCOVER) on fd {}", fd.as_raw_fd())
+    })
+}
+
+/// Whether path-MTU discovery is "do" (see [`set_dont_fragment`]).
+pub fn dont_fragment(fd: BorrowedFd<'_>, v6: bool) -> Result<bool> {
+    if v6 {
+        let v = get_int(
+            fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            "IPV6_MTU_DISCOVER",
+        )?;
+        return Ok(v == libc::IPV6_PMTUDISC_DO);
+    }
+    let v = get_int(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        "IP_MTU_DISCOVER",
+    )?;
+    Ok(v == libc::IP_PMTUDISC_DO)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

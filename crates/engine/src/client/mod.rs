@@ -88,6 +88,7 @@ fn checked_params(cfg: &ClientConfig, ctrl: &TcpStream) -> Result<TestParams, En
         };
     }
     params.validate()?;
+    tracing::debug!("test parameters: {params:?}");
     Ok(params)
 }
 
@@ -480,7 +481,7 @@ impl Driver<'_> {
                     .as_mut()
                     .expect("streams ready after they were opened");
                 let mut start = start_report(
-                    self.cfg,
+                    self.cfg.connecting_to(),
                     self.encryption.clone(),
                     &t.params,
                     self.wall_start,
@@ -622,10 +623,14 @@ impl Driver<'_> {
             let socks = crate::udp::open_flows(
                 self.server,
                 self.cfg.bind,
+                self.cfg.data_port,
                 &hellos,
                 &local_plan.window,
                 self.cfg.timeout,
             )?;
+            for (i, s) in socks.iter().enumerate() {
+                socket::apply_flags(s.as_fd(), &params.sockets, i as u32)?;
+            }
             let setups = socks
                 .iter()
                 .zip(&hellos)
@@ -641,6 +646,7 @@ impl Driver<'_> {
         let opts = SocketOptions {
             plan: &local_plan.window,
             congestion: params.congestion.as_deref(),
+            flags: params.sockets,
         };
         let mut socks = Vec::with_capacity(total as usize);
         let mut local_setups = Vec::with_capacity(total as usize);
@@ -659,7 +665,9 @@ impl Driver<'_> {
             if let Some(p) = pace {
                 socket::apply_pacing(s.as_fd(), p)?;
             }
-            local_setups.push(socket::describe(s.socket(), i, sender, pace));
+            let setup = socket::describe(s.socket(), i, sender, pace);
+            tracing::debug!("data connection {i} open: {setup:?}");
+            local_setups.push(setup);
             socks.push(Flow::Tcp(Box::new(s)));
         }
         Ok((socks, local_setups, local_plan))
@@ -680,7 +688,8 @@ impl Driver<'_> {
         let mut flows = Vec::with_capacity(total as usize);
         let mut described = Vec::with_capacity(total as usize);
         for i in 0..total {
-            let sock = crate::udp::flow_socket(self.server, self.cfg.bind, i)?;
+            let port = self.cfg.data_port(i)?;
+            let sock = crate::udp::flow_socket(self.server, self.cfg.bind, i, port)?;
             crate::quic::size_buffers(&sock, plan.privileged)?;
             let sender = params.direction.client_sends(i, params.streams);
             described.push(crate::udp::describe(&sock, i, sender));
@@ -723,7 +732,7 @@ fn connect_data(
     index: u32,
     preamble: &[u8],
 ) -> Result<Channel, EngineError> {
-    let s = new_socket(cfg, server)?;
+    let s = new_socket(cfg, server, cfg.data_port(index)?)?;
     socket::apply(s.as_fd(), opts, sender, index)?;
     s.connect_timeout(&server.into(), cfg.timeout)
         .map_err(|e| connect_err(server, e))?;

@@ -49,6 +49,9 @@ pub struct ClientConfig {
     /// `--pace auto`: estimate the bottleneck by packet trains to the server's reflector before
     /// the test, and govern the pacing of every sending side from there.
     pub pace_auto: bool,
+    /// `--cport`: the client's data connections bound to this port and the next ones, one each
+    /// (TCP and UDP); `None`: ephemeral ports.
+    pub data_port: Option<u16>,
     /// Set (by a SIGINT or SIGTERM handler) to end the running test now: the server is told, and
     /// the report holds what ran, marked interrupted. Set before the test starts, it ends the
     /// client with [`crate::EngineError::Interrupted`]. `None`: only the test's end ends it.
@@ -83,9 +86,33 @@ fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, EngineError> {
     address::resolve(&cfg.host, cfg.port, cfg.family, cfg.bind)
 }
 
+impl ClientConfig {
+    /// The server as the report names it.
+    pub(crate) fn connecting_to(&self) -> ConnectingTo {
+        ConnectingTo {
+            host: self.host.clone(),
+            port: self.port,
+        }
+    }
+
+    /// The local port of data connection `index`: `--cport` + `index`, or 0 (ephemeral).
+    pub(crate) fn data_port(&self, index: u32) -> Result<u16, EngineError> {
+        match self.data_port {
+            None => Ok(0),
+            Some(p) => u16::try_from(u32::from(p) + index).map_err(|_| {
+                EngineError::Limit(format!(
+                    "--cport {p}: data connection {index} would need a port beyond 65535"
+                ))
+            }),
+        }
+    }
+}
+
+/// A TCP socket for `server`, bound to `-B`'s address and `port` if either is given.
 pub(crate) fn new_socket(
     cfg: &ClientConfig,
     server: SocketAddr,
+    port: u16,
 ) -> Result<socket2::Socket, EngineError> {
     let s = socket2::Socket::new(
         socket2::Domain::for_address(server),
@@ -93,10 +120,11 @@ pub(crate) fn new_socket(
         None,
     )
     .map_err(|e| EngineError::io("create socket", e))?;
-    if let Some(ip) = cfg.bind {
-        let local = SocketAddr::new(ip, 0);
+    if cfg.bind.is_some() || port != 0 {
+        let ip = cfg.bind.unwrap_or_else(|| address::unspecified(server));
+        let local = SocketAddr::new(ip, port);
         s.bind(&local.into())
-            .map_err(|e| EngineError::io(format!("bind {ip}"), e))?;
+            .map_err(|e| EngineError::io(format!("bind {local}"), e))?;
     }
     Ok(s)
 }
@@ -112,9 +140,12 @@ pub(crate) fn connect_err(server: SocketAddr, e: std::io::Error) -> EngineError 
 pub(crate) fn connect_control(cfg: &ClientConfig) -> Result<(TcpStream, SocketAddr), EngineError> {
     let mut last = None;
     for server in resolve(cfg)? {
-        let s = new_socket(cfg, server)?;
+        let s = new_socket(cfg, server, 0)?;
         match s.connect_timeout(&server.into(), cfg.timeout) {
-            Ok(()) => return Ok((s.into(), server)),
+            Ok(()) => {
+                tracing::debug!("control connection to {server} open");
+                return Ok((s.into(), server));
+            }
             Err(e) => last = Some(connect_err(server, e)),
         }
     }
@@ -146,7 +177,7 @@ pub(crate) fn outcomes(plan: &WindowPlan, setups: &[SocketSetup]) -> Vec<BufferO
     reason = "assembles the report from every piece of the set-up"
 )]
 pub(crate) fn start_report(
-    cfg: &ClientConfig,
+    connecting_to: ConnectingTo,
     encryption: Option<String>,
     params: &TestParams,
     timesecs: u64,
@@ -186,10 +217,7 @@ pub(crate) fn start_report(
         version: SOFTWARE.into(),
         system_info: system_info(),
         timestamp: Timestamp::from_unix(timesecs),
-        connecting_to: ConnectingTo {
-            host: cfg.host.clone(),
-            port: cfg.port,
-        },
+        connecting_to,
         cookie: cookie.into(),
         tcp_mss_default: first.map_or(0, |s| s.mss),
         sock_bufsize: fixed,
@@ -204,7 +232,7 @@ pub(crate) fn start_report(
             bytes,
             blocks: 0,
             reverse: u8::from(params.direction == Direction::Reverse),
-            tos: 0,
+            tos: first.map_or(0, |s| s.tos),
             target_bitrate: params.udp.map_or(0, |u| u.rate_bps),
             bidir: u8::from(params.direction == Direction::Bidir),
             fqrate: local_plan.pacing_per_stream.first().map_or(0, |b| b * 8),

@@ -83,7 +83,7 @@ pub(crate) fn run(
     expect_state(&ctrl, State::TestRunning, step(), "the iperf3 server's go")?;
     let cookie_text = String::from_utf8_lossy(&cookie[..COOKIE_LEN - 1]).into_owned();
     let start = start_report(
-        cfg,
+        cfg.connecting_to(),
         None,
         &params,
         wall_start,
@@ -277,14 +277,16 @@ fn open_streams(
         let sender = p.direction.client_sends(i, p.streams);
         if p.is_udp() {
             let s = udp_stream(cfg, server, plan, sender, i)?;
+            socket::apply_flags(s.as_fd(), &p.sockets, i)?;
             setups.push(crate::udp::describe(&s, i, sender));
             flows.push(Flow::Udp(s));
             continue;
         }
-        let s = new_socket(cfg, server)?;
+        let s = new_socket(cfg, server, cfg.data_port(i)?)?;
         let opts = SocketOptions {
             plan,
             congestion: p.congestion.as_deref(),
+            flags: p.sockets,
         };
         socket::apply(s.as_fd(), &opts, sender, i)?;
         s.connect_timeout(&server.into(), cfg.timeout)
@@ -314,15 +316,8 @@ fn udp_stream(
     sender: bool,
     index: u32,
 ) -> Result<UdpSocket, EngineError> {
-    let local = cfg.bind.unwrap_or(match server {
-        SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
-        SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
-    });
-    let s = UdpSocket::bind(SocketAddr::new(local, 0))
-        .map_err(|e| EngineError::io(format!("bind a UDP socket on {local}"), e))?;
+    let s = crate::udp::flow_socket(server, cfg.bind, index, cfg.data_port(index)?)?;
     crate::udp::apply_buffers(&s, plan, sender, index)?;
-    s.connect(server)
-        .map_err(|e| EngineError::io(format!("connect UDP stream {index} to {server}"), e))?;
     let deadline = Instant::now() + cfg.timeout;
     let mut buf = vec![0u8; 65_536];
     loop {

@@ -79,6 +79,7 @@ pub(super) fn serve(
         pace_auto: false,
         // A job's test ends at its end, or with the job's control connection.
         interrupt: None,
+        data_port: None,
     };
     let mut relay = Relay {
         writer: ctl.writer(),

@@ -387,6 +387,7 @@ fn collect_streams(
             let s = crate::udp::accept_flow(local, from)
                 .map_err(|e| EngineError::io(format!("open UDP stream {i} to {from}"), e))?;
             crate::udp::apply_buffers(&s, &side.window, sender, i)?;
+            socket::apply_flags(s.as_fd(), &p.sockets, i)?;
             s.send(&iperf3::UDP_CONNECT_REPLY)
                 .map_err(|e| EngineError::io(format!("answer UDP stream {i}"), e))?;
             let setup = crate::udp::describe(&s, i, sender);
@@ -397,6 +398,7 @@ fn collect_streams(
         let opts = SocketOptions {
             plan: &side.window,
             congestion: p.congestion.as_deref(),
+            flags: p.sockets,
         };
         socket::apply(s.as_fd(), &opts, sender, i)?;
         let pace = socket::pacing_for(side, i, p.streams, sender);

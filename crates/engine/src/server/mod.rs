@@ -59,6 +59,7 @@ use crate::transfer::DataGate;
 use crate::{EngineError, SOFTWARE, random};
 
 mod iperf3;
+mod report;
 mod state;
 
 use state::{
@@ -759,6 +760,11 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
         streams: Vec::new(),
         run: None,
         moved: None,
+        record: shared
+            .cfg
+            .reports
+            .as_ref()
+            .map(|_| report::Record::default()),
     };
     let outcome = s.converse(ctrl);
     if let Some(run) = s.run.take() {
@@ -771,7 +777,27 @@ fn session(shared: &Shared, ctrl: &mut Control, hello_by: Instant) -> Result<(),
         Counts::add(&shared.counts.test_bytes, bytes);
         info!(peer = %s.peer, bytes, seconds = wall, "test finished");
     }
+    if let (Some(tx), Some(record), Some(params), Some(side)) = (
+        &shared.cfg.reports,
+        s.record.take(),
+        s.conv.params(),
+        s.side.as_ref(),
+    ) && let Some(r) = record.report(params, side, &s.peer, &s.cookie, s.conv.peer_results())
+    {
+        let _ = tx.send(r);
+    }
     Ok(())
+}
+
+/// Hands one interval of this side's streams to the `--json` record, if one is kept.
+fn record_interval(
+    record: &mut Option<report::Record>,
+    conv: &TestSession,
+    streams: &[longhaul_proto::interval::StreamInterval],
+) {
+    if let (Some(r), Some(p)) = (record, conv.params()) {
+        r.interval(p, streams);
+    }
 }
 
 /// One session's driver: the machine, and what it asked the driver to hold.
@@ -802,6 +828,8 @@ struct Session<'a> {
     run: Option<Run>,
     /// Bytes moved and wall time of the finished test (for the log).
     moved: Option<(u64, f64)>,
+    /// `--json`: the report of the test, gathered as it runs.
+    record: Option<report::Record>,
 }
 
 impl Session<'_> {
@@ -851,6 +879,7 @@ impl Session<'_> {
                 Ok(None) => {
                     if let Some(run) = &mut self.run {
                         for (index, streams) in run.poll_intervals() {
+                            record_interval(&mut self.record, &self.conv, &streams);
                             self.conv.local_interval(index, streams);
                         }
                         self.conv.progress(run.bytes_moved(), self.origin.elapsed());
@@ -951,6 +980,9 @@ impl Session<'_> {
                 self.expecting = None;
                 self.udp_hellos = None;
                 let setups = self.set_up_streams()?;
+                if let Some(r) = &mut self.record {
+                    r.set_up(&setups);
+                }
                 self.conv.streams_ready(setups, self.now());
             }
             Event::StartStreams => {
@@ -965,6 +997,9 @@ impl Session<'_> {
                     params.omit_ns,
                 )?;
                 self.run = Some(run);
+                if let Some(r) = &mut self.record {
+                    r.started();
+                }
                 self.conv.streams_started(self.now());
             }
             Event::StopSenders { drain_by } => {
@@ -983,9 +1018,11 @@ impl Session<'_> {
                 // interval has them.
                 let udp_ended = params.is_udp().then(|| run.wait_all(deadline));
                 for (index, streams) in run.poll_intervals() {
+                    record_interval(&mut self.record, &self.conv, &streams);
                     self.conv.local_interval(index, streams);
                 }
                 if let Some((index, streams)) = run.final_interval() {
+                    record_interval(&mut self.record, &self.conv, &streams);
                     self.conv.local_interval(index, streams);
                 }
                 flush(&mut self.conv, ctrl)?;
@@ -1010,6 +1047,9 @@ impl Session<'_> {
                     streams: totals,
                     pace_auto,
                 };
+                if let Some(r) = &mut self.record {
+                    r.results(&results);
+                }
                 self.conv.local_results(results, self.now());
             }
             Event::Finished => {}
@@ -1028,6 +1068,7 @@ impl Session<'_> {
         let opts = SocketOptions {
             plan: &side.window,
             congestion: params.congestion.as_deref(),
+            flags: params.sockets,
         };
         let socks = std::mem::take(&mut self.socks);
         let mut setups = Vec::with_capacity(socks.len());
@@ -1038,6 +1079,7 @@ impl Session<'_> {
                 Flow::Tcp(c) => *c,
                 Flow::Udp(u) => {
                     // Set up when it said hello (its buffers before any datagram came).
+                    socket::apply_flags(u.as_fd(), &params.sockets, i)?;
                     let setup = crate::udp::describe(&u, i, sender);
                     self.streams.push(RunStream::new(Flow::Udp(u), &setup));
                     setups.push(setup);

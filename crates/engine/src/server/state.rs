@@ -65,6 +65,9 @@ pub struct ServerConfig {
     /// Tests only for clients that prove they hold this key (`--require-key`, the key file
     /// transfers use); iperf3 clients, which cannot, are refused. `None`: tests for anyone admitted.
     pub test_key: Option<longhaul_transfer::auth::Key>,
+    /// `--json`: each longhaul test's report from this server's side, sent here as it ends
+    /// (also when the client stopped it early).
+    pub reports: Option<std::sync::mpsc::Sender<longhaul_proto::report::Report>>,
 }
 
 impl ServerConfig {
@@ -116,6 +119,7 @@ impl Default for ServerConfig {
             allow_udp: true,
             allow_from: Vec::new(),
             test_key: None,
+            reports: None,
         }
     }
 }

@@ -63,7 +63,7 @@ pub(super) fn open(
 ) -> Result<Vec<DataConn>, EngineError> {
     let mut flows = Vec::with_capacity(streams as usize);
     for i in 0..streams {
-        let sock = crate::udp::flow_socket(dial.server, dial.bind, i)?;
+        let sock = crate::udp::flow_socket(dial.server, dial.bind, i, 0)?;
         crate::quic::size_buffers(&sock, plan.privileged)?;
         flows.push((sock, Preamble::data(dial.cookie, i).encode()));
     }
@@ -181,7 +181,7 @@ mod tests {
             UdpSocket::from(s)
         };
         let local = acceptor.local_addr().unwrap();
-        let client = crate::udp::flow_socket(local, None, 0).unwrap();
+        let client = crate::udp::flow_socket(local, None, 0, 0).unwrap();
         let (tx, hellos) = mpsc::sync_channel(4);
         tx.send((0, client.local_addr().unwrap())).unwrap();
         let tls = ServerTls::new(&ServerTlsConfig::default()).unwrap();

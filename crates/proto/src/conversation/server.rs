@@ -170,6 +170,8 @@ pub struct Server {
     peer_done: bool,
     /// The client sent its key proof (the driver checked it: a wrong one ended the session).
     key_proved: bool,
+    /// The client's totals, when it sent them at the end.
+    peer_results: Option<SideResults>,
 }
 
 impl Server {
@@ -186,6 +188,7 @@ impl Server {
             early_start: false,
             peer_done: false,
             key_proved: false,
+            peer_results: None,
         }
     }
 
@@ -395,6 +398,11 @@ impl Server {
         }
     }
 
+    /// The client's totals, if it sent them after the stop (for the server's own report).
+    pub fn peer_results(&self) -> Option<&SideResults> {
+        self.peer_results.as_ref()
+    }
+
     /// The test's parameters, once the client sent them.
     pub fn params(&self) -> Option<&TestParams> {
         self.params.as_ref()
@@ -431,6 +439,13 @@ impl Server {
     }
 
     fn on_message(&mut self, msg: Message, now: Time) -> Result<(), Error> {
+        if let (
+            Message::Results(r),
+            Phase::Draining { .. } | Phase::Finishing | Phase::Results { .. },
+        ) = (&msg, &self.phase)
+        {
+            self.peer_results = Some(r.clone());
+        }
         match self.phase {
             // After stop the client is read only at the end, and whatever it says then (its results,
             // normally, or an error) ends the conversation.

@@ -88,6 +88,9 @@ fn plan(p: &TestParams) -> SidePlan {
 fn setup(stream: u32, sender: bool) -> SocketSetup {
     SocketSetup {
         stream,
+        tos: 0,
+        nodelay: false,
+        dont_fragment: false,
         sender,
         congestion: "cubic".into(),
         mss: 1448,
