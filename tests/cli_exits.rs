@@ -1,7 +1,8 @@
 //! How commands end besides their own end (issue 24). A closed standard output (a reader such as
 //! `head` that has read enough and gone) ends a command quietly, by SIGPIPE as coreutils end there:
 //! no panic message, no backtrace, and a server whose client went that way serves the next one. A
-//! SIGINT during `longhaul test` ends the test on both ends and prints what ran.
+//! SIGINT during `longhaul test` ends the test on both ends and prints what ran. Every command is in
+//! README's table of exit codes, exits 2 for bad usage and 1 when it fails.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output, Stdio};
@@ -166,4 +167,76 @@ fn sigint_during_a_test_keeps_what_ran_on_both_ends() {
     let log = server.log();
     assert!(!log.contains("test ended with an error"), "{log}");
     serves_a_test(&port);
+}
+
+/// The commands `longhaul --help` lists.
+fn commands() -> Vec<String> {
+    let help = crate::util::longhaul(&["--help"]);
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    help.split("Commands:")
+        .nth(1)
+        .expect("a command list")
+        .split("\n\n")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_command_has_its_exit_codes_documented_and_bad_usage_exits_2() {
+    let readme = include_str!("../README.md");
+    let table = readme
+        .split("### Exit codes")
+        .nth(1)
+        .expect("README has the exit code table")
+        .split("\n### ")
+        .next()
+        .unwrap_or_default();
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| `")).collect();
+    let listed = commands();
+    assert!(listed.len() >= 15, "{listed:?}");
+    for cmd in &listed {
+        let named = format!("`{cmd}`");
+        assert!(
+            rows.iter()
+                .any(|r| r.split(" | ").next().is_some_and(|c| c.contains(&named))),
+            "README's exit code table has no row for {cmd}"
+        );
+        let out = crate::util::longhaul(&[cmd, "--no-such-flag"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd} --no-such-flag: {err}");
+        assert!(
+            err.starts_with("error: ") && !err.contains("panicked"),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+#[test]
+fn failures_exit_1_and_bad_values_2() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port().to_string();
+    drop(closed);
+    let url = format!("http://127.0.0.1:{port}");
+    for (args, code) in [
+        (&["test", "127.0.0.1", "-p", &port][..], 1),
+        (&["probe", "127.0.0.1", "-p", &port], 1),
+        (&["testbed", "list", "--server", &url, "--token", "t"], 1),
+        (&["keygen", "/proc/no-such-dir/key"], 1),
+        (&["calc", "--rate", "1G", "--rtt", "0"], 2),
+        (&["calc", "mathis", "--rtt", "100ms", "--loss", "2"], 2),
+        (&["doctor", "--rate", "1G", "--rtt", "0"], 2),
+    ] {
+        let out = crate::util::longhaul(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("longhaul: error: "), "{args:?}: {err}");
+    }
 }

@@ -6,7 +6,7 @@
 //! Two kinds of subcommands check values at two times, and both are kept: `test`, `send`/`get` and
 //! `emulate` refuse a bad value while parsing (clap's usage error, exit 2); `calc` and `doctor`
 //! take the text and refuse it when computing, with a one-line error that starts with the flag's
-//! name (their tests hold them to that). Both go through the same parser, so they accept the same
+//! name and status 2 ([`usage_error`]; their tests hold them to that). Both go through the same parser, so they accept the same
 //! values. What differs on purpose: `emulate --rtt` is a delay and may be 0 ([`duration`]), a model's
 //! RTT may not ([`rtt`]); a test allows up to 1024 streams (the protocol's limit), a transfer 256
 //! (the transfer's memory bound), and the models any count from 1.
@@ -125,6 +125,13 @@ pub(crate) fn named<T>(
     parse: fn(&str) -> Result<T, String>,
 ) -> anyhow::Result<T> {
     parse(text).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+}
+
+/// A bad value found when computing ([`named`]): its one-line error, and status 2 as clap's usage
+/// errors have, so that 1 keeps meaning "the command failed" to scripts.
+pub(crate) fn usage_error(e: &anyhow::Error) -> std::process::ExitCode {
+    eprintln!("longhaul: error: {}", crate::logging::error_line(e));
+    std::process::ExitCode::from(2)
 }
 
 /// A count of parallel streams in `1..=MAX`: the value parser of `-P` where it is checked while

@@ -280,8 +280,12 @@ pub(crate) fn traceroute_distance(
 }
 
 /// Runs `longhaul calc`: prints the report as text, or as JSON with `--json`.
-pub(crate) fn run(args: &CalcArgs) -> Result<()> {
-    let (report, json) = compute(args)?;
+/// Runs `longhaul calc`: a bad or missing value is a usage error (status 2), as doctor's.
+pub(crate) fn run(args: &CalcArgs) -> Result<std::process::ExitCode> {
+    let (report, json) = match compute(args) {
+        Ok(r) => r,
+        Err(e) => return Ok(crate::args::usage_error(&e)),
+    };
     if json {
         println!(
             "{}",
@@ -290,7 +294,7 @@ pub(crate) fn run(args: &CalcArgs) -> Result<()> {
     } else {
         print!("{}", report.text());
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// Parses the flags and computes the report; also says whether JSON was asked for.

@@ -64,10 +64,7 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode> {
     // "a check failed" to scripts.
     let target = match target(args) {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("longhaul: error: {}", crate::logging::error_line(&e));
-            return Ok(ExitCode::from(2));
-        }
+        Err(e) => return Ok(crate::args::usage_error(&e)),
     };
     let snap = gather();
     let findings = evaluate(&snap, &target);

@@ -4,8 +4,9 @@
 //! topology (emulate), lab and experiments (lab), web and testbed (testbed), monitor and
 //! monitor-service (monitor). Start at `Command` below.
 //!
-//! Exit codes: 0 success; 1 the command failed (a test error, a doctor check that fails); 2 bad usage;
-//! 3 `isolate` located a fault.
+//! Exit codes: 0 success; 1 the command failed (a test error, a doctor check that fails); 2 bad usage
+//! (clap's errors, and bad values found when computing: `args::usage_error`); 3 `isolate` located a
+//! fault; 130/143 interrupted; each command's in README's table, held to it by tests/cli_exits.rs.
 
 use std::process::ExitCode;
 
@@ -140,7 +141,7 @@ fn main() -> ExitCode {
         Command::Agent(a) => agent::run(a),
         Command::Test(a) => test::run(a),
         Command::Campaign(a) => campaign::run(a),
-        Command::Calc(a) => calc::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Calc(a) => calc::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Emulate(a) => emulate::run(a),
         Command::Send(a) => transfer::send(a),
