@@ -240,3 +240,72 @@ fn failures_exit_1_and_bad_values_2() {
         assert!(err.starts_with("longhaul: error: "), "{args:?}: {err}");
     }
 }
+
+/// SIGTERM (a service manager's stop) ends a test as SIGINT does, with 143.
+#[test]
+fn sigterm_during_a_test_keeps_what_ran_and_exits_143() {
+    let server = ServerProc::start(&[]);
+    let port = server.port.to_string();
+    let child = Command::new(bin())
+        .args(["test", "127.0.0.1", "-p", &port, "-t", "10", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start longhaul test");
+    std::thread::sleep(Duration::from_secs(2));
+    crate::util::sigterm(child.id());
+    let out = child.wait_with_output().expect("longhaul test ends");
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON document");
+    assert_eq!(v["end"]["longhaul"]["interrupted"], true, "{v}");
+}
+
+/// SIGINT during `--find-rate`'s trials: the search ends with the trials that finished, the cut
+/// one left out, as one JSON document marked interrupted, and 130.
+#[test]
+fn sigint_during_find_rate_keeps_the_finished_trials() {
+    let server = ServerProc::start(&[]);
+    let port = server.port.to_string();
+    let args = [
+        "test",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-u",
+        "--find-rate",
+        "-b",
+        "200M",
+        "-t",
+        "1",
+    ];
+    let child = Command::new(bin())
+        .args(args)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start longhaul test --find-rate");
+    std::thread::sleep(Duration::from_secs(3));
+    crate::util::sigint(&child);
+    let out = child.wait_with_output().expect("the search ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted: the search stopped after"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON document");
+    assert_eq!(v["interrupted"], true, "{v}");
+    let trials = v["trials"].as_array().expect("trials").len();
+    let load = v["load"].as_array().expect("load").len();
+    // A 1-s trial takes over 1.3 s with its set-up and pause: 3 s hold two at most.
+    assert!(
+        trials + load <= 2,
+        "{trials} trials, {load} at load: {v}"
+    );
+}

@@ -13,24 +13,25 @@ use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-/// Exit status of a command ended by SIGINT: 128 + 2.
-pub(crate) const STATUS: u8 = 130;
-
-/// The handlers' two flags.
+/// The handlers' flags.
 pub(crate) struct Interrupts {
     /// Set by the first signal once the work runs: end it and report.
     asked: Arc<AtomicBool>,
     /// The work has not started: a signal ends the process.
     idle: Arc<AtomicBool>,
+    /// The signal was SIGTERM (else SIGINT).
+    term: Arc<AtomicBool>,
 }
 
 impl Interrupts {
     /// Handles SIGINT and SIGTERM for the rest of the process's life.
     pub(crate) fn install() -> anyhow::Result<Self> {
-        let (asked, idle) = (
+        let (asked, idle, term) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(true)),
+            Arc::new(AtomicBool::new(false)),
         );
+        signal_hook::flag::register(SIGTERM, Arc::clone(&term)).context("cannot handle SIGTERM")?;
         for (signal, status) in [(SIGINT, 130), (SIGTERM, 143)] {
             // signal-hook runs a signal's actions in the order they were registered: the two
             // exits look at the flags before the last action sets one.
@@ -45,7 +46,18 @@ impl Interrupts {
             signal_hook::flag::register(signal, Arc::clone(&asked))
                 .context("cannot handle SIGINT/SIGTERM")?;
         }
-        Ok(Self { asked, idle })
+        Ok(Self { asked, idle, term })
+    }
+
+    /// The exit status of work a signal ended: 128 + its number, as a shell reports it (130 for
+    /// SIGINT, 143 for SIGTERM).
+    pub(crate) fn status(&self) -> std::process::ExitCode {
+        let signal = if self.term.load(Ordering::SeqCst) {
+            SIGTERM
+        } else {
+            SIGINT
+        };
+        std::process::ExitCode::from(128 + signal as u8)
     }
 
     /// The flag the work watches.

@@ -454,14 +454,20 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                 "longhaul: interrupted: the results cover the first {:.1} s of the test",
                 report.end.sum_sent.seconds
             );
-            Ok(ExitCode::from(crate::interrupt::STATUS))
+            Ok(out
+                .interrupts
+                .as_ref()
+                .map_or(ExitCode::FAILURE, Interrupts::status))
         }
         Err(e @ EngineError::Interrupted(_)) => {
             out.error(&e.to_string());
             if out.mode == Mode::Human {
                 eprintln!("longhaul: {e}");
             }
-            Ok(ExitCode::from(crate::interrupt::STATUS))
+            Ok(out
+                .interrupts
+                .as_ref()
+                .map_or(ExitCode::FAILURE, Interrupts::status))
         }
         Err(e) => {
             out.error(&e.to_string());
@@ -544,7 +550,10 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
         ),
     };
     anyhow::ensure!(a.to.is_none(), "--find-rate runs from this host: drop --to");
-    let cfg = client_config(a, params, None)?;
+    // A signal ends the search after the trials that finished, with the best rate so far.
+    let interrupts = Interrupts::install()?;
+    interrupts.running();
+    let cfg = client_config(a, params, Some(&interrupts))?;
     let json = a.json.json;
     let mut show = |t: &TrialResult| {
         if !json {
@@ -584,12 +593,22 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
         },
         &mut show,
     )?;
+    let ended = if report.interrupted {
+        eprintln!(
+            "longhaul: interrupted: the search stopped after {} trials; the rate is the highest \
+             that passed so far",
+            report.trials.len()
+        );
+        interrupts.status()
+    } else {
+        ExitCode::SUCCESS
+    };
     if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&report).expect("report serialises")
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ended);
     }
     if report.rate_bps == 0 {
         println!(
@@ -597,7 +616,11 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
             fmt_rate_iperf(upper),
             100.0 * a.loss_threshold
         );
-        return Ok(ExitCode::FAILURE);
+        return Ok(if report.interrupted {
+            ended
+        } else {
+            ExitCode::FAILURE
+        });
     }
     println!(
         "highest rate with loss at or under {}%: {} of payload = {} at the IP layer ({}-byte datagrams, {} bytes of headers each)",
@@ -628,7 +651,7 @@ fn find_rate(a: &TestArgs, params: TestParams) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(ended)
 }
 
 fn lsr(r: &Report, km: f64) -> LsrEntry {

@@ -86,6 +86,10 @@ pub struct FindRateReport {
     pub ip_rate_bps: u64,
     /// Trials at 50, 90 and 100 % of the rate found.
     pub load: Vec<LoadPoint>,
+    /// A SIGINT or SIGTERM ([`ClientConfig::interrupt`]) ended the search: the trial it cut is
+    /// left out, the rate is the highest that passed so far, and no trial after it ran.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// Runs the search against the server of `cfg` (a UDP test; its duration is each trial's), calling
@@ -103,11 +107,15 @@ pub fn find_rate(
     let mut search = RateSearch::new(f.upper_bps, f.threshold, f.resolution_bps, f.max_trials);
     let mut trials = Vec::new();
     let mut shape = None;
+    let mut interrupted = false;
     while let Some(rate) = search.next() {
         if !trials.is_empty() {
             std::thread::sleep(PAUSE);
         }
-        let (report, t) = trial(cfg, rate)?;
+        let Some((report, t)) = uncut(cfg, trial(cfg, rate))? else {
+            interrupted = true;
+            break;
+        };
         shape.get_or_insert_with(|| (report.start.test_start.blksize, header_bytes(&report)));
         let offered = t.offered_bps >= OFFERED_MIN * rate as f64;
         search.record(rate, t.loss, offered);
@@ -120,11 +128,14 @@ pub fn find_rate(
     }
     let found = search.found();
     let mut load = Vec::new();
-    if found > 0 {
+    if found > 0 && !interrupted {
         for percent in [50u32, 90, 100] {
             std::thread::sleep(PAUSE);
             let rate = found / 100 * u64::from(percent) + found % 100 * u64::from(percent) / 100;
-            let (_, t) = trial(cfg, rate)?;
+            let Some((_, t)) = uncut(cfg, trial(cfg, rate))? else {
+                interrupted = true;
+                break;
+            };
             progress(&t);
             load.push(LoadPoint { percent, trial: t });
         }
@@ -138,7 +149,26 @@ pub fn find_rate(
         rate_bps: found,
         ip_rate_bps: ip_rate(found, datagram_len, header_bytes),
         load,
+        interrupted,
     })
+}
+
+/// A trial's outcome, or `None` when an interrupt cut it (or came before it): a trial that did
+/// not run its whole time says nothing about its rate.
+fn uncut(
+    cfg: &ClientConfig,
+    ran: Result<(Report, TrialResult), EngineError>,
+) -> Result<Option<(Report, TrialResult)>, EngineError> {
+    let asked = cfg
+        .interrupt
+        .as_ref()
+        .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst));
+    match ran {
+        Err(EngineError::Interrupted(_)) => Ok(None),
+        Ok((r, _)) if r.end.longhaul.interrupted || asked => Ok(None),
+        Ok(t) => Ok(Some(t)),
+        Err(e) => Err(e),
+    }
 }
 
 /// UDP and IP header bytes per datagram: 28 over IPv4, 48 over IPv6.
