@@ -304,8 +304,5 @@ fn sigint_during_find_rate_keeps_the_finished_trials() {
     let trials = v["trials"].as_array().expect("trials").len();
     let load = v["load"].as_array().expect("load").len();
     // A 1-s trial takes over 1.3 s with its set-up and pause: 3 s hold two at most.
-    assert!(
-        trials + load <= 2,
-        "{trials} trials, {load} at load: {v}"
-    );
+    assert!(trials + load <= 2, "{trials} trials, {load} at load: {v}");
 }

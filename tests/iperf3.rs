@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::util::{ServerProc, bin, machine_alone, program};
 
 /// `iperf3 -s` on `port`, for one test (`-1`) with its JSON at the end, or for many.
-fn iperf3_server(port: u16, one: bool) -> Child {
+pub(crate) fn iperf3_server(port: u16, one: bool) -> Child {
     let mut c = Command::new("iperf3");
     c.args(["-s", "-p", &port.to_string()]);
     if one {

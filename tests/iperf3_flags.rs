@@ -12,11 +12,11 @@ use serde_json::Value;
 
 use crate::util::{ServerProc, bin, json_test, program, read_lines, test_cmd};
 
-/// A port that was free a moment ago, with the next one free too (`--cport P` binds P, P+1, ...).
+/// A port that was free a moment ago (below the ephemeral range), with the next one free too
+/// (`--cport P` binds P, P+1, ...).
 fn free_ports() -> u16 {
     loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let p = l.local_addr().expect("addr").port();
+        let p = longhaul_testkit::fixtures::free_port();
         if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
             return p;
         }
@@ -271,6 +271,16 @@ fn affinity_pins_the_client_to_that_cpu() {
 /// The packets the server sends to the client's data port during `longhaul test -R ARGS`, as
 /// `tcpdump -v -A` prints them.
 fn server_packets(server: &ServerProc, args: &[&str]) -> String {
+    packets_to(|cport| {
+        let mut all = vec!["-t", "1", "-R", "--cport", cport];
+        all.extend_from_slice(args);
+        text(&test_cmd("127.0.0.1", server.port, &all));
+    })
+}
+
+/// The data packets sent to a client's port while `run(PORT)` runs a test whose client binds its
+/// data connection there (`--cport PORT`), as `tcpdump -v -A` prints them.
+fn packets_to(run: impl FnOnce(&str)) -> String {
     let cport = free_ports().to_string();
     let mut dump = Command::new("tcpdump")
         .args(["-i", "lo", "-n", "-v", "-A", "-l", "-s", "200", "-c", "20"])
@@ -284,9 +294,7 @@ fn server_packets(server: &ServerProc, args: &[&str]) -> String {
         .recv_timeout(Duration::from_secs(20))
         .expect("tcpdump starts");
     assert!(line.contains("listening on lo"), "{line}");
-    let mut all = vec!["-t", "1", "-R", "--cport", &cport];
-    all.extend_from_slice(args);
-    text(&test_cmd("127.0.0.1", server.port, &all));
+    run(&cport);
     let out = dump
         .wait_with_output()
         .expect("tcpdump ends after 20 packets");
@@ -309,6 +317,69 @@ fn tos_and_repeating_payload_reach_the_wire_from_a_dual_stack_server() {
         !plain.contains("tos 0x28") && !plain.contains(&digits),
         "{plain}"
     );
+}
+
+/// iperf3's peers both ways: a stock iperf3 client asks a longhaul server's iperf3 port for -S and
+/// --repeating-payload, which the server sends with (-R); a longhaul client asks a stock iperf3
+/// server for --repeating-payload, which it sends (iperf3 3.12's server leaves -S out when it
+/// sends, for its own client too: `iperf3 -c -R -S 0x28` shows tos 0x0 on the wire).
+#[test]
+fn iperf3_peers_take_tos_and_repeating_payload_both_ways() {
+    if !program("tcpdump", "tcpdump") || !program("iperf3", "iperf3") {
+        return;
+    }
+    let digits = "0123456789".repeat(4);
+    let ours = ServerProc::start(&["--iperf3-port", "0"]);
+    let port = ours.iperf3_port.expect("the iperf3 port").to_string();
+    let seen = packets_to(|cport| {
+        let out = Command::new("iperf3")
+            .args([
+                "-c",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-R",
+                "-t",
+                "1",
+                "--cport",
+                cport,
+            ])
+            .args(["-S", "0x28", "--repeating-payload"])
+            .output()
+            .expect("run iperf3 -c");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    });
+    assert!(
+        seen.contains("tos 0x28") && seen.contains(&digits),
+        "iperf3 to longhaul:\n{seen}"
+    );
+
+    let port = longhaul_testkit::fixtures::free_port();
+    let stock = crate::iperf3::iperf3_server(port, true);
+    let seen = packets_to(|cport| {
+        let out = test_cmd(
+            "127.0.0.1",
+            port,
+            &[
+                "--iperf3",
+                "-R",
+                "-t",
+                "1",
+                "--cport",
+                cport,
+                "-S",
+                "0x28",
+                "--repeating-payload",
+            ],
+        );
+        text(&out);
+    });
+    let _ = stock.wait_with_output();
+    assert!(seen.contains(&digits), "longhaul to iperf3:\n{seen}");
 }
 
 #[test]

@@ -477,8 +477,12 @@ pub fn write_params(p: &TestParams, client_version: &str) -> Value {
     if let Some(tos) = f.tos {
         m.insert("TOS".into(), json!(tos));
     }
+    // As iperf3's client writes them: "nodelay" true, the others 1 (its server reads each as
+    // that type only).
+    if f.nodelay {
+        m.insert("nodelay".into(), json!(true));
+    }
     for (on, key) in [
-        (f.nodelay, "nodelay"),
         (f.repeating_payload, "repeating_payload"),
         (f.dont_fragment, "dont_fragment"),
     ] {
