@@ -796,7 +796,7 @@ fn record_interval(
     streams: &[longhaul_proto::interval::StreamInterval],
 ) {
     if let (Some(r), Some(p)) = (record, conv.params()) {
-        r.interval(p, streams);
+        r.interval(p.direction, p.streams, streams);
     }
 }
 

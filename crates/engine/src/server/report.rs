@@ -10,13 +10,22 @@ use longhaul_proto::interval::StreamInterval;
 use longhaul_proto::msg::{SidePlan, SideResults, SocketSetup};
 use longhaul_proto::report::{self, ConnectingTo, IntervalReport, Report};
 use longhaul_proto::wire::Cookie;
-use longhaul_proto::{EndCondition, TestParams};
+use longhaul_proto::{Direction, EndCondition, TestParams};
+
+/// Most stream-intervals (streams × intervals) one test's report keeps: the client chooses both
+/// (up to 1024 streams, intervals of 10 ms, a day), so without a bound a test could make the
+/// server hold gigabytes for its report. 100,000 is 27 hours of one stream at -i 1, or 13 minutes
+/// of 128 streams.
+pub(super) const MAX_STREAM_INTERVALS: usize = 100_000;
 
 /// What the report of one test needs, gathered as it runs.
 #[derive(Debug, Default)]
 pub(super) struct Record {
     setups: Vec<SocketSetup>,
     intervals: Vec<IntervalReport>,
+    /// Stream-intervals kept, and intervals left out past [`MAX_STREAM_INTERVALS`].
+    kept: usize,
+    left_out: u64,
     local: Option<SideResults>,
     started_unix: u64,
 }
@@ -34,13 +43,21 @@ impl Record {
             .map_or(0, |d| d.as_secs());
     }
 
-    /// One interval of this side's streams.
-    pub(super) fn interval(&mut self, params: &TestParams, streams: &[StreamInterval]) {
-        self.intervals.push(report::interval_report(
-            streams,
-            params.direction,
-            params.streams,
-        ));
+    /// One interval of this side's streams (left out once the report holds
+    /// [`MAX_STREAM_INTERVALS`]).
+    pub(super) fn interval(
+        &mut self,
+        direction: Direction,
+        per_direction: u32,
+        streams: &[StreamInterval],
+    ) {
+        if self.kept + streams.len() > MAX_STREAM_INTERVALS {
+            self.left_out += 1;
+            return;
+        }
+        self.kept += streams.len();
+        self.intervals
+            .push(report::interval_report(streams, direction, per_direction));
     }
 
     /// This side's totals.
@@ -88,6 +105,14 @@ impl Record {
             peer_results.map(|r| r.cpu).unwrap_or_default(),
         );
         end.longhaul.interrupted = stopped_early(params, &local);
+        if self.left_out > 0 {
+            end.longhaul.warnings.push(format!(
+                "the server's report keeps the first {} intervals ({MAX_STREAM_INTERVALS} \
+                 stream-intervals); {} later ones are left out (the totals count them)",
+                self.intervals.len(),
+                self.left_out
+            ));
+        }
         Some(Report {
             start,
             intervals: self.intervals,
@@ -109,5 +134,35 @@ fn stopped_early(params: &TestParams, local: &SideResults) -> bool {
             let moved: u64 = local.streams.iter().map(|s| s.bytes).sum();
             moved < bytes
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client asking for 1024 streams at 10-ms intervals cannot make the report grow past its
+    /// bound.
+    #[test]
+    fn the_report_keeps_a_bounded_number_of_intervals() {
+        let streams: Vec<StreamInterval> = (0..1024)
+            .map(|stream| StreamInterval {
+                stream,
+                start_ns: 0,
+                end_ns: 10_000_000,
+                omitted: false,
+                bytes: 1,
+                sender: false,
+                tcp: None,
+                udp: None,
+            })
+            .collect();
+        let mut r = Record::default();
+        for _ in 0..200 {
+            r.interval(Direction::Forward, 1024, &streams);
+        }
+        assert_eq!(r.intervals.len(), MAX_STREAM_INTERVALS / 1024);
+        assert!(r.kept <= MAX_STREAM_INTERVALS);
+        assert_eq!(r.left_out, 200 - (MAX_STREAM_INTERVALS / 1024) as u64);
     }
 }
