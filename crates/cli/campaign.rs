@@ -637,6 +637,24 @@ mod tests {
         }
         let e = pair_test(&pair(&["-P", "0"]), &c.a).unwrap_err();
         assert!(e.to_string().contains("streams"), "{e}");
+        // iperf3's socket flags are the test's; its output and process flags are this host's.
+        let t = pair_test(&pair(&["-M", "1000", "-S", "0x28", "-k", "10"]), &c.a).unwrap();
+        assert_eq!(
+            (t.params.sockets.mss, t.params.sockets.tos),
+            (Some(1000), Some(0x28))
+        );
+        for flags in [
+            &["-T", "x"][..],
+            &["--cport", "5000"],
+            &["-A", "0"],
+            &["--logfile", "f"],
+        ] {
+            let e = pair_test(&pair(flags), &c.a).unwrap_err();
+            assert!(
+                e.to_string().contains("on the command line"),
+                "{flags:?}: {e}"
+            );
+        }
         // A copy pair's flags are `longhaul copy`'s; output flags belong to the command line.
         let key = longhaul_transfer::Key::from_bytes([1; 32]);
         let c2 = pair_copy(&pair(&["-P", "3", "--chunk", "2M"]), &c.a, &[], &None, &key).unwrap();

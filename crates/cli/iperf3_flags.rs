@@ -92,6 +92,24 @@ impl Iperf3Flags {
         }
     }
 
+    /// The first flag given that acts on this host's output or process rather than on the test
+    /// (so has no meaning in a campaign's or a monitor's file, whose tests run elsewhere).
+    pub(crate) fn local_only(&self) -> Option<&'static str> {
+        [
+            (self.format.is_some(), "-f"),
+            (self.title.is_some(), "-T"),
+            (self.extra_data.is_some(), "--extra-data"),
+            (self.timestamps.is_some(), "--timestamps"),
+            (self.logfile.is_some(), "--logfile"),
+            (self.verbose, "-V"),
+            (self.debug.is_some(), "-d"),
+            (self.affinity.is_some(), "-A"),
+            (self.cport.is_some(), "--cport"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
     /// Pins this process (and the threads it starts) to the CPU of `-A`.
     pub(crate) fn pin(&self) -> anyhow::Result<()> {
         let Some(cpu) = self.affinity else {

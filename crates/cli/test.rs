@@ -154,7 +154,7 @@ pub(crate) struct TestArgs {
     connect_timeout: Nanos,
     /// Third party: ask HOST (a `longhaul server --controllers FILE` that lists this controller's
     /// key) to run this test to the server TO; only the report comes back here (docs/fleet.md).
-    #[arg(long, value_name = "TO", requires = "host", conflicts_with = "bind")]
+    #[arg(long, value_name = "TO", conflicts_with = "bind")]
     to: Option<String>,
     /// With --to: TO's port.
     #[arg(long, value_name = "PORT", default_value_t = DEFAULT_PORT, requires = "to")]
@@ -286,6 +286,12 @@ pub(crate) fn file_flags(host: &str, words: &[String]) -> anyhow::Result<TestPar
         args.test.pace != Some(args::Pace::Auto),
         "--pace auto runs from the command line only, not from a file's args"
     );
+    if let Some(flag) = args.test.iperf3_flags.local_only() {
+        anyhow::bail!(
+            "{flag} shapes this host's output or process, not the test: give it on the command \
+             line, not in a file's args"
+        );
+    }
     params(&args.test)
 }
 
@@ -413,6 +419,10 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     if a.find_rate {
         return find_rate(a, params);
     }
+    anyhow::ensure!(
+        a.to.is_none() || a.server().is_some(),
+        "--to names the second server of a third-party test: give the first, HOST (or -c HOST)"
+    );
     let mut out = Output::new(a)?;
     let ran = match &a.to {
         Some(to) => {
