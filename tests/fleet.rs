@@ -97,6 +97,55 @@ fn a_third_party_test_runs_from_a_to_b_and_only_the_report_reaches_the_controlle
     assert!(text.contains("receiver"), "{text}");
 }
 
+/// Ctrl-C at the controller of `test A --to B`: A ends the test (as a Ctrl-C ends a direct one),
+/// the report of what ran comes back marked interrupted, and the controller exits 130.
+#[test]
+fn sigint_at_the_controller_stops_a_third_party_test_with_its_results() {
+    let t = Scratch::new("fleet-3p-int");
+    let key = t.key("ops.key");
+    let file = controllers(&t.join(""), &key, "");
+    let mut b = ServerProc::start(&[]);
+    let mut a = ServerProc::start(&["--controllers", s(&file)]);
+    let (ap, bp) = (a.port.to_string(), b.port.to_string());
+    let child = Command::new(bin())
+        .args([
+            "test",
+            "127.0.0.1",
+            "-p",
+            &ap,
+            "--to",
+            "127.0.0.1",
+            "--to-port",
+            &bp,
+        ])
+        .args(["--key", s(&key), "-t", "10", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start longhaul test --to");
+    let started = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    crate::util::sigint(&child);
+    let out = child.wait_with_output().expect("the controller ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        started.elapsed().as_secs() < 7,
+        "ended after {:?}",
+        started.elapsed()
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("the report as JSON");
+    assert_eq!(r["end"]["longhaul"]["interrupted"], true, "{}", r["end"]);
+    let seconds = r["end"]["sum_received"]["seconds"]
+        .as_f64()
+        .expect("seconds");
+    assert!((1.0..5.0).contains(&seconds), "{seconds} s");
+    a.wait_for("the controller stopped the test");
+    a.wait_for("job done");
+    b.wait_for("test finished");
+    assert!(!b.log().contains("test ended with an error"), "{}", b.log());
+}
+
 #[test]
 fn unknown_controllers_and_jobs_beyond_the_limits_are_refused_with_the_reason() {
     let t = Scratch::new("fleet-refused");

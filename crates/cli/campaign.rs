@@ -237,7 +237,7 @@ pub(crate) fn run(a: &CampaignArgs) -> anyhow::Result<ExitCode> {
                 tx: tx.clone(),
             };
             let done = job
-                .run_test(&t, Some(at_server), &mut fwd)
+                .run_test(&t, Some(at_server), None, &mut fwd)
                 .map(Box::new)
                 .map_err(|e| e.to_string());
             let _ = tx.send(Note::Done(i, done));

@@ -427,6 +427,7 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
     let ran = match &a.to {
         Some(to) => {
             let (host, port) = target(a)?;
+            let interrupts = Interrupts::install()?;
             let cfg = RemoteTest {
                 server: host,
                 port,
@@ -441,7 +442,9 @@ pub(crate) fn run(a: &TestArgs) -> anyhow::Result<ExitCode> {
                 },
                 timeout: a.connect_timeout.to_duration(),
                 encrypt: a.encrypt.config(),
+                interrupt: Some(interrupts.asked()),
             };
+            out.interrupts = Some(interrupts);
             run_remote_test(&cfg, &mut out)
         }
         None => {

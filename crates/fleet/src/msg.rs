@@ -12,6 +12,7 @@
 //! C: RunTest{to, port, family, params, start_at_unix_ns}
 //!                     S: Error (refused: the reason, e.g. a limit)  |
 //!                        TestStarted{start, started_unix_ns}, TestInterval{interval} × n,
+//! C: StopTest (optional, once the test runs: the controller was interrupted)
 //!                        then TestDone{end} | Error
 //! ```
 //!
@@ -180,6 +181,9 @@ pub enum JobMessage {
         /// The interval, as `longhaul test` reports it.
         interval: Box<IntervalReport>,
     },
+    /// The controller asks the running test to end now (its user pressed Ctrl-C): the server
+    /// ends it as its time would, and its `TestDone` holds what ran, marked interrupted.
+    StopTest,
     /// The test finished: the report's totals.
     TestDone {
         /// The report's end.
@@ -479,6 +483,7 @@ impl JobMessage {
             JobMessage::RunTest { .. } => "run_test",
             JobMessage::TestStarted { .. } => "test_started",
             JobMessage::TestInterval { .. } => "test_interval",
+            JobMessage::StopTest => "stop_test",
             JobMessage::TestDone { .. } => "test_done",
             JobMessage::IssueTicket { .. } => "issue_ticket",
             JobMessage::Ticket { .. } => "ticket",

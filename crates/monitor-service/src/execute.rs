@@ -167,7 +167,7 @@ impl Plan {
                     params,
                     encrypt: false,
                 };
-                let (report, _) = job.run_test(&test, None, &mut Quiet)?;
+                let (report, _) = job.run_test(&test, None, None, &mut Quiet)?;
                 let end = &report.end;
                 m.bits_per_second = Some(end.sum_received.bits_per_second);
                 m.retransmits = end.sum_sent.retransmits;

@@ -2,7 +2,9 @@
 //! and relays its report to the controller as it goes; a campaign asks each server to start at one
 //! instant (`start_at_unix_ns`, held at most [`MAX_HOLD_NS`] ahead).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use longhaul_fleet::JobMessage;
 use longhaul_fleet::msg::{MAX_HOLD_NS, TargetFamily};
@@ -77,15 +79,24 @@ pub(super) fn serve(
         key: None,
         // A job's test carries no --pace auto (its parameters came from the controller).
         pace_auto: false,
-        // A job's test ends at its end, or with the job's control connection.
-        interrupt: None,
+        // A job's test ends at its end, or when the controller sends StopTest.
+        interrupt: Some(Arc::new(AtomicBool::new(false))),
         data_port: None,
     };
     let mut relay = Relay {
         writer: ctl.writer(),
         gone: false,
     };
-    let report = match run_test(&cfg, &mut relay) {
+    let done = AtomicBool::new(false);
+    let ran = std::thread::scope(|s| {
+        let stop = cfg.interrupt.as_deref().expect("set above");
+        let (reader, done) = (&mut *ctl, &done);
+        s.spawn(move || watch_for_stop(reader, stop, done));
+        let ran = run_test(&cfg, &mut relay);
+        done.store(true, Ordering::SeqCst);
+        ran
+    });
+    let report = match ran {
         Ok(r) => r,
         Err(e) => {
             let message = format!("the test to {target} failed: {e}");
@@ -109,6 +120,30 @@ pub(super) fn serve(
         ),
     })
 }
+
+/// Reads the controller's connection while its test runs, until `done`: a `StopTest` sets `stop`
+/// (the test ends as a Ctrl-C ends one, with what ran). A controller that went away, or says
+/// anything else, is left to the relay: the test runs to its end.
+fn watch_for_stop(ctl: &mut JobConn, stop: &AtomicBool, done: &AtomicBool) {
+    while !done.load(Ordering::SeqCst) {
+        match ctl.recv_until(Instant::now() + STOP_POLL) {
+            Ok(None) => {}
+            Ok(Some(JobMessage::StopTest)) => {
+                info!("job: the controller stopped the test");
+                stop.store(true, Ordering::SeqCst);
+                return;
+            }
+            Ok(Some(m)) => {
+                warn!("job: {} while the test runs, ignored", m.kind());
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// How often the controller's connection is looked at for a `StopTest` (and the job's end).
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Sends the test's report to the controller as it goes. A controller that went away does not
 /// stop the test (it runs to its end, within the limits checked before it started).
@@ -175,6 +210,9 @@ pub struct RemoteTest {
     pub timeout: Duration,
     /// `--encrypt`: the job connection to A in TLS with these settings.
     pub encrypt: Option<ClientTlsConfig>,
+    /// Set (by a SIGINT or SIGTERM handler) to have A end the running test now; its report then
+    /// holds what ran, marked interrupted. `None`: only the test's end ends it.
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 /// Asks `cfg.server` to run the test to `cfg.test.to` and returns its report; `obs` sees it as it
@@ -190,16 +228,19 @@ pub fn run_remote_test(cfg: &RemoteTest, obs: &mut dyn Observer) -> Result<Repor
         cfg.timeout,
         cfg.encrypt.as_ref(),
     )?;
-    job.run_test(&cfg.test, None, obs).map(|(report, _)| report)
+    job.run_test(&cfg.test, None, cfg.interrupt.as_deref(), obs)
+        .map(|(report, _)| report)
 }
 
 impl JobClient {
     /// Asks the server to run `test`, starting at `start_at_unix_ns` by the server's clock if
-    /// given; returns the report and when the server says it started (Unix ns, its clock).
+    /// given; returns the report and when the server says it started (Unix ns, its clock). Once
+    /// `stop` is set (a signal handler's flag), the server is asked to end the test now.
     pub fn run_test(
         &mut self,
         test: &TestTo,
         start_at_unix_ns: Option<u64>,
+        stop: Option<&AtomicBool>,
         obs: &mut dyn Observer,
     ) -> Result<(Report, u64), EngineError> {
         self.ctl.send(&JobMessage::RunTest {
@@ -223,8 +264,29 @@ impl JobClient {
         };
         let mut start = None;
         let mut intervals = Vec::new();
+        let mut deadline = Instant::now() + patience;
+        let mut stop_sent = false;
         loop {
-            match self.ctl.recv(patience, "the test's report")? {
+            let watching = stop.filter(|_| !stop_sent);
+            let wake = match watching {
+                Some(_) => deadline.min(Instant::now() + STOP_POLL),
+                None => deadline,
+            };
+            let Some(m) = self.ctl.recv_until(wake)? else {
+                if Instant::now() >= deadline {
+                    return Err(EngineError::Timeout(format!(
+                        "the test's report from {}",
+                        self.server
+                    )));
+                }
+                if watching.is_some_and(|f| f.load(Ordering::SeqCst)) {
+                    self.ctl.send(&JobMessage::StopTest)?;
+                    stop_sent = true;
+                }
+                continue;
+            };
+            deadline = Instant::now() + patience;
+            match m {
                 JobMessage::TestStarted {
                     start: s,
                     started_unix_ns,
