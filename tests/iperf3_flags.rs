@@ -281,10 +281,22 @@ fn server_packets(server: &ServerProc, args: &[&str]) -> String {
 /// The data packets sent to a client's port while `run(PORT)` runs a test whose client binds its
 /// data connection there (`--cport PORT`), as `tcpdump -v -A` prints them.
 fn packets_to(run: impl FnOnce(&str)) -> String {
+    capture(
+        20,
+        |cport| format!("tcp dst port {cport} and greater 600"),
+        run,
+    )
+}
+
+/// The first `count` packets that `filter(PORT)` selects while `run(PORT)` runs a test whose
+/// client binds its data connection to PORT, as `tcpdump -v -A` prints them (within 30 s).
+fn capture(count: u32, filter: impl FnOnce(&str) -> String, run: impl FnOnce(&str)) -> String {
     let cport = free_ports().to_string();
-    let mut dump = Command::new("tcpdump")
-        .args(["-i", "lo", "-n", "-v", "-A", "-l", "-s", "200", "-c", "20"])
-        .args([&format!("tcp dst port {cport} and greater 600")])
+    let mut dump = Command::new("timeout")
+        .args([
+            "30", "tcpdump", "-i", "lo", "-n", "-v", "-A", "-l", "-s", "200",
+        ])
+        .args(["-c", &count.to_string(), &filter(&cport)])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -295,10 +307,30 @@ fn packets_to(run: impl FnOnce(&str)) -> String {
         .expect("tcpdump starts");
     assert!(line.contains("listening on lo"), "{line}");
     run(&cport);
-    let out = dump
-        .wait_with_output()
-        .expect("tcpdump ends after 20 packets");
+    let out = dump.wait_with_output().expect("tcpdump ends");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `-M 1000`: the client's SYN asks for segments of 1000 bytes (the MSS option), so neither end
+/// sends larger ones (the sockets read back 988: 1000 less the timestamp option, as above).
+#[test]
+fn set_mss_is_the_mss_the_syn_advertises() {
+    if !program("tcpdump", "tcpdump") {
+        return;
+    }
+    let server = ServerProc::start(&[]);
+    let syn = capture(
+        1,
+        |cport| format!("tcp src port {cport} and tcp[tcpflags] & tcp-syn != 0"),
+        |cport| {
+            text(&test_cmd(
+                "127.0.0.1",
+                server.port,
+                &["-t", "1", "--cport", cport, "-M", "1000"],
+            ));
+        },
+    );
+    assert!(syn.contains("mss 1000"), "the SYN of -M 1000:\n{syn}");
 }
 
 #[test]
