@@ -551,6 +551,12 @@ impl TestParams {
                 "--pace auto governs TCP sockets' pacing; with --transport udp give --pace RATE",
             );
         }
+        if !self.sockets.is_unset() {
+            return bad(
+                "-M, -N, -S/--dscp, --repeating-payload and --dont-fragment set the kernel's TCP \
+                 and UDP sockets; not with --transport udp",
+            );
+        }
         Ok(())
     }
 
@@ -754,6 +760,44 @@ pub(crate) mod tests {
         }
     }
 
+    /// iperf3's socket flags: an MSS within Linux's bounds, on TCP only; on the wire only when set.
+    #[test]
+    fn socket_flags_are_checked_and_sent_only_when_set() {
+        let with = |sockets: SocketFlags| TestParams {
+            sockets,
+            ..params()
+        };
+        let mss = |m| SocketFlags {
+            mss: Some(m),
+            ..SocketFlags::default()
+        };
+        with(mss(MIN_MSS)).validate().unwrap();
+        with(mss(MAX_MSS)).validate().unwrap();
+        for m in [0, MIN_MSS - 1, MAX_MSS + 1] {
+            let e = with(mss(m)).validate().unwrap_err().to_string();
+            assert!(e.contains("MSS (-M)"), "{e}");
+        }
+        let e = TestParams {
+            sockets: mss(1000),
+            ..udp_params()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("TCP's"), "{e}");
+        let p = with(SocketFlags {
+            nodelay: true,
+            tos: Some(0x28),
+            ..SocketFlags::default()
+        });
+        let wire = serde_json::to_string(&p).unwrap();
+        assert!(
+            wire.contains(r#""sockets":{"nodelay":true,"tos":40}"#),
+            "{wire}"
+        );
+        assert_eq!(serde_json::from_str::<TestParams>(&wire).unwrap(), p);
+    }
+
     /// The QUIC transport carries reliable streams with its own controllers: a UDP test, a kernel
     /// controller's name, zero-copy, --dedicated and --pace auto are refused with it, each by
     /// name; --pace RATE is taken.
@@ -820,10 +864,23 @@ pub(crate) mod tests {
             },
             "--pace auto",
         );
+        refused(
+            TestParams {
+                sockets: SocketFlags {
+                    tos: Some(0x28),
+                    ..SocketFlags::default()
+                },
+                ..quic.clone()
+            },
+            "not with --transport udp",
+        );
         // On the wire a TCP test carries no transport at all (older peers read it), a QUIC one
-        // says so.
+        // says so; no socket flags either unless some are set.
         let tcp = serde_json::to_string(&params()).unwrap();
-        assert!(!tcp.contains("transport"), "{tcp}");
+        assert!(
+            !tcp.contains("transport") && !tcp.contains("sockets"),
+            "{tcp}"
+        );
         let q = serde_json::to_string(&quic).unwrap();
         assert!(q.contains(r#""transport":"quic""#), "{q}");
         assert_eq!(serde_json::from_str::<TestParams>(&tcp).unwrap(), params());
