@@ -343,8 +343,9 @@ pub fn read_params(json: &[u8]) -> Result<ClientRequest, Refusal> {
         None => None,
     };
     let sockets = crate::msg::SocketFlags {
+        // iperf3 sets the MSS on TCP streams only; a UDP test's is ignored, as its server does.
         mss: num("MSS")?
-            .filter(|&m| m > 0)
+            .filter(|&m| m > 0 && !udp)
             .map(|m| u32::try_from(m).unwrap_or(u32::MAX)),
         nodelay: m.contains_key("nodelay"),
         tos: tos.filter(|&t| t > 0),
@@ -714,6 +715,26 @@ mod tests {
         assert!(!p.is_udp());
     }
 
+    /// A stock iperf3 client's socket flags become the test's, as its own server takes them.
+    #[test]
+    fn socket_flags_from_an_iperf3_client_are_taken() {
+        let r = read_params(
+            br#"{"tcp":true,"MSS":1000,"TOS":40,"nodelay":true,"repeating_payload":1}"#,
+        )
+        .unwrap();
+        let f = r.params.sockets;
+        assert_eq!(
+            (f.mss, f.tos, f.nodelay, f.repeating_payload),
+            (Some(1000), Some(40), true, true)
+        );
+        assert!(r.ignored.is_empty(), "{:?}", r.ignored);
+        let u = read_params(br#"{"udp":true,"MSS":1000,"dont_fragment":1}"#).unwrap();
+        assert_eq!(
+            (u.params.sockets.mss, u.params.sockets.dont_fragment),
+            (None, true)
+        );
+    }
+
     #[test]
     fn bad_parameters_are_refused_with_the_code_iperf3_knows() {
         for (json, code) in [
@@ -732,6 +753,9 @@ mod tests {
                 ErrorCode::SetCongestion,
             ),
             (r#"{"tcp":true,"time":"ten"}"#, ErrorCode::Protocol),
+            (r#"{"tcp":true,"TOS":300}"#, ErrorCode::Protocol),
+            (r#"{"tcp":true,"MSS":40}"#, ErrorCode::Protocol),
+            (r#"{"tcp":true,"MSS":1e12}"#, ErrorCode::Protocol),
             (r#"{"tcp":true,"parallel":-1}"#, ErrorCode::Protocol),
             (r#"[1,2]"#, ErrorCode::Protocol),
             (r#"{"tcp":tru"#, ErrorCode::Protocol),
